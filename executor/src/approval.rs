@@ -1,0 +1,189 @@
+//! Approval verification: is this write exactly what a configured human
+//! signed? The checks run in order from cheapest to the one with a side
+//! effect; consuming the nonce happens last, in the service, only once every
+//! other check has passed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use drydock_proto::approval::{self, ApprovalClaims, ApprovalFormatError, WriteAction};
+use ed25519_dalek::VerifyingKey;
+
+use crate::config::ApproverConfig;
+use crate::policy::ResolvedTarget;
+
+/// Clock skew tolerated between the signer and the executor.
+const CLOCK_SKEW_SECS: i64 = 60;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ApprovalError {
+    #[error("approval missing: {action} needs an approval signed by a configured approver")]
+    Missing { action: &'static str },
+    #[error("approval signed with unknown key id `{key_id}`")]
+    UnknownKey { key_id: String },
+    #[error("approval rejected: {0}")]
+    Format(#[from] ApprovalFormatError),
+    #[error("approval is for action {signed}, not {called}")]
+    WrongAction { signed: &'static str, called: &'static str },
+    #[error("approval is for container {signed}, but the target is now {actual}")]
+    WrongContainer { signed: String, actual: String },
+    #[error("approval is for request {signed}, not {called}")]
+    WrongRequest { signed: String, called: String },
+    #[error("approval expired at {expires_at} (now {now})")]
+    Expired { expires_at: i64, now: i64 },
+    #[error("approval is not valid before {issued_at} (now {now})")]
+    NotYetValid { issued_at: i64, now: i64 },
+    #[error("approval lifetime of {lifetime}s exceeds the executor's maximum of {max}s")]
+    LifetimeTooLong { lifetime: i64, max: i64 },
+    #[error("approval was already used (nonce replayed)")]
+    Replayed,
+}
+
+/// An approval whose signature, binding and validity window all check out;
+/// its nonce has not been consumed yet.
+#[derive(Debug, Clone)]
+pub struct VerifiedApproval {
+    pub claims: ApprovalClaims,
+    pub key_id: String,
+}
+
+pub struct ApprovalInput<'a> {
+    pub claims: &'a [u8],
+    pub signature: &'a [u8],
+    pub key_id: &'a str,
+}
+
+pub struct ApprovalVerifier {
+    keys: HashMap<String, VerifyingKey>,
+    max_lifetime: Duration,
+}
+
+impl ApprovalVerifier {
+    /// Keys were validated with the config; an unparsable one is skipped
+    /// (and so can never verify anything).
+    pub fn new(approvers: &[ApproverConfig], max_lifetime: Duration) -> ApprovalVerifier {
+        let keys = approvers
+            .iter()
+            .filter_map(|a| approval::parse_public_key(&a.public_key).ok().map(|k| (a.id.clone(), k)))
+            .collect();
+        ApprovalVerifier { keys, max_lifetime }
+    }
+
+    pub fn approver_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.keys.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    pub fn verify(
+        &self,
+        input: Option<ApprovalInput<'_>>,
+        action: WriteAction,
+        target: &ResolvedTarget,
+        request_id: &str,
+        now: i64,
+    ) -> Result<VerifiedApproval, ApprovalError> {
+        let input = input.ok_or(ApprovalError::Missing { action: action.as_str() })?;
+        let key = self
+            .keys
+            .get(input.key_id)
+            .ok_or_else(|| ApprovalError::UnknownKey { key_id: input.key_id.to_string() })?;
+        // Signature first, over the exact received bytes; only then are the
+        // claims decoded and trusted.
+        let claims = approval::verify(input.claims, input.signature, key)?;
+        if claims.action != action {
+            return Err(ApprovalError::WrongAction { signed: claims.action.as_str(), called: action.as_str() });
+        }
+        if claims.container_id != target.id {
+            return Err(ApprovalError::WrongContainer { signed: claims.container_id, actual: target.id.clone() });
+        }
+        if claims.request_id != request_id {
+            return Err(ApprovalError::WrongRequest { signed: claims.request_id, called: request_id.to_string() });
+        }
+        if now >= claims.expires_at {
+            return Err(ApprovalError::Expired { expires_at: claims.expires_at, now });
+        }
+        if claims.issued_at > now + CLOCK_SKEW_SECS {
+            return Err(ApprovalError::NotYetValid { issued_at: claims.issued_at, now });
+        }
+        let lifetime = claims.expires_at - claims.issued_at;
+        let max = self.max_lifetime.as_secs() as i64;
+        if lifetime > max {
+            return Err(ApprovalError::LifetimeTooLong { lifetime, max });
+        }
+        Ok(VerifiedApproval { claims, key_id: input.key_id.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drydock_proto::approval::{generate_signing_key, CLAIMS_VERSION};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn target() -> ResolvedTarget {
+        ResolvedTarget { id: "c".repeat(64), name: "/backend".into(), labels: Default::default() }
+    }
+
+    fn claims() -> ApprovalClaims {
+        ApprovalClaims {
+            version: CLAIMS_VERSION,
+            approval_id: "apr".into(),
+            request_id: "req".into(),
+            action: WriteAction::Restart,
+            container_id: "c".repeat(64),
+            container_name: "backend".into(),
+            plan_digest: "d".into(),
+            issued_at: NOW - 10,
+            expires_at: NOW + 600,
+            nonce: "n".into(),
+        }
+    }
+
+    #[test]
+    fn binding_table() {
+        let key = generate_signing_key();
+        let other_key = generate_signing_key();
+        let verifier = ApprovalVerifier::new(
+            &[ApproverConfig { id: "alice".into(), public_key: approval::format_public_key(&key.verifying_key()) }],
+            Duration::from_secs(3600),
+        );
+        type Mutate = fn(&mut ApprovalClaims);
+        let cases: Vec<(&str, Mutate, bool, Option<&str>)> = vec![
+            ("valid", |_| {}, true, None),
+            ("other action", |c| c.action = WriteAction::Start, true, Some("for action start")),
+            ("other container", |c| c.container_id = "d".repeat(64), true, Some("for container")),
+            ("other request", |c| c.request_id = "other".into(), true, Some("for request other")),
+            ("expired", |c| c.expires_at = NOW - 1, true, Some("expired")),
+            ("from the future", |c| c.issued_at = NOW + 3600, true, Some("not valid before")),
+            ("too long", |c| c.expires_at = NOW + 86_400, true, Some("exceeds")),
+            ("forged", |_| {}, false, Some("signature does not verify")),
+        ];
+        for (name, mutate, good_key, want_err) in cases {
+            let mut c = claims();
+            mutate(&mut c);
+            let bytes = c.encode();
+            let sig = approval::sign(&bytes, if good_key { &key } else { &other_key });
+            let got = verifier.verify(
+                Some(ApprovalInput { claims: &bytes, signature: &sig, key_id: "alice" }),
+                WriteAction::Restart,
+                &target(),
+                "req",
+                NOW,
+            );
+            match want_err {
+                None => assert!(got.is_ok(), "{name}: {got:?}"),
+                Some(needle) => {
+                    let err = got.unwrap_err().to_string();
+                    assert!(err.contains(needle), "{name}: {err}");
+                }
+            }
+        }
+        let bytes = claims().encode();
+        let sig = approval::sign(&bytes, &key);
+        let unknown = verifier.verify(Some(ApprovalInput { claims: &bytes, signature: &sig, key_id: "mallory" }), WriteAction::Restart, &target(), "req", NOW);
+        assert_eq!(unknown.unwrap_err(), ApprovalError::UnknownKey { key_id: "mallory".into() });
+        assert_eq!(verifier.verify(None, WriteAction::Restart, &target(), "req", NOW).unwrap_err(), ApprovalError::Missing { action: "restart" });
+    }
+}

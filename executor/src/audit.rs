@@ -1,0 +1,265 @@
+//! The audit log and the approval nonce store, in one SQLite file.
+//!
+//! Every call the executor answers (refusals included) becomes one row. Each
+//! row's hash covers its content and the previous row's hash, so an edited,
+//! deleted or reordered row breaks the chain and `audit verify` reports where.
+//! Nonces live in the same file so that "the nonce was consumed" and "the
+//! audit log is writable" are facts about one store.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension as _};
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("audit store error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot create audit folder {0}: {1}")]
+    Folder(String, std::io::Error),
+    #[error("approval nonce was already used")]
+    NonceReplayed,
+}
+
+/// What one call did, as recorded.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub request_id: String,
+    pub caller: String,
+    pub action: String,
+    pub target: String,
+    pub container_id: String,
+    pub tier: u32,
+    pub approval_id: String,
+    pub key_id: String,
+    /// `allowed`, `denied` or `error`.
+    pub decision: String,
+    /// The gRPC status code name.
+    pub code: String,
+    pub reason: String,
+    pub duration_ms: u64,
+    pub input: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub ts: String,
+    #[serde(flatten)]
+    pub entry: AuditEntry,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+pub struct AuditLog {
+    conn: Mutex<Connection>,
+}
+
+fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
+    // A JSON array of fixed positions is an unambiguous encoding.
+    let material = serde_json::json!([
+        seq, ts, e.request_id, e.caller, e.action, e.target, e.container_id, e.tier,
+        e.approval_id, e.key_id, e.decision, e.code, e.reason, e.duration_ms, e.input,
+        e.result, prev_hash
+    ]);
+    hex::encode(Sha256::digest(material.to_string().as_bytes()))
+}
+
+impl AuditLog {
+    pub fn open(path: &Path) -> Result<AuditLog, AuditError> {
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(|e| AuditError::Folder(dir.display().to_string(), e))?;
+            }
+        }
+        let conn = Connection::open(path)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=FULL;
+             PRAGMA busy_timeout=5000;
+             CREATE TABLE IF NOT EXISTS audit (
+               seq INTEGER PRIMARY KEY,
+               ts TEXT NOT NULL,
+               request_id TEXT NOT NULL,
+               caller TEXT NOT NULL,
+               action TEXT NOT NULL,
+               target TEXT NOT NULL,
+               container_id TEXT NOT NULL,
+               tier INTEGER NOT NULL,
+               approval_id TEXT NOT NULL,
+               key_id TEXT NOT NULL,
+               decision TEXT NOT NULL,
+               code TEXT NOT NULL,
+               reason TEXT NOT NULL,
+               duration_ms INTEGER NOT NULL,
+               input TEXT NOT NULL,
+               result TEXT NOT NULL,
+               prev_hash TEXT NOT NULL,
+               hash TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS nonces (
+               nonce TEXT PRIMARY KEY,
+               approval_id TEXT NOT NULL,
+               expires_at INTEGER NOT NULL,
+               used_at TEXT NOT NULL
+             );",
+        )?;
+        Ok(AuditLog { conn: Mutex::new(conn) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite half-written
+        // (every write is one transaction), so a poisoned lock is still usable.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Append one row, chained to the last one. Returns its sequence number.
+    pub fn append(&self, entry: &AuditEntry) -> Result<i64, AuditError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let last: Option<(i64, String)> = tx
+            .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let (seq, prev) = match last {
+            Some((s, h)) => (s + 1, h),
+            None => (1, GENESIS_HASH.to_string()),
+        };
+        let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let hash = row_hash(seq, &ts, entry, &prev);
+        tx.execute(
+            "INSERT INTO audit (seq, ts, request_id, caller, action, target, container_id, tier, approval_id, key_id, decision, code, reason, duration_ms, input, result, prev_hash, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+            params![
+                seq, ts, entry.request_id, entry.caller, entry.action, entry.target, entry.container_id,
+                entry.tier, entry.approval_id, entry.key_id, entry.decision, entry.code, entry.reason,
+                entry.duration_ms as i64, entry.input, entry.result, prev, hash
+            ],
+        )?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// Record a nonce as used. Fails with `NonceReplayed` if it was used
+    /// before, including by an earlier run of the executor.
+    pub fn consume_nonce(&self, nonce: &str, approval_id: &str, expires_at: i64) -> Result<(), AuditError> {
+        let conn = self.lock();
+        let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        match conn.execute(
+            "INSERT INTO nonces (nonce, approval_id, expires_at, used_at) VALUES (?1, ?2, ?3, ?4)",
+            params![nonce, approval_id, expires_at, ts],
+        ) {
+            Ok(_) => Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                Err(AuditError::NonceReplayed)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn rows(&self) -> Result<Vec<AuditRow>, AuditError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT seq, ts, request_id, caller, action, target, container_id, tier, approval_id, key_id, decision, code, reason, duration_ms, input, result, prev_hash, hash FROM audit ORDER BY seq",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(AuditRow {
+                    seq: r.get(0)?,
+                    ts: r.get(1)?,
+                    entry: AuditEntry {
+                        request_id: r.get(2)?,
+                        caller: r.get(3)?,
+                        action: r.get(4)?,
+                        target: r.get(5)?,
+                        container_id: r.get(6)?,
+                        tier: r.get(7)?,
+                        approval_id: r.get(8)?,
+                        key_id: r.get(9)?,
+                        decision: r.get(10)?,
+                        code: r.get(11)?,
+                        reason: r.get(12)?,
+                        duration_ms: r.get::<_, i64>(13)?.max(0) as u64,
+                        input: r.get(14)?,
+                        result: r.get(15)?,
+                    },
+                    prev_hash: r.get(16)?,
+                    hash: r.get(17)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// Check the whole chain. `Ok(n)` is the number of intact rows; an error
+    /// names the first row that does not fit.
+    pub fn verify(&self) -> Result<Result<usize, String>, AuditError> {
+        Ok(verify_rows(&self.rows()?))
+    }
+}
+
+pub fn verify_rows(rows: &[AuditRow]) -> Result<usize, String> {
+    let mut prev = GENESIS_HASH.to_string();
+    for (i, row) in rows.iter().enumerate() {
+        let expected_seq = i as i64 + 1;
+        if row.seq != expected_seq {
+            return Err(format!("row {expected_seq} is missing (found seq {} in its place)", row.seq));
+        }
+        if row.prev_hash != prev {
+            return Err(format!("row {} does not chain to the row before it", row.seq));
+        }
+        if row_hash(row.seq, &row.ts, &row.entry, &row.prev_hash) != row.hash {
+            return Err(format!("row {} was modified (its hash does not match its content)", row.seq));
+        }
+        prev = row.hash.clone();
+    }
+    Ok(rows.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(action: &str) -> AuditEntry {
+        AuditEntry { action: action.into(), decision: "allowed".into(), code: "OK".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn chain_detects_edit_delete_and_reorder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let log = AuditLog::open(&path).unwrap();
+        for a in ["list", "inspect", "restart", "logs"] {
+            log.append(&entry(a)).unwrap();
+        }
+        assert_eq!(log.verify().unwrap(), Ok(4));
+        let raw = Connection::open(&path).unwrap();
+
+        raw.execute("UPDATE audit SET decision='denied' WHERE seq=3", []).unwrap();
+        assert!(log.verify().unwrap().unwrap_err().contains("row 3 was modified"));
+        raw.execute("UPDATE audit SET decision='allowed' WHERE seq=3", []).unwrap();
+        assert_eq!(log.verify().unwrap(), Ok(4));
+
+        raw.execute("UPDATE audit SET seq=10 WHERE seq=2", []).unwrap();
+        raw.execute("UPDATE audit SET seq=2 WHERE seq=3", []).unwrap();
+        raw.execute("UPDATE audit SET seq=3 WHERE seq=10", []).unwrap();
+        assert!(log.verify().unwrap().is_err(), "reorder must be detected");
+
+        raw.execute("DELETE FROM audit WHERE seq=2", []).unwrap();
+        assert!(log.verify().unwrap().unwrap_err().contains("row 2 is missing"));
+    }
+
+    #[test]
+    fn nonces_are_single_use_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        AuditLog::open(&path).unwrap().consume_nonce("n1", "a1", 0).unwrap();
+        let reopened = AuditLog::open(&path).unwrap();
+        assert!(matches!(reopened.consume_nonce("n1", "a1", 0), Err(AuditError::NonceReplayed)));
+        reopened.consume_nonce("n2", "a2", 0).unwrap();
+    }
+}

@@ -1,0 +1,410 @@
+//! Executor configuration: YAML, every key with a default, validated at start
+//! with errors that name the key. `DRYDOCK_*` environment variables override
+//! a few deployment-specific keys.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7443";
+pub const DEFAULT_DOCKER_ENDPOINT: &str = "unix:///var/run/docker.sock";
+pub const DEFAULT_LOGS_MAX_LINES: u32 = 500;
+pub const DEFAULT_LOGS_MAX_BYTES: u32 = 262_144;
+pub const DEFAULT_LOGS_TAIL: u32 = 200;
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_LOGS_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// An approval may not be valid for longer than this, whatever it claims.
+pub const DEFAULT_MAX_APPROVAL_TTL: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config key `{key}` is invalid: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, message: message.into() }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    pub tls: TlsConfig,
+    #[serde(default)]
+    pub docker: DockerConfig,
+    #[serde(default)]
+    pub approvers: Vec<ApproverConfig>,
+    #[serde(default)]
+    pub targets: TargetsConfig,
+    #[serde(default)]
+    pub actions: ActionsConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub timeouts: TimeoutsConfig,
+    pub audit: AuditConfig,
+    #[serde(default)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+fn default_listen() -> String {
+    DEFAULT_LISTEN.to_string()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: PathBuf,
+    pub allowed_clients: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DockerConfig {
+    #[serde(default = "default_docker_endpoint")]
+    pub endpoint: String,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        DockerConfig { endpoint: default_docker_endpoint() }
+    }
+}
+
+fn default_docker_endpoint() -> String {
+    DEFAULT_DOCKER_ENDPOINT.to_string()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproverConfig {
+    pub id: String,
+    pub public_key: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetsConfig {
+    /// Glob patterns over container names (without the leading slash).
+    #[serde(default = "default_allow_names")]
+    pub allow_names: Vec<String>,
+    /// Every listed label must be present with this value.
+    #[serde(default)]
+    pub allow_labels: BTreeMap<String, String>,
+    /// When non-empty, only containers of these compose projects.
+    #[serde(default)]
+    pub allow_compose_projects: Vec<String>,
+}
+
+impl Default for TargetsConfig {
+    fn default() -> Self {
+        TargetsConfig {
+            allow_names: default_allow_names(),
+            allow_labels: BTreeMap::new(),
+            allow_compose_projects: Vec::new(),
+        }
+    }
+}
+
+fn default_allow_names() -> Vec<String> {
+    vec!["*".to_string()]
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionToggle {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionsConfig {
+    #[serde(default = "enabled")]
+    pub restart: ActionToggle,
+    #[serde(default = "enabled")]
+    pub start: ActionToggle,
+}
+
+impl Default for ActionsConfig {
+    fn default() -> Self {
+        ActionsConfig { restart: enabled(), start: enabled() }
+    }
+}
+
+fn enabled() -> ActionToggle {
+    ActionToggle { enabled: true }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    #[serde(default = "default_logs_max_lines")]
+    pub logs_max_lines: u32,
+    #[serde(default = "default_logs_max_bytes")]
+    pub logs_max_bytes: u32,
+    #[serde(default = "default_logs_tail")]
+    pub logs_default_tail: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            logs_max_lines: DEFAULT_LOGS_MAX_LINES,
+            logs_max_bytes: DEFAULT_LOGS_MAX_BYTES,
+            logs_default_tail: DEFAULT_LOGS_TAIL,
+        }
+    }
+}
+
+fn default_logs_max_lines() -> u32 {
+    DEFAULT_LOGS_MAX_LINES
+}
+fn default_logs_max_bytes() -> u32 {
+    DEFAULT_LOGS_MAX_BYTES
+}
+fn default_logs_tail() -> u32 {
+    DEFAULT_LOGS_TAIL
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutsConfig {
+    #[serde(default = "default_read", with = "humantime_serde_compat")]
+    pub read: Duration,
+    #[serde(default = "default_logs", with = "humantime_serde_compat")]
+    pub logs: Duration,
+    #[serde(default = "default_write", with = "humantime_serde_compat")]
+    pub write: Duration,
+    #[serde(default = "default_max_ttl", with = "humantime_serde_compat")]
+    pub max_approval_ttl: Duration,
+}
+
+impl Default for TimeoutsConfig {
+    fn default() -> Self {
+        TimeoutsConfig {
+            read: DEFAULT_READ_TIMEOUT,
+            logs: DEFAULT_LOGS_TIMEOUT,
+            write: DEFAULT_WRITE_TIMEOUT,
+            max_approval_ttl: DEFAULT_MAX_APPROVAL_TTL,
+        }
+    }
+}
+
+fn default_read() -> Duration {
+    DEFAULT_READ_TIMEOUT
+}
+fn default_logs() -> Duration {
+    DEFAULT_LOGS_TIMEOUT
+}
+fn default_write() -> Duration {
+    DEFAULT_WRITE_TIMEOUT
+}
+fn default_max_ttl() -> Duration {
+    DEFAULT_MAX_APPROVAL_TTL
+}
+
+/// Durations are written the way humans write them: `5s`, `500ms`, `2m`.
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!("`{text}` is not a duration like 5s or 500ms ({e})"))
+        })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    pub path: PathBuf,
+}
+
+impl Config {
+    /// Read, apply environment overrides, resolve relative paths against the
+    /// config file's folder, and validate.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let mut config: Config = serde_yaml_ng::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        config.apply_env(|k| std::env::var(k).ok());
+        if let Some(dir) = path.parent() {
+            config.resolve_paths(dir);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
+        if let Some(v) = get("DRYDOCK_LISTEN") {
+            self.listen = v;
+        }
+        if let Some(v) = get("DRYDOCK_DOCKER_ENDPOINT") {
+            self.docker.endpoint = v;
+        }
+        if let Some(v) = get("DRYDOCK_AUDIT_PATH") {
+            self.audit.path = PathBuf::from(v);
+        }
+    }
+
+    fn resolve_paths(&mut self, dir: &Path) {
+        for p in [
+            &mut self.tls.cert,
+            &mut self.tls.key,
+            &mut self.tls.client_ca,
+            &mut self.audit.path,
+        ] {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.listen
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| invalid("listen", format!("`{}` is not an address like 127.0.0.1:7443", self.listen)))?;
+        for (key, path) in [("tls.cert", &self.tls.cert), ("tls.key", &self.tls.key), ("tls.client_ca", &self.tls.client_ca)] {
+            if !path.is_file() {
+                return Err(invalid(key, format!("file {} does not exist", path.display())));
+            }
+        }
+        check_private_file_mode("tls.key", &self.tls.key)?;
+        if self.tls.allowed_clients.is_empty() {
+            return Err(invalid("tls.allowed_clients", "must name at least one client identity (for example drydock-agent)"));
+        }
+        if !self.docker.endpoint.starts_with("unix://") && !self.docker.endpoint.starts_with("tcp://") && !self.docker.endpoint.starts_with("http://") {
+            return Err(invalid("docker.endpoint", format!("`{}` must start with unix://, tcp:// or http://", self.docker.endpoint)));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for approver in &self.approvers {
+            if approver.id.is_empty() || approver.id.len() > 64 {
+                return Err(invalid("approvers[].id", "must be 1 to 64 characters"));
+            }
+            if !seen.insert(approver.id.as_str()) {
+                return Err(invalid("approvers[].id", format!("`{}` is listed twice", approver.id)));
+            }
+            drydock_proto::approval::parse_public_key(&approver.public_key)
+                .map_err(|e| invalid("approvers[].public_key", format!("approver `{}`: {e}", approver.id)))?;
+        }
+        if self.targets.allow_names.is_empty() && self.targets.allow_labels.is_empty() && self.targets.allow_compose_projects.is_empty() {
+            return Err(invalid("targets", "no selector set: use allow_names: [\"*\"] to allow every container"));
+        }
+        if self.limits.logs_max_lines == 0 || self.limits.logs_max_lines > 10_000 {
+            return Err(invalid("limits.logs_max_lines", format!("{} is outside 1..=10000", self.limits.logs_max_lines)));
+        }
+        if self.limits.logs_max_bytes < 1024 || self.limits.logs_max_bytes > 16 * 1024 * 1024 {
+            return Err(invalid("limits.logs_max_bytes", format!("{} is outside 1024..=16777216", self.limits.logs_max_bytes)));
+        }
+        if self.limits.logs_default_tail == 0 || self.limits.logs_default_tail > self.limits.logs_max_lines {
+            return Err(invalid("limits.logs_default_tail", "must be between 1 and limits.logs_max_lines"));
+        }
+        for (key, d) in [("timeouts.read", self.timeouts.read), ("timeouts.logs", self.timeouts.logs), ("timeouts.write", self.timeouts.write), ("timeouts.max_approval_ttl", self.timeouts.max_approval_ttl)] {
+            if d.is_zero() {
+                return Err(invalid(key, "must be greater than zero"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A private key readable by others is refused: it would let any local user
+/// impersonate the executor.
+fn check_private_file_mode(key: &'static str, path: &Path) -> Result<(), ConfigError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let meta = std::fs::metadata(path).map_err(|e| invalid(key, format!("cannot stat {}: {e}", path.display())))?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(invalid(key, format!("{} has mode {mode:o}; private keys must not be readable by group or others (chmod 600)", path.display())));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_files(dir: &Path) {
+        for f in ["server.crt", "ca.crt"] {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        std::fs::write(dir.join("server.key"), "x").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.join("server.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+    }
+
+    const BASE: &str = "tls: {cert: server.crt, key: server.key, client_ca: ca.crt, allowed_clients: [drydock-agent]}\naudit: {path: audit.db}\n";
+
+    fn load(extra: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(dir.path());
+        let path = dir.path().join("executor.yaml");
+        std::fs::write(&path, format!("{BASE}{extra}")).unwrap();
+        Config::load(&path)
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = load("").unwrap();
+        assert_eq!(c.listen, DEFAULT_LISTEN);
+        assert!(c.actions.restart.enabled);
+        assert_eq!(c.timeouts.write, DEFAULT_WRITE_TIMEOUT);
+        assert!(c.audit.path.is_absolute());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("bogus: 1\n", "bogus"),
+            ("timeouts: {read: soon}\n", "soon"),
+            ("listen: nowhere\n", "`listen`"),
+            ("approvers: [{id: a, public_key: 'ed25519:xx'}]\n", "approvers[].public_key"),
+            ("limits: {logs_max_lines: 0}\n", "limits.logs_max_lines"),
+            ("docker: {endpoint: 'ftp://x'}\n", "docker.endpoint"),
+        ];
+        for (extra, needle) in cases {
+            let err = load(extra).unwrap_err().to_string();
+            assert!(err.contains(needle), "{extra:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn group_readable_key_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(dir.path());
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir.path().join("server.key"), std::fs::Permissions::from_mode(0o640)).unwrap();
+        let path = dir.path().join("executor.yaml");
+        std::fs::write(&path, BASE).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.contains("tls.key") && err.contains("chmod 600"), "{err}");
+    }
+}

@@ -1,0 +1,370 @@
+//! The Docker adapter: the only code in drydock that talks to the engine.
+//!
+//! Every per-container method takes a `Permit` (built only by the policy
+//! module) and acts on the permit's full container id, never on a name the
+//! caller gave, so a container renamed or recreated between the policy check
+//! and the call cannot be hit by mistake. Each call runs under a deadline;
+//! reads are retried at most twice on transient errors; writes never are.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bollard::container::{
+    InspectContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RestartContainerOptions,
+    StartContainerOptions,
+};
+use bollard::Docker;
+use futures::StreamExt as _;
+
+use crate::policy::{Permit, ResolvedTarget};
+
+/// Reads are tried this many times in all (the first try and two retries).
+pub const READ_ATTEMPTS: u32 = 3;
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// Grace period Docker gives a container to stop before it kills it.
+const RESTART_STOP_GRACE_SECS: isize = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    #[error("container {0} not found")]
+    NotFound(String),
+    #[error("docker did not answer {operation} within {timeout:?}")]
+    Timeout { operation: &'static str, timeout: Duration },
+    #[error("docker is unavailable: {0}")]
+    Unavailable(String),
+    #[error("docker refused {operation}: {message}")]
+    Rejected { operation: &'static str, message: String },
+}
+
+impl DockerError {
+    fn is_transient(&self) -> bool {
+        matches!(self, DockerError::Unavailable(_))
+    }
+}
+
+fn classify(operation: &'static str, target: &str, err: bollard::errors::Error) -> DockerError {
+    use bollard::errors::Error as E;
+    match err {
+        E::DockerResponseServerError { status_code: 404, .. } => DockerError::NotFound(target.to_string()),
+        E::DockerResponseServerError { status_code, message } if status_code >= 500 => {
+            DockerError::Unavailable(format!("{operation}: engine error {status_code}: {message}"))
+        }
+        E::DockerResponseServerError { message, .. } => DockerError::Rejected { operation, message },
+        E::RequestTimeoutError => DockerError::Unavailable(format!("{operation}: request timed out")),
+        other => DockerError::Unavailable(format!("{operation}: {other}")),
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ContainerSummary {
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub state: String,
+    pub status: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct HealthcheckSpec {
+    pub test: Vec<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub start_period: Duration,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct HealthProbe {
+    pub exit_code: i64,
+    pub output: String,
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Health {
+    /// `none`, `starting`, `healthy` or `unhealthy`.
+    pub status: String,
+    pub failing_streak: u32,
+    pub log: Vec<HealthProbe>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StateInfo {
+    pub status: String,
+    pub running: bool,
+    pub restarting: bool,
+    pub oom_killed: bool,
+    pub dead: bool,
+    pub exit_code: i64,
+    pub error: String,
+    pub started_at: String,
+    pub finished_at: String,
+}
+
+/// `docker inspect`, reduced to what diagnosis needs. Env entries are raw
+/// here; the service redacts them before they leave the executor.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerDetails {
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub state: StateInfo,
+    pub health: Health,
+    pub healthcheck: Option<HealthcheckSpec>,
+    pub labels: BTreeMap<String, String>,
+    pub env: Vec<String>,
+    pub restart_count: i64,
+    pub restart_policy: String,
+    pub networks: Vec<String>,
+    pub aliases: Vec<String>,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, Clone)]
+pub struct RawLogLine {
+    pub stream: LogStream,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub read: Duration,
+    pub logs: Duration,
+    pub write: Duration,
+}
+
+#[derive(Clone)]
+pub struct DockerAdapter {
+    docker: Docker,
+    timeouts: Timeouts,
+}
+
+fn ns(v: Option<i64>) -> Duration {
+    Duration::from_nanos(v.unwrap_or(0).max(0) as u64)
+}
+
+impl DockerAdapter {
+    /// Connect and negotiate the API version down to what the engine speaks
+    /// (the engine here may be older than bollard's default).
+    pub async fn connect(endpoint: &str, timeouts: Timeouts) -> Result<DockerAdapter, DockerError> {
+        // bollard's own timeout is a backstop; our deadlines are shorter.
+        const CLIENT_TIMEOUT_SECS: u64 = 120;
+        let docker = if endpoint.starts_with("unix://") {
+            Docker::connect_with_unix(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+        } else {
+            Docker::connect_with_http(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+        }
+        .map_err(|e| DockerError::Unavailable(format!("cannot connect to {endpoint}: {e}")))?;
+        let docker = tokio::time::timeout(timeouts.read, docker.negotiate_version())
+            .await
+            .map_err(|_| DockerError::Timeout { operation: "negotiate_version", timeout: timeouts.read })?
+            .map_err(|e| DockerError::Unavailable(format!("cannot negotiate API version with {endpoint}: {e}")))?;
+        Ok(DockerAdapter { docker, timeouts })
+    }
+
+    /// Run a read under one overall deadline, retrying transient failures.
+    async fn read<T, F, Fut>(&self, operation: &'static str, timeout: Duration, f: F) -> Result<T, DockerError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, DockerError>>,
+    {
+        let attempts = async {
+            let mut attempt = 1;
+            loop {
+                match f().await {
+                    Err(e) if e.is_transient() && attempt < READ_ATTEMPTS => {
+                        tracing::warn!(operation, attempt, error = %e, "transient docker error; retrying");
+                        tokio::time::sleep(RETRY_BACKOFF * attempt).await;
+                        attempt += 1;
+                    }
+                    other => return other,
+                }
+            }
+        };
+        tokio::time::timeout(timeout, attempts)
+            .await
+            .map_err(|_| DockerError::Timeout { operation, timeout })?
+    }
+
+    /// Resolve a name or id to the container as it is now. Used before the
+    /// policy check, which needs the name and labels.
+    pub async fn resolve(&self, name_or_id: &str) -> Result<ResolvedTarget, DockerError> {
+        let details = self.inspect_raw(name_or_id).await?;
+        Ok(ResolvedTarget { id: details.id, name: details.name, labels: details.labels })
+    }
+
+    pub async fn list(&self, all: bool) -> Result<Vec<ContainerSummary>, DockerError> {
+        let containers = self
+            .read("list", self.timeouts.read, || async {
+                self.docker
+                    .list_containers(Some(ListContainersOptions::<String> { all, ..Default::default() }))
+                    .await
+                    .map_err(|e| classify("list", "", e))
+            })
+            .await?;
+        Ok(containers
+            .into_iter()
+            .map(|c| ContainerSummary {
+                id: c.id.unwrap_or_default(),
+                name: c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+                    .to_string(),
+                image: c.image.unwrap_or_default(),
+                state: c.state.unwrap_or_default(),
+                status: c.status.unwrap_or_default(),
+                labels: c.labels.unwrap_or_default().into_iter().collect(),
+            })
+            .collect())
+    }
+
+    pub async fn inspect(&self, permit: &Permit) -> Result<ContainerDetails, DockerError> {
+        self.inspect_raw(permit.container_id()).await
+    }
+
+    async fn inspect_raw(&self, name_or_id: &str) -> Result<ContainerDetails, DockerError> {
+        let r = self
+            .read("inspect", self.timeouts.read, || async {
+                self.docker
+                    .inspect_container(name_or_id, None::<InspectContainerOptions>)
+                    .await
+                    .map_err(|e| classify("inspect", name_or_id, e))
+            })
+            .await?;
+        let config = r.config.unwrap_or_default();
+        let state = r.state.unwrap_or_default();
+        let health = state.health.clone().unwrap_or_default();
+        let healthcheck = config.healthcheck.and_then(|h| {
+            let test = h.test.unwrap_or_default();
+            // ["NONE"] disables an image's healthcheck.
+            if test.is_empty() || test.first().map(String::as_str) == Some("NONE") {
+                return None;
+            }
+            Some(HealthcheckSpec {
+                test,
+                interval: ns(h.interval),
+                timeout: ns(h.timeout),
+                retries: h.retries.unwrap_or(0).max(0) as u32,
+                start_period: ns(h.start_period),
+            })
+        });
+        let networks = r.network_settings.and_then(|n| n.networks).unwrap_or_default();
+        let mut aliases: Vec<String> = networks
+            .values()
+            .flat_map(|e| e.aliases.clone().unwrap_or_default())
+            .collect();
+        aliases.sort();
+        aliases.dedup();
+        let mut network_names: Vec<String> = networks.keys().cloned().collect();
+        network_names.sort();
+        Ok(ContainerDetails {
+            id: r.id.unwrap_or_default(),
+            name: r.name.unwrap_or_default().trim_start_matches('/').to_string(),
+            image: config.image.unwrap_or_default(),
+            state: StateInfo {
+                status: state.status.map(|s| s.to_string()).unwrap_or_default(),
+                running: state.running.unwrap_or(false),
+                restarting: state.restarting.unwrap_or(false),
+                oom_killed: state.oom_killed.unwrap_or(false),
+                dead: state.dead.unwrap_or(false),
+                exit_code: state.exit_code.unwrap_or(0),
+                error: state.error.unwrap_or_default(),
+                started_at: state.started_at.unwrap_or_default(),
+                finished_at: state.finished_at.unwrap_or_default(),
+            },
+            health: Health {
+                status: health.status.map(|s| s.to_string()).filter(|s| !s.is_empty()).unwrap_or_else(|| "none".into()),
+                failing_streak: health.failing_streak.unwrap_or(0).max(0) as u32,
+                log: health
+                    .log
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|p| HealthProbe {
+                        exit_code: p.exit_code.unwrap_or(0),
+                        output: p.output.unwrap_or_default(),
+                        start: p.start.unwrap_or_default(),
+                        end: p.end.unwrap_or_default(),
+                    })
+                    .collect(),
+            },
+            healthcheck,
+            labels: config.labels.unwrap_or_default().into_iter().collect(),
+            env: config.env.unwrap_or_default(),
+            restart_count: r.restart_count.unwrap_or(0),
+            restart_policy: r
+                .host_config
+                .and_then(|h| h.restart_policy)
+                .and_then(|p| p.name)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            networks: network_names,
+            aliases,
+            created: r.created.unwrap_or_default(),
+        })
+    }
+
+    /// The last `tail` lines, stopping early once `max_bytes` were read so a
+    /// container with huge lines cannot exhaust the executor's memory.
+    pub async fn logs(&self, permit: &Permit, tail: u32, max_bytes: usize) -> Result<(Vec<RawLogLine>, bool), DockerError> {
+        let id = permit.container_id();
+        self.read("logs", self.timeouts.logs, || async move {
+            let mut stream = self.docker.logs(
+                id,
+                Some(LogsOptions::<String> { stdout: true, stderr: true, tail: tail.to_string(), ..Default::default() }),
+            );
+            let mut lines = Vec::new();
+            let mut bytes = 0usize;
+            let mut truncated = false;
+            while let Some(item) = stream.next().await {
+                let (stream_kind, message) = match item.map_err(|e| classify("logs", id, e))? {
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => (LogStream::Stdout, message),
+                    LogOutput::StdErr { message } => (LogStream::Stderr, message),
+                    LogOutput::StdIn { .. } => continue,
+                };
+                if bytes + message.len() > max_bytes {
+                    truncated = true;
+                    break;
+                }
+                bytes += message.len();
+                lines.push(RawLogLine { stream: stream_kind, bytes: message.to_vec() });
+            }
+            Ok((lines, truncated))
+        })
+        .await
+    }
+
+    /// Writes are attempted once: a restart that timed out may still have
+    /// happened, and repeating it blindly is how outages get longer.
+    pub async fn restart(&self, permit: &Permit) -> Result<(), DockerError> {
+        let id = permit.container_id();
+        let call = self.docker.restart_container(id, Some(RestartContainerOptions { t: RESTART_STOP_GRACE_SECS }));
+        tokio::time::timeout(self.timeouts.write, call)
+            .await
+            .map_err(|_| DockerError::Timeout { operation: "restart", timeout: self.timeouts.write })?
+            .map_err(|e| classify("restart", id, e))
+    }
+
+    pub async fn start(&self, permit: &Permit) -> Result<(), DockerError> {
+        let id = permit.container_id();
+        let call = self.docker.start_container(id, None::<StartContainerOptions<String>>);
+        match tokio::time::timeout(self.timeouts.write, call)
+            .await
+            .map_err(|_| DockerError::Timeout { operation: "start", timeout: self.timeouts.write })?
+        {
+            Ok(()) => Ok(()),
+            // 304: already running. The desired state holds; not an error.
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 304, .. }) => Ok(()),
+            Err(e) => Err(classify("start", id, e)),
+        }
+    }
+}

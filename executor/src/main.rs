@@ -1,0 +1,131 @@
+//! `drydock-executor serve --config FILE` and the audit tools.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use drydock_executor::{audit::AuditLog, config::{Config, LogFormat}, server};
+
+#[derive(Parser)]
+#[command(name = "drydock-executor", version, about = "drydock's privileged executor: the only process that talks to Docker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the gRPC API over mutual TLS.
+    Serve {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+    },
+    /// Check the config file and exit.
+    CheckConfig {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+    },
+    /// Audit log tools.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Verify the hash chain; exit 1 and name the first bad row if broken.
+    Verify {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+    },
+    /// Print every row as one JSON object per line.
+    Export {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+    },
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve { config } => {
+            let config = Config::load(&config)?;
+            init_logging(config.log_format);
+            let running = server::start(config).await?;
+            let stop = running.shutdown_handle();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("shutting down: finishing in-flight calls");
+                let _ = stop.send(true);
+            });
+            running.wait().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig { config } => {
+            Config::load(&config)?;
+            println!("{}: ok", config.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit { command } => {
+            let (config, export) = match command {
+                AuditCommand::Verify { config } => (config, false),
+                AuditCommand::Export { config } => (config, true),
+            };
+            let config = Config::load(&config)?;
+            let log = AuditLog::open(&config.audit.path).context("opening the audit log")?;
+            if export {
+                for row in log.rows()? {
+                    println!("{}", serde_json::to_string(&row)?);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            match log.verify()? {
+                Ok(n) => {
+                    println!("audit log intact: {n} rows");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(problem) => {
+                    println!("audit log TAMPERED: {problem}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("drydock-executor: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

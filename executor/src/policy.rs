@@ -1,0 +1,152 @@
+//! What the configured operator allows. A `Permit` is the only way to reach
+//! the Docker adapter for a container, and only this module can build one:
+//! code that skips the policy check does not compile.
+
+use std::collections::BTreeMap;
+
+use drydock_proto::approval::WriteAction;
+
+use crate::config::{ActionsConfig, TargetsConfig};
+
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+
+/// Risk tiers from the executor contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    Read = 0,
+    Change = 1,
+    Disruptive = 2,
+}
+
+/// A container as the engine reports it at call time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTarget {
+    pub id: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    #[error("action {action} is disabled by the executor's policy")]
+    ActionDisabled { action: &'static str },
+    #[error("container {name} is outside the executor's target selectors")]
+    TargetNotAllowed { name: String },
+}
+
+/// Proof that policy allowed an operation on one container id.
+#[derive(Debug)]
+pub struct Permit {
+    container_id: String,
+    tier: Tier,
+}
+
+impl Permit {
+    pub fn container_id(&self) -> &str {
+        &self.container_id
+    }
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    targets: TargetsConfig,
+    actions: ActionsConfig,
+}
+
+impl Policy {
+    pub fn new(targets: TargetsConfig, actions: ActionsConfig) -> Policy {
+        Policy { targets, actions }
+    }
+
+    pub fn action_enabled(&self, action: WriteAction) -> bool {
+        match action {
+            WriteAction::Start => self.actions.start.enabled,
+            WriteAction::Restart => self.actions.restart.enabled,
+        }
+    }
+
+    /// A container outside the selectors is invisible to reads and refused
+    /// for writes.
+    pub fn target_allowed(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        let name = name.trim_start_matches('/');
+        let t = &self.targets;
+        let name_ok = t.allow_names.iter().any(|g| glob_match::glob_match(g, name));
+        let labels_ok = t.allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let project_ok = t.allow_compose_projects.is_empty()
+            || labels
+                .get(COMPOSE_PROJECT_LABEL)
+                .is_some_and(|p| t.allow_compose_projects.iter().any(|a| a == p));
+        name_ok && labels_ok && project_ok
+    }
+
+    pub fn permit_read(&self, target: &ResolvedTarget) -> Result<Permit, PolicyError> {
+        self.check_target(target)?;
+        Ok(Permit { container_id: target.id.clone(), tier: Tier::Read })
+    }
+
+    /// Policy half of a write. The approval is checked after this, by the
+    /// approval module, against the same resolved target.
+    pub fn permit_write(&self, action: WriteAction, target: &ResolvedTarget) -> Result<Permit, PolicyError> {
+        if !self.action_enabled(action) {
+            return Err(PolicyError::ActionDisabled { action: action.as_str() });
+        }
+        self.check_target(target)?;
+        Ok(Permit { container_id: target.id.clone(), tier: Tier::Change })
+    }
+
+    fn check_target(&self, target: &ResolvedTarget) -> Result<(), PolicyError> {
+        if self.target_allowed(&target.name, &target.labels) {
+            Ok(())
+        } else {
+            Err(PolicyError::TargetNotAllowed { name: target.name.clone() })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ActionToggle;
+
+    fn target(name: &str, labels: &[(&str, &str)]) -> ResolvedTarget {
+        ResolvedTarget {
+            id: "f".repeat(64),
+            name: name.into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn selector_table() {
+        let managed: BTreeMap<String, String> = [("drydock.managed".to_string(), "true".to_string())].into();
+        let rows: &[(TargetsConfig, ResolvedTarget, bool)] = &[
+            (TargetsConfig::default(), target("/anything", &[]), true),
+            (TargetsConfig { allow_names: vec!["shop-*".into()], ..Default::default() }, target("/shop-db-1", &[]), true),
+            (TargetsConfig { allow_names: vec!["shop-*".into()], ..Default::default() }, target("/other", &[]), false),
+            (TargetsConfig { allow_labels: managed.clone(), ..Default::default() }, target("x", &[("drydock.managed", "true")]), true),
+            (TargetsConfig { allow_labels: managed.clone(), ..Default::default() }, target("x", &[("drydock.managed", "false")]), false),
+            (TargetsConfig { allow_labels: managed, ..Default::default() }, target("x", &[]), false),
+            (TargetsConfig { allow_compose_projects: vec!["shop".into()], ..Default::default() }, target("x", &[(COMPOSE_PROJECT_LABEL, "shop")]), true),
+            (TargetsConfig { allow_compose_projects: vec!["shop".into()], ..Default::default() }, target("x", &[(COMPOSE_PROJECT_LABEL, "other")]), false),
+        ];
+        for (targets, t, want) in rows {
+            let policy = Policy::new(targets.clone(), ActionsConfig::default());
+            assert_eq!(policy.permit_read(t).is_ok(), *want, "{targets:?} {t:?}");
+            assert_eq!(policy.permit_write(WriteAction::Restart, t).is_ok(), *want);
+        }
+    }
+
+    #[test]
+    fn disabled_action_is_refused_even_for_allowed_targets() {
+        let actions = ActionsConfig { restart: ActionToggle { enabled: false }, start: ActionToggle { enabled: true } };
+        let policy = Policy::new(TargetsConfig::default(), actions);
+        assert_eq!(
+            policy.permit_write(WriteAction::Restart, &target("a", &[])).unwrap_err(),
+            PolicyError::ActionDisabled { action: "restart" }
+        );
+        assert!(policy.permit_write(WriteAction::Start, &target("a", &[])).is_ok());
+    }
+}

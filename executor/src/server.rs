@@ -1,0 +1,131 @@
+//! Start-up and the accept loop. TLS handshakes are done here rather than
+//! inside tonic so that a refused handshake (no certificate, wrong CA,
+//! expired) is audited like every other refusal.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drydock_proto::pb::executor_server::ExecutorServer;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::approval::ApprovalVerifier;
+use crate::audit::{AuditEntry, AuditLog};
+use crate::config::Config;
+use crate::docker::{DockerAdapter, Timeouts};
+use crate::policy::Policy;
+use crate::service::ExecutorService;
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running executor: where it listens, and how to stop it.
+pub struct RunningExecutor {
+    pub local_addr: SocketAddr,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningExecutor {
+    /// Stop accepting, let in-flight calls finish, then return.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(true);
+        self.task.await?
+    }
+
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await?
+    }
+
+    pub fn shutdown_handle(&self) -> tokio::sync::watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// The start-up order is deliberate: the audit store opens first (a daemon
+/// that cannot audit must not serve), then TLS material (misconfiguration
+/// fails before binding), then Docker, then the listener.
+pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
+    use anyhow::Context as _;
+    let audit = Arc::new(AuditLog::open(&config.audit.path).with_context(|| format!("audit.path {}", config.audit.path.display()))?);
+    let tls = crate::tls::server_config(&config.tls.cert, &config.tls.key, &config.tls.client_ca)?;
+    let timeouts = Timeouts { read: config.timeouts.read, logs: config.timeouts.logs, write: config.timeouts.write };
+    let docker = DockerAdapter::connect(&config.docker.endpoint, timeouts)
+        .await
+        .with_context(|| format!("docker.endpoint {}", config.docker.endpoint))?;
+    let service = ExecutorService::new(
+        docker,
+        Policy::new(config.targets.clone(), config.actions.clone()),
+        ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl),
+        audit.clone(),
+        config.tls.allowed_clients.clone(),
+        config.limits.clone(),
+    );
+    let listener = TcpListener::bind(&config.listen).await.with_context(|| format!("listen {}", config.listen))?;
+    let local_addr = listener.local_addr()?;
+    let (mut health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter.set_serving::<ExecutorServer<ExecutorService>>().await;
+
+    let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
+    let (conn_tx, conn_rx) = tokio::sync::mpsc::channel::<Result<TlsStream<TcpStream>, std::io::Error>>(64);
+    let acceptor = TlsAcceptor::from(tls);
+    let mut accept_shutdown = shutdown_rx.clone();
+    let accept_audit = audit.clone();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = tokio::select! {
+                _ = accept_shutdown.changed() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let acceptor = acceptor.clone();
+            let conn_tx = conn_tx.clone();
+            let audit = accept_audit.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = conn_tx.send(Ok(tls)).await;
+                    }
+                    Ok(Err(e)) => audit_handshake(&audit, peer, &e.to_string()),
+                    Err(_) => audit_handshake(&audit, peer, "handshake timed out"),
+                }
+            });
+        }
+    });
+
+    let task = tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(ExecutorServer::new(service))
+            .serve_with_incoming_shutdown(ReceiverStream::new(conn_rx), async move {
+                let _ = shutdown_rx.changed().await;
+            })
+            .await?;
+        Ok(())
+    });
+    tracing::info!(%local_addr, "drydock-executor listening (mTLS required)");
+    Ok(RunningExecutor { local_addr, shutdown: shutdown_tx, task })
+}
+
+fn audit_handshake(audit: &AuditLog, peer: SocketAddr, reason: &str) {
+    tracing::warn!(%peer, reason, "TLS handshake refused");
+    let entry = AuditEntry {
+        caller: format!("unauthenticated@{peer}"),
+        action: "connect".into(),
+        decision: "denied".into(),
+        code: "Unauthenticated".into(),
+        reason: format!("TLS handshake refused: {reason}"),
+        ..Default::default()
+    };
+    if let Err(e) = audit.append(&entry) {
+        tracing::error!(error = %e, "audit write failed for refused handshake");
+    }
+}

@@ -1,0 +1,262 @@
+//! Approval claims and their Ed25519 signatures.
+//!
+//! The signer serializes the claims once and signs those exact bytes (with a
+//! domain-separation prefix, so a signature over claims can never be replayed
+//! as a signature over anything else). The verifier checks the signature over
+//! the bytes it received and only then decodes them: it never re-encodes, so
+//! there is no canonicalization gap between what was signed and what is
+//! enforced.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use rand::RngCore as _;
+use serde::{Deserialize, Serialize};
+
+/// Prefix mixed into every signed message.
+pub const SIGNING_CONTEXT: &[u8] = b"drydock-approval-v1\0";
+/// The only claims format this build understands.
+pub const CLAIMS_VERSION: u32 = 1;
+/// Upper bound on the encoded claims a verifier will look at.
+pub const MAX_CLAIMS_BYTES: usize = 4096;
+const PUBLIC_PREFIX: &str = "ed25519:";
+const SECRET_PREFIX: &str = "ed25519-secret:";
+
+/// The write actions an approval can authorize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteAction {
+    Start,
+    Restart,
+}
+
+impl WriteAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteAction::Start => "start",
+            WriteAction::Restart => "restart",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WriteAction> {
+        match s {
+            "start" => Some(WriteAction::Start),
+            "restart" => Some(WriteAction::Restart),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for WriteAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a human approves: one action on one container (by full id) within one
+/// request and plan, until a deadline, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalClaims {
+    pub version: u32,
+    pub approval_id: String,
+    pub request_id: String,
+    pub action: WriteAction,
+    /// Full 64-hex container id; the executor resolves the target at call
+    /// time and refuses unless it equals this.
+    pub container_id: String,
+    /// Shown to the human; not trusted for enforcement.
+    pub container_name: String,
+    /// sha256 (hex) of the plan the step belongs to.
+    pub plan_digest: String,
+    /// Unix seconds.
+    pub issued_at: i64,
+    /// Unix seconds.
+    pub expires_at: i64,
+    /// 128 random bits, hex; single use.
+    pub nonce: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ApprovalFormatError {
+    #[error("claims are {0} bytes, more than the {MAX_CLAIMS_BYTES} allowed")]
+    TooLarge(usize),
+    #[error("claims are not valid approval claims: {0}")]
+    Malformed(String),
+    #[error("claims version {0} is not supported (expected {CLAIMS_VERSION})")]
+    Version(u32),
+    #[error("signature is not 64 bytes")]
+    SignatureLength,
+    #[error("signature does not verify")]
+    BadSignature,
+    #[error("key is not of the form {0}<base64 of 32 bytes>")]
+    KeyFormat(&'static str),
+}
+
+impl ApprovalClaims {
+    /// Fresh random nonce for a new approval.
+    pub fn new_nonce() -> String {
+        let mut bytes = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        hex::encode(bytes)
+    }
+
+    /// Serialize once; these bytes are what gets signed and sent.
+    pub fn encode(&self) -> Vec<u8> {
+        // Serializing a struct of strings and integers cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decode claims without checking any signature (the CLI uses this to
+    /// show the human what they are about to sign).
+    pub fn decode(bytes: &[u8]) -> Result<ApprovalClaims, ApprovalFormatError> {
+        if bytes.len() > MAX_CLAIMS_BYTES {
+            return Err(ApprovalFormatError::TooLarge(bytes.len()));
+        }
+        let claims: ApprovalClaims = serde_json::from_slice(bytes)
+            .map_err(|e| ApprovalFormatError::Malformed(e.to_string()))?;
+        if claims.version != CLAIMS_VERSION {
+            return Err(ApprovalFormatError::Version(claims.version));
+        }
+        Ok(claims)
+    }
+}
+
+fn signed_message(claims_bytes: &[u8]) -> Vec<u8> {
+    let mut msg = Vec::with_capacity(SIGNING_CONTEXT.len() + claims_bytes.len());
+    msg.extend_from_slice(SIGNING_CONTEXT);
+    msg.extend_from_slice(claims_bytes);
+    msg
+}
+
+/// Sign encoded claims.
+pub fn sign(claims_bytes: &[u8], key: &SigningKey) -> Vec<u8> {
+    key.sign(&signed_message(claims_bytes)).to_bytes().to_vec()
+}
+
+/// Verify the signature over exactly `claims_bytes`, then decode those bytes.
+pub fn verify(
+    claims_bytes: &[u8],
+    signature: &[u8],
+    key: &VerifyingKey,
+) -> Result<ApprovalClaims, ApprovalFormatError> {
+    if claims_bytes.len() > MAX_CLAIMS_BYTES {
+        return Err(ApprovalFormatError::TooLarge(claims_bytes.len()));
+    }
+    let sig: [u8; 64] = signature
+        .try_into()
+        .map_err(|_| ApprovalFormatError::SignatureLength)?;
+    key.verify_strict(&signed_message(claims_bytes), &Signature::from_bytes(&sig))
+        .map_err(|_| ApprovalFormatError::BadSignature)?;
+    ApprovalClaims::decode(claims_bytes)
+}
+
+/// `ed25519:<base64>` — the form used in configuration files.
+pub fn format_public_key(key: &VerifyingKey) -> String {
+    format!("{PUBLIC_PREFIX}{}", B64.encode(key.as_bytes()))
+}
+
+pub fn parse_public_key(text: &str) -> Result<VerifyingKey, ApprovalFormatError> {
+    let raw = decode_prefixed(text.trim(), PUBLIC_PREFIX)?;
+    VerifyingKey::from_bytes(&raw).map_err(|_| ApprovalFormatError::KeyFormat(PUBLIC_PREFIX))
+}
+
+/// `ed25519-secret:<base64 seed>` — the private key file's content.
+pub fn format_secret_key(key: &SigningKey) -> String {
+    format!("{SECRET_PREFIX}{}\n", B64.encode(key.to_bytes()))
+}
+
+pub fn parse_secret_key(text: &str) -> Result<SigningKey, ApprovalFormatError> {
+    let raw = decode_prefixed(text.trim(), SECRET_PREFIX)?;
+    Ok(SigningKey::from_bytes(&raw))
+}
+
+pub fn generate_signing_key() -> SigningKey {
+    SigningKey::generate(&mut rand::rngs::OsRng)
+}
+
+fn decode_prefixed(text: &str, prefix: &'static str) -> Result<[u8; 32], ApprovalFormatError> {
+    let body = text
+        .strip_prefix(prefix)
+        .ok_or(ApprovalFormatError::KeyFormat(prefix))?;
+    let raw = B64
+        .decode(body)
+        .map_err(|_| ApprovalFormatError::KeyFormat(prefix))?;
+    raw.try_into()
+        .map_err(|_| ApprovalFormatError::KeyFormat(prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims() -> ApprovalClaims {
+        ApprovalClaims {
+            version: CLAIMS_VERSION,
+            approval_id: "apr-1".into(),
+            request_id: "req-1".into(),
+            action: WriteAction::Restart,
+            container_id: "a".repeat(64),
+            container_name: "backend".into(),
+            plan_digest: "00".repeat(32),
+            issued_at: 1,
+            expires_at: 2,
+            nonce: ApprovalClaims::new_nonce(),
+        }
+    }
+
+    #[test]
+    fn signed_claims_round_trip() {
+        let key = generate_signing_key();
+        let bytes = claims().encode();
+        let sig = sign(&bytes, &key);
+        assert_eq!(verify(&bytes, &sig, &key.verifying_key()), Ok(claims_with_nonce(&bytes)));
+    }
+
+    fn claims_with_nonce(bytes: &[u8]) -> ApprovalClaims {
+        ApprovalClaims::decode(bytes).unwrap()
+    }
+
+    #[test]
+    fn tampered_bytes_or_other_key_fail() {
+        let key = generate_signing_key();
+        let bytes = claims().encode();
+        let sig = sign(&bytes, &key);
+        let mut tampered = bytes.clone();
+        let pos = tampered.len() - 3;
+        tampered[pos] ^= 1;
+        assert_eq!(verify(&tampered, &sig, &key.verifying_key()), Err(ApprovalFormatError::BadSignature));
+        let other = generate_signing_key();
+        assert_eq!(verify(&bytes, &sig, &other.verifying_key()), Err(ApprovalFormatError::BadSignature));
+        assert_eq!(verify(&bytes, &sig[..10], &key.verifying_key()), Err(ApprovalFormatError::SignatureLength));
+    }
+
+    #[test]
+    fn signature_is_domain_separated() {
+        let key = generate_signing_key();
+        let bytes = claims().encode();
+        let plain = key.sign(&bytes).to_bytes();
+        assert_eq!(verify(&bytes, &plain, &key.verifying_key()), Err(ApprovalFormatError::BadSignature));
+    }
+
+    #[test]
+    fn unknown_fields_and_versions_are_rejected() {
+        let mut value = serde_json::to_value(claims()).unwrap();
+        value["extra"] = serde_json::json!(1);
+        assert!(matches!(ApprovalClaims::decode(&serde_json::to_vec(&value).unwrap()), Err(ApprovalFormatError::Malformed(_))));
+        let mut c = claims();
+        c.version = 2;
+        assert_eq!(ApprovalClaims::decode(&c.encode()), Err(ApprovalFormatError::Version(2)));
+        assert_eq!(ApprovalClaims::decode(&vec![b' '; MAX_CLAIMS_BYTES + 1]), Err(ApprovalFormatError::TooLarge(MAX_CLAIMS_BYTES + 1)));
+    }
+
+    #[test]
+    fn keys_round_trip_through_text() {
+        let key = generate_signing_key();
+        let public = format_public_key(&key.verifying_key());
+        assert_eq!(parse_public_key(&public).unwrap(), key.verifying_key());
+        assert_eq!(parse_secret_key(&format_secret_key(&key)).unwrap().to_bytes(), key.to_bytes());
+        assert!(parse_public_key("ed25519:not-base64!").is_err());
+        assert!(parse_public_key("rsa:AAAA").is_err());
+    }
+}
