@@ -1,1 +1,101 @@
-fn main() {}
+//! `drydock-agent serve --config FILE`.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use drydock_agent::api::{self, AppState};
+use drydock_agent::config::{Config, LogFormat};
+use drydock_agent::engine::{Engine, EngineConfig};
+use drydock_agent::executor_client::ExecutorClient;
+use drydock_agent::store::Store;
+
+#[derive(Parser)]
+#[command(name = "drydock-agent", version, about = "drydock's unprivileged agent: diagnosis, plans, approvals, API")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the REST/SSE API.
+    Serve {
+        #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
+        config: PathBuf,
+    },
+    /// Check the config file and exit.
+    CheckConfig {
+        #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
+        config: PathBuf,
+    },
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    let token = config.token()?;
+    let store = Arc::new(Store::open(&config.store.path).with_context(|| format!("store.path {}", config.store.path.display()))?);
+    let executor = ExecutorClient::new(&config.executor.endpoint, &config.executor.server_name, &config.executor.ca, &config.executor.cert, &config.executor.key)?;
+    let engine = Engine::new(
+        store,
+        executor,
+        EngineConfig {
+            approval_ttl: config.approval_ttl,
+            max_iterations: config.max_iterations,
+            verify_max_wait: config.verify.max_wait,
+            verify_poll: config.verify.poll_interval,
+            logs_tail: config.logs_tail,
+        },
+    );
+    let resumed = engine.recover().await?;
+    if resumed > 0 {
+        tracing::info!(resumed, "resumed unfinished requests");
+    }
+    let listener = tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listen {}", config.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "drydock-agent listening");
+    let app = api::router(AppState { engine, token: Arc::new(token) });
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { config } => match Config::load(&config) {
+            Ok(c) => serve(c).await,
+            Err(e) => Err(e.into()),
+        },
+        Command::CheckConfig { config } => Config::load(&config).map(|_| println!("{}: ok", config.display())).map_err(Into::into),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drydock-agent: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

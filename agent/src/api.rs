@@ -1,0 +1,266 @@
+//! The REST/SSE API the CLI talks to. Bearer-token auth on every endpoint
+//! except `/healthz`; errors are RFC 7807 problem details.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, Request as HttpRequest, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::engine::{Engine, EngineError};
+use crate::model::{RequestOptions, Status};
+
+const MAX_MESSAGE_LEN: usize = 2000;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub token: Arc<String>,
+}
+
+/// A problem-details error.
+pub struct Problem {
+    status: StatusCode,
+    title: &'static str,
+    detail: String,
+}
+
+impl Problem {
+    fn new(status: StatusCode, title: &'static str, detail: impl Into<String>) -> Problem {
+        Problem { status, title, detail: detail.into() }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = json!({"type": "about:blank", "title": self.title, "status": self.status.as_u16(), "detail": self.detail});
+        (self.status, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
+    }
+}
+
+impl From<EngineError> for Problem {
+    fn from(e: EngineError) -> Problem {
+        match &e {
+            EngineError::RequestNotFound(_) | EngineError::ApprovalNotFound(_) => Problem::new(StatusCode::NOT_FOUND, "not found", e.to_string()),
+            EngineError::ApprovalNotPending { .. } | EngineError::AlreadyFinished { .. } => Problem::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+            EngineError::InvalidApproval(_) => Problem::new(StatusCode::BAD_REQUEST, "invalid approval", e.to_string()),
+            EngineError::Store(_) => {
+                tracing::error!(error = %e, "store error");
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error", "the agent's store failed; see the agent log")
+            }
+        }
+    }
+}
+
+/// Constant-time comparison so the token cannot be guessed byte by byte.
+fn token_matches(given: &str, expected: &str) -> bool {
+    let (a, b) = (given.as_bytes(), expected.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn auth(State(state): State<AppState>, headers: HeaderMap, request: HttpRequest, next: Next) -> Response {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !token_matches(given, &state.token) {
+        return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token (see agent.token in DRYDOCK_HOME)").into_response();
+    }
+    next.run(request).await
+}
+
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/api/v1/requests", post(create_request).get(list_requests))
+        .route("/api/v1/requests/:id", get(get_request))
+        .route("/api/v1/requests/:id/events", get(events))
+        .route("/api/v1/requests/:id/cancel", post(cancel))
+        .route("/api/v1/approvals", get(list_approvals))
+        .route("/api/v1/approvals/:id/approve", post(approve))
+        .route("/api/v1/approvals/:id/reject", post(reject))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(protected)
+        .with_state(state)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    message: String,
+    #[serde(default)]
+    container: Option<String>,
+    #[serde(default)]
+    diagnose_only: bool,
+}
+
+async fn create_request(State(s): State<AppState>, body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>) -> Result<Response, Problem> {
+    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool}}")))?;
+    let message = body.message.trim().to_string();
+    if message.is_empty() || message.len() > MAX_MESSAGE_LEN {
+        return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid message", format!("message must be 1 to {MAX_MESSAGE_LEN} characters")));
+    }
+    if let Some(c) = &body.container {
+        if c.is_empty() || c.len() > 128 || !c.trim_start_matches('/').bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
+            return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid container", "container must be a container name or id"));
+        }
+    }
+    let req = s.engine.create(message, RequestOptions { container: body.container, diagnose_only: body.diagnose_only }).await?;
+    Ok((StatusCode::CREATED, Json(req)).into_response())
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list_requests(State(s): State<AppState>, Query(q): Query<ListQuery>) -> Result<Response, Problem> {
+    if let Some(st) = &q.status {
+        if serde_json::from_value::<Status>(json!(st)).is_err() {
+            return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid status", format!("unknown status `{st}`")));
+        }
+    }
+    let list = s.engine.store().list(q.status.as_deref(), q.limit.unwrap_or(50).min(500)).map_err(EngineError::from)?;
+    Ok(Json(list).into_response())
+}
+
+async fn get_request(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
+    let req = s.engine.store().get(&id).map_err(EngineError::from)?.ok_or(EngineError::RequestNotFound(id))?;
+    Ok(Json(req).into_response())
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    after: Option<i64>,
+}
+
+/// Durable SSE: replay from the store after `Last-Event-ID` (or `?after=`),
+/// then follow live events; the stream closes after the request's `final`
+/// event. Subscribing before replaying means no event falls between the two.
+async fn events(State(s): State<AppState>, Path(id): Path<String>, Query(q): Query<EventsQuery>, headers: HeaderMap) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, Problem> {
+    let req = s.engine.store().get(&id).map_err(EngineError::from)?.ok_or_else(|| EngineError::RequestNotFound(id.clone()))?;
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok())
+        .or(q.after)
+        .unwrap_or(0);
+    let mut live = s.engine.subscribe();
+    let replay = s.engine.store().events_after(&id, after).map_err(EngineError::from)?;
+    let engine = s.engine.clone();
+    let terminal_at_start = req.status.is_terminal();
+    let stream = async_stream::stream! {
+        let mut last = after;
+        let to_sse = |e: &crate::model::Event| SseEvent::default().id(e.seq.to_string()).event(e.kind.clone()).data(serde_json::to_string(e).unwrap_or_default());
+        for e in &replay {
+            last = e.seq;
+            yield Ok(to_sse(e));
+            if e.kind == "final" {
+                return;
+            }
+        }
+        if terminal_at_start {
+            return;
+        }
+        loop {
+            match live.recv().await {
+                Ok(e) if e.request_id == id && e.seq > last => {
+                    last = e.seq;
+                    let done = e.kind == "final";
+                    yield Ok(to_sse(&e));
+                    if done {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    // Fell behind: catch up from the store, exactly once each.
+                    if let Ok(missed) = engine.store().events_after(&id, last) {
+                        for e in missed {
+                            last = e.seq;
+                            let done = e.kind == "final";
+                            yield Ok(to_sse(&e));
+                            if done {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    };
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
+    Ok(Json(s.engine.cancel(&id).await?).into_response())
+}
+
+async fn list_approvals(State(s): State<AppState>) -> Result<Response, Problem> {
+    let pending: Vec<serde_json::Value> = s
+        .engine
+        .pending_approvals()?
+        .into_iter()
+        .map(|(req, a)| json!({"approval": a, "request_id": req.id, "message": req.message, "step": req.plan.as_ref().and_then(|p| p.steps.get(a.step))}))
+        .collect();
+    Ok(Json(pending).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    key_id: String,
+    signature: String,
+}
+
+async fn approve(State(s): State<AppState>, Path(id): Path<String>, body: Result<Json<ApproveBody>, axum::extract::rejection::JsonRejection>) -> Result<Response, Problem> {
+    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"key_id\": \"...\", \"signature\": \"<base64>\"}}")))?;
+    Ok(Json(s.engine.approve(&id, &body.key_id, &body.signature).await?).into_response())
+}
+
+async fn reject(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
+    Ok(Json(s.engine.reject(&id).await?).into_response())
+}
+
+async fn metrics(State(s): State<AppState>) -> Result<Response, Problem> {
+    let all = s.engine.store().list(None, 10_000).map_err(EngineError::from)?;
+    let mut counts = std::collections::BTreeMap::new();
+    for r in &all {
+        *counts.entry(r.status.as_str()).or_insert(0u64) += 1;
+    }
+    let mut out = String::from("# HELP drydock_requests Requests by status.\n# TYPE drydock_requests gauge\n");
+    for (status, n) in counts {
+        out.push_str(&format!("drydock_requests{{status=\"{status}\"}} {n}\n"));
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_matches;
+
+    #[test]
+    fn token_comparison() {
+        assert!(token_matches("abc", "abc"));
+        assert!(!token_matches("abd", "abc"));
+        assert!(!token_matches("", "abc"));
+        assert!(!token_matches("abcd", "abc"));
+    }
+}

@@ -1,0 +1,185 @@
+//! Agent configuration. The agent's config never names the approver's
+//! private key: only the CLI signs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+pub const DEFAULT_EXECUTOR_ENDPOINT: &str = "https://127.0.0.1:7443";
+pub const DEFAULT_EXECUTOR_SERVER_NAME: &str = "drydock-executor";
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(600);
+pub const DEFAULT_MAX_ITERATIONS: u32 = 3;
+pub const DEFAULT_VERIFY_MAX_WAIT: Duration = Duration::from_secs(120);
+pub const DEFAULT_VERIFY_POLL: Duration = Duration::from_millis(500);
+pub const DEFAULT_LOGS_TAIL: u32 = 200;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config key `{key}` is invalid: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    pub token_file: PathBuf,
+    pub executor: ExecutorConfig,
+    pub store: StoreConfig,
+    #[serde(default = "default_ttl", with = "duration")]
+    pub approval_ttl: Duration,
+    #[serde(default = "default_iterations")]
+    pub max_iterations: u32,
+    #[serde(default)]
+    pub verify: VerifyConfig,
+    #[serde(default = "default_tail")]
+    pub logs_tail: u32,
+    #[serde(default)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    #[serde(default = "default_endpoint")]
+    pub endpoint: String,
+    #[serde(default = "default_server_name")]
+    pub server_name: String,
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    #[serde(default = "default_max_wait", with = "duration")]
+    pub max_wait: Duration,
+    #[serde(default = "default_poll", with = "duration")]
+    pub poll_interval: Duration,
+}
+
+impl Default for VerifyConfig {
+    fn default() -> Self {
+        VerifyConfig { max_wait: DEFAULT_VERIFY_MAX_WAIT, poll_interval: DEFAULT_VERIFY_POLL }
+    }
+}
+
+fn default_listen() -> String {
+    DEFAULT_LISTEN.into()
+}
+fn default_endpoint() -> String {
+    DEFAULT_EXECUTOR_ENDPOINT.into()
+}
+fn default_server_name() -> String {
+    DEFAULT_EXECUTOR_SERVER_NAME.into()
+}
+fn default_ttl() -> Duration {
+    DEFAULT_APPROVAL_TTL
+}
+fn default_iterations() -> u32 {
+    DEFAULT_MAX_ITERATIONS
+}
+fn default_max_wait() -> Duration {
+    DEFAULT_VERIFY_MAX_WAIT
+}
+fn default_poll() -> Duration {
+    DEFAULT_VERIFY_POLL
+}
+fn default_tail() -> u32 {
+    DEFAULT_LOGS_TAIL
+}
+
+mod duration {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map_err(|e| serde::de::Error::custom(format!("`{text}` is not a duration like 10m or 500ms ({e})")))
+    }
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, message: message.into() }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let mut c: Config = serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        if let Ok(v) = std::env::var("DRYDOCK_LISTEN") {
+            c.listen = v;
+        }
+        if let Ok(v) = std::env::var("DRYDOCK_EXECUTOR_ENDPOINT") {
+            c.executor.endpoint = v;
+        }
+        if let Some(dir) = path.parent() {
+            for p in [&mut c.token_file, &mut c.executor.ca, &mut c.executor.cert, &mut c.executor.key, &mut c.store.path] {
+                if p.is_relative() {
+                    *p = dir.join(&*p);
+                }
+            }
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.listen
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| invalid("listen", format!("`{}` is not an address like 127.0.0.1:7420", self.listen)))?;
+        if !self.executor.endpoint.starts_with("https://") {
+            return Err(invalid("executor.endpoint", format!("`{}` must be an https:// URL (the executor requires mTLS)", self.executor.endpoint)));
+        }
+        for (key, p) in [("token_file", &self.token_file), ("executor.ca", &self.executor.ca), ("executor.cert", &self.executor.cert), ("executor.key", &self.executor.key)] {
+            if !p.is_file() {
+                return Err(invalid(key, format!("file {} does not exist", p.display())));
+            }
+        }
+        if self.max_iterations == 0 || self.max_iterations > 10 {
+            return Err(invalid("max_iterations", format!("{} is outside 1..=10", self.max_iterations)));
+        }
+        if self.approval_ttl < Duration::from_secs(10) || self.approval_ttl > Duration::from_secs(3600) {
+            return Err(invalid("approval_ttl", "must be between 10s and 1h"));
+        }
+        if self.logs_tail == 0 || self.logs_tail > 500 {
+            return Err(invalid("logs_tail", format!("{} is outside 1..=500", self.logs_tail)));
+        }
+        if self.verify.poll_interval.is_zero() || self.verify.max_wait.is_zero() {
+            return Err(invalid("verify", "poll_interval and max_wait must be greater than zero"));
+        }
+        Ok(())
+    }
+
+    pub fn token(&self) -> Result<String, ConfigError> {
+        let t = std::fs::read_to_string(&self.token_file).map_err(|source| ConfigError::Read { path: self.token_file.clone(), source })?;
+        let t = t.trim().to_string();
+        if t.len() < 16 {
+            return Err(invalid("token_file", "the token must be at least 16 characters"));
+        }
+        Ok(t)
+    }
+}

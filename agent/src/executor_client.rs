@@ -1,0 +1,166 @@
+//! The agent's side of the executor contract. It presents the agent's client
+//! certificate over mTLS; `pb::` types end here and become the agent's views.
+
+use std::path::Path;
+use std::time::Duration;
+
+use drydock_proto::approval::WriteAction;
+use drydock_proto::pb;
+use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::model::{ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView, LogLineView, LogsView, PolicyView};
+
+/// A refusal or failure reported by the executor, with its gRPC code.
+#[derive(Debug, thiserror::Error, Clone)]
+#[error("executor {code}: {message}")]
+pub struct ExecutorError {
+    pub code: String,
+    pub message: String,
+}
+
+impl ExecutorError {
+    pub fn is_not_found(&self) -> bool {
+        self.code == "NotFound"
+    }
+}
+
+impl From<tonic::Status> for ExecutorError {
+    fn from(s: tonic::Status) -> Self {
+        ExecutorError { code: format!("{:?}", s.code()), message: s.message().to_string() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientSetupError {
+    #[error("cannot read {key} file {path}: {source}")]
+    Read { key: &'static str, path: String, source: std::io::Error },
+    #[error("executor.endpoint `{0}` is invalid: {1}")]
+    Endpoint(String, String),
+}
+
+#[derive(Clone)]
+pub struct ExecutorClient {
+    inner: PbClient<Channel>,
+}
+
+fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, ClientSetupError> {
+    std::fs::read(path).map_err(|source| ClientSetupError::Read { key, path: path.display().to_string(), source })
+}
+
+impl ExecutorClient {
+    /// Lazily connected: the agent starts even while the executor is down and
+    /// reports UNAVAILABLE per call instead.
+    pub fn new(endpoint: &str, server_name: &str, ca: &Path, cert: &Path, key: &Path) -> Result<ExecutorClient, ClientSetupError> {
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read("executor.ca", ca)?))
+            .identity(Identity::from_pem(read("executor.cert", cert)?, read("executor.key", key)?))
+            .domain_name(server_name.to_string());
+        let channel = Endpoint::from_shared(endpoint.to_string())
+            .map_err(|e| ClientSetupError::Endpoint(endpoint.to_string(), e.to_string()))?
+            .tls_config(tls)
+            .map_err(|e| ClientSetupError::Endpoint(endpoint.to_string(), e.to_string()))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(60))
+            .connect_lazy();
+        Ok(ExecutorClient { inner: PbClient::new(channel) })
+    }
+
+    pub async fn list(&self, request_id: &str, all: bool) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .list_containers(pb::ListContainersRequest { request_id: request_id.into(), all })
+            .await?
+            .into_inner();
+        Ok(r.containers
+            .into_iter()
+            .map(|c| ContainerSummaryView { id: c.id, name: c.name, image: c.image, state: c.state, status: c.status, labels: c.labels.into_iter().collect() })
+            .collect())
+    }
+
+    pub async fn inspect(&self, request_id: &str, container: &str) -> Result<ContainerView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .inspect_container(pb::ContainerRequest { request_id: request_id.into(), container: container.into() })
+            .await?
+            .into_inner();
+        let state = r.state.unwrap_or_default();
+        let health = r.health.unwrap_or_default();
+        Ok(ContainerView {
+            id: r.id,
+            name: r.name,
+            image: r.image,
+            status: state.status,
+            running: state.running,
+            restarting: state.restarting,
+            oom_killed: state.oom_killed,
+            exit_code: state.exit_code,
+            error: state.error,
+            started_at: state.started_at,
+            finished_at: state.finished_at,
+            health_status: if health.status.is_empty() { "none".into() } else { health.status },
+            failing_streak: health.failing_streak,
+            health_log: health.log.into_iter().map(|p| HealthProbeView { exit_code: p.exit_code, output: p.output }).collect(),
+            healthcheck: r.healthcheck.map(|h| HealthcheckView {
+                test: h.test,
+                interval_ms: h.interval_ms,
+                timeout_ms: h.timeout_ms,
+                retries: h.retries,
+                start_period_ms: h.start_period_ms,
+            }),
+            labels: r.labels.into_iter().collect(),
+            env: r.env,
+            restart_count: r.restart_count,
+            restart_policy: r.restart_policy,
+            networks: r.networks,
+            aliases: r.aliases,
+            redactions: r.redactions,
+        })
+    }
+
+    pub async fn logs(&self, request_id: &str, container: &str, tail: u32) -> Result<LogsView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .container_logs(pb::LogsRequest { request_id: request_id.into(), container: container.into(), tail })
+            .await?
+            .into_inner();
+        Ok(LogsView {
+            lines: r.lines.into_iter().map(|l| LogLineView { stream: l.stream, text: l.text }).collect(),
+            truncated: r.truncated,
+            redactions: r.redactions,
+        })
+    }
+
+    pub async fn policy(&self, request_id: &str) -> Result<PolicyView, ExecutorError> {
+        let r = self.inner.clone().get_policy(pb::GetPolicyRequest { request_id: request_id.into() }).await?.into_inner();
+        let enabled = |name: &str| r.actions.iter().any(|a| a.action == name && a.enabled);
+        Ok(PolicyView { start_enabled: enabled("start"), restart_enabled: enabled("restart"), approver_ids: r.approver_ids })
+    }
+
+    /// Send a signed approval with the write it authorizes. The agent cannot
+    /// make these bytes itself: only the operator's key can sign them.
+    pub async fn write(
+        &self,
+        action: WriteAction,
+        request_id: &str,
+        container_id: &str,
+        claims: Vec<u8>,
+        signature: Vec<u8>,
+        key_id: &str,
+    ) -> Result<(), ExecutorError> {
+        let req = pb::WriteRequest {
+            request_id: request_id.into(),
+            container: container_id.into(),
+            approval: Some(pb::Approval { claims, signature, key_id: key_id.into() }),
+        };
+        let mut client = self.inner.clone();
+        match action {
+            WriteAction::Restart => client.restart_container(req).await?,
+            WriteAction::Start => client.start_container(req).await?,
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,17 @@
+//! drydock-agent: the unprivileged half of drydock. It reasons (rules engine
+//! by default), keeps each request's state machine in SQLite, serves the API
+//! the CLI uses, and asks the executor for everything it knows about Docker.
+//!
+//! Architecture invariant: this crate never links bollard and never opens a
+//! Docker socket; it never holds an approver's private key.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod config;
+pub mod discovery;
+pub mod engine;
+pub mod executor_client;
+pub mod model;
+pub mod planner;
+pub mod rules;
+pub mod store;

@@ -1,0 +1,339 @@
+//! The agent's domain: requests, evidence, diagnoses, plans, approvals. These
+//! types are also the JSON shape of the REST API (`GET /api/v1/requests/{id}`),
+//! which scripts and the CLI rely on; add fields, never rename them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Observing,
+    Diagnosing,
+    Planning,
+    WaitingApproval,
+    Executing,
+    Verifying,
+    Completed,
+    Failed,
+    NeedsClarification,
+    Rejected,
+    Canceled,
+}
+
+impl Status {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::NeedsClarification | Status::Rejected | Status::Canceled)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Observing => "observing",
+            Status::Diagnosing => "diagnosing",
+            Status::Planning => "planning",
+            Status::WaitingApproval => "waiting_approval",
+            Status::Executing => "executing",
+            Status::Verifying => "verifying",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::NeedsClarification => "needs_clarification",
+            Status::Rejected => "rejected",
+            Status::Canceled => "canceled",
+        }
+    }
+}
+
+/// The stable fault vocabulary from DESIGN.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultClass {
+    DependencyUnavailable,
+    ConfigError,
+    PortConflict,
+    OomKilled,
+    Crash,
+    CrashLoop,
+    Unhealthy,
+    HealthcheckBroken,
+    PermissionDenied,
+    DiskFull,
+    Stopped,
+    Healthy,
+    Unknown,
+}
+
+impl FaultClass {
+    /// Faults a restart cannot fix: the plan for them has no write step.
+    pub fn restart_cannot_fix(self) -> bool {
+        matches!(
+            self,
+            FaultClass::ConfigError
+                | FaultClass::OomKilled
+                | FaultClass::PortConflict
+                | FaultClass::PermissionDenied
+                | FaultClass::DiskFull
+                | FaultClass::HealthcheckBroken
+                | FaultClass::CrashLoop
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Target {
+    /// `container` now; `service` once compose services are targeted whole.
+    pub kind: String,
+    pub container_id: String,
+    pub container_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Candidate {
+    pub container_id: String,
+    pub container_name: String,
+    pub image: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    pub score: u32,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Evidence {
+    pub id: String,
+    /// `container_list`, `inspect`, `logs`, `health`, `policy`, `verification`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The executor RPC that produced it.
+    pub source: String,
+    pub timestamp: String,
+    pub data: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cause {
+    pub class: FaultClass,
+    pub reason: String,
+    pub confidence: f32,
+    pub evidence_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Diagnosis {
+    pub summary: String,
+    pub confidence: f32,
+    pub causes: Vec<Cause>,
+    /// `rules` or the model's name.
+    pub engine: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlanStep {
+    /// An executor action: `start` or `restart`.
+    pub action: String,
+    pub target: Target,
+    pub reason: String,
+    /// `T1` (change) for start/restart.
+    pub risk: String,
+    pub expected_effect: String,
+    pub rollback: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Plan {
+    /// sha256 over the steps; bound into every approval.
+    pub digest: String,
+    pub steps: Vec<PlanStep>,
+    /// What a human must do; no executor action can.
+    pub advice: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalRecord {
+    pub id: String,
+    pub request_id: String,
+    pub step: usize,
+    pub status: ApprovalStatus,
+    /// base64 of the encoded claims: exactly the bytes the approver signs.
+    pub claims: String,
+    pub expires_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// base64 signature, kept only until execution.
+    #[serde(default, skip_serializing)]
+    pub signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionRecord {
+    pub step: usize,
+    pub action: String,
+    pub container_id: String,
+    pub approval_id: String,
+    pub ok: bool,
+    pub message: String,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerificationCheck {
+    /// `running`, `healthy`, `http`.
+    pub level: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    pub ok: bool,
+    pub checks: Vec<VerificationCheck>,
+    pub evidence_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RequestOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    #[serde(default)]
+    pub diagnose_only: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Request {
+    pub id: String,
+    pub message: String,
+    pub status: Status,
+    pub created_at: String,
+    pub updated_at: String,
+    pub options: RequestOptions,
+    pub target: Option<Target>,
+    #[serde(default)]
+    pub candidates: Vec<Candidate>,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    pub diagnosis: Option<Diagnosis>,
+    pub plan: Option<Plan>,
+    #[serde(default)]
+    pub approvals: Vec<ApprovalRecord>,
+    #[serde(default)]
+    pub execution: Vec<ExecutionRecord>,
+    pub verification: Option<Verification>,
+    #[serde(default)]
+    pub iterations: u32,
+    /// Final words for the human: what happened and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One entry of a request's durable event stream.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Event {
+    pub seq: i64,
+    pub request_id: String,
+    pub ts: String,
+    pub kind: String,
+    pub data: serde_json::Value,
+}
+
+// ---- What the executor reports, as the agent sees it. ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ContainerSummaryView {
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub state: String,
+    pub status: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HealthProbeView {
+    pub exit_code: i64,
+    pub output: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HealthcheckView {
+    pub test: Vec<String>,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub retries: u32,
+    pub start_period_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ContainerView {
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub status: String,
+    pub running: bool,
+    pub restarting: bool,
+    pub oom_killed: bool,
+    pub exit_code: i64,
+    pub error: String,
+    pub started_at: String,
+    pub finished_at: String,
+    /// `none`, `starting`, `healthy`, `unhealthy`.
+    pub health_status: String,
+    pub failing_streak: u32,
+    pub health_log: Vec<HealthProbeView>,
+    pub healthcheck: Option<HealthcheckView>,
+    pub labels: BTreeMap<String, String>,
+    pub env: Vec<String>,
+    pub restart_count: i64,
+    pub restart_policy: String,
+    pub networks: Vec<String>,
+    pub aliases: Vec<String>,
+    pub redactions: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LogLineView {
+    pub stream: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LogsView {
+    pub lines: Vec<LogLineView>,
+    pub truncated: bool,
+    pub redactions: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct PolicyView {
+    pub start_enabled: bool,
+    pub restart_enabled: bool,
+    pub approver_ids: Vec<String>,
+}
+
+pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,179 @@
+//! Durable request state and the event log, in SQLite. Every state
+//! transition saves the request document and appends its event in one
+//! transaction, so a crash never leaves a state without its event or the
+//! reverse, and the SSE stream can be replayed from here.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension as _};
+
+use crate::model::{now_rfc3339, Event, Request};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("stored document is corrupt: {0}")]
+    Corrupt(#[from] serde_json::Error),
+    #[error("cannot create store folder {0}: {1}")]
+    Folder(String, std::io::Error),
+}
+
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::Folder(dir.display().to_string(), e))?;
+            }
+        }
+        let conn = Connection::open(path)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=NORMAL;
+             PRAGMA busy_timeout=5000;
+             CREATE TABLE IF NOT EXISTS requests (
+               id TEXT PRIMARY KEY,
+               created_at TEXT NOT NULL,
+               status TEXT NOT NULL,
+               doc TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS events (
+               seq INTEGER PRIMARY KEY AUTOINCREMENT,
+               request_id TEXT NOT NULL,
+               ts TEXT NOT NULL,
+               kind TEXT NOT NULL,
+               data TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS events_by_request ON events(request_id, seq);",
+        )?;
+        Ok(Store { conn: Mutex::new(conn) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Save the request and append one event, atomically.
+    pub fn save(&self, request: &Request, kind: &str, data: serde_json::Value) -> Result<Event, StoreError> {
+        let doc = serde_json::to_string(request)?;
+        let ts = now_rfc3339();
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO requests (id, created_at, status, doc) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(id) DO UPDATE SET status = excluded.status, doc = excluded.doc",
+            params![request.id, request.created_at, request.status.as_str(), doc],
+        )?;
+        tx.execute(
+            "INSERT INTO events (request_id, ts, kind, data) VALUES (?1, ?2, ?3, ?4)",
+            params![request.id, ts, kind, data.to_string()],
+        )?;
+        let seq = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(Event { seq, request_id: request.id.clone(), ts, kind: kind.to_string(), data })
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<Request>, StoreError> {
+        let doc: Option<String> = self
+            .lock()
+            .query_row("SELECT doc FROM requests WHERE id = ?1", params![id], |r| r.get(0))
+            .optional()?;
+        Ok(match doc {
+            Some(d) => Some(serde_json::from_str(&d)?),
+            None => None,
+        })
+    }
+
+    /// Newest first, optionally only one status.
+    pub fn list(&self, status: Option<&str>, limit: u32) -> Result<Vec<Request>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT doc FROM requests WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC LIMIT ?2",
+        )?;
+        let docs = stmt
+            .query_map(params![status, limit], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        docs.iter().map(|d| serde_json::from_str(d).map_err(StoreError::from)).collect()
+    }
+
+    pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT doc FROM requests WHERE status NOT IN ('completed','failed','needs_clarification','rejected','canceled') ORDER BY created_at",
+        )?;
+        let docs = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        docs.iter().map(|d| serde_json::from_str(d).map_err(StoreError::from)).collect()
+    }
+
+    /// Events of one request after `after_seq`, in order.
+    pub fn events_after(&self, request_id: &str, after_seq: i64) -> Result<Vec<Event>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT seq, request_id, ts, kind, data FROM events WHERE request_id = ?1 AND seq > ?2 ORDER BY seq",
+        )?;
+        let rows = stmt
+            .query_map(params![request_id, after_seq], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(seq, request_id, ts, kind, data)| {
+                Ok(Event { seq, request_id, ts, kind, data: serde_json::from_str(&data)? })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{RequestOptions, Status};
+
+    fn request(id: &str) -> Request {
+        Request {
+            id: id.into(),
+            message: "m".into(),
+            status: Status::Observing,
+            created_at: now_rfc3339(),
+            updated_at: now_rfc3339(),
+            options: RequestOptions::default(),
+            target: None,
+            candidates: vec![],
+            evidence: vec![],
+            diagnosis: None,
+            plan: None,
+            approvals: vec![],
+            execution: vec![],
+            verification: None,
+            iterations: 0,
+            outcome: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn saves_survive_reopen_and_events_replay_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.db");
+        {
+            let store = Store::open(&path).unwrap();
+            let mut r = request("r1");
+            store.save(&r, "created", serde_json::json!({})).unwrap();
+            r.status = Status::Completed;
+            store.save(&r, "status", serde_json::json!({"status": "completed"})).unwrap();
+            store.save(&request("r2"), "created", serde_json::json!({})).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.get("r1").unwrap().unwrap().status, Status::Completed);
+        let events = store.events_after("r1", 0).unwrap();
+        assert_eq!(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["created", "status"]);
+        assert_eq!(store.events_after("r1", events[0].seq).unwrap().len(), 1);
+        assert_eq!(store.unfinished().unwrap().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r2"]);
+        assert_eq!(store.list(Some("completed"), 10).unwrap().len(), 1);
+    }
+}
