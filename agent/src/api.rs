@@ -36,26 +36,45 @@ pub struct Problem {
 
 impl Problem {
     fn new(status: StatusCode, title: &'static str, detail: impl Into<String>) -> Problem {
-        Problem { status, title, detail: detail.into() }
+        Problem {
+            status,
+            title,
+            detail: detail.into(),
+        }
     }
 }
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let body = json!({"type": "about:blank", "title": self.title, "status": self.status.as_u16(), "detail": self.detail});
-        (self.status, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
+        (
+            self.status,
+            [(header::CONTENT_TYPE, "application/problem+json")],
+            body.to_string(),
+        )
+            .into_response()
     }
 }
 
 impl From<EngineError> for Problem {
     fn from(e: EngineError) -> Problem {
         match &e {
-            EngineError::RequestNotFound(_) | EngineError::ApprovalNotFound(_) => Problem::new(StatusCode::NOT_FOUND, "not found", e.to_string()),
-            EngineError::ApprovalNotPending { .. } | EngineError::AlreadyFinished { .. } => Problem::new(StatusCode::CONFLICT, "conflict", e.to_string()),
-            EngineError::InvalidApproval(_) => Problem::new(StatusCode::BAD_REQUEST, "invalid approval", e.to_string()),
+            EngineError::RequestNotFound(_) | EngineError::ApprovalNotFound(_) => {
+                Problem::new(StatusCode::NOT_FOUND, "not found", e.to_string())
+            }
+            EngineError::ApprovalNotPending { .. } | EngineError::AlreadyFinished { .. } => {
+                Problem::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
+            EngineError::InvalidApproval(_) => {
+                Problem::new(StatusCode::BAD_REQUEST, "invalid approval", e.to_string())
+            }
             EngineError::Store(_) => {
                 tracing::error!(error = %e, "store error");
-                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error", "the agent's store failed; see the agent log")
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error",
+                    "the agent's store failed; see the agent log",
+                )
             }
         }
     }
@@ -70,14 +89,24 @@ fn token_matches(given: &str, expected: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn auth(State(state): State<AppState>, headers: HeaderMap, request: HttpRequest, next: Next) -> Response {
+async fn auth(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    request: HttpRequest,
+    next: Next,
+) -> Response {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     if !token_matches(given, &state.token) {
-        return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token (see agent.token in DRYDOCK_HOME)").into_response();
+        return Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token (see agent.token in DRYDOCK_HOME)",
+        )
+        .into_response();
     }
     next.run(request).await
 }
@@ -109,19 +138,45 @@ struct CreateBody {
     diagnose_only: bool,
 }
 
-async fn create_request(State(s): State<AppState>, body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>) -> Result<Response, Problem> {
+async fn create_request(
+    State(s): State<AppState>,
+    body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, Problem> {
     let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool}}")))?;
     let message = body.message.trim().to_string();
     if message.is_empty() || message.len() > MAX_MESSAGE_LEN {
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid message", format!("message must be 1 to {MAX_MESSAGE_LEN} characters")));
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid message",
+            format!("message must be 1 to {MAX_MESSAGE_LEN} characters"),
+        ));
     }
     if let Some(c) = &body.container {
-        if c.is_empty() || c.len() > 128 || !c.trim_start_matches('/').bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
-            return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid container", "container must be a container name or id"));
+        if c.is_empty()
+            || c.len() > 128
+            || !c
+                .trim_start_matches('/')
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid container",
+                "container must be a container name or id",
+            ));
         }
     }
-    let req = s.engine.create(message, RequestOptions { container: body.container, diagnose_only: body.diagnose_only }).await?;
-    Ok((StatusCode::CREATED, Json(req)).into_response())
+    let req = s
+        .engine
+        .create(
+            message,
+            RequestOptions {
+                container: body.container,
+                diagnose_only: body.diagnose_only,
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(req.for_api())).into_response())
 }
 
 #[derive(Deserialize)]
@@ -130,19 +185,41 @@ struct ListQuery {
     limit: Option<u32>,
 }
 
-async fn list_requests(State(s): State<AppState>, Query(q): Query<ListQuery>) -> Result<Response, Problem> {
+async fn list_requests(
+    State(s): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, Problem> {
     if let Some(st) = &q.status {
         if serde_json::from_value::<Status>(json!(st)).is_err() {
-            return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid status", format!("unknown status `{st}`")));
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid status",
+                format!("unknown status `{st}`"),
+            ));
         }
     }
-    let list = s.engine.store().list(q.status.as_deref(), q.limit.unwrap_or(50).min(500)).map_err(EngineError::from)?;
+    let list: Vec<_> = s
+        .engine
+        .store()
+        .list(q.status.as_deref(), q.limit.unwrap_or(50).min(500))
+        .map_err(EngineError::from)?
+        .into_iter()
+        .map(|r| r.for_api())
+        .collect();
     Ok(Json(list).into_response())
 }
 
-async fn get_request(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
-    let req = s.engine.store().get(&id).map_err(EngineError::from)?.ok_or(EngineError::RequestNotFound(id))?;
-    Ok(Json(req).into_response())
+async fn get_request(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let req = s
+        .engine
+        .store()
+        .get(&id)
+        .map_err(EngineError::from)?
+        .ok_or(EngineError::RequestNotFound(id))?;
+    Ok(Json(req.for_api()).into_response())
 }
 
 #[derive(Deserialize)]
@@ -153,8 +230,18 @@ struct EventsQuery {
 /// Durable SSE: replay from the store after `Last-Event-ID` (or `?after=`),
 /// then follow live events; the stream closes after the request's `final`
 /// event. Subscribing before replaying means no event falls between the two.
-async fn events(State(s): State<AppState>, Path(id): Path<String>, Query(q): Query<EventsQuery>, headers: HeaderMap) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, Problem> {
-    let req = s.engine.store().get(&id).map_err(EngineError::from)?.ok_or_else(|| EngineError::RequestNotFound(id.clone()))?;
+async fn events(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, Problem> {
+    let req = s
+        .engine
+        .store()
+        .get(&id)
+        .map_err(EngineError::from)?
+        .ok_or_else(|| EngineError::RequestNotFound(id.clone()))?;
     let after = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -162,7 +249,11 @@ async fn events(State(s): State<AppState>, Path(id): Path<String>, Query(q): Que
         .or(q.after)
         .unwrap_or(0);
     let mut live = s.engine.subscribe();
-    let replay = s.engine.store().events_after(&id, after).map_err(EngineError::from)?;
+    let replay = s
+        .engine
+        .store()
+        .events_after(&id, after)
+        .map_err(EngineError::from)?;
     let engine = s.engine.clone();
     let terminal_at_start = req.status.is_terminal();
     let stream = async_stream::stream! {
@@ -210,7 +301,7 @@ async fn events(State(s): State<AppState>, Path(id): Path<String>, Query(q): Que
 }
 
 async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
-    Ok(Json(s.engine.cancel(&id).await?).into_response())
+    Ok(Json(s.engine.cancel(&id).await?.for_api()).into_response())
 }
 
 async fn list_approvals(State(s): State<AppState>) -> Result<Response, Problem> {
@@ -218,7 +309,10 @@ async fn list_approvals(State(s): State<AppState>) -> Result<Response, Problem> 
         .engine
         .pending_approvals()?
         .into_iter()
-        .map(|(req, a)| json!({"approval": a, "request_id": req.id, "message": req.message, "step": req.plan.as_ref().and_then(|p| p.steps.get(a.step))}))
+        .map(|(req, mut a)| {
+            a.signature = None;
+            json!({"approval": a, "request_id": req.id, "message": req.message, "step": req.plan.as_ref().and_then(|p| p.steps.get(a.step))})
+        })
         .collect();
     Ok(Json(pending).into_response())
 }
@@ -230,22 +324,44 @@ struct ApproveBody {
     signature: String,
 }
 
-async fn approve(State(s): State<AppState>, Path(id): Path<String>, body: Result<Json<ApproveBody>, axum::extract::rejection::JsonRejection>) -> Result<Response, Problem> {
-    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"key_id\": \"...\", \"signature\": \"<base64>\"}}")))?;
-    Ok(Json(s.engine.approve(&id, &body.key_id, &body.signature).await?).into_response())
+async fn approve(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<ApproveBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, Problem> {
+    let Json(body) = body.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid body",
+            format!("{e}; expected {{\"key_id\": \"...\", \"signature\": \"<base64>\"}}"),
+        )
+    })?;
+    Ok(Json(
+        s.engine
+            .approve(&id, &body.key_id, &body.signature)
+            .await?
+            .for_api(),
+    )
+    .into_response())
 }
 
 async fn reject(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
-    Ok(Json(s.engine.reject(&id).await?).into_response())
+    Ok(Json(s.engine.reject(&id).await?.for_api()).into_response())
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, Problem> {
-    let all = s.engine.store().list(None, 10_000).map_err(EngineError::from)?;
+    let all = s
+        .engine
+        .store()
+        .list(None, 10_000)
+        .map_err(EngineError::from)?;
     let mut counts = std::collections::BTreeMap::new();
     for r in &all {
         *counts.entry(r.status.as_str()).or_insert(0u64) += 1;
     }
-    let mut out = String::from("# HELP drydock_requests Requests by status.\n# TYPE drydock_requests gauge\n");
+    let mut out = String::from(
+        "# HELP drydock_requests Requests by status.\n# TYPE drydock_requests gauge\n",
+    );
     for (status, n) in counts {
         out.push_str(&format!("drydock_requests{{status=\"{status}\"}} {n}\n"));
     }

@@ -18,7 +18,10 @@ pub const DEFAULT_LOGS_TAIL: u32 = 200;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path} is invalid: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("config key `{key}` is invalid: {message}")]
@@ -82,7 +85,10 @@ pub struct VerifyConfig {
 
 impl Default for VerifyConfig {
     fn default() -> Self {
-        VerifyConfig { max_wait: DEFAULT_VERIFY_MAX_WAIT, poll_interval: DEFAULT_VERIFY_POLL }
+        VerifyConfig {
+            max_wait: DEFAULT_VERIFY_MAX_WAIT,
+            poll_interval: DEFAULT_VERIFY_POLL,
+        }
     }
 }
 
@@ -117,19 +123,31 @@ mod duration {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map_err(|e| serde::de::Error::custom(format!("`{text}` is not a duration like 10m or 500ms ({e})")))
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a duration like 10m or 500ms ({e})"
+            ))
+        })
     }
 }
 
 fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key, message: message.into() }
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
 }
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        let mut c: Config = serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        let mut c: Config = serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
         if let Ok(v) = std::env::var("DRYDOCK_LISTEN") {
             c.listen = v;
         }
@@ -137,7 +155,13 @@ impl Config {
             c.executor.endpoint = v;
         }
         if let Some(dir) = path.parent() {
-            for p in [&mut c.token_file, &mut c.executor.ca, &mut c.executor.cert, &mut c.executor.key, &mut c.store.path] {
+            for p in [
+                &mut c.token_file,
+                &mut c.executor.ca,
+                &mut c.executor.cert,
+                &mut c.executor.key,
+                &mut c.store.path,
+            ] {
                 if p.is_relative() {
                     *p = dir.join(&*p);
                 }
@@ -148,37 +172,68 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.listen
-            .parse::<std::net::SocketAddr>()
-            .map_err(|_| invalid("listen", format!("`{}` is not an address like 127.0.0.1:7420", self.listen)))?;
+        self.listen.parse::<std::net::SocketAddr>().map_err(|_| {
+            invalid(
+                "listen",
+                format!("`{}` is not an address like 127.0.0.1:7420", self.listen),
+            )
+        })?;
         if !self.executor.endpoint.starts_with("https://") {
-            return Err(invalid("executor.endpoint", format!("`{}` must be an https:// URL (the executor requires mTLS)", self.executor.endpoint)));
+            return Err(invalid(
+                "executor.endpoint",
+                format!(
+                    "`{}` must be an https:// URL (the executor requires mTLS)",
+                    self.executor.endpoint
+                ),
+            ));
         }
-        for (key, p) in [("token_file", &self.token_file), ("executor.ca", &self.executor.ca), ("executor.cert", &self.executor.cert), ("executor.key", &self.executor.key)] {
+        for (key, p) in [
+            ("token_file", &self.token_file),
+            ("executor.ca", &self.executor.ca),
+            ("executor.cert", &self.executor.cert),
+            ("executor.key", &self.executor.key),
+        ] {
             if !p.is_file() {
                 return Err(invalid(key, format!("file {} does not exist", p.display())));
             }
         }
         if self.max_iterations == 0 || self.max_iterations > 10 {
-            return Err(invalid("max_iterations", format!("{} is outside 1..=10", self.max_iterations)));
+            return Err(invalid(
+                "max_iterations",
+                format!("{} is outside 1..=10", self.max_iterations),
+            ));
         }
-        if self.approval_ttl < Duration::from_secs(10) || self.approval_ttl > Duration::from_secs(3600) {
+        if self.approval_ttl < Duration::from_secs(10)
+            || self.approval_ttl > Duration::from_secs(3600)
+        {
             return Err(invalid("approval_ttl", "must be between 10s and 1h"));
         }
         if self.logs_tail == 0 || self.logs_tail > 500 {
-            return Err(invalid("logs_tail", format!("{} is outside 1..=500", self.logs_tail)));
+            return Err(invalid(
+                "logs_tail",
+                format!("{} is outside 1..=500", self.logs_tail),
+            ));
         }
         if self.verify.poll_interval.is_zero() || self.verify.max_wait.is_zero() {
-            return Err(invalid("verify", "poll_interval and max_wait must be greater than zero"));
+            return Err(invalid(
+                "verify",
+                "poll_interval and max_wait must be greater than zero",
+            ));
         }
         Ok(())
     }
 
     pub fn token(&self) -> Result<String, ConfigError> {
-        let t = std::fs::read_to_string(&self.token_file).map_err(|source| ConfigError::Read { path: self.token_file.clone(), source })?;
+        let t = std::fs::read_to_string(&self.token_file).map_err(|source| ConfigError::Read {
+            path: self.token_file.clone(),
+            source,
+        })?;
         let t = t.trim().to_string();
         if t.len() < 16 {
-            return Err(invalid("token_file", "the token must be at least 16 characters"));
+            return Err(invalid(
+                "token_file",
+                "the token must be at least 16 characters",
+            ));
         }
         Ok(t)
     }

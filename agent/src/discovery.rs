@@ -6,10 +6,57 @@
 use crate::model::{Candidate, ContainerSummaryView, COMPOSE_SERVICE_LABEL};
 
 const STOPWORDS: &[&str] = &[
-    "the", "is", "are", "was", "down", "broken", "not", "working", "why", "what", "my", "our", "container",
-    "service", "app", "please", "fix", "check", "and", "with", "failing", "fails", "failed", "dead", "crashed",
-    "crashing", "unhealthy", "again", "it", "its", "this", "that", "does", "doesn", "won", "start", "can",
-    "cannot", "keeps", "restarting", "help", "look", "at", "on", "in", "of", "for", "to", "a", "an", "up",
+    "the",
+    "is",
+    "are",
+    "was",
+    "down",
+    "broken",
+    "not",
+    "working",
+    "why",
+    "what",
+    "my",
+    "our",
+    "container",
+    "service",
+    "app",
+    "please",
+    "fix",
+    "check",
+    "and",
+    "with",
+    "failing",
+    "fails",
+    "failed",
+    "dead",
+    "crashed",
+    "crashing",
+    "unhealthy",
+    "again",
+    "it",
+    "its",
+    "this",
+    "that",
+    "does",
+    "doesn",
+    "won",
+    "start",
+    "can",
+    "cannot",
+    "keeps",
+    "restarting",
+    "help",
+    "look",
+    "at",
+    "on",
+    "in",
+    "of",
+    "for",
+    "to",
+    "a",
+    "an",
+    "up",
 ];
 
 /// The outcome of discovery.
@@ -37,7 +84,10 @@ fn candidate(c: &ContainerSummaryView, score: u32, why: impl Into<String>) -> Ca
 fn words(message: &str) -> Vec<String> {
     message
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
-        .map(|w| w.trim_matches(|c: char| c == '.' || c == '-').to_ascii_lowercase())
+        .map(|w| {
+            w.trim_matches(|c: char| c == '.' || c == '-')
+                .to_ascii_lowercase()
+        })
         .filter(|w| w.len() >= 2 && !STOPWORDS.contains(&w.as_str()))
         .collect()
 }
@@ -45,7 +95,10 @@ fn words(message: &str) -> Vec<String> {
 /// Score one container against one word of the request.
 fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     let name = c.name.to_ascii_lowercase();
-    let service = c.labels.get(COMPOSE_SERVICE_LABEL).map(|s| s.to_ascii_lowercase());
+    let service = c
+        .labels
+        .get(COMPOSE_SERVICE_LABEL)
+        .map(|s| s.to_ascii_lowercase());
     if name == word {
         return Some((100, format!("name is `{}`", c.name)));
     }
@@ -59,7 +112,13 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
         return Some((80, format!("name `{}` contains `{word}`", c.name)));
     }
     let image = c.image.to_ascii_lowercase();
-    let image_base = image.rsplit('/').next().unwrap_or(&image).split(':').next().unwrap_or("");
+    let image_base = image
+        .rsplit('/')
+        .next()
+        .unwrap_or(&image)
+        .split(':')
+        .next()
+        .unwrap_or("");
     if image_base == word {
         return Some((60, format!("image `{}`", c.image)));
     }
@@ -85,9 +144,19 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                 .map(|(s, why)| candidate(c, s, why))
         })
         .collect();
-    ranked.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.container_name.cmp(&b.container_name)));
+    ranked.sort_by(|a, b| {
+        b.score
+            .cmp(&a.score)
+            .then_with(|| a.container_name.cmp(&b.container_name))
+    });
     match ranked.as_slice() {
-        [] => Discovery::NoMatch(containers.iter().take(20).map(|c| candidate(c, 0, "exists")).collect()),
+        [] => Discovery::NoMatch(
+            containers
+                .iter()
+                .take(20)
+                .map(|c| candidate(c, 0, "exists"))
+                .collect(),
+        ),
         [only] => Discovery::Found(only.clone()),
         [first, second, ..] if first.score > second.score => Discovery::Found(first.clone()),
         _ => {
@@ -102,12 +171,20 @@ pub fn exact(name: &str, containers: &[ContainerSummaryView]) -> Discovery {
     let wanted = name.trim_start_matches('/');
     let hits: Vec<Candidate> = containers
         .iter()
-        .filter(|c| c.name == wanted || c.id == wanted || (wanted.len() >= 6 && c.id.starts_with(wanted)))
+        .filter(|c| {
+            c.name == wanted || c.id == wanted || (wanted.len() >= 6 && c.id.starts_with(wanted))
+        })
         .map(|c| candidate(c, 100, "chosen with --container"))
         .collect();
     match hits.len() {
         1 => Discovery::Found(hits[0].clone()),
-        0 => Discovery::NoMatch(containers.iter().take(20).map(|c| candidate(c, 0, "exists")).collect()),
+        0 => Discovery::NoMatch(
+            containers
+                .iter()
+                .take(20)
+                .map(|c| candidate(c, 0, "exists"))
+                .collect(),
+        ),
         _ => Discovery::Ambiguous(hits),
     }
 }
@@ -121,7 +198,14 @@ mod tests {
         if let Some(s) = service {
             labels.insert(COMPOSE_SERVICE_LABEL.to_string(), s.to_string());
         }
-        ContainerSummaryView { id: format!("{:0<64}", name.len()), name: name.into(), image: image.into(), state: "running".into(), status: String::new(), labels }
+        ContainerSummaryView {
+            id: format!("{:0<64}", name.len()),
+            name: name.into(),
+            image: image.into(),
+            state: "running".into(),
+            status: String::new(),
+            labels,
+        }
     }
 
     #[test]
@@ -140,11 +224,20 @@ mod tests {
         assert_eq!(found("why is the cache broken?", &fleet), "cache");
         assert_eq!(found("redis keeps restarting", &fleet), "cache");
         assert_eq!(found("postgres is slow", &fleet), "shop-prod-db-1");
-        assert!(matches!(discover("backend is down", &fleet), Discovery::Ambiguous(v) if v.len() == 2));
-        assert_eq!(found("shop-prod-backend-1 is down", &fleet), "shop-prod-backend-1");
+        assert!(
+            matches!(discover("backend is down", &fleet), Discovery::Ambiguous(v) if v.len() == 2)
+        );
+        assert_eq!(
+            found("shop-prod-backend-1 is down", &fleet),
+            "shop-prod-backend-1"
+        );
         assert_eq!(found("backend is down", &fleet[..2]), "shop-prod-backend-1");
-        assert!(matches!(discover("frontend is down", &fleet), Discovery::NoMatch(v) if v.len() == 4));
-        assert!(matches!(exact("cache", &fleet), Discovery::Found(c) if c.container_name == "cache"));
+        assert!(
+            matches!(discover("frontend is down", &fleet), Discovery::NoMatch(v) if v.len() == 4)
+        );
+        assert!(
+            matches!(exact("cache", &fleet), Discovery::Found(c) if c.container_name == "cache")
+        );
         assert!(matches!(exact("nope", &fleet), Discovery::NoMatch(_)));
     }
 }

@@ -82,7 +82,14 @@ impl From<StoreError> for Stop {
 impl Engine {
     pub fn new(store: Arc<Store>, executor: ExecutorClient, config: EngineConfig) -> Arc<Engine> {
         let (events, _) = broadcast::channel(1024);
-        Arc::new(Engine { store, executor, config, events, controls: Mutex::new(HashMap::new()), doc_lock: tokio::sync::Mutex::new(()) })
+        Arc::new(Engine {
+            store,
+            executor,
+            config,
+            events,
+            controls: Mutex::new(HashMap::new()),
+            doc_lock: tokio::sync::Mutex::new(()),
+        })
     }
 
     pub fn store(&self) -> &Store {
@@ -99,9 +106,17 @@ impl Engine {
     }
 
     /// Load, change and save one request atomically with its event.
-    async fn update(&self, id: &str, kind: &str, data: serde_json::Value, change: impl FnOnce(&mut Request)) -> Result<Request, StoreError> {
+    async fn update(
+        &self,
+        id: &str,
+        kind: &str,
+        data: serde_json::Value,
+        change: impl FnOnce(&mut Request),
+    ) -> Result<Request, StoreError> {
         let _guard = self.doc_lock.lock().await;
-        let mut req = self.store.get(id)?.ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom(format!("request {id} vanished"))))?;
+        let mut req = self.store.get(id)?.ok_or_else(|| {
+            StoreError::Corrupt(serde::de::Error::custom(format!("request {id} vanished")))
+        })?;
         if req.status.is_terminal() {
             // A finished request (canceled, say) is never changed again; the
             // worker notices at its next check and stops.
@@ -114,25 +129,58 @@ impl Engine {
         Ok(req)
     }
 
-    async fn set_status(&self, id: &str, status: Status, message: &str) -> Result<Request, StoreError> {
-        tracing::info!(request_id = id, status = status.as_str(), message, "transition");
-        self.update(id, "status", json!({"status": status, "message": message}), |r| r.status = status).await
+    async fn set_status(
+        &self,
+        id: &str,
+        status: Status,
+        message: &str,
+    ) -> Result<Request, StoreError> {
+        tracing::info!(
+            request_id = id,
+            status = status.as_str(),
+            message,
+            "transition"
+        );
+        self.update(
+            id,
+            "status",
+            json!({"status": status, "message": message}),
+            |r| r.status = status,
+        )
+        .await
     }
 
     /// Finish a request with its outcome; the `final` event closes streams.
-    async fn finish(&self, id: &str, status: Status, outcome: String) -> Result<Request, StoreError> {
+    async fn finish(
+        &self,
+        id: &str,
+        status: Status,
+        outcome: String,
+    ) -> Result<Request, StoreError> {
         tracing::info!(request_id = id, status = status.as_str(), outcome = %outcome, "finished");
         let req = self
-            .update(id, "final", json!({"status": status, "outcome": outcome}), |r| {
-                r.status = status;
-                r.outcome = Some(outcome.clone());
-            })
+            .update(
+                id,
+                "final",
+                json!({"status": status, "outcome": outcome}),
+                |r| {
+                    r.status = status;
+                    r.outcome = Some(outcome.clone());
+                },
+            )
             .await?;
-        self.controls.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
         Ok(req)
     }
 
-    pub async fn create(self: &Arc<Self>, message: String, options: RequestOptions) -> Result<Request, EngineError> {
+    pub async fn create(
+        self: &Arc<Self>,
+        message: String,
+        options: RequestOptions,
+    ) -> Result<Request, EngineError> {
         let now = now_rfc3339();
         let req = Request {
             id: format!("req-{}", uuid::Uuid::new_v4().simple()),
@@ -153,7 +201,11 @@ impl Engine {
             outcome: None,
             error: None,
         };
-        let event = self.store.save(&req, "created", json!({"message": req.message, "options": req.options}))?;
+        let event = self.store.save(
+            &req,
+            "created",
+            json!({"message": req.message, "options": req.options}),
+        )?;
         let _ = self.events.send(event);
         self.spawn(req.id.clone());
         Ok(req)
@@ -165,7 +217,9 @@ impl Engine {
             match engine.run(&id).await {
                 Ok(()) => {}
                 Err(Stop::Canceled) => tracing::info!(request_id = %id, "worker stopped: canceled"),
-                Err(Stop::Store(e)) => tracing::error!(request_id = %id, error = %e, "worker stopped: store error"),
+                Err(Stop::Store(e)) => {
+                    tracing::error!(request_id = %id, error = %e, "worker stopped: store error")
+                }
             }
         });
     }
@@ -183,7 +237,12 @@ impl Engine {
                     .await?;
                 }
                 Status::Diagnosing | Status::Planning => {
-                    self.set_status(&req.id, Status::Observing, "agent restarted; observing again").await?;
+                    self.set_status(
+                        &req.id,
+                        Status::Observing,
+                        "agent restarted; observing again",
+                    )
+                    .await?;
                 }
                 _ => {}
             }
@@ -225,16 +284,37 @@ impl Engine {
 
     async fn fail_on_executor(&self, id: &str, what: &str, e: ExecutorError) -> Result<bool, Stop> {
         let outcome = format!("could not {what}: {e}");
-        self.update(id, "error", json!({"message": outcome}), |r| r.error = Some(outcome.clone())).await?;
+        self.update(id, "error", json!({"message": outcome}), |r| {
+            r.error = Some(outcome.clone())
+        })
+        .await?;
         self.finish(id, Status::Failed, outcome).await?;
         Ok(false)
     }
 
-    async fn add_evidence(&self, id: &str, kind: &str, source: &str, data: serde_json::Value, summary: String) -> Result<String, Stop> {
-        let ev = Evidence { id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]), kind: kind.into(), source: source.into(), timestamp: now_rfc3339(), data };
+    async fn add_evidence(
+        &self,
+        id: &str,
+        kind: &str,
+        source: &str,
+        data: serde_json::Value,
+        summary: String,
+    ) -> Result<String, Stop> {
+        let ev = Evidence {
+            id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+            kind: kind.into(),
+            source: source.into(),
+            timestamp: now_rfc3339(),
+            data,
+        };
         let ev_id = ev.id.clone();
-        self.update(id, "evidence", json!({"id": ev.id, "type": ev.kind, "source": ev.source, "summary": summary}), move |r| r.evidence.push(ev))
-            .await?;
+        self.update(
+            id,
+            "evidence",
+            json!({"id": ev.id, "type": ev.kind, "source": ev.source, "summary": summary}),
+            move |r| r.evidence.push(ev),
+        )
+        .await?;
         Ok(ev_id)
     }
 
@@ -247,47 +327,114 @@ impl Engine {
                 Err(e) => return self.fail_on_executor(id, "list containers", e).await,
             };
             let summary = format!("{} containers visible", containers.len());
-            self.add_evidence(id, "container_list", "ListContainers", serde_json::to_value(&containers).unwrap_or_default(), summary).await?;
+            self.add_evidence(
+                id,
+                "container_list",
+                "ListContainers",
+                serde_json::to_value(&containers).unwrap_or_default(),
+                summary,
+            )
+            .await?;
             let found = match &req.options.container {
                 Some(name) => discovery::exact(name, &containers),
                 None => discovery::discover(&req.message, &containers),
             };
             match found {
                 Discovery::Found(c) => {
-                    let target = Target { kind: "container".into(), container_id: c.container_id.clone(), container_name: c.container_name.clone(), service: c.service.clone() };
-                    self.update(id, "target", json!({"target": target, "why": c.why}), |r| r.target = Some(target.clone())).await?;
+                    let target = Target {
+                        kind: "container".into(),
+                        container_id: c.container_id.clone(),
+                        container_name: c.container_name.clone(),
+                        service: c.service.clone(),
+                    };
+                    self.update(id, "target", json!({"target": target, "why": c.why}), |r| {
+                        r.target = Some(target.clone())
+                    })
+                    .await?;
                 }
                 Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => {
                     let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
-                    let names: Vec<String> = cands.iter().map(|c| c.container_name.clone()).collect();
+                    let names: Vec<String> =
+                        cands.iter().map(|c| c.container_name.clone()).collect();
                     let outcome = if ambiguous {
-                        format!("more than one container fits: {}. Ask again with --container NAME.", names.join(", "))
+                        format!(
+                            "more than one container fits: {}. Ask again with --container NAME.",
+                            names.join(", ")
+                        )
                     } else if names.is_empty() {
                         "no container matches and none is visible to the executor".to_string()
                     } else {
                         format!("no container matches \"{}\". Visible containers: {}. Ask again with --container NAME.", req.message, names.join(", "))
                     };
-                    self.update(id, "candidates", json!({"candidates": cands}), |r| r.candidates = cands.clone()).await?;
+                    self.update(id, "candidates", json!({"candidates": cands}), |r| {
+                        r.candidates = cands.clone()
+                    })
+                    .await?;
                     self.finish(id, Status::NeedsClarification, outcome).await?;
                     return Ok(false);
                 }
             }
         }
         let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
-        let Some(target) = req.target.clone() else { return Ok(false) };
+        let Some(target) = req.target.clone() else {
+            return Ok(false);
+        };
         let container = match self.executor.inspect(id, &target.container_id).await {
             Ok(c) => c,
-            Err(e) => return self.fail_on_executor(id, &format!("inspect {}", target.container_name), e).await,
+            Err(e) => {
+                return self
+                    .fail_on_executor(id, &format!("inspect {}", target.container_name), e)
+                    .await
+            }
         };
-        let summary = format!("state={} exit={} health={} oom_killed={} restarts={}", container.status, container.exit_code, container.health_status, container.oom_killed, container.restart_count);
-        self.add_evidence(id, "inspect", "InspectContainer", serde_json::to_value(&container).unwrap_or_default(), summary).await?;
-        let logs = match self.executor.logs(id, &target.container_id, self.config.logs_tail).await {
+        let summary = format!(
+            "state={} exit={} health={} oom_killed={} restarts={}",
+            container.status,
+            container.exit_code,
+            container.health_status,
+            container.oom_killed,
+            container.restart_count
+        );
+        self.add_evidence(
+            id,
+            "inspect",
+            "InspectContainer",
+            serde_json::to_value(&container).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        let logs = match self
+            .executor
+            .logs(id, &target.container_id, self.config.logs_tail)
+            .await
+        {
             Ok(l) => l,
-            Err(e) => return self.fail_on_executor(id, &format!("read logs of {}", target.container_name), e).await,
+            Err(e) => {
+                return self
+                    .fail_on_executor(id, &format!("read logs of {}", target.container_name), e)
+                    .await
+            }
         };
-        let summary = format!("{} lines{}{}", logs.lines.len(), if logs.truncated { ", truncated" } else { "" }, if logs.redactions > 0 { format!(", {} secrets redacted", logs.redactions) } else { String::new() });
-        self.add_evidence(id, "logs", "ContainerLogs", serde_json::to_value(&logs).unwrap_or_default(), summary).await?;
-        self.set_status(id, Status::Diagnosing, "evidence gathered").await?;
+        let summary = format!(
+            "{} lines{}{}",
+            logs.lines.len(),
+            if logs.truncated { ", truncated" } else { "" },
+            if logs.redactions > 0 {
+                format!(", {} secrets redacted", logs.redactions)
+            } else {
+                String::new()
+            }
+        );
+        self.add_evidence(
+            id,
+            "logs",
+            "ContainerLogs",
+            serde_json::to_value(&logs).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        self.set_status(id, Status::Diagnosing, "evidence gathered")
+            .await?;
         Ok(true)
     }
 
@@ -303,14 +450,27 @@ impl Engine {
     async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
         let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
-            self.finish(id, Status::Failed, "no evidence to diagnose".into()).await?;
+            self.finish(id, Status::Failed, "no evidence to diagnose".into())
+                .await?;
             return Ok(false);
         };
-        let finding = rules::diagnose(&Observation { container: &c, container_evidence: &ins, logs: &logs, logs_evidence: &logs_ev });
+        let finding = rules::diagnose(&Observation {
+            container: &c,
+            container_evidence: &ins,
+            logs: &logs,
+            logs_evidence: &logs_ev,
+        });
         let diagnosis = finding.diagnosis.clone();
-        self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| r.diagnosis = Some(diagnosis.clone())).await?;
+        self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
+            r.diagnosis = Some(diagnosis.clone())
+        })
+        .await?;
         if req.options.diagnose_only {
-            let outcome = format!("diagnosis: {} (confidence {:.0}%). Suggest-only mode: no plan was proposed.", diagnosis.summary, diagnosis.confidence * 100.0);
+            let outcome = format!(
+                "diagnosis: {} (confidence {:.0}%). Suggest-only mode: no plan was proposed.",
+                diagnosis.summary,
+                diagnosis.confidence * 100.0
+            );
             self.finish(id, Status::Completed, outcome).await?;
             return Ok(false);
         }
@@ -320,27 +480,69 @@ impl Engine {
 
     async fn plan(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
-        let (Some((c, ins, logs, logs_ev)), Some(target)) = (Self::latest(req), req.target.clone()) else {
-            self.finish(id, Status::Failed, "no evidence to plan from".into()).await?;
+        let (Some((c, ins, logs, logs_ev)), Some(target)) = (Self::latest(req), req.target.clone())
+        else {
+            self.finish(id, Status::Failed, "no evidence to plan from".into())
+                .await?;
             return Ok(false);
         };
         let policy = match self.executor.policy(id).await {
             Ok(p) => p,
-            Err(e) => return self.fail_on_executor(id, "read the executor's policy", e).await,
+            Err(e) => {
+                return self
+                    .fail_on_executor(id, "read the executor's policy", e)
+                    .await
+            }
         };
-        self.add_evidence(id, "policy", "GetPolicy", serde_json::to_value(&policy).unwrap_or_default(), format!("start={} restart={}", policy.start_enabled, policy.restart_enabled)).await?;
-        let finding = rules::diagnose(&Observation { container: &c, container_evidence: &ins, logs: &logs, logs_evidence: &logs_ev });
+        self.add_evidence(
+            id,
+            "policy",
+            "GetPolicy",
+            serde_json::to_value(&policy).unwrap_or_default(),
+            format!(
+                "start={} restart={}",
+                policy.start_enabled, policy.restart_enabled
+            ),
+        )
+        .await?;
+        let finding = rules::diagnose(&Observation {
+            container: &c,
+            container_evidence: &ins,
+            logs: &logs,
+            logs_evidence: &logs_ev,
+        });
         let plan = planner::plan(&finding, &c, &target, &policy, &req.execution);
-        self.update(id, "plan", json!({"plan": plan}), |r| r.plan = Some(plan.clone())).await?;
-        let class = finding.diagnosis.causes.first().map(|c| c.class).unwrap_or(FaultClass::Unknown);
+        self.update(id, "plan", json!({"plan": plan}), |r| {
+            r.plan = Some(plan.clone())
+        })
+        .await?;
+        let class = finding
+            .diagnosis
+            .causes
+            .first()
+            .map(|c| c.class)
+            .unwrap_or(FaultClass::Unknown);
         if plan.steps.is_empty() {
             let tried = Self::tried(req);
             let (status, outcome) = if !req.execution.is_empty() {
-                (Status::Failed, format!("not recovered after {tried}. {}", plan.advice.join(" ")))
+                (
+                    Status::Failed,
+                    format!("not recovered after {tried}. {}", plan.advice.join(" ")),
+                )
             } else if class == FaultClass::Healthy {
-                (Status::Completed, format!("nothing wrong found: {}", finding.diagnosis.summary))
+                (
+                    Status::Completed,
+                    format!("nothing wrong found: {}", finding.diagnosis.summary),
+                )
             } else {
-                (Status::Completed, format!("no automatic fix: {} {}", finding.diagnosis.summary, plan.advice.join(" ")))
+                (
+                    Status::Completed,
+                    format!(
+                        "no automatic fix: {} {}",
+                        finding.diagnosis.summary,
+                        plan.advice.join(" ")
+                    ),
+                )
             };
             self.finish(id, status, outcome.trim().to_string()).await?;
             return Ok(false);
@@ -380,15 +582,30 @@ impl Engine {
             .collect();
         for a in &approvals {
             let a = a.clone();
-            self.update(id, "approval_requested", json!({"approval": a, "step": plan.steps.get(a.step)}), |r| r.approvals.push(a.clone())).await?;
+            self.update(
+                id,
+                "approval_requested",
+                json!({"approval": a, "step": plan.steps.get(a.step)}),
+                |r| r.approvals.push(a.clone()),
+            )
+            .await?;
         }
-        self.set_status(id, Status::WaitingApproval, "waiting for approval").await?;
+        self.set_status(id, Status::WaitingApproval, "waiting for approval")
+            .await?;
         Ok(true)
     }
 
     fn tried(req: &Request) -> String {
-        let done: Vec<String> = req.execution.iter().map(|e| format!("{} ({})", e.action, if e.ok { "done" } else { "failed" })).collect();
-        if done.is_empty() { "no action".into() } else { done.join(", ") }
+        let done: Vec<String> = req
+            .execution
+            .iter()
+            .map(|e| format!("{} ({})", e.action, if e.ok { "done" } else { "failed" }))
+            .collect();
+        if done.is_empty() {
+            "no action".into()
+        } else {
+            done.join(", ")
+        }
     }
 
     /// Approvals of the current plan (the newest round of them).
@@ -410,15 +627,25 @@ impl Engine {
             }
             let current = Self::current_approvals(&req);
             if current.iter().any(|a| a.status == ApprovalStatus::Rejected) {
-                self.finish(id, Status::Rejected, "the operator rejected the plan; nothing was changed".into()).await?;
+                self.finish(
+                    id,
+                    Status::Rejected,
+                    "the operator rejected the plan; nothing was changed".into(),
+                )
+                .await?;
                 return Ok(false);
             }
             if !current.is_empty() && current.iter().all(|a| a.status == ApprovalStatus::Approved) {
-                self.set_status(id, Status::Executing, "approved; executing").await?;
+                self.set_status(id, Status::Executing, "approved; executing")
+                    .await?;
                 return Ok(true);
             }
             let now = unix_now();
-            let expired: Vec<String> = current.iter().filter(|a| a.status == ApprovalStatus::Pending && a.expires_at <= now).map(|a| a.id.clone()).collect();
+            let expired: Vec<String> = current
+                .iter()
+                .filter(|a| a.status == ApprovalStatus::Pending && a.expires_at <= now)
+                .map(|a| a.id.clone())
+                .collect();
             if !expired.is_empty() {
                 self.update(id, "approval_expired", json!({"approvals": expired}), |r| {
                     for a in r.approvals.iter_mut().filter(|a| expired.contains(&a.id)) {
@@ -426,10 +653,20 @@ impl Engine {
                     }
                 })
                 .await?;
-                self.finish(id, Status::Failed, "the approval expired before anyone approved it; nothing was changed".into()).await?;
+                self.finish(
+                    id,
+                    Status::Failed,
+                    "the approval expired before anyone approved it; nothing was changed".into(),
+                )
+                .await?;
                 return Ok(false);
             }
-            let next_expiry = current.iter().filter(|a| a.status == ApprovalStatus::Pending).map(|a| a.expires_at).min().unwrap_or(now + 1);
+            let next_expiry = current
+                .iter()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .map(|a| a.expires_at)
+                .min()
+                .unwrap_or(now + 1);
             let wait = Duration::from_secs((next_expiry - now).clamp(1, 3600) as u64);
             let _ = tokio::time::timeout(wait, notified).await;
         }
@@ -437,20 +674,46 @@ impl Engine {
 
     async fn execute(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
-        let Some(plan) = req.plan.clone() else { return Ok(false) };
+        let Some(plan) = req.plan.clone() else {
+            return Ok(false);
+        };
         for approval in Self::current_approvals(req) {
             self.check_canceled(id)?;
-            let Some(step) = plan.steps.get(approval.step) else { continue };
+            let Some(step) = plan.steps.get(approval.step) else {
+                continue;
+            };
             if req.execution.iter().any(|e| e.approval_id == approval.id) {
                 continue;
             }
-            let (Some(action), Some(key_id), Some(sig)) = (WriteAction::parse(&step.action), approval.key_id.clone(), approval.signature.clone()) else {
-                self.finish(id, Status::Failed, format!("approval {} is incomplete; nothing was executed", approval.id)).await?;
+            let (Some(action), Some(key_id), Some(sig)) = (
+                WriteAction::parse(&step.action),
+                approval.key_id.clone(),
+                approval.signature.clone(),
+            ) else {
+                self.finish(
+                    id,
+                    Status::Failed,
+                    format!(
+                        "approval {} is incomplete; nothing was executed",
+                        approval.id
+                    ),
+                )
+                .await?;
                 return Ok(false);
             };
             let claims = B64.decode(&approval.claims).unwrap_or_default();
             let signature = B64.decode(&sig).unwrap_or_default();
-            let result = self.executor.write(action, id, &step.target.container_id, claims, signature, &key_id).await;
+            let result = self
+                .executor
+                .write(
+                    action,
+                    id,
+                    &step.target.container_id,
+                    claims,
+                    signature,
+                    &key_id,
+                )
+                .await;
             let record = ExecutionRecord {
                 step: approval.step,
                 action: step.action.clone(),
@@ -473,7 +736,15 @@ impl Engine {
             })
             .await?;
             if let Err(e) = result {
-                self.finish(id, Status::Failed, format!("the executor refused or failed {} of {}: {e}", step.action, step.target.container_name)).await?;
+                self.finish(
+                    id,
+                    Status::Failed,
+                    format!(
+                        "the executor refused or failed {} of {}: {e}",
+                        step.action, step.target.container_name
+                    ),
+                )
+                .await?;
                 return Ok(false);
             }
         }
@@ -486,7 +757,9 @@ impl Engine {
     /// interval), and must stay up.
     async fn verify(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
-        let Some(target) = req.target.clone() else { return Ok(false) };
+        let Some(target) = req.target.clone() else {
+            return Ok(false);
+        };
         let started = Instant::now();
         let mut deadline = self.config.verify_max_wait;
         let mut checks;
@@ -499,23 +772,46 @@ impl Engine {
                     if let Some(hc) = &c.healthcheck {
                         // Wait out the probe schedule: start period plus enough
                         // intervals for Docker to reach a verdict.
-                        let needed = Duration::from_millis(hc.start_period_ms + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2)) + Duration::from_secs(5);
-                        deadline = needed.clamp(Duration::from_secs(10), self.config.verify_max_wait);
+                        let needed = Duration::from_millis(
+                            hc.start_period_ms
+                                + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
+                        ) + Duration::from_secs(5);
+                        deadline =
+                            needed.clamp(Duration::from_secs(10), self.config.verify_max_wait);
                     } else {
                         deadline = deadline.min(Duration::from_secs(15));
                     }
                     let running = c.running && !c.restarting;
-                    checks.push(VerificationCheck { level: "running".into(), ok: running, detail: format!("state={} exit={}", c.status, c.exit_code) });
+                    checks.push(VerificationCheck {
+                        level: "running".into(),
+                        ok: running,
+                        detail: format!("state={} exit={}", c.status, c.exit_code),
+                    });
                     if c.healthcheck.is_some() {
-                        checks.push(VerificationCheck { level: "healthy".into(), ok: c.health_status == "healthy", detail: format!("health={}", c.health_status) });
+                        checks.push(VerificationCheck {
+                            level: "healthy".into(),
+                            ok: c.health_status == "healthy",
+                            detail: format!("health={}", c.health_status),
+                        });
                     } else if running {
                         // No healthcheck: require it to stay up for a moment.
                         let stable = started.elapsed() >= Duration::from_secs(3);
-                        checks.push(VerificationCheck { level: "stable".into(), ok: stable, detail: format!("running for {}s since the action", started.elapsed().as_secs()) });
+                        checks.push(VerificationCheck {
+                            level: "stable".into(),
+                            ok: stable,
+                            detail: format!(
+                                "running for {}s since the action",
+                                started.elapsed().as_secs()
+                            ),
+                        });
                     }
                     last = Some(c);
                 }
-                Err(e) => checks.push(VerificationCheck { level: "running".into(), ok: false, detail: e.to_string() }),
+                Err(e) => checks.push(VerificationCheck {
+                    level: "running".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                }),
             }
             let all_ok = checks.iter().all(|c| c.ok);
             if all_ok || started.elapsed() >= deadline {
@@ -526,21 +822,59 @@ impl Engine {
         let ok = checks.iter().all(|c| c.ok);
         let mut evidence_ids = Vec::new();
         if let Some(c) = &last {
-            let summary = format!("after the action: state={} health={}", c.status, c.health_status);
-            evidence_ids.push(self.add_evidence(id, "verification", "InspectContainer", serde_json::to_value(c).unwrap_or_default(), summary).await?);
+            let summary = format!(
+                "after the action: state={} health={}",
+                c.status, c.health_status
+            );
+            evidence_ids.push(
+                self.add_evidence(
+                    id,
+                    "verification",
+                    "InspectContainer",
+                    serde_json::to_value(c).unwrap_or_default(),
+                    summary,
+                )
+                .await?,
+            );
         }
-        let verification = Verification { ok, checks: checks.clone(), evidence_ids };
-        self.update(id, "verification", json!({"verification": verification}), |r| r.verification = Some(verification.clone())).await?;
+        let verification = Verification {
+            ok,
+            checks: checks.clone(),
+            evidence_ids,
+        };
+        self.update(
+            id,
+            "verification",
+            json!({"verification": verification}),
+            |r| r.verification = Some(verification.clone()),
+        )
+        .await?;
         if ok {
             let levels: Vec<&str> = checks.iter().map(|c| c.level.as_str()).collect();
-            self.finish(id, Status::Completed, format!("{} recovered: verified {}", target.container_name, levels.join(", "))).await?;
+            self.finish(
+                id,
+                Status::Completed,
+                format!(
+                    "{} recovered: verified {}",
+                    target.container_name,
+                    levels.join(", ")
+                ),
+            )
+            .await?;
             return Ok(false);
         }
         let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
         let iterations = req.iterations + 1;
         if iterations >= self.config.max_iterations {
-            let outcome = format!("not recovered after {} round(s); tried {}", iterations, Self::tried(&req));
-            self.update(id, "iteration", json!({"iterations": iterations}), |r| r.iterations = iterations).await?;
+            let outcome = format!(
+                "not recovered after {} round(s); tried {}",
+                iterations,
+                Self::tried(&req)
+            );
+            self.update(id, "iteration", json!({"iterations": iterations}), |r| {
+                r.iterations = iterations
+            })
+            .await?;
             self.finish(id, Status::Failed, outcome).await?;
             return Ok(false);
         }
@@ -577,30 +911,62 @@ impl Engine {
 
     /// Record a signature. The agent cannot check it (it holds no approver
     /// keys) beyond its shape; the executor verifies it.
-    pub async fn approve(&self, approval_id: &str, key_id: &str, signature_b64: &str) -> Result<Request, EngineError> {
-        let signature = B64.decode(signature_b64).map_err(|_| EngineError::InvalidApproval("signature is not base64".into()))?;
+    pub async fn approve(
+        &self,
+        approval_id: &str,
+        key_id: &str,
+        signature_b64: &str,
+    ) -> Result<Request, EngineError> {
+        let signature = B64
+            .decode(signature_b64)
+            .map_err(|_| EngineError::InvalidApproval("signature is not base64".into()))?;
         if signature.len() != 64 {
-            return Err(EngineError::InvalidApproval("signature must be 64 bytes (Ed25519)".into()));
+            return Err(EngineError::InvalidApproval(
+                "signature must be 64 bytes (Ed25519)".into(),
+            ));
         }
         if key_id.is_empty() || key_id.len() > 64 {
-            return Err(EngineError::InvalidApproval("key_id must be 1 to 64 characters".into()));
+            return Err(EngineError::InvalidApproval(
+                "key_id must be 1 to 64 characters".into(),
+            ));
         }
-        self.decide(approval_id, ApprovalStatus::Approved, Some((key_id.to_string(), signature_b64.to_string()))).await
+        self.decide(
+            approval_id,
+            ApprovalStatus::Approved,
+            Some((key_id.to_string(), signature_b64.to_string())),
+        )
+        .await
     }
 
     pub async fn reject(&self, approval_id: &str) -> Result<Request, EngineError> {
-        self.decide(approval_id, ApprovalStatus::Rejected, None).await
+        self.decide(approval_id, ApprovalStatus::Rejected, None)
+            .await
     }
 
-    async fn decide(&self, approval_id: &str, status: ApprovalStatus, signed: Option<(String, String)>) -> Result<Request, EngineError> {
+    async fn decide(
+        &self,
+        approval_id: &str,
+        status: ApprovalStatus,
+        signed: Option<(String, String)>,
+    ) -> Result<Request, EngineError> {
         let (req, a) = self.find_approval(approval_id)?;
         if a.status != ApprovalStatus::Pending || req.status != Status::WaitingApproval {
-            return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: format!("{:?}", a.status).to_lowercase() });
+            return Err(EngineError::ApprovalNotPending {
+                id: approval_id.into(),
+                status: format!("{:?}", a.status).to_lowercase(),
+            });
         }
         if a.expires_at <= unix_now() {
-            return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: "expired".into() });
+            return Err(EngineError::ApprovalNotPending {
+                id: approval_id.into(),
+                status: "expired".into(),
+            });
         }
-        let kind = if status == ApprovalStatus::Approved { "approved" } else { "rejected" };
+        let kind = if status == ApprovalStatus::Approved {
+            "approved"
+        } else {
+            "rejected"
+        };
         let updated = self
             .update(&req.id, "approval_decided", json!({"approval_id": approval_id, "decision": kind, "key_id": signed.as_ref().map(|s| &s.0)}), |r| {
                 if let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) {
@@ -618,14 +984,24 @@ impl Engine {
     }
 
     pub async fn cancel(&self, id: &str) -> Result<Request, EngineError> {
-        let req = self.store.get(id)?.ok_or_else(|| EngineError::RequestNotFound(id.into()))?;
+        let req = self
+            .store
+            .get(id)?
+            .ok_or_else(|| EngineError::RequestNotFound(id.into()))?;
         if req.status.is_terminal() {
-            return Err(EngineError::AlreadyFinished { id: id.into(), status: req.status.as_str().into() });
+            return Err(EngineError::AlreadyFinished {
+                id: id.into(),
+                status: req.status.as_str().into(),
+            });
         }
         let control = self.control(id);
         control.canceled.store(true, Ordering::SeqCst);
         control.notify.notify_one();
-        let note = if req.status == Status::Executing { "canceled; an action already sent to the executor may still complete" } else { "canceled by the operator" };
+        let note = if req.status == Status::Executing {
+            "canceled; an action already sent to the executor may still complete"
+        } else {
+            "canceled by the operator"
+        };
         Ok(self.finish(id, Status::Canceled, note.into()).await?)
     }
 }

@@ -9,7 +9,10 @@ use drydock_proto::pb;
 use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use crate::model::{ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView, LogLineView, LogsView, PolicyView};
+use crate::model::{
+    ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView, LogLineView, LogsView,
+    PolicyView,
+};
 
 /// A refusal or failure reported by the executor, with its gRPC code.
 #[derive(Debug, thiserror::Error, Clone)]
@@ -27,14 +30,21 @@ impl ExecutorError {
 
 impl From<tonic::Status> for ExecutorError {
     fn from(s: tonic::Status) -> Self {
-        ExecutorError { code: format!("{:?}", s.code()), message: s.message().to_string() }
+        ExecutorError {
+            code: format!("{:?}", s.code()),
+            message: s.message().to_string(),
+        }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientSetupError {
     #[error("cannot read {key} file {path}: {source}")]
-    Read { key: &'static str, path: String, source: std::io::Error },
+    Read {
+        key: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
     #[error("executor.endpoint `{0}` is invalid: {1}")]
     Endpoint(String, String),
 }
@@ -45,16 +55,29 @@ pub struct ExecutorClient {
 }
 
 fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, ClientSetupError> {
-    std::fs::read(path).map_err(|source| ClientSetupError::Read { key, path: path.display().to_string(), source })
+    std::fs::read(path).map_err(|source| ClientSetupError::Read {
+        key,
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 impl ExecutorClient {
     /// Lazily connected: the agent starts even while the executor is down and
     /// reports UNAVAILABLE per call instead.
-    pub fn new(endpoint: &str, server_name: &str, ca: &Path, cert: &Path, key: &Path) -> Result<ExecutorClient, ClientSetupError> {
+    pub fn new(
+        endpoint: &str,
+        server_name: &str,
+        ca: &Path,
+        cert: &Path,
+        key: &Path,
+    ) -> Result<ExecutorClient, ClientSetupError> {
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(read("executor.ca", ca)?))
-            .identity(Identity::from_pem(read("executor.cert", cert)?, read("executor.key", key)?))
+            .identity(Identity::from_pem(
+                read("executor.cert", cert)?,
+                read("executor.key", key)?,
+            ))
             .domain_name(server_name.to_string());
         let channel = Endpoint::from_shared(endpoint.to_string())
             .map_err(|e| ClientSetupError::Endpoint(endpoint.to_string(), e.to_string()))?
@@ -63,27 +86,50 @@ impl ExecutorClient {
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))
             .connect_lazy();
-        Ok(ExecutorClient { inner: PbClient::new(channel) })
+        Ok(ExecutorClient {
+            inner: PbClient::new(channel),
+        })
     }
 
-    pub async fn list(&self, request_id: &str, all: bool) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
+    pub async fn list(
+        &self,
+        request_id: &str,
+        all: bool,
+    ) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
         let r = self
             .inner
             .clone()
-            .list_containers(pb::ListContainersRequest { request_id: request_id.into(), all })
+            .list_containers(pb::ListContainersRequest {
+                request_id: request_id.into(),
+                all,
+            })
             .await?
             .into_inner();
         Ok(r.containers
             .into_iter()
-            .map(|c| ContainerSummaryView { id: c.id, name: c.name, image: c.image, state: c.state, status: c.status, labels: c.labels.into_iter().collect() })
+            .map(|c| ContainerSummaryView {
+                id: c.id,
+                name: c.name,
+                image: c.image,
+                state: c.state,
+                status: c.status,
+                labels: c.labels.into_iter().collect(),
+            })
             .collect())
     }
 
-    pub async fn inspect(&self, request_id: &str, container: &str) -> Result<ContainerView, ExecutorError> {
+    pub async fn inspect(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> Result<ContainerView, ExecutorError> {
         let r = self
             .inner
             .clone()
-            .inspect_container(pb::ContainerRequest { request_id: request_id.into(), container: container.into() })
+            .inspect_container(pb::ContainerRequest {
+                request_id: request_id.into(),
+                container: container.into(),
+            })
             .await?
             .into_inner();
         let state = r.state.unwrap_or_default();
@@ -100,9 +146,20 @@ impl ExecutorClient {
             error: state.error,
             started_at: state.started_at,
             finished_at: state.finished_at,
-            health_status: if health.status.is_empty() { "none".into() } else { health.status },
+            health_status: if health.status.is_empty() {
+                "none".into()
+            } else {
+                health.status
+            },
             failing_streak: health.failing_streak,
-            health_log: health.log.into_iter().map(|p| HealthProbeView { exit_code: p.exit_code, output: p.output }).collect(),
+            health_log: health
+                .log
+                .into_iter()
+                .map(|p| HealthProbeView {
+                    exit_code: p.exit_code,
+                    output: p.output,
+                })
+                .collect(),
             healthcheck: r.healthcheck.map(|h| HealthcheckView {
                 test: h.test,
                 interval_ms: h.interval_ms,
@@ -120,24 +177,51 @@ impl ExecutorClient {
         })
     }
 
-    pub async fn logs(&self, request_id: &str, container: &str, tail: u32) -> Result<LogsView, ExecutorError> {
+    pub async fn logs(
+        &self,
+        request_id: &str,
+        container: &str,
+        tail: u32,
+    ) -> Result<LogsView, ExecutorError> {
         let r = self
             .inner
             .clone()
-            .container_logs(pb::LogsRequest { request_id: request_id.into(), container: container.into(), tail })
+            .container_logs(pb::LogsRequest {
+                request_id: request_id.into(),
+                container: container.into(),
+                tail,
+            })
             .await?
             .into_inner();
         Ok(LogsView {
-            lines: r.lines.into_iter().map(|l| LogLineView { stream: l.stream, text: l.text }).collect(),
+            lines: r
+                .lines
+                .into_iter()
+                .map(|l| LogLineView {
+                    stream: l.stream,
+                    text: l.text,
+                })
+                .collect(),
             truncated: r.truncated,
             redactions: r.redactions,
         })
     }
 
     pub async fn policy(&self, request_id: &str) -> Result<PolicyView, ExecutorError> {
-        let r = self.inner.clone().get_policy(pb::GetPolicyRequest { request_id: request_id.into() }).await?.into_inner();
+        let r = self
+            .inner
+            .clone()
+            .get_policy(pb::GetPolicyRequest {
+                request_id: request_id.into(),
+            })
+            .await?
+            .into_inner();
         let enabled = |name: &str| r.actions.iter().any(|a| a.action == name && a.enabled);
-        Ok(PolicyView { start_enabled: enabled("start"), restart_enabled: enabled("restart"), approver_ids: r.approver_ids })
+        Ok(PolicyView {
+            start_enabled: enabled("start"),
+            restart_enabled: enabled("restart"),
+            approver_ids: r.approver_ids,
+        })
     }
 
     /// Send a signed approval with the write it authorizes. The agent cannot
@@ -154,7 +238,11 @@ impl ExecutorClient {
         let req = pb::WriteRequest {
             request_id: request_id.into(),
             container: container_id.into(),
-            approval: Some(pb::Approval { claims, signature, key_id: key_id.into() }),
+            approval: Some(pb::Approval {
+                claims,
+                signature,
+                key_id: key_id.into(),
+            }),
         };
         let mut client = self.inner.clone();
         match action {

@@ -14,7 +14,11 @@ use drydock_agent::executor_client::ExecutorClient;
 use drydock_agent::store::Store;
 
 #[derive(Parser)]
-#[command(name = "drydock-agent", version, about = "drydock's unprivileged agent: diagnosis, plans, approvals, API")]
+#[command(
+    name = "drydock-agent",
+    version,
+    about = "drydock's unprivileged agent: diagnosis, plans, approvals, API"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,15 +39,27 @@ enum Command {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG").unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG")
+        .unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match config.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
     let token = config.token()?;
-    let store = Arc::new(Store::open(&config.store.path).with_context(|| format!("store.path {}", config.store.path.display()))?);
-    let executor = ExecutorClient::new(&config.executor.endpoint, &config.executor.server_name, &config.executor.ca, &config.executor.cert, &config.executor.key)?;
+    let store = Arc::new(
+        Store::open(&config.store.path)
+            .with_context(|| format!("store.path {}", config.store.path.display()))?,
+    );
+    let executor = ExecutorClient::new(
+        &config.executor.endpoint,
+        &config.executor.server_name,
+        &config.executor.ca,
+        &config.executor.cert,
+        &config.executor.key,
+    )?;
     let engine = Engine::new(
         store,
         executor,
@@ -59,10 +75,17 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if resumed > 0 {
         tracing::info!(resumed, "resumed unfinished requests");
     }
-    let listener = tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listen {}", config.listen))?;
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("listen {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "drydock-agent listening");
-    let app = api::router(AppState { engine, token: Arc::new(token) });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    let app = api::router(AppState {
+        engine,
+        token: Arc::new(token),
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
     Ok(())
 }
 
@@ -89,7 +112,9 @@ async fn main() -> ExitCode {
             Ok(c) => serve(c).await,
             Err(e) => Err(e.into()),
         },
-        Command::CheckConfig { config } => Config::load(&config).map(|_| println!("{}: ok", config.display())).map_err(Into::into),
+        Command::CheckConfig { config } => Config::load(&config)
+            .map(|_| println!("{}: ok", config.display()))
+            .map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,7 +24,14 @@ pub enum Status {
 
 impl Status {
     pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Completed | Status::Failed | Status::NeedsClarification | Status::Rejected | Status::Canceled)
+        matches!(
+            self,
+            Status::Completed
+                | Status::Failed
+                | Status::NeedsClarification
+                | Status::Rejected
+                | Status::Canceled
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -170,8 +177,9 @@ pub struct ApprovalRecord {
     pub expires_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
-    /// base64 signature, kept only until execution.
-    #[serde(default, skip_serializing)]
+    /// base64 signature, kept (in the store only) until execution; the API
+    /// never returns it (see `Request::for_api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<String>,
@@ -238,6 +246,16 @@ pub struct Request {
     pub outcome: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl Request {
+    /// The request as the API shows it: signatures stay inside the agent.
+    pub fn for_api(mut self) -> Request {
+        for a in &mut self.approvals {
+            a.signature = None;
+        }
+        self
+    }
 }
 
 /// One entry of a request's durable event stream.

@@ -5,7 +5,9 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::model::{ContainerView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target};
+use crate::model::{
+    ContainerView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
+};
 use crate::rules::Finding;
 
 fn step(action: &str, target: &Target, reason: String, expected: &str) -> PlanStep {
@@ -69,25 +71,52 @@ fn advice_for(class: FaultClass, finding: &Finding, c: &ContainerView) -> Vec<St
 }
 
 /// Build the plan for one container's finding.
-pub fn plan(finding: &Finding, container: &ContainerView, target: &Target, policy: &PolicyView, done: &[ExecutionRecord]) -> Plan {
-    let primary = finding.diagnosis.causes.first().map(|c| c.class).unwrap_or(FaultClass::Unknown);
+pub fn plan(
+    finding: &Finding,
+    container: &ContainerView,
+    target: &Target,
+    policy: &PolicyView,
+    done: &[ExecutionRecord],
+) -> Plan {
+    let primary = finding
+        .diagnosis
+        .causes
+        .first()
+        .map(|c| c.class)
+        .unwrap_or(FaultClass::Unknown);
     let mut steps = Vec::new();
     let mut advice = advice_for(primary, finding, container);
-    let already = |action: &str| done.iter().any(|d| d.action == action && d.container_id == target.container_id);
+    let already = |action: &str| {
+        done.iter()
+            .any(|d| d.action == action && d.container_id == target.container_id)
+    };
 
     let wanted: Option<(&str, bool, String, &str)> = match primary {
         FaultClass::Unhealthy => Some((
             "restart",
             policy.restart_enabled,
-            format!("{} is running but unhealthy; a restart clears a wedged process", target.container_name),
+            format!(
+                "{} is running but unhealthy; a restart clears a wedged process",
+                target.container_name
+            ),
             "the container restarts and its healthcheck passes",
         )),
-        FaultClass::Stopped | FaultClass::Crash | FaultClass::DependencyUnavailable | FaultClass::Unknown if !container.running => Some((
-            "start",
-            policy.start_enabled,
-            format!("{} is not running (exit code {})", target.container_name, container.exit_code),
-            "the container starts and stays running",
-        )),
+        FaultClass::Stopped
+        | FaultClass::Crash
+        | FaultClass::DependencyUnavailable
+        | FaultClass::Unknown
+            if !container.running =>
+        {
+            Some((
+                "start",
+                policy.start_enabled,
+                format!(
+                    "{} is not running (exit code {})",
+                    target.container_name, container.exit_code
+                ),
+                "the container starts and stays running",
+            ))
+        }
         _ => None,
     };
     if let Some((action, enabled, reason, expected)) = wanted {
@@ -104,7 +133,11 @@ pub fn plan(finding: &Finding, container: &ContainerView, target: &Target, polic
             steps.push(step(action, target, reason, expected));
         }
     }
-    Plan { digest: digest(&steps), steps, advice }
+    Plan {
+        digest: digest(&steps),
+        steps,
+        advice,
+    }
 }
 
 #[cfg(test)]
@@ -117,7 +150,12 @@ mod tests {
             diagnosis: Diagnosis {
                 summary: String::new(),
                 confidence: 0.9,
-                causes: vec![Cause { class, reason: String::new(), confidence: 0.9, evidence_ids: vec!["ev".into()] }],
+                causes: vec![Cause {
+                    class,
+                    reason: String::new(),
+                    confidence: 0.9,
+                    evidence_ids: vec!["ev".into()],
+                }],
                 engine: "rules".into(),
             },
             matched_line: None,
@@ -126,15 +164,33 @@ mod tests {
     }
 
     fn target() -> Target {
-        Target { kind: "container".into(), container_id: "c".repeat(64), container_name: "web".into(), service: None }
+        Target {
+            kind: "container".into(),
+            container_id: "c".repeat(64),
+            container_name: "web".into(),
+            service: None,
+        }
     }
 
-    const ALL: PolicyView = PolicyView { start_enabled: true, restart_enabled: true, approver_ids: vec![] };
+    const ALL: PolicyView = PolicyView {
+        start_enabled: true,
+        restart_enabled: true,
+        approver_ids: vec![],
+    };
 
     #[test]
     fn plan_table() {
-        let running = ContainerView { name: "web".into(), running: true, ..Default::default() };
-        let exited = ContainerView { name: "web".into(), running: false, exit_code: 1, ..Default::default() };
+        let running = ContainerView {
+            name: "web".into(),
+            running: true,
+            ..Default::default()
+        };
+        let exited = ContainerView {
+            name: "web".into(),
+            running: false,
+            exit_code: 1,
+            ..Default::default()
+        };
         let rows: &[(FaultClass, &ContainerView, Option<&str>)] = &[
             (FaultClass::Unhealthy, &running, Some("restart")),
             (FaultClass::Stopped, &exited, Some("start")),
@@ -147,7 +203,11 @@ mod tests {
         ];
         for (class, c, want) in rows {
             let p = plan(&finding(*class, None), c, &target(), &ALL, &[]);
-            assert_eq!(p.steps.first().map(|s| s.action.as_str()), *want, "{class:?}");
+            assert_eq!(
+                p.steps.first().map(|s| s.action.as_str()),
+                *want,
+                "{class:?}"
+            );
             if class.restart_cannot_fix() {
                 assert!(!p.advice.is_empty(), "{class:?} needs advice");
             }
@@ -156,20 +216,61 @@ mod tests {
 
     #[test]
     fn config_error_advice_names_the_variable() {
-        let exited = ContainerView { name: "web".into(), ..Default::default() };
-        let p = plan(&finding(FaultClass::ConfigError, Some("DATABASE_URL")), &exited, &target(), &ALL, &[]);
+        let exited = ContainerView {
+            name: "web".into(),
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::ConfigError, Some("DATABASE_URL")),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+        );
         assert!(p.steps.is_empty());
         assert!(p.advice[0].contains("DATABASE_URL"), "{:?}", p.advice);
     }
 
     #[test]
     fn disabled_or_repeated_actions_become_advice() {
-        let running = ContainerView { name: "web".into(), running: true, ..Default::default() };
-        let no_restart = PolicyView { restart_enabled: false, ..ALL };
-        let p = plan(&finding(FaultClass::Unhealthy, None), &running, &target(), &no_restart, &[]);
-        assert!(p.steps.is_empty() && p.advice.iter().any(|a| a.contains("does not allow restart")));
-        let done = ExecutionRecord { step: 0, action: "restart".into(), container_id: "c".repeat(64), approval_id: "a".into(), ok: true, message: String::new(), at: String::new() };
-        let p = plan(&finding(FaultClass::Unhealthy, None), &running, &target(), &ALL, &[done]);
+        let running = ContainerView {
+            name: "web".into(),
+            running: true,
+            ..Default::default()
+        };
+        let no_restart = PolicyView {
+            restart_enabled: false,
+            ..ALL
+        };
+        let p = plan(
+            &finding(FaultClass::Unhealthy, None),
+            &running,
+            &target(),
+            &no_restart,
+            &[],
+        );
+        assert!(
+            p.steps.is_empty()
+                && p.advice
+                    .iter()
+                    .any(|a| a.contains("does not allow restart"))
+        );
+        let done = ExecutionRecord {
+            step: 0,
+            action: "restart".into(),
+            container_id: "c".repeat(64),
+            approval_id: "a".into(),
+            ok: true,
+            message: String::new(),
+            at: String::new(),
+        };
+        let p = plan(
+            &finding(FaultClass::Unhealthy, None),
+            &running,
+            &target(),
+            &ALL,
+            &[done],
+        );
         assert!(p.steps.is_empty() && p.advice.iter().any(|a| a.contains("already tried")));
     }
 }

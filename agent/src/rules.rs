@@ -41,26 +41,82 @@ struct LogRule {
 /// (configuration) come before generic ones (crash signatures).
 const LOG_RULES: &[LogRule] = &[
     // Configuration: a variable or file the program needs is missing.
-    LogRule { class: FaultClass::ConfigError, pattern: r#"(?i)(?:missing|required|not set|undefined|unset|no value)\b[^\n]*?\b(?:environment variable|env var|env)\b[\s:`'"]*(?P<detail>[A-Z][A-Z0-9_]{1,})"#, what: "a required environment variable is missing" },
-    LogRule { class: FaultClass::ConfigError, pattern: r#"(?i)(?:environment variable|env var)\s*[`'"]?(?P<detail>[A-Z][A-Z0-9_]{1,})[`'"]?\s*(?:is\s+)?(?:not set|missing|required|undefined|must be set|is empty)"#, what: "a required environment variable is missing" },
-    LogRule { class: FaultClass::ConfigError, pattern: r#"KeyError: '(?P<detail>[A-Z][A-Z0-9_]{1,})'"#, what: "a required environment variable is missing (Python KeyError)" },
-    LogRule { class: FaultClass::ConfigError, pattern: r#"Could not resolve placeholder '(?P<detail>[^']+)'"#, what: "a Spring placeholder has no value" },
-    LogRule { class: FaultClass::ConfigError, pattern: r#"(?i)(?:invalid|bad|malformed) (?:configuration|config)|config(?:uration)? (?:error|invalid)|failed to (?:load|parse|read) config"#, what: "the configuration is invalid" },
-    LogRule { class: FaultClass::ConfigError, pattern: r#"Cannot find module '(?P<detail>[^']+)'|ModuleNotFoundError: No module named '(?P<detail2>[^']+)'|Error: Could not find or load main class (?P<detail3>\S+)"#, what: "a module or file the program needs is missing" },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"(?i)(?:missing|required|not set|undefined|unset|no value)\b[^\n]*?\b(?:environment variable|env var|env)\b[\s:`'"]*(?P<detail>[A-Z][A-Z0-9_]{1,})"#,
+        what: "a required environment variable is missing",
+    },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"(?i)(?:environment variable|env var)\s*[`'"]?(?P<detail>[A-Z][A-Z0-9_]{1,})[`'"]?\s*(?:is\s+)?(?:not set|missing|required|undefined|must be set|is empty)"#,
+        what: "a required environment variable is missing",
+    },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"KeyError: '(?P<detail>[A-Z][A-Z0-9_]{1,})'"#,
+        what: "a required environment variable is missing (Python KeyError)",
+    },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"Could not resolve placeholder '(?P<detail>[^']+)'"#,
+        what: "a Spring placeholder has no value",
+    },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"(?i)(?:invalid|bad|malformed) (?:configuration|config)|config(?:uration)? (?:error|invalid)|failed to (?:load|parse|read) config"#,
+        what: "the configuration is invalid",
+    },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"Cannot find module '(?P<detail>[^']+)'|ModuleNotFoundError: No module named '(?P<detail2>[^']+)'|Error: Could not find or load main class (?P<detail3>\S+)"#,
+        what: "a module or file the program needs is missing",
+    },
     // Ports.
-    LogRule { class: FaultClass::PortConflict, pattern: r#"(?i)address already in use|EADDRINUSE|port is already allocated|bind\(\) to \S+ failed \(98"#, what: "the port it binds is already in use" },
+    LogRule {
+        class: FaultClass::PortConflict,
+        pattern: r#"(?i)address already in use|EADDRINUSE|port is already allocated|bind\(\) to \S+ failed \(98"#,
+        what: "the port it binds is already in use",
+    },
     // Permissions and disk.
-    LogRule { class: FaultClass::PermissionDenied, pattern: r#"(?i)permission denied|EACCES|operation not permitted|PermissionError: \[Errno 13\]"#, what: "the process was denied access" },
-    LogRule { class: FaultClass::DiskFull, pattern: r#"(?i)no space left on device|ENOSPC|disk (?:is )?full|could not extend file"#, what: "the disk is full" },
+    LogRule {
+        class: FaultClass::PermissionDenied,
+        pattern: r#"(?i)permission denied|EACCES|operation not permitted|PermissionError: \[Errno 13\]"#,
+        what: "the process was denied access",
+    },
+    LogRule {
+        class: FaultClass::DiskFull,
+        pattern: r#"(?i)no space left on device|ENOSPC|disk (?:is )?full|could not extend file"#,
+        what: "the disk is full",
+    },
     // The runtime's own out-of-memory errors (the kernel's OOM kill is the
     // OOMKilled flag, checked before logs).
-    LogRule { class: FaultClass::OomKilled, pattern: r#"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|fatal error: runtime: out of memory|\bMemoryError\b|Cannot allocate memory|out of memory"#, what: "the runtime ran out of memory" },
+    LogRule {
+        class: FaultClass::OomKilled,
+        pattern: r#"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|fatal error: runtime: out of memory|\bMemoryError\b|Cannot allocate memory|out of memory"#,
+        what: "the runtime ran out of memory",
+    },
     // Dependencies: refused, unresolvable, timed out.
-    LogRule { class: FaultClass::DependencyUnavailable, pattern: r#"(?i)(?:dial tcp |connect |connecting to |at |to )?(?P<detail>[A-Za-z0-9_.\-]+:\d{2,5})?[^\n]*?(?:connection refused|ECONNREFUSED|Connection refused)"#, what: "a dependency refused the connection" },
-    LogRule { class: FaultClass::DependencyUnavailable, pattern: r#"(?i)(?:no such host|ENOTFOUND|Name or service not known|could not translate host name|host not found in upstream|Temporary failure in name resolution|UnknownHostException)"#, what: "a dependency's name does not resolve" },
-    LogRule { class: FaultClass::DependencyUnavailable, pattern: r#"(?i)(?:i/o timeout|ETIMEDOUT|connection timed out|Connect timed out)"#, what: "a dependency did not answer in time" },
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"(?i)(?:dial tcp |connect |connecting to |at |to )?(?P<detail>[A-Za-z0-9_.\-]+:\d{2,5})?[^\n]*?(?:connection refused|ECONNREFUSED|Connection refused)"#,
+        what: "a dependency refused the connection",
+    },
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"(?i)(?:no such host|ENOTFOUND|Name or service not known|could not translate host name|host not found in upstream|Temporary failure in name resolution|UnknownHostException)"#,
+        what: "a dependency's name does not resolve",
+    },
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"(?i)(?:i/o timeout|ETIMEDOUT|connection timed out|Connect timed out)"#,
+        what: "a dependency did not answer in time",
+    },
     // Crash signatures not covered above.
-    LogRule { class: FaultClass::Crash, pattern: r#"^panic: |thread '[^']*' panicked|Segmentation fault|SIGSEGV|Traceback \(most recent call last\)|Uncaught \w*(?:Error|Exception)|Exception in thread|^\s*FATAL|fatal error:"#, what: "the program crashed" },
+    LogRule {
+        class: FaultClass::Crash,
+        pattern: r#"^panic: |thread '[^']*' panicked|Segmentation fault|SIGSEGV|Traceback \(most recent call last\)|Uncaught \w*(?:Error|Exception)|Exception in thread|^\s*FATAL|fatal error:"#,
+        what: "the program crashed",
+    },
 ];
 
 fn compiled() -> &'static [(Regex, &'static LogRule)] {
@@ -100,7 +156,12 @@ pub fn match_logs(lines: &[String]) -> Option<LogMatch> {
                     .iter()
                     .find_map(|n| caps.name(n))
                     .map(|m| m.as_str().to_string());
-                return Some(LogMatch { class: rule.class, what: rule.what, line: line.clone(), detail });
+                return Some(LogMatch {
+                    class: rule.class,
+                    what: rule.what,
+                    line: line.clone(),
+                    detail,
+                });
             }
         }
     }
@@ -108,7 +169,12 @@ pub fn match_logs(lines: &[String]) -> Option<LogMatch> {
 }
 
 fn cause(class: FaultClass, reason: String, confidence: f32, evidence: &[&str]) -> Cause {
-    Cause { class, reason, confidence, evidence_ids: evidence.iter().map(|s| s.to_string()).collect() }
+    Cause {
+        class,
+        reason,
+        confidence,
+        evidence_ids: evidence.iter().map(|s| s.to_string()).collect(),
+    }
 }
 
 const BROKEN_PROBE: &str = r#"(?i)executable file not found|command not found|no such file or directory|OCI runtime exec failed|exec format error"#;
@@ -128,14 +194,41 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
     if c.oom_killed {
         causes.push(cause(FaultClass::OomKilled, format!("{name} was killed by the kernel for exceeding its memory limit (State.OOMKilled=true, exit {})", c.exit_code), 0.95, &[ins]));
     } else if !c.running && docker_port_error(&c.error) {
-        causes.push(cause(FaultClass::PortConflict, format!("{name} could not start: Docker could not bind its published port ({})", c.error), 0.95, &[ins]));
+        causes.push(cause(
+            FaultClass::PortConflict,
+            format!(
+                "{name} could not start: Docker could not bind its published port ({})",
+                c.error
+            ),
+            0.95,
+            &[ins],
+        ));
         detail = Some(c.error.clone());
-    } else if c.restarting || (c.restart_count >= 3 && c.restart_policy != "no" && !c.restart_policy.is_empty()) {
-        causes.push(cause(FaultClass::CrashLoop, format!("{name} is restarting repeatedly ({} restarts, last exit code {})", c.restart_count, c.exit_code), 0.9, &[ins]));
+    } else if c.restarting
+        || (c.restart_count >= 3 && c.restart_policy != "no" && !c.restart_policy.is_empty())
+    {
+        causes.push(cause(
+            FaultClass::CrashLoop,
+            format!(
+                "{name} is restarting repeatedly ({} restarts, last exit code {})",
+                c.restart_count, c.exit_code
+            ),
+            0.9,
+            &[ins],
+        ));
     } else if c.running && c.health_status == "unhealthy" {
-        let last_probe = c.health_log.last().map(|p| p.output.trim().to_string()).unwrap_or_default();
+        let last_probe = c
+            .health_log
+            .last()
+            .map(|p| p.output.trim().to_string())
+            .unwrap_or_default();
         if regex_is_match(BROKEN_PROBE, &last_probe) {
-            causes.push(cause(FaultClass::HealthcheckBroken, format!("the healthcheck of {name} cannot run: {last_probe}"), 0.9, &[ins]));
+            causes.push(cause(
+                FaultClass::HealthcheckBroken,
+                format!("the healthcheck of {name} cannot run: {last_probe}"),
+                0.9,
+                &[ins],
+            ));
             detail = Some(last_probe);
         } else {
             causes.push(cause(
@@ -146,45 +239,107 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
             ));
         }
     } else if c.running {
-        causes.push(cause(FaultClass::Healthy, format!("{name} is running{}", if c.health_status == "healthy" { " and its healthcheck passes" } else { "" }), 0.8, &[ins]));
-    } else if let Some(m) = log_match.clone().filter(|m| m.class != FaultClass::Crash || c.exit_code != 0) {
-        causes.push(cause(m.class, format!("{name} exited with code {}: {} (log: \"{}\")", c.exit_code, m.what, m.line), 0.85, &[ins, logs_ev]));
+        causes.push(cause(
+            FaultClass::Healthy,
+            format!(
+                "{name} is running{}",
+                if c.health_status == "healthy" {
+                    " and its healthcheck passes"
+                } else {
+                    ""
+                }
+            ),
+            0.8,
+            &[ins],
+        ));
+    } else if let Some(m) = log_match
+        .clone()
+        .filter(|m| m.class != FaultClass::Crash || c.exit_code != 0)
+    {
+        causes.push(cause(
+            m.class,
+            format!(
+                "{name} exited with code {}: {} (log: \"{}\")",
+                c.exit_code, m.what, m.line
+            ),
+            0.85,
+            &[ins, logs_ev],
+        ));
         matched_line = Some(m.line);
         detail = m.detail;
     } else if c.exit_code == 0 || ((c.exit_code == 137 || c.exit_code == 143) && !c.oom_killed) {
-        let how = if c.exit_code == 0 { "exited cleanly (code 0)".to_string() } else { format!("was stopped by a signal (exit {}, not an OOM kill)", c.exit_code) };
-        causes.push(cause(FaultClass::Stopped, format!("{name} is not running: it {how}"), 0.8, &[ins]));
+        let how = if c.exit_code == 0 {
+            "exited cleanly (code 0)".to_string()
+        } else {
+            format!(
+                "was stopped by a signal (exit {}, not an OOM kill)",
+                c.exit_code
+            )
+        };
+        causes.push(cause(
+            FaultClass::Stopped,
+            format!("{name} is not running: it {how}"),
+            0.8,
+            &[ins],
+        ));
     } else {
-        causes.push(cause(FaultClass::Crash, format!("{name} exited with code {} and its logs name no known cause", c.exit_code), 0.6, &[ins, logs_ev]));
+        causes.push(cause(
+            FaultClass::Crash,
+            format!(
+                "{name} exited with code {} and its logs name no known cause",
+                c.exit_code
+            ),
+            0.6,
+            &[ins, logs_ev],
+        ));
     }
 
     // A running-but-unhealthy or crash-looping container often says why in
     // its logs: report that as a secondary cause.
     if let (Some(first), Some(m)) = (causes.first(), &log_match) {
-        if matches!(first.class, FaultClass::Unhealthy | FaultClass::CrashLoop) && m.class != first.class {
-            causes.push(cause(m.class, format!("its logs show {}: \"{}\"", m.what, m.line), 0.6, &[logs_ev]));
+        if matches!(first.class, FaultClass::Unhealthy | FaultClass::CrashLoop)
+            && m.class != first.class
+        {
+            causes.push(cause(
+                m.class,
+                format!("its logs show {}: \"{}\"", m.what, m.line),
+                0.6,
+                &[logs_ev],
+            ));
             matched_line = Some(m.line.clone());
             detail = detail.or(m.detail.clone());
         }
     }
 
-    let primary = causes.first().cloned().unwrap_or_else(|| cause(FaultClass::Unknown, "no evidence".into(), 0.1, &[ins]));
+    let primary = causes
+        .first()
+        .cloned()
+        .unwrap_or_else(|| cause(FaultClass::Unknown, "no evidence".into(), 0.1, &[ins]));
     let diagnosis = Diagnosis {
         summary: primary.reason.clone(),
         confidence: primary.confidence,
         causes,
         engine: "rules".into(),
     };
-    Finding { diagnosis, matched_line, detail }
+    Finding {
+        diagnosis,
+        matched_line,
+        detail,
+    }
 }
 
 fn regex_is_match(pattern: &str, text: &str) -> bool {
-    Regex::new(pattern).map(|r| r.is_match(text)).unwrap_or(false)
+    Regex::new(pattern)
+        .map(|r| r.is_match(text))
+        .unwrap_or(false)
 }
 
 /// Docker's own wording (State.Error) when it cannot bind a published port.
 fn docker_port_error(text: &str) -> bool {
-    regex_is_match(r"(?i)port is already allocated|address already in use|failed programming external connectivity", text)
+    regex_is_match(
+        r"(?i)port is already allocated|address already in use|failed programming external connectivity",
+        text,
+    )
 }
 
 #[cfg(test)]
@@ -236,17 +391,42 @@ mod tests {
     }
 
     fn view() -> ContainerView {
-        ContainerView { name: "web".into(), status: "running".into(), running: true, health_status: "none".into(), ..Default::default() }
+        ContainerView {
+            name: "web".into(),
+            status: "running".into(),
+            running: true,
+            health_status: "none".into(),
+            ..Default::default()
+        }
     }
 
     fn run(c: &ContainerView, lines: &[&str]) -> Finding {
-        let logs = LogsView { lines: lines.iter().map(|l| LogLineView { stream: "stderr".into(), text: l.to_string() }).collect(), ..Default::default() };
-        diagnose(&Observation { container: c, container_evidence: "ev-1", logs: &logs, logs_evidence: "ev-2" })
+        let logs = LogsView {
+            lines: lines
+                .iter()
+                .map(|l| LogLineView {
+                    stream: "stderr".into(),
+                    text: l.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        diagnose(&Observation {
+            container: c,
+            container_evidence: "ev-1",
+            logs: &logs,
+            logs_evidence: "ev-2",
+        })
     }
 
     #[test]
     fn state_rules_table() {
-        let exited = |code: i64| ContainerView { running: false, status: "exited".into(), exit_code: code, ..view() };
+        let exited = |code: i64| ContainerView {
+            running: false,
+            status: "exited".into(),
+            exit_code: code,
+            ..view()
+        };
         let rows: Vec<(ContainerView, Vec<&str>, FaultClass)> = vec![
             (view(), vec![], FaultClass::Healthy),
             (ContainerView { health_status: "unhealthy".into(), failing_streak: 3, health_log: vec![HealthProbeView { exit_code: 1, output: "HTTP 503".into() }], ..view() }, vec![], FaultClass::Unhealthy),
@@ -264,7 +444,10 @@ mod tests {
             assert_eq!(f.diagnosis.causes[0].class, want, "{c:?}");
             assert!(!f.diagnosis.causes[0].evidence_ids.is_empty());
         }
-        let f = run(&exited(1), &["Error: missing required environment variable DATABASE_URL"]);
+        let f = run(
+            &exited(1),
+            &["Error: missing required environment variable DATABASE_URL"],
+        );
         assert_eq!(f.detail.as_deref(), Some("DATABASE_URL"));
         assert_eq!(f.diagnosis.causes[0].evidence_ids, ["ev-1", "ev-2"]);
     }

@@ -28,7 +28,8 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(|e| StoreError::Folder(dir.display().to_string(), e))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| StoreError::Folder(dir.display().to_string(), e))?;
             }
         }
         let conn = Connection::open(path)?;
@@ -51,7 +52,9 @@ impl Store {
              );
              CREATE INDEX IF NOT EXISTS events_by_request ON events(request_id, seq);",
         )?;
-        Ok(Store { conn: Mutex::new(conn) })
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -59,7 +62,12 @@ impl Store {
     }
 
     /// Save the request and append one event, atomically.
-    pub fn save(&self, request: &Request, kind: &str, data: serde_json::Value) -> Result<Event, StoreError> {
+    pub fn save(
+        &self,
+        request: &Request,
+        kind: &str,
+        data: serde_json::Value,
+    ) -> Result<Event, StoreError> {
         let doc = serde_json::to_string(request)?;
         let ts = now_rfc3339();
         let mut conn = self.lock();
@@ -75,13 +83,21 @@ impl Store {
         )?;
         let seq = tx.last_insert_rowid();
         tx.commit()?;
-        Ok(Event { seq, request_id: request.id.clone(), ts, kind: kind.to_string(), data })
+        Ok(Event {
+            seq,
+            request_id: request.id.clone(),
+            ts,
+            kind: kind.to_string(),
+            data,
+        })
     }
 
     pub fn get(&self, id: &str) -> Result<Option<Request>, StoreError> {
         let doc: Option<String> = self
             .lock()
-            .query_row("SELECT doc FROM requests WHERE id = ?1", params![id], |r| r.get(0))
+            .query_row("SELECT doc FROM requests WHERE id = ?1", params![id], |r| {
+                r.get(0)
+            })
             .optional()?;
         Ok(match doc {
             Some(d) => Some(serde_json::from_str(&d)?),
@@ -98,7 +114,9 @@ impl Store {
         let docs = stmt
             .query_map(params![status, limit], |r| r.get::<_, String>(0))?
             .collect::<Result<Vec<_>, _>>()?;
-        docs.iter().map(|d| serde_json::from_str(d).map_err(StoreError::from)).collect()
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
+            .collect()
     }
 
     pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
@@ -106,8 +124,12 @@ impl Store {
         let mut stmt = conn.prepare(
             "SELECT doc FROM requests WHERE status NOT IN ('completed','failed','needs_clarification','rejected','canceled') ORDER BY created_at",
         )?;
-        let docs = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
-        docs.iter().map(|d| serde_json::from_str(d).map_err(StoreError::from)).collect()
+        let docs = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
+            .collect()
     }
 
     /// Events of one request after `after_seq`, in order.
@@ -118,12 +140,24 @@ impl Store {
         )?;
         let rows = stmt
             .query_map(params![request_id, after_seq], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter()
             .map(|(seq, request_id, ts, kind, data)| {
-                Ok(Event { seq, request_id, ts, kind, data: serde_json::from_str(&data)? })
+                Ok(Event {
+                    seq,
+                    request_id,
+                    ts,
+                    kind,
+                    data: serde_json::from_str(&data)?,
+                })
             })
             .collect()
     }
@@ -165,15 +199,30 @@ mod tests {
             let mut r = request("r1");
             store.save(&r, "created", serde_json::json!({})).unwrap();
             r.status = Status::Completed;
-            store.save(&r, "status", serde_json::json!({"status": "completed"})).unwrap();
-            store.save(&request("r2"), "created", serde_json::json!({})).unwrap();
+            store
+                .save(&r, "status", serde_json::json!({"status": "completed"}))
+                .unwrap();
+            store
+                .save(&request("r2"), "created", serde_json::json!({}))
+                .unwrap();
         }
         let store = Store::open(&path).unwrap();
         assert_eq!(store.get("r1").unwrap().unwrap().status, Status::Completed);
         let events = store.events_after("r1", 0).unwrap();
-        assert_eq!(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["created", "status"]);
+        assert_eq!(
+            events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+            ["created", "status"]
+        );
         assert_eq!(store.events_after("r1", events[0].seq).unwrap().len(), 1);
-        assert_eq!(store.unfinished().unwrap().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r2"]);
+        assert_eq!(
+            store
+                .unfinished()
+                .unwrap()
+                .iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>(),
+            ["r2"]
+        );
         assert_eq!(store.list(Some("completed"), 10).unwrap().len(), 1);
     }
 }

@@ -24,7 +24,10 @@ pub enum ApprovalError {
     #[error("approval rejected: {0}")]
     Format(#[from] ApprovalFormatError),
     #[error("approval is for action {signed}, not {called}")]
-    WrongAction { signed: &'static str, called: &'static str },
+    WrongAction {
+        signed: &'static str,
+        called: &'static str,
+    },
     #[error("approval is for container {signed}, but the target is now {actual}")]
     WrongContainer { signed: String, actual: String },
     #[error("approval is for request {signed}, not {called}")]
@@ -64,7 +67,11 @@ impl ApprovalVerifier {
     pub fn new(approvers: &[ApproverConfig], max_lifetime: Duration) -> ApprovalVerifier {
         let keys = approvers
             .iter()
-            .filter_map(|a| approval::parse_public_key(&a.public_key).ok().map(|k| (a.id.clone(), k)))
+            .filter_map(|a| {
+                approval::parse_public_key(&a.public_key)
+                    .ok()
+                    .map(|k| (a.id.clone(), k))
+            })
             .collect();
         ApprovalVerifier { keys, max_lifetime }
     }
@@ -83,35 +90,57 @@ impl ApprovalVerifier {
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
-        let input = input.ok_or(ApprovalError::Missing { action: action.as_str() })?;
+        let input = input.ok_or(ApprovalError::Missing {
+            action: action.as_str(),
+        })?;
         let key = self
             .keys
             .get(input.key_id)
-            .ok_or_else(|| ApprovalError::UnknownKey { key_id: input.key_id.to_string() })?;
+            .ok_or_else(|| ApprovalError::UnknownKey {
+                key_id: input.key_id.to_string(),
+            })?;
         // Signature first, over the exact received bytes; only then are the
         // claims decoded and trusted.
         let claims = approval::verify(input.claims, input.signature, key)?;
         if claims.action != action {
-            return Err(ApprovalError::WrongAction { signed: claims.action.as_str(), called: action.as_str() });
+            return Err(ApprovalError::WrongAction {
+                signed: claims.action.as_str(),
+                called: action.as_str(),
+            });
         }
         if claims.container_id != target.id {
-            return Err(ApprovalError::WrongContainer { signed: claims.container_id, actual: target.id.clone() });
+            return Err(ApprovalError::WrongContainer {
+                signed: claims.container_id,
+                actual: target.id.clone(),
+            });
         }
         if claims.request_id != request_id {
-            return Err(ApprovalError::WrongRequest { signed: claims.request_id, called: request_id.to_string() });
+            return Err(ApprovalError::WrongRequest {
+                signed: claims.request_id,
+                called: request_id.to_string(),
+            });
         }
         if now >= claims.expires_at {
-            return Err(ApprovalError::Expired { expires_at: claims.expires_at, now });
+            return Err(ApprovalError::Expired {
+                expires_at: claims.expires_at,
+                now,
+            });
         }
         if claims.issued_at > now + CLOCK_SKEW_SECS {
-            return Err(ApprovalError::NotYetValid { issued_at: claims.issued_at, now });
+            return Err(ApprovalError::NotYetValid {
+                issued_at: claims.issued_at,
+                now,
+            });
         }
         let lifetime = claims.expires_at - claims.issued_at;
         let max = self.max_lifetime.as_secs() as i64;
         if lifetime > max {
             return Err(ApprovalError::LifetimeTooLong { lifetime, max });
         }
-        Ok(VerifiedApproval { claims, key_id: input.key_id.to_string() })
+        Ok(VerifiedApproval {
+            claims,
+            key_id: input.key_id.to_string(),
+        })
     }
 }
 
@@ -123,7 +152,11 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
 
     fn target() -> ResolvedTarget {
-        ResolvedTarget { id: "c".repeat(64), name: "/backend".into(), labels: Default::default() }
+        ResolvedTarget {
+            id: "c".repeat(64),
+            name: "/backend".into(),
+            labels: Default::default(),
+        }
     }
 
     fn claims() -> ApprovalClaims {
@@ -146,18 +179,46 @@ mod tests {
         let key = generate_signing_key();
         let other_key = generate_signing_key();
         let verifier = ApprovalVerifier::new(
-            &[ApproverConfig { id: "alice".into(), public_key: approval::format_public_key(&key.verifying_key()) }],
+            &[ApproverConfig {
+                id: "alice".into(),
+                public_key: approval::format_public_key(&key.verifying_key()),
+            }],
             Duration::from_secs(3600),
         );
         type Mutate = fn(&mut ApprovalClaims);
         let cases: Vec<(&str, Mutate, bool, Option<&str>)> = vec![
             ("valid", |_| {}, true, None),
-            ("other action", |c| c.action = WriteAction::Start, true, Some("for action start")),
-            ("other container", |c| c.container_id = "d".repeat(64), true, Some("for container")),
-            ("other request", |c| c.request_id = "other".into(), true, Some("for request other")),
+            (
+                "other action",
+                |c| c.action = WriteAction::Start,
+                true,
+                Some("for action start"),
+            ),
+            (
+                "other container",
+                |c| c.container_id = "d".repeat(64),
+                true,
+                Some("for container"),
+            ),
+            (
+                "other request",
+                |c| c.request_id = "other".into(),
+                true,
+                Some("for request other"),
+            ),
             ("expired", |c| c.expires_at = NOW - 1, true, Some("expired")),
-            ("from the future", |c| c.issued_at = NOW + 3600, true, Some("not valid before")),
-            ("too long", |c| c.expires_at = NOW + 86_400, true, Some("exceeds")),
+            (
+                "from the future",
+                |c| c.issued_at = NOW + 3600,
+                true,
+                Some("not valid before"),
+            ),
+            (
+                "too long",
+                |c| c.expires_at = NOW + 86_400,
+                true,
+                Some("exceeds"),
+            ),
             ("forged", |_| {}, false, Some("signature does not verify")),
         ];
         for (name, mutate, good_key, want_err) in cases {
@@ -166,7 +227,11 @@ mod tests {
             let bytes = c.encode();
             let sig = approval::sign(&bytes, if good_key { &key } else { &other_key });
             let got = verifier.verify(
-                Some(ApprovalInput { claims: &bytes, signature: &sig, key_id: "alice" }),
+                Some(ApprovalInput {
+                    claims: &bytes,
+                    signature: &sig,
+                    key_id: "alice",
+                }),
                 WriteAction::Restart,
                 &target(),
                 "req",
@@ -182,8 +247,28 @@ mod tests {
         }
         let bytes = claims().encode();
         let sig = approval::sign(&bytes, &key);
-        let unknown = verifier.verify(Some(ApprovalInput { claims: &bytes, signature: &sig, key_id: "mallory" }), WriteAction::Restart, &target(), "req", NOW);
-        assert_eq!(unknown.unwrap_err(), ApprovalError::UnknownKey { key_id: "mallory".into() });
-        assert_eq!(verifier.verify(None, WriteAction::Restart, &target(), "req", NOW).unwrap_err(), ApprovalError::Missing { action: "restart" });
+        let unknown = verifier.verify(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &sig,
+                key_id: "mallory",
+            }),
+            WriteAction::Restart,
+            &target(),
+            "req",
+            NOW,
+        );
+        assert_eq!(
+            unknown.unwrap_err(),
+            ApprovalError::UnknownKey {
+                key_id: "mallory".into()
+            }
+        );
+        assert_eq!(
+            verifier
+                .verify(None, WriteAction::Restart, &target(), "req", NOW)
+                .unwrap_err(),
+            ApprovalError::Missing { action: "restart" }
+        );
     }
 }

@@ -63,9 +63,23 @@ pub struct AuditLog {
 fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
     // A JSON array of fixed positions is an unambiguous encoding.
     let material = serde_json::json!([
-        seq, ts, e.request_id, e.caller, e.action, e.target, e.container_id, e.tier,
-        e.approval_id, e.key_id, e.decision, e.code, e.reason, e.duration_ms, e.input,
-        e.result, prev_hash
+        seq,
+        ts,
+        e.request_id,
+        e.caller,
+        e.action,
+        e.target,
+        e.container_id,
+        e.tier,
+        e.approval_id,
+        e.key_id,
+        e.decision,
+        e.code,
+        e.reason,
+        e.duration_ms,
+        e.input,
+        e.result,
+        prev_hash
     ]);
     hex::encode(Sha256::digest(material.to_string().as_bytes()))
 }
@@ -74,7 +88,8 @@ impl AuditLog {
     pub fn open(path: &Path) -> Result<AuditLog, AuditError> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(|e| AuditError::Folder(dir.display().to_string(), e))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| AuditError::Folder(dir.display().to_string(), e))?;
             }
         }
         let conn = Connection::open(path)?;
@@ -109,7 +124,9 @@ impl AuditLog {
                used_at TEXT NOT NULL
              );",
         )?;
-        Ok(AuditLog { conn: Mutex::new(conn) })
+        Ok(AuditLog {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -123,7 +140,11 @@ impl AuditLog {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let last: Option<(i64, String)> = tx
-            .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
         let (seq, prev) = match last {
             Some((s, h)) => (s + 1, h),
@@ -146,7 +167,12 @@ impl AuditLog {
 
     /// Record a nonce as used. Fails with `NonceReplayed` if it was used
     /// before, including by an earlier run of the executor.
-    pub fn consume_nonce(&self, nonce: &str, approval_id: &str, expires_at: i64) -> Result<(), AuditError> {
+    pub fn consume_nonce(
+        &self,
+        nonce: &str,
+        approval_id: &str,
+        expires_at: i64,
+    ) -> Result<(), AuditError> {
         let conn = self.lock();
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         match conn.execute(
@@ -154,7 +180,9 @@ impl AuditLog {
             params![nonce, approval_id, expires_at, ts],
         ) {
             Ok(_) => Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
                 Err(AuditError::NonceReplayed)
             }
             Err(e) => Err(e.into()),
@@ -207,13 +235,22 @@ pub fn verify_rows(rows: &[AuditRow]) -> Result<usize, String> {
     for (i, row) in rows.iter().enumerate() {
         let expected_seq = i as i64 + 1;
         if row.seq != expected_seq {
-            return Err(format!("row {expected_seq} is missing (found seq {} in its place)", row.seq));
+            return Err(format!(
+                "row {expected_seq} is missing (found seq {} in its place)",
+                row.seq
+            ));
         }
         if row.prev_hash != prev {
-            return Err(format!("row {} does not chain to the row before it", row.seq));
+            return Err(format!(
+                "row {} does not chain to the row before it",
+                row.seq
+            ));
         }
         if row_hash(row.seq, &row.ts, &row.entry, &row.prev_hash) != row.hash {
-            return Err(format!("row {} was modified (its hash does not match its content)", row.seq));
+            return Err(format!(
+                "row {} was modified (its hash does not match its content)",
+                row.seq
+            ));
         }
         prev = row.hash.clone();
     }
@@ -225,7 +262,12 @@ mod tests {
     use super::*;
 
     fn entry(action: &str) -> AuditEntry {
-        AuditEntry { action: action.into(), decision: "allowed".into(), code: "OK".into(), ..Default::default() }
+        AuditEntry {
+            action: action.into(),
+            decision: "allowed".into(),
+            code: "OK".into(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -239,27 +281,46 @@ mod tests {
         assert_eq!(log.verify().unwrap(), Ok(4));
         let raw = Connection::open(&path).unwrap();
 
-        raw.execute("UPDATE audit SET decision='denied' WHERE seq=3", []).unwrap();
-        assert!(log.verify().unwrap().unwrap_err().contains("row 3 was modified"));
-        raw.execute("UPDATE audit SET decision='allowed' WHERE seq=3", []).unwrap();
+        raw.execute("UPDATE audit SET decision='denied' WHERE seq=3", [])
+            .unwrap();
+        assert!(log
+            .verify()
+            .unwrap()
+            .unwrap_err()
+            .contains("row 3 was modified"));
+        raw.execute("UPDATE audit SET decision='allowed' WHERE seq=3", [])
+            .unwrap();
         assert_eq!(log.verify().unwrap(), Ok(4));
 
-        raw.execute("UPDATE audit SET seq=10 WHERE seq=2", []).unwrap();
-        raw.execute("UPDATE audit SET seq=2 WHERE seq=3", []).unwrap();
-        raw.execute("UPDATE audit SET seq=3 WHERE seq=10", []).unwrap();
+        raw.execute("UPDATE audit SET seq=10 WHERE seq=2", [])
+            .unwrap();
+        raw.execute("UPDATE audit SET seq=2 WHERE seq=3", [])
+            .unwrap();
+        raw.execute("UPDATE audit SET seq=3 WHERE seq=10", [])
+            .unwrap();
         assert!(log.verify().unwrap().is_err(), "reorder must be detected");
 
         raw.execute("DELETE FROM audit WHERE seq=2", []).unwrap();
-        assert!(log.verify().unwrap().unwrap_err().contains("row 2 is missing"));
+        assert!(log
+            .verify()
+            .unwrap()
+            .unwrap_err()
+            .contains("row 2 is missing"));
     }
 
     #[test]
     fn nonces_are_single_use_across_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
-        AuditLog::open(&path).unwrap().consume_nonce("n1", "a1", 0).unwrap();
+        AuditLog::open(&path)
+            .unwrap()
+            .consume_nonce("n1", "a1", 0)
+            .unwrap();
         let reopened = AuditLog::open(&path).unwrap();
-        assert!(matches!(reopened.consume_nonce("n1", "a1", 0), Err(AuditError::NonceReplayed)));
+        assert!(matches!(
+            reopened.consume_nonce("n1", "a1", 0),
+            Err(AuditError::NonceReplayed)
+        ));
         reopened.consume_nonce("n2", "a2", 0).unwrap();
     }
 }

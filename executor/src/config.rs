@@ -22,7 +22,10 @@ pub const DEFAULT_MAX_APPROVAL_TTL: Duration = Duration::from_secs(3600);
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path} is invalid: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("config key `{key}` is invalid: {message}")]
@@ -30,7 +33,10 @@ pub enum ConfigError {
 }
 
 fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key, message: message.into() }
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -86,7 +92,9 @@ pub struct DockerConfig {
 
 impl Default for DockerConfig {
     fn default() -> Self {
-        DockerConfig { endpoint: default_docker_endpoint() }
+        DockerConfig {
+            endpoint: default_docker_endpoint(),
+        }
     }
 }
 
@@ -146,7 +154,10 @@ pub struct ActionsConfig {
 
 impl Default for ActionsConfig {
     fn default() -> Self {
-        ActionsConfig { restart: enabled(), start: enabled() }
+        ActionsConfig {
+            restart: enabled(),
+            start: enabled(),
+        }
     }
 }
 
@@ -245,10 +256,15 @@ impl Config {
     /// Read, apply environment overrides, resolve relative paths against the
     /// config file's folder, and validate.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        let mut config: Config = serde_yaml_ng::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config: Config =
+            serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
         config.apply_env(|k| std::env::var(k).ok());
         if let Some(dir) = path.parent() {
             config.resolve_paths(dir);
@@ -283,20 +299,42 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.listen
-            .parse::<std::net::SocketAddr>()
-            .map_err(|_| invalid("listen", format!("`{}` is not an address like 127.0.0.1:7443", self.listen)))?;
-        for (key, path) in [("tls.cert", &self.tls.cert), ("tls.key", &self.tls.key), ("tls.client_ca", &self.tls.client_ca)] {
+        self.listen.parse::<std::net::SocketAddr>().map_err(|_| {
+            invalid(
+                "listen",
+                format!("`{}` is not an address like 127.0.0.1:7443", self.listen),
+            )
+        })?;
+        for (key, path) in [
+            ("tls.cert", &self.tls.cert),
+            ("tls.key", &self.tls.key),
+            ("tls.client_ca", &self.tls.client_ca),
+        ] {
             if !path.is_file() {
-                return Err(invalid(key, format!("file {} does not exist", path.display())));
+                return Err(invalid(
+                    key,
+                    format!("file {} does not exist", path.display()),
+                ));
             }
         }
         check_private_file_mode("tls.key", &self.tls.key)?;
         if self.tls.allowed_clients.is_empty() {
-            return Err(invalid("tls.allowed_clients", "must name at least one client identity (for example drydock-agent)"));
+            return Err(invalid(
+                "tls.allowed_clients",
+                "must name at least one client identity (for example drydock-agent)",
+            ));
         }
-        if !self.docker.endpoint.starts_with("unix://") && !self.docker.endpoint.starts_with("tcp://") && !self.docker.endpoint.starts_with("http://") {
-            return Err(invalid("docker.endpoint", format!("`{}` must start with unix://, tcp:// or http://", self.docker.endpoint)));
+        if !self.docker.endpoint.starts_with("unix://")
+            && !self.docker.endpoint.starts_with("tcp://")
+            && !self.docker.endpoint.starts_with("http://")
+        {
+            return Err(invalid(
+                "docker.endpoint",
+                format!(
+                    "`{}` must start with unix://, tcp:// or http://",
+                    self.docker.endpoint
+                ),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for approver in &self.approvers {
@@ -304,24 +342,53 @@ impl Config {
                 return Err(invalid("approvers[].id", "must be 1 to 64 characters"));
             }
             if !seen.insert(approver.id.as_str()) {
-                return Err(invalid("approvers[].id", format!("`{}` is listed twice", approver.id)));
+                return Err(invalid(
+                    "approvers[].id",
+                    format!("`{}` is listed twice", approver.id),
+                ));
             }
-            drydock_proto::approval::parse_public_key(&approver.public_key)
-                .map_err(|e| invalid("approvers[].public_key", format!("approver `{}`: {e}", approver.id)))?;
+            drydock_proto::approval::parse_public_key(&approver.public_key).map_err(|e| {
+                invalid(
+                    "approvers[].public_key",
+                    format!("approver `{}`: {e}", approver.id),
+                )
+            })?;
         }
-        if self.targets.allow_names.is_empty() && self.targets.allow_labels.is_empty() && self.targets.allow_compose_projects.is_empty() {
-            return Err(invalid("targets", "no selector set: use allow_names: [\"*\"] to allow every container"));
+        if self.targets.allow_names.is_empty()
+            && self.targets.allow_labels.is_empty()
+            && self.targets.allow_compose_projects.is_empty()
+        {
+            return Err(invalid(
+                "targets",
+                "no selector set: use allow_names: [\"*\"] to allow every container",
+            ));
         }
         if self.limits.logs_max_lines == 0 || self.limits.logs_max_lines > 10_000 {
-            return Err(invalid("limits.logs_max_lines", format!("{} is outside 1..=10000", self.limits.logs_max_lines)));
+            return Err(invalid(
+                "limits.logs_max_lines",
+                format!("{} is outside 1..=10000", self.limits.logs_max_lines),
+            ));
         }
         if self.limits.logs_max_bytes < 1024 || self.limits.logs_max_bytes > 16 * 1024 * 1024 {
-            return Err(invalid("limits.logs_max_bytes", format!("{} is outside 1024..=16777216", self.limits.logs_max_bytes)));
+            return Err(invalid(
+                "limits.logs_max_bytes",
+                format!("{} is outside 1024..=16777216", self.limits.logs_max_bytes),
+            ));
         }
-        if self.limits.logs_default_tail == 0 || self.limits.logs_default_tail > self.limits.logs_max_lines {
-            return Err(invalid("limits.logs_default_tail", "must be between 1 and limits.logs_max_lines"));
+        if self.limits.logs_default_tail == 0
+            || self.limits.logs_default_tail > self.limits.logs_max_lines
+        {
+            return Err(invalid(
+                "limits.logs_default_tail",
+                "must be between 1 and limits.logs_max_lines",
+            ));
         }
-        for (key, d) in [("timeouts.read", self.timeouts.read), ("timeouts.logs", self.timeouts.logs), ("timeouts.write", self.timeouts.write), ("timeouts.max_approval_ttl", self.timeouts.max_approval_ttl)] {
+        for (key, d) in [
+            ("timeouts.read", self.timeouts.read),
+            ("timeouts.logs", self.timeouts.logs),
+            ("timeouts.write", self.timeouts.write),
+            ("timeouts.max_approval_ttl", self.timeouts.max_approval_ttl),
+        ] {
             if d.is_zero() {
                 return Err(invalid(key, "must be greater than zero"));
             }
@@ -336,7 +403,8 @@ fn check_private_file_mode(key: &'static str, path: &Path) -> Result<(), ConfigE
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        let meta = std::fs::metadata(path).map_err(|e| invalid(key, format!("cannot stat {}: {e}", path.display())))?;
+        let meta = std::fs::metadata(path)
+            .map_err(|e| invalid(key, format!("cannot stat {}: {e}", path.display())))?;
         let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             return Err(invalid(key, format!("{} has mode {mode:o}; private keys must not be readable by group or others (chmod 600)", path.display())));
@@ -357,7 +425,11 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(dir.join("server.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::set_permissions(
+                dir.join("server.key"),
+                std::fs::Permissions::from_mode(0o600),
+            )
+            .unwrap();
         }
     }
 
@@ -386,7 +458,10 @@ mod tests {
             ("bogus: 1\n", "bogus"),
             ("timeouts: {read: soon}\n", "soon"),
             ("listen: nowhere\n", "`listen`"),
-            ("approvers: [{id: a, public_key: 'ed25519:xx'}]\n", "approvers[].public_key"),
+            (
+                "approvers: [{id: a, public_key: 'ed25519:xx'}]\n",
+                "approvers[].public_key",
+            ),
             ("limits: {logs_max_lines: 0}\n", "limits.logs_max_lines"),
             ("docker: {endpoint: 'ftp://x'}\n", "docker.endpoint"),
         ];
@@ -401,10 +476,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write_files(dir.path());
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(dir.path().join("server.key"), std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::set_permissions(
+            dir.path().join("server.key"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
         let path = dir.path().join("executor.yaml");
         std::fs::write(&path, BASE).unwrap();
         let err = Config::load(&path).unwrap_err().to_string();
-        assert!(err.contains("tls.key") && err.contains("chmod 600"), "{err}");
+        assert!(
+            err.contains("tls.key") && err.contains("chmod 600"),
+            "{err}"
+        );
     }
 }

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bollard::container::{
-    InspectContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RestartContainerOptions,
-    StartContainerOptions,
+    InspectContainerOptions, ListContainersOptions, LogOutput, LogsOptions,
+    RestartContainerOptions, StartContainerOptions,
 };
 use bollard::Docker;
 use futures::StreamExt as _;
@@ -29,11 +29,17 @@ pub enum DockerError {
     #[error("container {0} not found")]
     NotFound(String),
     #[error("docker did not answer {operation} within {timeout:?}")]
-    Timeout { operation: &'static str, timeout: Duration },
+    Timeout {
+        operation: &'static str,
+        timeout: Duration,
+    },
     #[error("docker is unavailable: {0}")]
     Unavailable(String),
     #[error("docker refused {operation}: {message}")]
-    Rejected { operation: &'static str, message: String },
+    Rejected {
+        operation: &'static str,
+        message: String,
+    },
 }
 
 impl DockerError {
@@ -45,12 +51,21 @@ impl DockerError {
 fn classify(operation: &'static str, target: &str, err: bollard::errors::Error) -> DockerError {
     use bollard::errors::Error as E;
     match err {
-        E::DockerResponseServerError { status_code: 404, .. } => DockerError::NotFound(target.to_string()),
-        E::DockerResponseServerError { status_code, message } if status_code >= 500 => {
-            DockerError::Unavailable(format!("{operation}: engine error {status_code}: {message}"))
+        E::DockerResponseServerError {
+            status_code: 404, ..
+        } => DockerError::NotFound(target.to_string()),
+        E::DockerResponseServerError {
+            status_code,
+            message,
+        } if status_code >= 500 => DockerError::Unavailable(format!(
+            "{operation}: engine error {status_code}: {message}"
+        )),
+        E::DockerResponseServerError { message, .. } => {
+            DockerError::Rejected { operation, message }
         }
-        E::DockerResponseServerError { message, .. } => DockerError::Rejected { operation, message },
-        E::RequestTimeoutError => DockerError::Unavailable(format!("{operation}: request timed out")),
+        E::RequestTimeoutError => {
+            DockerError::Unavailable(format!("{operation}: request timed out"))
+        }
         other => DockerError::Unavailable(format!("{operation}: {other}")),
     }
 }
@@ -165,13 +180,25 @@ impl DockerAdapter {
         .map_err(|e| DockerError::Unavailable(format!("cannot connect to {endpoint}: {e}")))?;
         let docker = tokio::time::timeout(timeouts.read, docker.negotiate_version())
             .await
-            .map_err(|_| DockerError::Timeout { operation: "negotiate_version", timeout: timeouts.read })?
-            .map_err(|e| DockerError::Unavailable(format!("cannot negotiate API version with {endpoint}: {e}")))?;
+            .map_err(|_| DockerError::Timeout {
+                operation: "negotiate_version",
+                timeout: timeouts.read,
+            })?
+            .map_err(|e| {
+                DockerError::Unavailable(format!(
+                    "cannot negotiate API version with {endpoint}: {e}"
+                ))
+            })?;
         Ok(DockerAdapter { docker, timeouts })
     }
 
     /// Run a read under one overall deadline, retrying transient failures.
-    async fn read<T, F, Fut>(&self, operation: &'static str, timeout: Duration, f: F) -> Result<T, DockerError>
+    async fn read<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        timeout: Duration,
+        f: F,
+    ) -> Result<T, DockerError>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, DockerError>>,
@@ -198,14 +225,21 @@ impl DockerAdapter {
     /// policy check, which needs the name and labels.
     pub async fn resolve(&self, name_or_id: &str) -> Result<ResolvedTarget, DockerError> {
         let details = self.inspect_raw(name_or_id).await?;
-        Ok(ResolvedTarget { id: details.id, name: details.name, labels: details.labels })
+        Ok(ResolvedTarget {
+            id: details.id,
+            name: details.name,
+            labels: details.labels,
+        })
     }
 
     pub async fn list(&self, all: bool) -> Result<Vec<ContainerSummary>, DockerError> {
         let containers = self
             .read("list", self.timeouts.read, || async {
                 self.docker
-                    .list_containers(Some(ListContainersOptions::<String> { all, ..Default::default() }))
+                    .list_containers(Some(ListContainersOptions::<String> {
+                        all,
+                        ..Default::default()
+                    }))
                     .await
                     .map_err(|e| classify("list", "", e))
             })
@@ -258,7 +292,10 @@ impl DockerAdapter {
                 start_period: ns(h.start_period),
             })
         });
-        let networks = r.network_settings.and_then(|n| n.networks).unwrap_or_default();
+        let networks = r
+            .network_settings
+            .and_then(|n| n.networks)
+            .unwrap_or_default();
         let mut aliases: Vec<String> = networks
             .values()
             .flat_map(|e| e.aliases.clone().unwrap_or_default())
@@ -269,7 +306,11 @@ impl DockerAdapter {
         network_names.sort();
         Ok(ContainerDetails {
             id: r.id.unwrap_or_default(),
-            name: r.name.unwrap_or_default().trim_start_matches('/').to_string(),
+            name: r
+                .name
+                .unwrap_or_default()
+                .trim_start_matches('/')
+                .to_string(),
             image: config.image.unwrap_or_default(),
             state: StateInfo {
                 status: state.status.map(|s| s.to_string()).unwrap_or_default(),
@@ -283,7 +324,11 @@ impl DockerAdapter {
                 finished_at: state.finished_at.unwrap_or_default(),
             },
             health: Health {
-                status: health.status.map(|s| s.to_string()).filter(|s| !s.is_empty()).unwrap_or_else(|| "none".into()),
+                status: health
+                    .status
+                    .map(|s| s.to_string())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "none".into()),
                 failing_streak: health.failing_streak.unwrap_or(0).max(0) as u32,
                 log: health
                     .log
@@ -315,19 +360,31 @@ impl DockerAdapter {
 
     /// The last `tail` lines, stopping early once `max_bytes` were read so a
     /// container with huge lines cannot exhaust the executor's memory.
-    pub async fn logs(&self, permit: &Permit, tail: u32, max_bytes: usize) -> Result<(Vec<RawLogLine>, bool), DockerError> {
+    pub async fn logs(
+        &self,
+        permit: &Permit,
+        tail: u32,
+        max_bytes: usize,
+    ) -> Result<(Vec<RawLogLine>, bool), DockerError> {
         let id = permit.container_id();
         self.read("logs", self.timeouts.logs, || async move {
             let mut stream = self.docker.logs(
                 id,
-                Some(LogsOptions::<String> { stdout: true, stderr: true, tail: tail.to_string(), ..Default::default() }),
+                Some(LogsOptions::<String> {
+                    stdout: true,
+                    stderr: true,
+                    tail: tail.to_string(),
+                    ..Default::default()
+                }),
             );
             let mut lines = Vec::new();
             let mut bytes = 0usize;
             let mut truncated = false;
             while let Some(item) = stream.next().await {
                 let (stream_kind, message) = match item.map_err(|e| classify("logs", id, e))? {
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => (LogStream::Stdout, message),
+                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                        (LogStream::Stdout, message)
+                    }
                     LogOutput::StdErr { message } => (LogStream::Stderr, message),
                     LogOutput::StdIn { .. } => continue,
                 };
@@ -336,7 +393,10 @@ impl DockerAdapter {
                     break;
                 }
                 bytes += message.len();
-                lines.push(RawLogLine { stream: stream_kind, bytes: message.to_vec() });
+                lines.push(RawLogLine {
+                    stream: stream_kind,
+                    bytes: message.to_vec(),
+                });
             }
             Ok((lines, truncated))
         })
@@ -347,23 +407,37 @@ impl DockerAdapter {
     /// happened, and repeating it blindly is how outages get longer.
     pub async fn restart(&self, permit: &Permit) -> Result<(), DockerError> {
         let id = permit.container_id();
-        let call = self.docker.restart_container(id, Some(RestartContainerOptions { t: RESTART_STOP_GRACE_SECS }));
+        let call = self.docker.restart_container(
+            id,
+            Some(RestartContainerOptions {
+                t: RESTART_STOP_GRACE_SECS,
+            }),
+        );
         tokio::time::timeout(self.timeouts.write, call)
             .await
-            .map_err(|_| DockerError::Timeout { operation: "restart", timeout: self.timeouts.write })?
+            .map_err(|_| DockerError::Timeout {
+                operation: "restart",
+                timeout: self.timeouts.write,
+            })?
             .map_err(|e| classify("restart", id, e))
     }
 
     pub async fn start(&self, permit: &Permit) -> Result<(), DockerError> {
         let id = permit.container_id();
-        let call = self.docker.start_container(id, None::<StartContainerOptions<String>>);
+        let call = self
+            .docker
+            .start_container(id, None::<StartContainerOptions<String>>);
         match tokio::time::timeout(self.timeouts.write, call)
             .await
-            .map_err(|_| DockerError::Timeout { operation: "start", timeout: self.timeouts.write })?
-        {
+            .map_err(|_| DockerError::Timeout {
+                operation: "start",
+                timeout: self.timeouts.write,
+            })? {
             Ok(()) => Ok(()),
             // 304: already running. The desired state holds; not an error.
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 304, .. }) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
             Err(e) => Err(classify("start", id, e)),
         }
     }

@@ -6,10 +6,18 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use drydock_executor::{audit::AuditLog, config::{Config, LogFormat}, server};
+use drydock_executor::{
+    audit::AuditLog,
+    config::{Config, LogFormat},
+    server,
+};
 
 #[derive(Parser)]
-#[command(name = "drydock-executor", version, about = "drydock's privileged executor: the only process that talks to Docker")]
+#[command(
+    name = "drydock-executor",
+    version,
+    about = "drydock's privileged executor: the only process that talks to Docker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,8 +57,11 @@ enum AuditCommand {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG").unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG")
+        .unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -73,7 +73,10 @@ impl Policy {
     pub fn target_allowed(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         let name = name.trim_start_matches('/');
         let t = &self.targets;
-        let name_ok = t.allow_names.iter().any(|g| glob_match::glob_match(g, name));
+        let name_ok = t
+            .allow_names
+            .iter()
+            .any(|g| glob_match::glob_match(g, name));
         let labels_ok = t.allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
         let project_ok = t.allow_compose_projects.is_empty()
             || labels
@@ -84,24 +87,38 @@ impl Policy {
 
     pub fn permit_read(&self, target: &ResolvedTarget) -> Result<Permit, PolicyError> {
         self.check_target(target)?;
-        Ok(Permit { container_id: target.id.clone(), tier: Tier::Read })
+        Ok(Permit {
+            container_id: target.id.clone(),
+            tier: Tier::Read,
+        })
     }
 
     /// Policy half of a write. The approval is checked after this, by the
     /// approval module, against the same resolved target.
-    pub fn permit_write(&self, action: WriteAction, target: &ResolvedTarget) -> Result<Permit, PolicyError> {
+    pub fn permit_write(
+        &self,
+        action: WriteAction,
+        target: &ResolvedTarget,
+    ) -> Result<Permit, PolicyError> {
         if !self.action_enabled(action) {
-            return Err(PolicyError::ActionDisabled { action: action.as_str() });
+            return Err(PolicyError::ActionDisabled {
+                action: action.as_str(),
+            });
         }
         self.check_target(target)?;
-        Ok(Permit { container_id: target.id.clone(), tier: Tier::Change })
+        Ok(Permit {
+            container_id: target.id.clone(),
+            tier: Tier::Change,
+        })
     }
 
     fn check_target(&self, target: &ResolvedTarget) -> Result<(), PolicyError> {
         if self.target_allowed(&target.name, &target.labels) {
             Ok(())
         } else {
-            Err(PolicyError::TargetNotAllowed { name: target.name.clone() })
+            Err(PolicyError::TargetNotAllowed {
+                name: target.name.clone(),
+            })
         }
     }
 }
@@ -115,22 +132,75 @@ mod tests {
         ResolvedTarget {
             id: "f".repeat(64),
             name: name.into(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
     #[test]
     fn selector_table() {
-        let managed: BTreeMap<String, String> = [("drydock.managed".to_string(), "true".to_string())].into();
+        let managed: BTreeMap<String, String> =
+            [("drydock.managed".to_string(), "true".to_string())].into();
         let rows: &[(TargetsConfig, ResolvedTarget, bool)] = &[
             (TargetsConfig::default(), target("/anything", &[]), true),
-            (TargetsConfig { allow_names: vec!["shop-*".into()], ..Default::default() }, target("/shop-db-1", &[]), true),
-            (TargetsConfig { allow_names: vec!["shop-*".into()], ..Default::default() }, target("/other", &[]), false),
-            (TargetsConfig { allow_labels: managed.clone(), ..Default::default() }, target("x", &[("drydock.managed", "true")]), true),
-            (TargetsConfig { allow_labels: managed.clone(), ..Default::default() }, target("x", &[("drydock.managed", "false")]), false),
-            (TargetsConfig { allow_labels: managed, ..Default::default() }, target("x", &[]), false),
-            (TargetsConfig { allow_compose_projects: vec!["shop".into()], ..Default::default() }, target("x", &[(COMPOSE_PROJECT_LABEL, "shop")]), true),
-            (TargetsConfig { allow_compose_projects: vec!["shop".into()], ..Default::default() }, target("x", &[(COMPOSE_PROJECT_LABEL, "other")]), false),
+            (
+                TargetsConfig {
+                    allow_names: vec!["shop-*".into()],
+                    ..Default::default()
+                },
+                target("/shop-db-1", &[]),
+                true,
+            ),
+            (
+                TargetsConfig {
+                    allow_names: vec!["shop-*".into()],
+                    ..Default::default()
+                },
+                target("/other", &[]),
+                false,
+            ),
+            (
+                TargetsConfig {
+                    allow_labels: managed.clone(),
+                    ..Default::default()
+                },
+                target("x", &[("drydock.managed", "true")]),
+                true,
+            ),
+            (
+                TargetsConfig {
+                    allow_labels: managed.clone(),
+                    ..Default::default()
+                },
+                target("x", &[("drydock.managed", "false")]),
+                false,
+            ),
+            (
+                TargetsConfig {
+                    allow_labels: managed,
+                    ..Default::default()
+                },
+                target("x", &[]),
+                false,
+            ),
+            (
+                TargetsConfig {
+                    allow_compose_projects: vec!["shop".into()],
+                    ..Default::default()
+                },
+                target("x", &[(COMPOSE_PROJECT_LABEL, "shop")]),
+                true,
+            ),
+            (
+                TargetsConfig {
+                    allow_compose_projects: vec!["shop".into()],
+                    ..Default::default()
+                },
+                target("x", &[(COMPOSE_PROJECT_LABEL, "other")]),
+                false,
+            ),
         ];
         for (targets, t, want) in rows {
             let policy = Policy::new(targets.clone(), ActionsConfig::default());
@@ -141,12 +211,19 @@ mod tests {
 
     #[test]
     fn disabled_action_is_refused_even_for_allowed_targets() {
-        let actions = ActionsConfig { restart: ActionToggle { enabled: false }, start: ActionToggle { enabled: true } };
+        let actions = ActionsConfig {
+            restart: ActionToggle { enabled: false },
+            start: ActionToggle { enabled: true },
+        };
         let policy = Policy::new(TargetsConfig::default(), actions);
         assert_eq!(
-            policy.permit_write(WriteAction::Restart, &target("a", &[])).unwrap_err(),
+            policy
+                .permit_write(WriteAction::Restart, &target("a", &[]))
+                .unwrap_err(),
             PolicyError::ActionDisabled { action: "restart" }
         );
-        assert!(policy.permit_write(WriteAction::Start, &target("a", &[])).is_ok());
+        assert!(policy
+            .permit_write(WriteAction::Start, &target("a", &[]))
+            .is_ok());
     }
 }

@@ -10,7 +10,18 @@ pub const REDACTED: &str = "[REDACTED]";
 
 /// Environment keys whose values are withheld.
 const SECRET_KEY_PARTS: &[&str] = &[
-    "PASSWORD", "PASSWD", "PWD", "SECRET", "TOKEN", "KEY", "CREDENTIAL", "PRIVATE", "AUTH", "COOKIE", "SESSION", "DSN",
+    "PASSWORD",
+    "PASSWD",
+    "PWD",
+    "SECRET",
+    "TOKEN",
+    "KEY",
+    "CREDENTIAL",
+    "PRIVATE",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "DSN",
 ];
 
 fn log_patterns() -> &'static [(Regex, &'static str)] {
@@ -72,8 +83,30 @@ pub fn neutralise_controls(text: &str) -> String {
     let stripped = ansi().replace_all(text, "");
     stripped
         .chars()
-        .map(|c| if c.is_control() && c != '\t' { '\u{FFFD}' } else { c })
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
         .collect()
+}
+
+/// Multi-line text (health probe output): each line neutralised and
+/// redacted, line breaks kept, trailing whitespace dropped.
+pub fn shape_multiline(text: &str) -> (String, u32) {
+    let mut total = 0;
+    let lines: Vec<String> = text
+        .trim_end()
+        .lines()
+        .map(|l| {
+            let (l, n) = redact_text(&neutralise_controls(l.trim_end_matches('\r')));
+            total += n;
+            l
+        })
+        .collect();
+    (lines.join("\n"), total)
 }
 
 /// Bytes from Docker to a safe, redacted line.
@@ -109,8 +142,16 @@ mod tests {
         let cases = [
             ("DB_PASSWORD=hunter2", "DB_PASSWORD=[REDACTED]", 1),
             ("API_TOKEN=abc", "API_TOKEN=[REDACTED]", 1),
-            ("aws_secret_access_key=zzz", "aws_secret_access_key=[REDACTED]", 1),
-            ("DATABASE_URL=postgres://app:s3cret@db:5432/app", "DATABASE_URL=postgres://app:[REDACTED]@db:5432/app", 1),
+            (
+                "aws_secret_access_key=zzz",
+                "aws_secret_access_key=[REDACTED]",
+                1,
+            ),
+            (
+                "DATABASE_URL=postgres://app:s3cret@db:5432/app",
+                "DATABASE_URL=postgres://app:[REDACTED]@db:5432/app",
+                1,
+            ),
             ("PORT=8080", "PORT=8080", 0),
             ("EMPTY_SECRET=", "EMPTY_SECRET=", 0),
         ];
@@ -122,13 +163,28 @@ mod tests {
     #[test]
     fn log_secrets_are_redacted() {
         let cases = [
-            ("Authorization: Bearer eyJhbGciOi.abc", "Authorization: Bearer [REDACTED]"),
-            ("connecting to mysql://root:pw@db:3306/x", "connecting to mysql://root:[REDACTED]@db:3306/x"),
+            (
+                "Authorization: Bearer eyJhbGciOi.abc",
+                "Authorization: Bearer [REDACTED]",
+            ),
+            (
+                "connecting to mysql://root:pw@db:3306/x",
+                "connecting to mysql://root:[REDACTED]@db:3306/x",
+            ),
             ("password=hunter2 user=bob", "password=[REDACTED] user=bob"),
-            ("aws key AKIAIOSFODNN7EXAMPLE used", "aws key [REDACTED] used"),
-            ("token: ghp_abcdefghijklmnopqrstuvwxyz0123456789", "token: [REDACTED]"),
+            (
+                "aws key AKIAIOSFODNN7EXAMPLE used",
+                "aws key [REDACTED] used",
+            ),
+            (
+                "token: ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                "token: [REDACTED]",
+            ),
             ("-----BEGIN RSA PRIVATE KEY-----", "[REDACTED PRIVATE KEY]"),
-            ("connection refused to db:5432", "connection refused to db:5432"),
+            (
+                "connection refused to db:5432",
+                "connection refused to db:5432",
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(redact_text(input).0, want, "{input}");
@@ -139,9 +195,16 @@ mod tests {
     #[test]
     fn controls_and_bad_utf8_are_neutralised() {
         assert_eq!(neutralise_controls("\x1b[31mred\x1b[0m"), "red");
-        assert_eq!(neutralise_controls("a\x07b\rc\td"), "a\u{FFFD}b\u{FFFD}c\td");
+        assert_eq!(
+            neutralise_controls("a\x07b\rc\td"),
+            "a\u{FFFD}b\u{FFFD}c\td"
+        );
         assert_eq!(neutralise_controls("\x1b]0;title\x07x"), "x");
         let (line, _) = shape_log_line(b"ok \xff\xfe end\n");
         assert_eq!(line, "ok \u{FFFD}\u{FFFD} end");
+        assert_eq!(
+            shape_multiline("HTTP 503\r\npassword=x\n\n"),
+            ("HTTP 503\npassword=[REDACTED]".to_string(), 1)
+        );
     }
 }

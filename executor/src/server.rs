@@ -49,9 +49,16 @@ impl RunningExecutor {
 /// fails before binding), then Docker, then the listener.
 pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     use anyhow::Context as _;
-    let audit = Arc::new(AuditLog::open(&config.audit.path).with_context(|| format!("audit.path {}", config.audit.path.display()))?);
+    let audit = Arc::new(
+        AuditLog::open(&config.audit.path)
+            .with_context(|| format!("audit.path {}", config.audit.path.display()))?,
+    );
     let tls = crate::tls::server_config(&config.tls.cert, &config.tls.key, &config.tls.client_ca)?;
-    let timeouts = Timeouts { read: config.timeouts.read, logs: config.timeouts.logs, write: config.timeouts.write };
+    let timeouts = Timeouts {
+        read: config.timeouts.read,
+        logs: config.timeouts.logs,
+        write: config.timeouts.write,
+    };
     let docker = DockerAdapter::connect(&config.docker.endpoint, timeouts)
         .await
         .with_context(|| format!("docker.endpoint {}", config.docker.endpoint))?;
@@ -63,13 +70,18 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         config.tls.allowed_clients.clone(),
         config.limits.clone(),
     );
-    let listener = TcpListener::bind(&config.listen).await.with_context(|| format!("listen {}", config.listen))?;
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("listen {}", config.listen))?;
     let local_addr = listener.local_addr()?;
     let (mut health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter.set_serving::<ExecutorServer<ExecutorService>>().await;
+    health_reporter
+        .set_serving::<ExecutorServer<ExecutorService>>()
+        .await;
 
     let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
-    let (conn_tx, conn_rx) = tokio::sync::mpsc::channel::<Result<TlsStream<TcpStream>, std::io::Error>>(64);
+    let (conn_tx, conn_rx) =
+        tokio::sync::mpsc::channel::<Result<TlsStream<TcpStream>, std::io::Error>>(64);
     let acceptor = TlsAcceptor::from(tls);
     let mut accept_shutdown = shutdown_rx.clone();
     let accept_audit = audit.clone();
@@ -112,7 +124,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         Ok(())
     });
     tracing::info!(%local_addr, "drydock-executor listening (mTLS required)");
-    Ok(RunningExecutor { local_addr, shutdown: shutdown_tx, task })
+    Ok(RunningExecutor {
+        local_addr,
+        shutdown: shutdown_tx,
+        task,
+    })
 }
 
 fn audit_handshake(audit: &AuditLog, peer: SocketAddr, reason: &str) {

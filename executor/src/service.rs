@@ -14,7 +14,9 @@ use tonic::{Request, Response, Status};
 use crate::approval::{ApprovalError, ApprovalInput, ApprovalVerifier};
 use crate::audit::{AuditEntry, AuditError, AuditLog};
 use crate::config::LimitsConfig;
-use crate::docker::{ContainerDetails, DockerAdapter, DockerError, Health, HealthcheckSpec, LogStream};
+use crate::docker::{
+    ContainerDetails, DockerAdapter, DockerError, Health, HealthcheckSpec, LogStream,
+};
 use crate::policy::{Policy, PolicyError, Tier};
 use crate::redact;
 
@@ -57,7 +59,10 @@ impl ExecError {
     /// `denied` for refusals by drydock's own rules, `error` for failures.
     fn decision(&self) -> &'static str {
         match self {
-            ExecError::Unauthenticated(_) | ExecError::InvalidArgument(_) | ExecError::Policy(_) | ExecError::Approval(_) => "denied",
+            ExecError::Unauthenticated(_)
+            | ExecError::InvalidArgument(_)
+            | ExecError::Policy(_)
+            | ExecError::Approval(_) => "denied",
             _ => "error",
         }
     }
@@ -81,25 +86,39 @@ struct Call {
 
 impl Call {
     fn authenticated(&self) -> Result<(), ExecError> {
-        self.caller.as_ref().map(|_| ()).map_err(|e| ExecError::Unauthenticated(e.clone()))
+        self.caller
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| ExecError::Unauthenticated(e.clone()))
     }
 }
 
 fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 /// The client certificate's common name is its identity.
 pub fn identity_from_cert(der: &[u8]) -> Option<String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_string();
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
     Some(cn)
 }
 
 fn validate_request_id(id: &str) -> Result<(), ExecError> {
     let ok = !id.is_empty()
         && id.len() <= MAX_REQUEST_ID_LEN
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
     if ok {
         Ok(())
     } else {
@@ -116,7 +135,9 @@ fn validate_container_ref(name: &str) -> Result<(), ExecError> {
     let ok = !body.is_empty()
         && body.len() <= MAX_CONTAINER_REF_LEN
         && body.as_bytes()[0].is_ascii_alphanumeric()
-        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
     if ok {
         Ok(())
     } else {
@@ -147,18 +168,31 @@ impl ExecutorService {
         allowed_clients: impl IntoIterator<Item = String>,
         limits: LimitsConfig,
     ) -> ExecutorService {
-        ExecutorService { docker, policy, approvals, audit, allowed_clients: allowed_clients.into_iter().collect(), limits }
+        ExecutorService {
+            docker,
+            policy,
+            approvals,
+            audit,
+            allowed_clients: allowed_clients.into_iter().collect(),
+            limits,
+        }
     }
 
     /// Step 1 of the pipeline. The TLS layer already required a certificate
     /// from the configured CA; here its identity must be on the allow list.
     fn begin<T>(&self, request: &Request<T>, action: &str, tier: Tier) -> Call {
-        let caller = match request.peer_certs().as_ref().and_then(|c| c.first().cloned()) {
+        let caller = match request
+            .peer_certs()
+            .as_ref()
+            .and_then(|c| c.first().cloned())
+        {
             None => Err("no client certificate presented".to_string()),
             Some(cert) => match identity_from_cert(cert.as_ref()) {
                 None => Err("client certificate has no common name".to_string()),
                 Some(id) if self.allowed_clients.contains(&id) => Ok(id),
-                Some(id) => Err(format!("client identity `{id}` is not on the executor's allow list")),
+                Some(id) => Err(format!(
+                    "client identity `{id}` is not on the executor's allow list"
+                )),
             },
         };
         let caller_name = match &caller {
@@ -172,13 +206,22 @@ impl ExecutorService {
         Call {
             started: Instant::now(),
             caller,
-            entry: AuditEntry { caller: caller_name, action: action.to_string(), tier: tier as u32, ..Default::default() },
+            entry: AuditEntry {
+                caller: caller_name,
+                action: action.to_string(),
+                tier: tier as u32,
+                ..Default::default()
+            },
         }
     }
 
     /// Step 7: audit the outcome, then answer. If the audit row cannot be
     /// written the caller gets an error, never an unaudited success.
-    fn finish<T>(&self, mut call: Call, result: Result<T, ExecError>) -> Result<Response<T>, Status> {
+    fn finish<T>(
+        &self,
+        mut call: Call,
+        result: Result<T, ExecError>,
+    ) -> Result<Response<T>, Status> {
         call.entry.duration_ms = call.started.elapsed().as_millis() as u64;
         match &result {
             Ok(_) => {
@@ -202,7 +245,9 @@ impl ExecutorService {
             }
             Err(err) => {
                 tracing::error!(request_id = %e.request_id, action = %e.action, error = %err, "audit write failed");
-                return Err(Status::unavailable("audit log unavailable; the call was not completed"));
+                return Err(Status::unavailable(
+                    "audit log unavailable; the call was not completed",
+                ));
             }
         }
         result.map(Response::new).map_err(to_status)
@@ -210,7 +255,11 @@ impl ExecutorService {
 
     /// Resolve and permit a read; a target outside the selectors looks
     /// exactly like a missing one.
-    async fn permit_read(&self, call: &mut Call, container: &str) -> Result<crate::policy::Permit, ExecError> {
+    async fn permit_read(
+        &self,
+        call: &mut Call,
+        container: &str,
+    ) -> Result<crate::policy::Permit, ExecError> {
         validate_container_ref(container)?;
         let target = self.docker.resolve(container).await?;
         call.entry.container_id = target.id.clone();
@@ -220,7 +269,11 @@ impl ExecutorService {
         })
     }
 
-    async fn inspect(&self, call: &mut Call, req: pb::ContainerRequest) -> Result<pb::InspectContainerResponse, ExecError> {
+    async fn inspect(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::InspectContainerResponse, ExecError> {
         call.authenticated()?;
         call.entry.request_id = req.request_id.clone();
         call.entry.target = req.container.clone();
@@ -228,13 +281,32 @@ impl ExecutorService {
         let permit = self.permit_read(call, &req.container).await?;
         let details = self.docker.inspect(&permit).await?;
         let shaped = shape_inspect(details);
-        call.entry.result = format!("state={} redactions={}", shaped.state.as_ref().map(|s| s.status.as_str()).unwrap_or(""), shaped.redactions);
+        call.entry.result = format!(
+            "state={} redactions={}",
+            shaped
+                .state
+                .as_ref()
+                .map(|s| s.status.as_str())
+                .unwrap_or(""),
+            shaped.redactions
+        );
         Ok(shaped)
     }
 
-    async fn health(&self, call: &mut Call, req: pb::ContainerRequest) -> Result<pb::HealthResponse, ExecError> {
+    async fn health(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::HealthResponse, ExecError> {
         let inspected = self.inspect(call, req).await?;
-        call.entry.result = format!("health={}", inspected.health.as_ref().map(|h| h.status.as_str()).unwrap_or("none"));
+        call.entry.result = format!(
+            "health={}",
+            inspected
+                .health
+                .as_ref()
+                .map(|h| h.status.as_str())
+                .unwrap_or("none")
+        );
         Ok(pb::HealthResponse {
             container_id: inspected.id,
             health: inspected.health,
@@ -243,7 +315,11 @@ impl ExecutorService {
         })
     }
 
-    async fn logs(&self, call: &mut Call, req: pb::LogsRequest) -> Result<pb::LogsResponse, ExecError> {
+    async fn logs(
+        &self,
+        call: &mut Call,
+        req: pb::LogsRequest,
+    ) -> Result<pb::LogsResponse, ExecError> {
         call.authenticated()?;
         call.entry.request_id = req.request_id.clone();
         call.entry.target = req.container.clone();
@@ -255,23 +331,49 @@ impl ExecutorService {
                 req.tail, self.limits.logs_max_lines
             )));
         }
-        let tail = if req.tail == 0 { self.limits.logs_default_tail } else { req.tail };
+        let tail = if req.tail == 0 {
+            self.limits.logs_default_tail
+        } else {
+            req.tail
+        };
         let permit = self.permit_read(call, &req.container).await?;
-        let (raw, truncated) = self.docker.logs(&permit, tail, self.limits.logs_max_bytes as usize).await?;
+        let (raw, truncated) = self
+            .docker
+            .logs(&permit, tail, self.limits.logs_max_bytes as usize)
+            .await?;
         let mut redactions = 0;
         let lines = raw
             .into_iter()
             .map(|l| {
                 let (text, n) = redact::shape_log_line(&l.bytes);
                 redactions += n;
-                pb::LogLine { stream: if l.stream == LogStream::Stderr { "stderr" } else { "stdout" }.into(), text }
+                pb::LogLine {
+                    stream: if l.stream == LogStream::Stderr {
+                        "stderr"
+                    } else {
+                        "stdout"
+                    }
+                    .into(),
+                    text,
+                }
             })
             .collect::<Vec<_>>();
-        call.entry.result = format!("lines={} truncated={truncated} redactions={redactions}", lines.len());
-        Ok(pb::LogsResponse { lines, truncated, redactions })
+        call.entry.result = format!(
+            "lines={} truncated={truncated} redactions={redactions}",
+            lines.len()
+        );
+        Ok(pb::LogsResponse {
+            lines,
+            truncated,
+            redactions,
+        })
     }
 
-    async fn list(&self, call: &mut Call, req: pb::ListContainersRequest) -> Result<pb::ListContainersResponse, ExecError> {
+    async fn list(
+        &self,
+        call: &mut Call,
+        req: pb::ListContainersRequest,
+    ) -> Result<pb::ListContainersResponse, ExecError> {
         call.authenticated()?;
         call.entry.request_id = req.request_id.clone();
         call.entry.input = format!("all={}", req.all);
@@ -288,14 +390,27 @@ impl ExecutorService {
                 image: redact::neutralise_controls(&c.image),
                 state: c.state,
                 status: c.status,
-                labels: c.labels.into_iter().map(|(k, v)| (redact::neutralise_controls(&k), redact::redact_text(&redact::neutralise_controls(&v)).0)).collect(),
+                labels: c
+                    .labels
+                    .into_iter()
+                    .map(|(k, v)| {
+                        (
+                            redact::neutralise_controls(&k),
+                            redact::redact_text(&redact::neutralise_controls(&v)).0,
+                        )
+                    })
+                    .collect(),
             })
             .collect();
         call.entry.result = format!("containers={}", containers.len());
         Ok(pb::ListContainersResponse { containers })
     }
 
-    fn get_policy(&self, call: &mut Call, req: pb::GetPolicyRequest) -> Result<pb::PolicyResponse, ExecError> {
+    fn get_policy(
+        &self,
+        call: &mut Call,
+        req: pb::GetPolicyRequest,
+    ) -> Result<pb::PolicyResponse, ExecError> {
         call.authenticated()?;
         call.entry.request_id = req.request_id.clone();
         validate_request_id(&req.request_id)?;
@@ -306,7 +421,10 @@ impl ExecutorService {
             approval_required: true,
         };
         Ok(pb::PolicyResponse {
-            actions: vec![action("start", WriteAction::Start), action("restart", WriteAction::Restart)],
+            actions: vec![
+                action("start", WriteAction::Start),
+                action("restart", WriteAction::Restart),
+            ],
             logs_max_lines: self.limits.logs_max_lines,
             logs_max_bytes: self.limits.logs_max_bytes,
             approver_ids: self.approvals.approver_ids(),
@@ -318,7 +436,12 @@ impl ExecutorService {
     /// comes before the approval (a disabled action is refused whatever was
     /// signed), and the nonce is consumed last, just before Docker is called,
     /// so a refused call does not burn a valid approval.
-    async fn write(&self, call: &mut Call, req: pb::WriteRequest, action: WriteAction) -> Result<pb::WriteResponse, ExecError> {
+    async fn write(
+        &self,
+        call: &mut Call,
+        req: pb::WriteRequest,
+        action: WriteAction,
+    ) -> Result<pb::WriteResponse, ExecError> {
         call.authenticated()?;
         call.entry.request_id = req.request_id.clone();
         call.entry.target = req.container.clone();
@@ -330,12 +453,26 @@ impl ExecutorService {
         let target = self.docker.resolve(&req.container).await?;
         call.entry.container_id = target.id.clone();
         let permit = self.policy.permit_write(action, &target)?;
-        let input = req.approval.as_ref().map(|a| ApprovalInput { claims: &a.claims, signature: &a.signature, key_id: &a.key_id });
-        let approved = self.approvals.verify(input, action, &target, &req.request_id, unix_now())?;
+        let input = req.approval.as_ref().map(|a| ApprovalInput {
+            claims: &a.claims,
+            signature: &a.signature,
+            key_id: &a.key_id,
+        });
+        let approved =
+            self.approvals
+                .verify(input, action, &target, &req.request_id, unix_now())?;
         call.entry.approval_id = truncate_for_audit(&approved.claims.approval_id);
-        call.entry.input = format!("plan_digest={} expires_at={}", truncate_for_audit(&approved.claims.plan_digest), approved.claims.expires_at);
+        call.entry.input = format!(
+            "plan_digest={} expires_at={}",
+            truncate_for_audit(&approved.claims.plan_digest),
+            approved.claims.expires_at
+        );
         self.audit
-            .consume_nonce(&approved.claims.nonce, &approved.claims.approval_id, approved.claims.expires_at)
+            .consume_nonce(
+                &approved.claims.nonce,
+                &approved.claims.approval_id,
+                approved.claims.expires_at,
+            )
             .map_err(|e| match e {
                 AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
                 other => ExecError::Audit(other),
@@ -362,7 +499,7 @@ fn shape_health(h: Health) -> pb::HealthState {
             .into_iter()
             .map(|p| pb::HealthLogEntry {
                 exit_code: p.exit_code,
-                output: redact::redact_text(&redact::neutralise_controls(&p.output)).0,
+                output: redact::shape_multiline(&p.output).0,
                 start: p.start,
                 end: p.end,
             })
@@ -372,7 +509,11 @@ fn shape_health(h: Health) -> pb::HealthState {
 
 fn shape_healthcheck(h: HealthcheckSpec) -> pb::HealthcheckConfig {
     pb::HealthcheckConfig {
-        test: h.test.iter().map(|t| redact::redact_text(&redact::neutralise_controls(t)).0).collect(),
+        test: h
+            .test
+            .iter()
+            .map(|t| redact::redact_text(&redact::neutralise_controls(t)).0)
+            .collect(),
         interval_ms: h.interval.as_millis() as u64,
         timeout_ms: h.timeout.as_millis() as u64,
         retries: h.retries,
@@ -443,45 +584,70 @@ fn to_status(e: ExecError) -> Status {
 
 #[tonic::async_trait]
 impl pb::executor_server::Executor for ExecutorService {
-    async fn list_containers(&self, request: Request<pb::ListContainersRequest>) -> Result<Response<pb::ListContainersResponse>, Status> {
+    async fn list_containers(
+        &self,
+        request: Request<pb::ListContainersRequest>,
+    ) -> Result<Response<pb::ListContainersResponse>, Status> {
         let mut call = self.begin(&request, "list", Tier::Read);
         let result = self.list(&mut call, request.into_inner()).await;
         self.finish(call, result)
     }
 
-    async fn inspect_container(&self, request: Request<pb::ContainerRequest>) -> Result<Response<pb::InspectContainerResponse>, Status> {
+    async fn inspect_container(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::InspectContainerResponse>, Status> {
         let mut call = self.begin(&request, "inspect", Tier::Read);
         let result = self.inspect(&mut call, request.into_inner()).await;
         self.finish(call, result)
     }
 
-    async fn container_logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<pb::LogsResponse>, Status> {
+    async fn container_logs(
+        &self,
+        request: Request<pb::LogsRequest>,
+    ) -> Result<Response<pb::LogsResponse>, Status> {
         let mut call = self.begin(&request, "logs", Tier::Read);
         let result = self.logs(&mut call, request.into_inner()).await;
         self.finish(call, result)
     }
 
-    async fn container_health(&self, request: Request<pb::ContainerRequest>) -> Result<Response<pb::HealthResponse>, Status> {
+    async fn container_health(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::HealthResponse>, Status> {
         let mut call = self.begin(&request, "health", Tier::Read);
         let result = self.health(&mut call, request.into_inner()).await;
         self.finish(call, result)
     }
 
-    async fn get_policy(&self, request: Request<pb::GetPolicyRequest>) -> Result<Response<pb::PolicyResponse>, Status> {
+    async fn get_policy(
+        &self,
+        request: Request<pb::GetPolicyRequest>,
+    ) -> Result<Response<pb::PolicyResponse>, Status> {
         let mut call = self.begin(&request, "get_policy", Tier::Read);
         let result = self.get_policy(&mut call, request.into_inner());
         self.finish(call, result)
     }
 
-    async fn start_container(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+    async fn start_container(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
         let mut call = self.begin(&request, "start", Tier::Change);
-        let result = self.write(&mut call, request.into_inner(), WriteAction::Start).await;
+        let result = self
+            .write(&mut call, request.into_inner(), WriteAction::Start)
+            .await;
         self.finish(call, result)
     }
 
-    async fn restart_container(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+    async fn restart_container(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
         let mut call = self.begin(&request, "restart", Tier::Change);
-        let result = self.write(&mut call, request.into_inner(), WriteAction::Restart).await;
+        let result = self
+            .write(&mut call, request.into_inner(), WriteAction::Restart)
+            .await;
         self.finish(call, result)
     }
 }
@@ -492,7 +658,12 @@ mod tests {
 
     #[test]
     fn input_validation_table() {
-        for good in ["backend", "/shop-prod-backend-1", "a.b_c-d", &"f".repeat(64)] {
+        for good in [
+            "backend",
+            "/shop-prod-backend-1",
+            "a.b_c-d",
+            &"f".repeat(64),
+        ] {
             assert!(validate_container_ref(good).is_ok(), "{good}");
         }
         for bad in ["", "/", "-x", "a b", "a/b", "x;rm", &"a".repeat(129), "ü"] {

@@ -210,7 +210,10 @@ mod tests {
         let key = generate_signing_key();
         let bytes = claims().encode();
         let sig = sign(&bytes, &key);
-        assert_eq!(verify(&bytes, &sig, &key.verifying_key()), Ok(claims_with_nonce(&bytes)));
+        assert_eq!(
+            verify(&bytes, &sig, &key.verifying_key()),
+            Ok(claims_with_nonce(&bytes))
+        );
     }
 
     fn claims_with_nonce(bytes: &[u8]) -> ApprovalClaims {
@@ -225,10 +228,19 @@ mod tests {
         let mut tampered = bytes.clone();
         let pos = tampered.len() - 3;
         tampered[pos] ^= 1;
-        assert_eq!(verify(&tampered, &sig, &key.verifying_key()), Err(ApprovalFormatError::BadSignature));
+        assert_eq!(
+            verify(&tampered, &sig, &key.verifying_key()),
+            Err(ApprovalFormatError::BadSignature)
+        );
         let other = generate_signing_key();
-        assert_eq!(verify(&bytes, &sig, &other.verifying_key()), Err(ApprovalFormatError::BadSignature));
-        assert_eq!(verify(&bytes, &sig[..10], &key.verifying_key()), Err(ApprovalFormatError::SignatureLength));
+        assert_eq!(
+            verify(&bytes, &sig, &other.verifying_key()),
+            Err(ApprovalFormatError::BadSignature)
+        );
+        assert_eq!(
+            verify(&bytes, &sig[..10], &key.verifying_key()),
+            Err(ApprovalFormatError::SignatureLength)
+        );
     }
 
     #[test]
@@ -236,18 +248,30 @@ mod tests {
         let key = generate_signing_key();
         let bytes = claims().encode();
         let plain = key.sign(&bytes).to_bytes();
-        assert_eq!(verify(&bytes, &plain, &key.verifying_key()), Err(ApprovalFormatError::BadSignature));
+        assert_eq!(
+            verify(&bytes, &plain, &key.verifying_key()),
+            Err(ApprovalFormatError::BadSignature)
+        );
     }
 
     #[test]
     fn unknown_fields_and_versions_are_rejected() {
         let mut value = serde_json::to_value(claims()).unwrap();
         value["extra"] = serde_json::json!(1);
-        assert!(matches!(ApprovalClaims::decode(&serde_json::to_vec(&value).unwrap()), Err(ApprovalFormatError::Malformed(_))));
+        assert!(matches!(
+            ApprovalClaims::decode(&serde_json::to_vec(&value).unwrap()),
+            Err(ApprovalFormatError::Malformed(_))
+        ));
         let mut c = claims();
         c.version = 2;
-        assert_eq!(ApprovalClaims::decode(&c.encode()), Err(ApprovalFormatError::Version(2)));
-        assert_eq!(ApprovalClaims::decode(&vec![b' '; MAX_CLAIMS_BYTES + 1]), Err(ApprovalFormatError::TooLarge(MAX_CLAIMS_BYTES + 1)));
+        assert_eq!(
+            ApprovalClaims::decode(&c.encode()),
+            Err(ApprovalFormatError::Version(2))
+        );
+        assert_eq!(
+            ApprovalClaims::decode(&vec![b' '; MAX_CLAIMS_BYTES + 1]),
+            Err(ApprovalFormatError::TooLarge(MAX_CLAIMS_BYTES + 1))
+        );
     }
 
     #[test]
@@ -255,7 +279,12 @@ mod tests {
         let key = generate_signing_key();
         let public = format_public_key(&key.verifying_key());
         assert_eq!(parse_public_key(&public).unwrap(), key.verifying_key());
-        assert_eq!(parse_secret_key(&format_secret_key(&key)).unwrap().to_bytes(), key.to_bytes());
+        assert_eq!(
+            parse_secret_key(&format_secret_key(&key))
+                .unwrap()
+                .to_bytes(),
+            key.to_bytes()
+        );
         assert!(parse_public_key("ed25519:not-base64!").is_err());
         assert!(parse_public_key("rsa:AAAA").is_err());
     }

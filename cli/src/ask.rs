@@ -1,0 +1,418 @@
+//! `drydock ask`: submit a request, stream its progress, and handle approvals.
+//!
+//! The approval prompt is built from the decoded claims the CLI is about to
+//! sign (action, container name and id, expiry), never from the agent's free
+//! text, so a compromised agent cannot get a signature for something other
+//! than what the human saw.
+
+use std::cell::RefCell;
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+
+use anyhow::{bail, Context as _};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use drydock_proto::approval::{self, ApprovalClaims};
+use serde_json::{json, Value};
+
+use crate::client::AgentClient;
+use crate::home::CliConfig;
+
+/// Exit codes, in one place.
+pub mod exit {
+    pub const COMPLETED: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const APPROVAL_PENDING: u8 = 3;
+    pub const NEEDS_CLARIFICATION: u8 = 4;
+    pub const REJECTED: u8 = 5;
+    pub const CANCELED: u8 = 6;
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AskOptions {
+    pub message: String,
+    pub container: Option<String>,
+    pub diagnose_only: bool,
+    pub yes: bool,
+    pub json: bool,
+}
+
+/// How an approval gets decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// `--yes`: sign what was proposed without asking.
+    AutoApprove,
+    /// A terminal: ask the human.
+    Prompt,
+    /// No terminal and no `--yes`: leave it pending.
+    LeavePending,
+}
+
+pub fn approval_mode(yes: bool) -> ApprovalMode {
+    if yes {
+        ApprovalMode::AutoApprove
+    } else if std::io::stdin().is_terminal() {
+        ApprovalMode::Prompt
+    } else {
+        ApprovalMode::LeavePending
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+fn capitalized(action: &str) -> String {
+    let mut c = action.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+/// Decode what the agent asks us to sign and check it belongs to the request
+/// we are following.
+pub fn decode_claims(
+    approval: &Value,
+    expected_request: Option<&str>,
+) -> anyhow::Result<(ApprovalClaims, Vec<u8>)> {
+    let b64 = approval
+        .get("claims")
+        .and_then(Value::as_str)
+        .context("approval has no claims")?;
+    let bytes = B64.decode(b64).context("approval claims are not base64")?;
+    let claims = ApprovalClaims::decode(&bytes)?;
+    if let Some(req) = expected_request {
+        if claims.request_id != req {
+            bail!("the agent asked to sign an approval for request {} while following {req}; refusing", claims.request_id);
+        }
+    }
+    let id = approval
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if claims.approval_id != id {
+        bail!(
+            "approval {id} carries claims for {}; refusing",
+            claims.approval_id
+        );
+    }
+    Ok((claims, bytes))
+}
+
+pub fn describe_claims(c: &ApprovalClaims) -> String {
+    let expires = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.expires_at.max(0) as u64),
+    );
+    format!(
+        "{} container {} (id {}) — request {}, approval {}, expires {expires}",
+        c.action,
+        c.container_name,
+        short(&c.container_id),
+        c.request_id,
+        c.approval_id
+    )
+}
+
+/// Sign and send the approval.
+pub async fn sign_and_approve(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    claims: &ApprovalClaims,
+    bytes: &[u8],
+) -> anyhow::Result<()> {
+    let key = cfg.signing_key()?;
+    let sig = approval::sign(bytes, &key);
+    agent
+        .post(
+            &format!("/api/v1/approvals/{}/approve", claims.approval_id),
+            json!({"key_id": cfg.approver.id, "signature": B64.encode(sig)}),
+        )
+        .await?;
+    Ok(())
+}
+
+fn prompt_yes(question: &str) -> bool {
+    print!("{question} [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// Print one event for a human.
+pub fn render(event: &Value) {
+    let kind = event.get("kind").and_then(Value::as_str).unwrap_or("");
+    let d = event.get("data").cloned().unwrap_or(Value::Null);
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match kind {
+        "created" => {}
+        "status" => println!("→ {}: {}", s(&d, "status"), s(&d, "message")),
+        "evidence" => println!(
+            "  evidence {} [{} via {}]: {}",
+            s(&d, "id"),
+            s(&d, "type"),
+            s(&d, "source"),
+            s(&d, "summary")
+        ),
+        "target" => {
+            let t = d.get("target").cloned().unwrap_or(Value::Null);
+            println!(
+                "  target: {} ({}) — {}",
+                s(&t, "container_name"),
+                short(&s(&t, "container_id")),
+                s(&d, "why")
+            );
+        }
+        "candidates" => {
+            for c in d
+                .get("candidates")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                println!(
+                    "  candidate: {} [{}] image {} — {}",
+                    s(c, "container_name"),
+                    s(c, "state"),
+                    s(c, "image"),
+                    s(c, "why")
+                );
+            }
+        }
+        "diagnosis" => {
+            let dg = d.get("diagnosis").cloned().unwrap_or(Value::Null);
+            let conf = dg.get("confidence").and_then(Value::as_f64).unwrap_or(0.0);
+            println!(
+                "Diagnosis ({:.0}% confidence): {}",
+                conf * 100.0,
+                s(&dg, "summary")
+            );
+            for c in dg
+                .get("causes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let ids: Vec<String> = c
+                    .get("evidence_ids")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect();
+                let conf = c.get("confidence").and_then(Value::as_f64).unwrap_or(0.0);
+                println!(
+                    "  - [{}] {} ({:.0}%; evidence {})",
+                    s(c, "class"),
+                    s(c, "reason"),
+                    conf * 100.0,
+                    ids.join(", ")
+                );
+            }
+        }
+        "plan" => {
+            let p = d.get("plan").cloned().unwrap_or(Value::Null);
+            let steps = p
+                .get("steps")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if steps.is_empty() {
+                println!("Plan: no change proposed");
+            } else {
+                println!("Plan:");
+            }
+            for (i, st) in steps.iter().enumerate() {
+                let t = st.get("target").cloned().unwrap_or(Value::Null);
+                println!(
+                    "  {}. {} {} — {} (risk {}; expected: {})",
+                    i + 1,
+                    s(st, "action"),
+                    s(&t, "container_name"),
+                    s(st, "reason"),
+                    s(st, "risk"),
+                    s(st, "expected_effect")
+                );
+            }
+            for a in p
+                .get("advice")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                println!("  advice: {}", a.as_str().unwrap_or(""));
+            }
+        }
+        "approval_decided" => {
+            println!("  approval {}: {}", s(&d, "approval_id"), s(&d, "decision"))
+        }
+        "approval_expired" => println!("  approval expired"),
+        "execution" => {
+            let e = d.get("execution").cloned().unwrap_or(Value::Null);
+            println!("  executed: {}", s(&e, "message"));
+        }
+        "verification" => {
+            let v = d.get("verification").cloned().unwrap_or(Value::Null);
+            for c in v
+                .get("checks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let ok = c.get("ok").and_then(Value::as_bool).unwrap_or(false);
+                println!(
+                    "  verify {}: {} ({})",
+                    s(c, "level"),
+                    if ok { "ok" } else { "FAILED" },
+                    s(c, "detail")
+                );
+            }
+        }
+        "interrupted" | "iteration" | "error" => println!("  {}", s(&d, "message")),
+        "final" => {}
+        _ => {}
+    }
+}
+
+pub fn exit_code_for(status: &str) -> u8 {
+    match status {
+        "completed" => exit::COMPLETED,
+        "needs_clarification" => exit::NEEDS_CLARIFICATION,
+        "rejected" => exit::REJECTED,
+        "canceled" => exit::CANCELED,
+        _ => exit::FAILED,
+    }
+}
+
+/// The result of following one request.
+pub struct AskResult {
+    pub request: Value,
+    pub exit_code: u8,
+}
+
+/// Follow `request_id` to its end, deciding approvals per `mode`.
+pub async fn follow_request(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    request_id: &str,
+    mode: ApprovalMode,
+    quiet: bool,
+) -> anyhow::Result<AskResult> {
+    let pending: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let rejected_names: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    agent
+        .follow(request_id, |event| {
+            let (pending, rejected_names) = (&pending, &rejected_names);
+            async move {
+                if !quiet {
+                    render(&event);
+                }
+                if event.get("kind").and_then(Value::as_str) != Some("approval_requested") {
+                    return Ok(true);
+                }
+                let approval = event
+                    .get("data")
+                    .and_then(|d| d.get("approval"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let (claims, bytes) = decode_claims(&approval, Some(request_id))?;
+                match mode {
+                    ApprovalMode::AutoApprove => {
+                        if !quiet {
+                            println!("  approving (--yes): {}", describe_claims(&claims));
+                        }
+                        sign_and_approve(agent, cfg, &claims, &bytes).await?;
+                        Ok(true)
+                    }
+                    ApprovalMode::Prompt => {
+                        println!("  approval needed: {}", describe_claims(&claims));
+                        if prompt_yes(&format!(
+                            "{} {}?",
+                            capitalized(claims.action.as_str()),
+                            claims.container_name
+                        )) {
+                            sign_and_approve(agent, cfg, &claims, &bytes).await?;
+                        } else {
+                            agent
+                                .post(
+                                    &format!("/api/v1/approvals/{}/reject", claims.approval_id),
+                                    json!({}),
+                                )
+                                .await?;
+                            rejected_names
+                                .borrow_mut()
+                                .push(claims.container_name.clone());
+                        }
+                        Ok(true)
+                    }
+                    ApprovalMode::LeavePending => {
+                        pending.borrow_mut().push(claims.approval_id.clone());
+                        if !quiet {
+                            println!("  approval needed: {}", describe_claims(&claims));
+                        }
+                        Ok(false)
+                    }
+                }
+            }
+        })
+        .await?;
+    let (pending, rejected_names) = (pending.into_inner(), rejected_names.into_inner());
+    let request = agent.get(&format!("/api/v1/requests/{request_id}")).await?;
+    if !pending.is_empty() {
+        if !quiet {
+            println!("No terminal to ask on and --yes not given: the approval is pending.");
+            for id in &pending {
+                println!(
+                    "  approve it with: drydock approve {id}   (or reject: drydock reject {id})"
+                );
+            }
+        }
+        return Ok(AskResult {
+            request,
+            exit_code: exit::APPROVAL_PENDING,
+        });
+    }
+    let status = request
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("failed")
+        .to_string();
+    let outcome = request
+        .get("outcome")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if !quiet {
+        let mark = if status == "completed" { "✔" } else { "✘" };
+        println!("{mark} {status}: {outcome}");
+        for name in &rejected_names {
+            println!("Left {name} untouched: no change was made.");
+        }
+    }
+    Ok(AskResult {
+        exit_code: exit_code_for(&status),
+        request,
+    })
+}
+
+pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult> {
+    let agent = AgentClient::new(&cfg.agent_url, cfg.token()?)?;
+    let created = agent
+        .create(&opts.message, opts.container.as_deref(), opts.diagnose_only)
+        .await?;
+    let id = created
+        .get("id")
+        .and_then(Value::as_str)
+        .context("agent returned no request id")?
+        .to_string();
+    if !opts.json {
+        println!("request {id}: {}", opts.message);
+    }
+    let result = follow_request(&agent, cfg, &id, approval_mode(opts.yes), opts.json).await?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&result.request)?);
+    }
+    Ok(result)
+}

@@ -1,0 +1,211 @@
+//! The agent's REST/SSE API, as the CLI uses it.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use futures::StreamExt as _;
+use serde_json::{json, Value};
+
+#[derive(Clone)]
+pub struct AgentClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseFrame {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: String,
+}
+
+/// Incremental SSE parser: feed bytes, get complete frames.
+#[derive(Default)]
+pub struct SseParser {
+    buf: String,
+}
+
+impl SseParser {
+    pub fn push(&mut self, chunk: &str) -> Vec<SseFrame> {
+        self.buf.push_str(&chunk.replace("\r\n", "\n"));
+        let mut frames = Vec::new();
+        while let Some(end) = self.buf.find("\n\n") {
+            let block: String = self.buf.drain(..end + 2).collect();
+            let mut frame = SseFrame {
+                id: None,
+                event: "message".into(),
+                data: String::new(),
+            };
+            let mut has_data = false;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    frame.id = Some(v.trim_start().to_string());
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    frame.event = v.trim_start().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    if has_data {
+                        frame.data.push('\n');
+                    }
+                    frame.data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    has_data = true;
+                }
+            }
+            if has_data {
+                frames.push(frame);
+            }
+        }
+        frames
+    }
+}
+
+impl AgentClient {
+    pub fn new(base: &str, token: String) -> anyhow::Result<AgentClient> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()?;
+        Ok(AgentClient {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        })
+    }
+
+    async fn check(resp: reqwest::Response) -> anyhow::Result<Value> {
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let detail = body
+                .get("detail")
+                .and_then(Value::as_str)
+                .unwrap_or("no detail");
+            bail!("agent answered {status}: {detail}");
+        }
+        Ok(body)
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> anyhow::Error {
+        anyhow::anyhow!(
+            "cannot reach the agent at {}: {e}. Is it running? Start it with `drydock up`.",
+            self.base
+        )
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::check(resp).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::check(resp).await
+    }
+
+    pub async fn healthy(&self) -> bool {
+        matches!(self.http.get(format!("{}/healthz", self.base)).timeout(Duration::from_secs(2)).send().await, Ok(r) if r.status().is_success())
+    }
+
+    pub async fn create(
+        &self,
+        message: &str,
+        container: Option<&str>,
+        diagnose_only: bool,
+    ) -> anyhow::Result<Value> {
+        self.post(
+            "/api/v1/requests",
+            json!({"message": message, "container": container, "diagnose_only": diagnose_only}),
+        )
+        .await
+    }
+
+    /// Follow a request's event stream until its `final` event, calling
+    /// `on_event` for each. Reconnects with `Last-Event-ID` if the connection
+    /// drops, so no event is missed or shown twice.
+    pub async fn follow<F, Fut>(&self, request_id: &str, mut on_event: F) -> anyhow::Result<()>
+    where
+        F: FnMut(Value) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<bool>>,
+    {
+        let mut last_id: Option<String> = None;
+        let mut failures = 0;
+        loop {
+            let mut req = self
+                .http
+                .get(format!("{}/api/v1/requests/{request_id}/events", self.base))
+                .bearer_auth(&self.token);
+            if let Some(id) = &last_id {
+                req = req.header("Last-Event-ID", id.as_str());
+            }
+            let resp = match req.send().await {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => bail!("agent answered {} for the event stream", r.status()),
+                Err(e) if failures < 5 => {
+                    failures += 1;
+                    eprintln!("event stream interrupted ({e}); reconnecting");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+                Err(e) => return Err(self.unreachable(e)),
+            };
+            let mut parser = SseParser::default();
+            let mut body = resp.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = match chunk {
+                    Ok(c) => c,
+                    Err(_) => break,
+                };
+                for frame in parser.push(&String::from_utf8_lossy(&chunk)) {
+                    if frame.id.is_some() {
+                        last_id = frame.id.clone();
+                    }
+                    let value: Value = serde_json::from_str(&frame.data)
+                        .context("agent sent an event that is not JSON")?;
+                    if !on_event(value).await? || frame.event == "final" {
+                        return Ok(());
+                    }
+                }
+            }
+            failures += 1;
+            if failures > 5 {
+                bail!("the event stream kept closing before the request finished");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_frames_split_across_chunks() {
+        let mut p = SseParser::default();
+        assert!(p.push("id: 1\nevent: status\ndata: {\"a\"").is_empty());
+        let frames = p.push(":1}\n\n: keep-alive\n\nid: 2\r\nevent: final\r\ndata: x\r\n\r\n");
+        assert_eq!(frames.len(), 2);
+        assert_eq!(
+            frames[0],
+            SseFrame {
+                id: Some("1".into()),
+                event: "status".into(),
+                data: "{\"a\":1}".into()
+            }
+        );
+        assert_eq!(frames[1].event, "final");
+    }
+}

@@ -1,0 +1,324 @@
+//! `$DRYDOCK_HOME`: the PKI, the operator's approver key, the agent token,
+//! one config file per daemon, their state, logs and pid files.
+//!
+//! The approver's private key lives here for the CLI alone: the agent's
+//! config never names it and the agent process is never given its path.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+use rand::RngCore as _;
+use serde::{Deserialize, Serialize};
+
+use crate::pki;
+
+pub const DEFAULT_EXECUTOR_PORT: u16 = 7443;
+pub const DEFAULT_AGENT_PORT: u16 = 7420;
+pub const DEFAULT_APPROVER_ID: &str = "local-operator";
+
+/// The folder and the names of everything in it.
+#[derive(Debug, Clone)]
+pub struct Home {
+    pub root: PathBuf,
+}
+
+impl Home {
+    /// `$DRYDOCK_HOME`, else `$XDG_DATA_HOME/drydock`, else
+    /// `~/.local/share/drydock`.
+    pub fn locate() -> anyhow::Result<Home> {
+        if let Some(h) = std::env::var_os("DRYDOCK_HOME").filter(|v| !v.is_empty()) {
+            return Ok(Home {
+                root: PathBuf::from(h),
+            });
+        }
+        if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+            return Ok(Home {
+                root: PathBuf::from(x).join("drydock"),
+            });
+        }
+        let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).context("neither DRYDOCK_HOME nor HOME is set; set DRYDOCK_HOME to a folder for drydock's keys and state")?;
+        Ok(Home {
+            root: PathBuf::from(home).join(".local/share/drydock"),
+        })
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+    pub fn executor_config(&self) -> PathBuf {
+        self.path("executor.yaml")
+    }
+    pub fn agent_config(&self) -> PathBuf {
+        self.path("agent.yaml")
+    }
+    pub fn cli_config(&self) -> PathBuf {
+        self.path("cli.yaml")
+    }
+    pub fn log(&self, daemon: &str) -> PathBuf {
+        self.path(&format!("logs/{daemon}.log"))
+    }
+    pub fn pid(&self, daemon: &str) -> PathBuf {
+        self.path(&format!("run/{daemon}.pid"))
+    }
+    pub fn is_initialized(&self) -> bool {
+        self.cli_config().is_file()
+            && self.executor_config().is_file()
+            && self.agent_config().is_file()
+    }
+
+    pub fn load_cli_config(&self) -> anyhow::Result<CliConfig> {
+        let path = self.cli_config();
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!("cannot read {} — run `drydock init` first", path.display())
+        })?;
+        let mut c: CliConfig = serde_yaml_ng::from_str(&text)
+            .with_context(|| format!("{} is invalid", path.display()))?;
+        if let Ok(url) = std::env::var("DRYDOCK_AGENT_URL") {
+            c.agent_url = url;
+        }
+        for p in [&mut c.token_file, &mut c.approver.key] {
+            if p.is_relative() {
+                *p = self.root.join(&*p);
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// What the CLI needs: where the agent is, its token, the operator's key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliConfig {
+    pub agent_url: String,
+    pub token_file: PathBuf,
+    pub approver: ApproverKey,
+    pub executor_port: u16,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproverKey {
+    pub id: String,
+    pub key: PathBuf,
+}
+
+impl CliConfig {
+    pub fn token(&self) -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(&self.token_file)
+            .with_context(|| format!("cannot read the agent token {}", self.token_file.display()))?
+            .trim()
+            .to_string())
+    }
+
+    pub fn signing_key(&self) -> anyhow::Result<ed25519_dalek::SigningKey> {
+        let text = std::fs::read_to_string(&self.approver.key).with_context(|| {
+            format!(
+                "cannot read the approver key {}",
+                self.approver.key.display()
+            )
+        })?;
+        drydock_proto::approval::parse_secret_key(&text)
+            .with_context(|| format!("{} is not an approver key", self.approver.key.display()))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    pub force: bool,
+    pub executor_port: u16,
+    pub agent_port: u16,
+    pub executor_names: Vec<String>,
+    pub approver_id: String,
+    pub docker_endpoint: String,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        InitOptions {
+            force: false,
+            executor_port: DEFAULT_EXECUTOR_PORT,
+            agent_port: DEFAULT_AGENT_PORT,
+            executor_names: vec![],
+            approver_id: DEFAULT_APPROVER_ID.into(),
+            docker_endpoint: default_docker_endpoint(),
+        }
+    }
+}
+
+/// `DOCKER_HOST` when it names a unix socket or tcp endpoint, else the
+/// standard socket.
+pub fn default_docker_endpoint() -> String {
+    match std::env::var("DOCKER_HOST") {
+        Ok(h) if h.starts_with("unix://") || h.starts_with("tcp://") => h,
+        _ => "unix:///var/run/docker.sock".into(),
+    }
+}
+
+fn write_file(path: &Path, content: &str, private: bool) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        // Private files are created 0600 rather than chmodded afterwards, so
+        // there is no moment in which they are readable by others.
+        options.mode(if private { 0o600 } else { 0o644 });
+    }
+    let mut f = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(content.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// Write a fresh home. Refuses to overwrite an existing one without `force`.
+pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
+    if home.is_initialized() && !opts.force {
+        bail!("{} is already initialized; use `drydock init --force` to replace its keys and configs (running daemons must be restarted)", home.root.display());
+    }
+    let bundle = pki::generate(&opts.executor_names)?;
+    let approver = drydock_proto::approval::generate_signing_key();
+    let public = drydock_proto::approval::format_public_key(&approver.verifying_key());
+    let files: Vec<(&str, String, bool)> = vec![
+        ("pki/ca.crt", bundle.ca.cert_pem(), false),
+        ("pki/ca.key", bundle.ca.key_pem(), true),
+        ("pki/executor.crt", bundle.executor.cert_pem.clone(), false),
+        ("pki/executor.key", bundle.executor.key_pem.clone(), true),
+        ("pki/agent.crt", bundle.agent.cert_pem.clone(), false),
+        ("pki/agent.key", bundle.agent.key_pem.clone(), true),
+        (
+            "approver.key",
+            drydock_proto::approval::format_secret_key(&approver),
+            true,
+        ),
+        ("approver.pub", format!("{public}\n"), false),
+        ("agent.token", format!("{}\n", random_token()), true),
+        ("executor.yaml", executor_yaml(opts, &public), false),
+        ("agent.yaml", agent_yaml(opts), false),
+        ("cli.yaml", cli_yaml(opts), false),
+    ];
+    let mut written = Vec::new();
+    for (rel, content, private) in files {
+        let path = home.path(rel);
+        write_file(&path, &content, private)?;
+        written.push(path);
+    }
+    for dir in ["state", "logs", "run"] {
+        std::fs::create_dir_all(home.path(dir))?;
+    }
+    Ok(written)
+}
+
+fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
+    format!(
+        "# drydock-executor configuration (written by `drydock init`).\n\
+         # Relative paths are relative to this file. Every key is documented in README.md.\n\
+         listen: 127.0.0.1:{port}\n\
+         tls:\n  cert: pki/executor.crt\n  key: pki/executor.key\n  client_ca: pki/ca.crt\n  allowed_clients: [{agent}]\n\
+         docker:\n  endpoint: {docker}\n\
+         approvers:\n  - id: {approver}\n    public_key: \"{approver_public}\"\n\
+         targets:\n  allow_names: [\"*\"]\n\
+         actions:\n  restart: {{enabled: true}}\n  start: {{enabled: true}}\n\
+         limits:\n  logs_max_lines: 500\n  logs_max_bytes: 262144\n\
+         timeouts:\n  read: 5s\n  logs: 10s\n  write: 30s\n\
+         audit:\n  path: state/audit.db\n",
+        port = opts.executor_port,
+        agent = pki::AGENT_IDENTITY,
+        docker = opts.docker_endpoint,
+        approver = opts.approver_id,
+    )
+}
+
+fn agent_yaml(opts: &InitOptions) -> String {
+    format!(
+        "# drydock-agent configuration (written by `drydock init`).\n\
+         # It names no approver private key on purpose: only the CLI signs.\n\
+         listen: 127.0.0.1:{agent_port}\n\
+         token_file: agent.token\n\
+         executor:\n  endpoint: https://127.0.0.1:{executor_port}\n  server_name: {server}\n  ca: pki/ca.crt\n  cert: pki/agent.crt\n  key: pki/agent.key\n\
+         store:\n  path: state/agent.db\n\
+         approval_ttl: 10m\n\
+         max_iterations: 3\n\
+         verify:\n  max_wait: 120s\n  poll_interval: 500ms\n",
+        agent_port = opts.agent_port,
+        executor_port = opts.executor_port,
+        server = pki::EXECUTOR_IDENTITY,
+    )
+}
+
+fn cli_yaml(opts: &InitOptions) -> String {
+    format!(
+        "# drydock CLI configuration (written by `drydock init`).\n\
+         agent_url: http://127.0.0.1:{agent_port}\n\
+         token_file: agent.token\n\
+         executor_port: {executor_port}\n\
+         approver:\n  id: {approver}\n  key: approver.key\n",
+        agent_port = opts.agent_port,
+        executor_port = opts.executor_port,
+        approver = opts.approver_id,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_writes_private_files_0600_and_refuses_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home {
+            root: dir.path().to_path_buf(),
+        };
+        init(&home, &InitOptions::default()).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        for f in [
+            "approver.key",
+            "agent.token",
+            "pki/ca.key",
+            "pki/agent.key",
+            "pki/executor.key",
+        ] {
+            let mode = std::fs::metadata(home.path(f))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
+            assert_eq!(mode, 0o600, "{f}");
+        }
+        let agent_cfg = std::fs::read_to_string(home.agent_config()).unwrap();
+        assert!(
+            !agent_cfg.contains("approver.key") && !agent_cfg.contains("ed25519"),
+            "the agent config must not name the approver key: {agent_cfg}"
+        );
+        let err = init(&home, &InitOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--force"), "{err}");
+        init(
+            &home,
+            &InitOptions {
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let c = home.load_cli_config().unwrap();
+        assert!(c.signing_key().is_ok());
+    }
+}
