@@ -38,6 +38,10 @@ pub enum ExecError {
     Docker(#[from] DockerError),
     #[error("audit log unavailable: {0}")]
     Audit(#[from] AuditError),
+    /// A container outside the selectors: reported exactly like a missing
+    /// one, so reads cannot probe what exists; the audit keeps the reason.
+    #[error("container {container} not found")]
+    Invisible { container: String, why: PolicyError },
 }
 
 impl ExecError {
@@ -53,6 +57,18 @@ impl ExecError {
             ExecError::Docker(DockerError::Unavailable(_)) => Code::Unavailable,
             ExecError::Docker(DockerError::Rejected { .. }) => Code::FailedPrecondition,
             ExecError::Audit(_) => Code::Unavailable,
+            ExecError::Invisible { .. } => Code::NotFound,
+        }
+    }
+
+    /// What the audit log records: the whole truth, including what the
+    /// caller is not told.
+    fn audit_reason(&self) -> String {
+        match self {
+            ExecError::Invisible { why, .. } => {
+                format!("hidden from the caller as not found: {why}")
+            }
+            other => other.to_string(),
         }
     }
 
@@ -85,6 +101,13 @@ struct Call {
 }
 
 impl Call {
+    /// What the caller asked for, recorded before any check so that even an
+    /// unauthenticated or malformed call leaves a useful audit row.
+    fn record(&mut self, request_id: &str, target: &str) {
+        self.entry.request_id = truncate_for_audit(request_id);
+        self.entry.target = truncate_for_audit(target);
+    }
+
     fn authenticated(&self) -> Result<(), ExecError> {
         self.caller
             .as_ref()
@@ -217,6 +240,8 @@ impl ExecutorService {
 
     /// Step 7: audit the outcome, then answer. If the audit row cannot be
     /// written the caller gets an error, never an unaudited success.
+    // `tonic::Status` is large, but it is the type tonic's handlers return.
+    #[allow(clippy::result_large_err)]
     fn finish<T>(
         &self,
         mut call: Call,
@@ -231,7 +256,7 @@ impl ExecutorService {
             Err(e) => {
                 call.entry.decision = e.decision().into();
                 call.entry.code = format!("{:?}", e.code());
-                call.entry.reason = e.to_string();
+                call.entry.reason = e.audit_reason();
             }
         }
         let e = &call.entry;
@@ -263,10 +288,12 @@ impl ExecutorService {
         validate_container_ref(container)?;
         let target = self.docker.resolve(container).await?;
         call.entry.container_id = target.id.clone();
-        self.policy.permit_read(&target).map_err(|e| {
-            call.entry.reason = e.to_string();
-            ExecError::Docker(DockerError::NotFound(container.to_string()))
-        })
+        self.policy
+            .permit_read(&target)
+            .map_err(|why| ExecError::Invisible {
+                container: container.to_string(),
+                why,
+            })
     }
 
     async fn inspect(
@@ -274,9 +301,8 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::ContainerRequest,
     ) -> Result<pb::InspectContainerResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
         call.authenticated()?;
-        call.entry.request_id = req.request_id.clone();
-        call.entry.target = req.container.clone();
         validate_request_id(&req.request_id)?;
         let permit = self.permit_read(call, &req.container).await?;
         let details = self.docker.inspect(&permit).await?;
@@ -320,10 +346,9 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::LogsRequest,
     ) -> Result<pb::LogsResponse, ExecError> {
-        call.authenticated()?;
-        call.entry.request_id = req.request_id.clone();
-        call.entry.target = req.container.clone();
+        call.record(&req.request_id, &req.container);
         call.entry.input = format!("tail={}", req.tail);
+        call.authenticated()?;
         validate_request_id(&req.request_id)?;
         if req.tail > self.limits.logs_max_lines {
             return Err(ExecError::InvalidArgument(format!(
@@ -374,9 +399,9 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::ListContainersRequest,
     ) -> Result<pb::ListContainersResponse, ExecError> {
-        call.authenticated()?;
-        call.entry.request_id = req.request_id.clone();
+        call.record(&req.request_id, "");
         call.entry.input = format!("all={}", req.all);
+        call.authenticated()?;
         validate_request_id(&req.request_id)?;
         let containers: Vec<pb::ContainerSummary> = self
             .docker
@@ -411,8 +436,8 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::GetPolicyRequest,
     ) -> Result<pb::PolicyResponse, ExecError> {
+        call.record(&req.request_id, "");
         call.authenticated()?;
-        call.entry.request_id = req.request_id.clone();
         validate_request_id(&req.request_id)?;
         let action = |name: &str, a: WriteAction| pb::ActionPolicy {
             action: name.into(),
@@ -442,9 +467,8 @@ impl ExecutorService {
         req: pb::WriteRequest,
         action: WriteAction,
     ) -> Result<pb::WriteResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
         call.authenticated()?;
-        call.entry.request_id = req.request_id.clone();
-        call.entry.target = req.container.clone();
         validate_request_id(&req.request_id)?;
         validate_container_ref(&req.container)?;
         if let Some(a) = &req.approval {

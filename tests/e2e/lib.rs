@@ -1,1 +1,440 @@
+//! Shared helpers for drydock's end-to-end tests: real Docker, real daemon
+//! processes, real mTLS and real SQLite files. Every resource is named after
+//! its test and removed afterwards, also when the test fails (guards with
+//! `Drop`).
+#![forbid(unsafe_code)]
 
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use drydock::home::{self, Home, InitOptions};
+
+/// The workspace root (this crate lives in `tests/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Where `cargo build` put the daemons and the CLI.
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("debug")
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// Docker must be reachable: a missing engine fails the suite, it does not
+/// skip it.
+pub fn require_docker() {
+    let out = Command::new("docker")
+        .args(["version", "--format", "{{.Server.APIVersion}}"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "Docker is not reachable: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!("the docker CLI cannot be run: {e}"),
+    }
+}
+
+/// Build the binaries and the fixture images once per test process.
+pub fn prepare() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let result = READY.get_or_init(|| {
+        require_docker();
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(workspace_root())
+            .args([
+                "build",
+                "-p",
+                "drydock-executor",
+                "-p",
+                "drydock-agent",
+                "-p",
+                "drydock",
+            ])
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!("building the binaries failed: {status}"));
+        }
+        drydock::fixture::ensure_images(&workspace_root(), true).map_err(|e| format!("{e:#}"))
+    });
+    if let Err(e) = result {
+        panic!("test preparation failed: {e}");
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!("dd-{prefix}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}
+
+pub fn docker(args: &[&str]) -> Output {
+    Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("docker {args:?}: {e}"))
+}
+
+pub fn docker_ok(args: &[&str]) -> String {
+    let o = docker(args);
+    assert!(
+        o.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A container that is removed when the guard drops.
+pub struct Container {
+    pub name: String,
+}
+
+impl Container {
+    /// `docker run -d --name <unique> <args...>`.
+    pub fn run(test: &str, args: &[&str]) -> Container {
+        let name = unique(test);
+        let mut all = vec!["run", "-d", "--name", name.as_str()];
+        all.extend_from_slice(args);
+        docker_ok(&all);
+        Container { name }
+    }
+
+    pub fn id(&self) -> String {
+        docker_ok(&["inspect", "-f", "{{.Id}}", &self.name])
+    }
+
+    pub fn inspect(&self, format: &str) -> String {
+        docker_ok(&["inspect", "-f", format, &self.name])
+    }
+
+    pub fn health(&self) -> String {
+        self.inspect("{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}")
+    }
+
+    /// Poll until `pred` holds for the container's inspect output.
+    pub fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&Container) -> bool) {
+        let started = Instant::now();
+        while !pred(self) {
+            assert!(
+                started.elapsed() < timeout,
+                "{} did not become {what} within {timeout:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", &self.name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// An initialized `$DRYDOCK_HOME` with its own ports; daemons are stopped
+/// when it drops.
+pub struct Drydock {
+    pub dir: tempfile::TempDir,
+    pub home: Home,
+    pub executor_port: u16,
+    pub agent_port: u16,
+}
+
+impl Drydock {
+    pub fn init() -> Drydock {
+        prepare();
+        let dir = tempfile::Builder::new()
+            .prefix("drydock-e2e-")
+            .tempdir()
+            .expect("temp dir");
+        let home = Home {
+            root: dir.path().to_path_buf(),
+        };
+        let (executor_port, agent_port) = (free_port(), free_port());
+        home::init(
+            &home,
+            &InitOptions {
+                executor_port,
+                agent_port,
+                ..Default::default()
+            },
+        )
+        .expect("drydock init");
+        Drydock {
+            dir,
+            home,
+            executor_port,
+            agent_port,
+        }
+    }
+
+    /// Run the real `drydock` binary against this home.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(bin("drydock"))
+            .args(args)
+            .env("DRYDOCK_HOME", &self.home.root)
+            .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
+            .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run drydock")
+    }
+
+    pub fn up(&self) {
+        let out = self.cli(&["up"]);
+        assert!(
+            out.status.success(),
+            "drydock up failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `drydock ask --json ...`: the exit code and the final request.
+    pub fn ask_json(&self, args: &[&str]) -> (i32, serde_json::Value) {
+        let mut all = vec!["ask", "--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "ask printed no JSON ({e}):\nstdout: {stdout}\nstderr: {}\nagent log:\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                self.agent_log()
+            )
+        });
+        (out.status.code().unwrap_or(-1), value)
+    }
+
+    pub fn agent_log(&self) -> String {
+        std::fs::read_to_string(self.home.log("drydock-agent")).unwrap_or_default()
+    }
+
+    pub fn executor_log(&self) -> String {
+        std::fs::read_to_string(self.home.log("drydock-executor")).unwrap_or_default()
+    }
+
+    pub fn audit_db(&self) -> PathBuf {
+        self.home.path("state/audit.db")
+    }
+
+    /// Every audit row as JSON, through the executor's own export tool.
+    pub fn audit_rows(&self) -> Vec<serde_json::Value> {
+        let out = Command::new(bin("drydock-executor"))
+            .args(["audit", "export", "--config"])
+            .arg(self.home.executor_config())
+            .output()
+            .expect("audit export");
+        assert!(
+            out.status.success(),
+            "audit export failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit row is JSON"))
+            .collect()
+    }
+
+    pub fn audit_verify(&self) -> Output {
+        Command::new(bin("drydock-executor"))
+            .args(["audit", "verify", "--config"])
+            .arg(self.home.executor_config())
+            .output()
+            .expect("audit verify")
+    }
+}
+
+impl Drop for Drydock {
+    fn drop(&mut self) {
+        let _ = self.cli(&["down"]);
+    }
+}
+
+pub fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A `drydock-executor` process started directly (no agent), killed on drop.
+pub struct ExecutorProcess {
+    child: std::process::Child,
+    pub port: u16,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+impl ExecutorProcess {
+    /// Start with the home's executor config, optionally edited (the edit
+    /// gets the YAML text and returns the new one).
+    pub fn start(dd: &Drydock, edit: impl Fn(String) -> String) -> ExecutorProcess {
+        let text = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+        let config = dd
+            .home
+            .path(&format!("executor-{}.yaml", rand::random::<u32>()));
+        std::fs::write(&config, edit(text)).expect("write config");
+        Self::start_with(dd, config)
+    }
+
+    pub fn start_with(dd: &Drydock, config: PathBuf) -> ExecutorProcess {
+        let log = dd
+            .home
+            .path(&format!("logs/executor-{}.log", rand::random::<u32>()));
+        std::fs::create_dir_all(dd.home.path("logs")).expect("logs dir");
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(bin("drydock-executor"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn executor");
+        let mut p = ExecutorProcess {
+            child,
+            port: dd.executor_port,
+            config,
+            log,
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!(
+                    "executor exited ({status}): {}",
+                    std::fs::read_to_string(&p.log).unwrap_or_default()
+                );
+            }
+            if std::fs::read_to_string(&p.log)
+                .unwrap_or_default()
+                .contains(drydock::daemons::EXECUTOR_READY_LINE)
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "executor did not start: {}",
+                std::fs::read_to_string(&p.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p.port = dd.executor_port;
+        p
+    }
+
+    /// SIGTERM and wait: the graceful path.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                return self.child.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for ExecutorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub mod grpc {
+    //! A real gRPC client over real TLS, with whatever identity a test wants.
+    use drydock_proto::pb::executor_client::ExecutorClient;
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+    pub async fn connect(
+        port: u16,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<ExecutorClient<Channel>, tonic::transport::Error> {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca_pem))
+            .domain_name("drydock-executor");
+        if let Some((cert, key)) = identity {
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
+            .tls_config(tls)?
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .timeout(std::time::Duration::from_secs(60))
+            .connect()
+            .await?;
+        Ok(ExecutorClient::new(channel))
+    }
+}
+
+pub mod approvals {
+    //! Approvals signed like the CLI signs them.
+    use drydock_proto::approval::{self, ApprovalClaims, WriteAction, CLAIMS_VERSION};
+    use drydock_proto::pb;
+
+    pub fn unix_now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0)
+    }
+
+    pub fn claims(request_id: &str, action: WriteAction, container_id: &str) -> ApprovalClaims {
+        let now = unix_now();
+        ApprovalClaims {
+            version: CLAIMS_VERSION,
+            approval_id: format!("apr-test-{:08x}", rand::random::<u32>()),
+            request_id: request_id.into(),
+            action,
+            container_id: container_id.into(),
+            container_name: "test".into(),
+            plan_digest: "0".repeat(64),
+            issued_at: now,
+            expires_at: now + 300,
+            nonce: ApprovalClaims::new_nonce(),
+        }
+    }
+
+    pub fn sign(
+        claims: &ApprovalClaims,
+        key: &ed25519_dalek::SigningKey,
+        key_id: &str,
+    ) -> pb::Approval {
+        let bytes = claims.encode();
+        pb::Approval {
+            signature: approval::sign(&bytes, key),
+            claims: bytes,
+            key_id: key_id.into(),
+        }
+    }
+}

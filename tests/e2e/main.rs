@@ -1,1 +1,5 @@
+//! End-to-end tests against a real Docker engine and real drydock processes.
+//! Run with `cargo test --workspace`; a missing Docker engine fails them.
 
+mod closed_loop;
+mod executor_boundary;

@@ -1,0 +1,547 @@
+//! The executor called directly, as a compromised agent would: every refusal
+//! path, through a real gRPC client over real mTLS, each checked for its
+//! status code and its audit row.
+
+use std::time::Duration;
+
+use drydock::pki::{Authority, Usage};
+use drydock_e2e::approvals::{claims, sign, unix_now};
+use drydock_e2e::*;
+use drydock_proto::approval::WriteAction;
+use drydock_proto::pb;
+use tonic::Code;
+
+struct Pki {
+    ca: Vec<u8>,
+    agent_cert: Vec<u8>,
+    agent_key: Vec<u8>,
+}
+
+fn pki(dd: &Drydock) -> Pki {
+    Pki {
+        ca: read(&dd.home.path("pki/ca.crt")),
+        agent_cert: read(&dd.home.path("pki/agent.crt")),
+        agent_key: read(&dd.home.path("pki/agent.key")),
+    }
+}
+
+fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
+    dd.home
+        .load_cli_config()
+        .expect("cli config")
+        .signing_key()
+        .expect("approver key")
+}
+
+fn write(request_id: &str, container: &str, approval: Option<pb::Approval>) -> pb::WriteRequest {
+    pb::WriteRequest {
+        request_id: request_id.into(),
+        container: container.into(),
+        approval,
+    }
+}
+
+fn sleeper(test: &str) -> Container {
+    Container::run(test, &[drydock::fixture::FIXTURE_IMAGE, "sleep"])
+}
+
+/// The audit row for a request id (each case uses its own).
+fn audit_for(dd: &Drydock, request_id: &str) -> serde_json::Value {
+    dd.audit_rows()
+        .into_iter()
+        .rev()
+        .find(|r| r["request_id"] == request_id)
+        .unwrap_or_else(|| panic!("no audit row for {request_id}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_refusal_matrix() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let p = pki(&dd);
+    let key = approver(&dd);
+    let a = sleeper("matrix-a");
+    let b = sleeper("matrix-b");
+    let (a_id, b_id) = (a.id(), b.id());
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("agent connects");
+    let other_key = drydock_proto::approval::generate_signing_key();
+
+    type Case = (&'static str, pb::WriteRequest, Code, &'static str);
+    let mut cases: Vec<Case> = Vec::new();
+    cases.push((
+        "no-approval",
+        write("req-no-approval", &a.name, None),
+        Code::FailedPrecondition,
+        "approval missing",
+    ));
+    let c = claims("req-other-container", WriteAction::Restart, &b_id);
+    cases.push((
+        "other-container",
+        write(
+            "req-other-container",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "is for container",
+    ));
+    let c = claims("req-other-action", WriteAction::Start, &a_id);
+    cases.push((
+        "other-action",
+        write(
+            "req-other-action",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "is for action start",
+    ));
+    let c = claims("req-signed-for", WriteAction::Restart, &a_id);
+    cases.push((
+        "other-request",
+        write(
+            "req-other-request",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "is for request req-signed-for",
+    ));
+    let c = claims("req-forged", WriteAction::Restart, &a_id);
+    cases.push((
+        "forged",
+        write(
+            "req-forged",
+            &a.name,
+            Some(sign(&c, &other_key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "signature does not verify",
+    ));
+    let c = claims("req-unknown-key", WriteAction::Restart, &a_id);
+    cases.push((
+        "unknown-key",
+        write(
+            "req-unknown-key",
+            &a.name,
+            Some(sign(&c, &other_key, "mallory")),
+        ),
+        Code::FailedPrecondition,
+        "unknown key id `mallory`",
+    ));
+    let mut c = claims("req-expired", WriteAction::Restart, &a_id);
+    c.issued_at = unix_now() - 600;
+    c.expires_at = unix_now() - 1;
+    cases.push((
+        "expired",
+        write(
+            "req-expired",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "expired",
+    ));
+    let mut c = claims("req-too-long", WriteAction::Restart, &a_id);
+    c.expires_at = unix_now() + 86_400;
+    cases.push((
+        "lifetime",
+        write(
+            "req-too-long",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "exceeds",
+    ));
+    let c = claims("req-tampered", WriteAction::Restart, &a_id);
+    let mut tampered = sign(&c, &key, "local-operator");
+    tampered.claims = String::from_utf8(tampered.claims)
+        .unwrap()
+        .replace(&a_id, &b_id)
+        .into_bytes();
+    cases.push((
+        "tampered",
+        write("req-tampered", &b.name, Some(tampered)),
+        Code::FailedPrecondition,
+        "signature does not verify",
+    ));
+    let mut garbage = sign(
+        &claims("req-garbage", WriteAction::Restart, &a_id),
+        &key,
+        "local-operator",
+    );
+    garbage.signature = vec![1, 2, 3];
+    cases.push((
+        "short-signature",
+        write("req-garbage", &a.name, Some(garbage)),
+        Code::FailedPrecondition,
+        "signature is not 64 bytes",
+    ));
+    let mut huge = sign(
+        &claims("req-huge", WriteAction::Restart, &a_id),
+        &key,
+        "local-operator",
+    );
+    huge.claims = vec![b'{'; 10_000];
+    cases.push((
+        "oversized-claims",
+        write("req-huge", &a.name, Some(huge)),
+        Code::FailedPrecondition,
+        "more than the 4096 allowed",
+    ));
+    cases.push((
+        "malformed-name",
+        write("req-bad-name", "a;rm -rf /", None),
+        Code::InvalidArgument,
+        "container must be",
+    ));
+    cases.push((
+        "oversized-name",
+        write("req-long-name", &"x".repeat(300), None),
+        Code::InvalidArgument,
+        "container must be",
+    ));
+    cases.push((
+        "malformed-request-id",
+        write("req id with spaces", &a.name, None),
+        Code::InvalidArgument,
+        "request_id must be",
+    ));
+    cases.push((
+        "missing-container",
+        write("req-missing", "dd-no-such-container", None),
+        Code::NotFound,
+        "not found",
+    ));
+
+    let started_a = a.inspect("{{.State.StartedAt}}");
+    for (name, req, code, needle) in cases {
+        let request_id = req.request_id.clone();
+        let err = client.restart_container(req).await.expect_err(name);
+        assert_eq!(err.code(), code, "{name}: {err:?}");
+        assert!(err.message().contains(needle), "{name}: {}", err.message());
+        let row = audit_for(&dd, &request_id);
+        assert_eq!(row["action"], "restart", "{name}");
+        let decision = if code == Code::NotFound {
+            "error"
+        } else {
+            "denied"
+        };
+        assert_eq!(row["decision"], decision, "{name}: {row}");
+        assert!(
+            row["reason"].as_str().unwrap_or("").contains(needle),
+            "{name}: {row}"
+        );
+    }
+    assert_eq!(
+        a.inspect("{{.State.StartedAt}}"),
+        started_a,
+        "no refused call restarted the container"
+    );
+
+    // A valid approval works once; the same approval again is a replay.
+    let c = claims("req-valid", WriteAction::Restart, &a_id);
+    let approval = sign(&c, &key, "local-operator");
+    client
+        .restart_container(write("req-valid", &a.name, Some(approval.clone())))
+        .await
+        .expect("valid approval is accepted");
+    assert_ne!(
+        a.inspect("{{.State.StartedAt}}"),
+        started_a,
+        "the restart happened"
+    );
+    let err = client
+        .restart_container(write("req-valid", &a.name, Some(approval.clone())))
+        .await
+        .expect_err("replay");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("already used"), "{}", err.message());
+
+    // ...also after an executor restart: nonces are persisted.
+    drop(client);
+    let status = exec.stop();
+    assert!(status.success(), "graceful shutdown on SIGTERM: {status}");
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("reconnect");
+    let err = client
+        .restart_container(write("req-valid", &a.name, Some(approval)))
+        .await
+        .expect_err("replay after restart");
+    assert!(err.message().contains("already used"), "{}", err.message());
+
+    let rows = dd.audit_rows();
+    let valid: Vec<_> = rows
+        .iter()
+        .filter(|r| r["request_id"] == "req-valid")
+        .collect();
+    assert_eq!(
+        valid
+            .iter()
+            .map(|r| r["decision"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["allowed", "denied", "denied"]
+    );
+    assert_eq!(valid[0]["approval_id"], c.approval_id.as_str());
+    let verify = dd.audit_verify();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_container_does_not_match_an_old_approval() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let p = pki(&dd);
+    let key = approver(&dd);
+    let old = sleeper("recreated");
+    let old_id = old.id();
+    let name = old.name.clone();
+    let c = claims("req-recreated", WriteAction::Restart, &old_id);
+    docker_ok(&["rm", "-f", &name]);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        drydock::fixture::FIXTURE_IMAGE,
+        "sleep",
+    ]);
+    let new_id = old.id();
+    assert_ne!(old_id, new_id);
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+    let err = client
+        .restart_container(write(
+            "req-recreated",
+            &name,
+            Some(sign(&c, &key, "local-operator")),
+        ))
+        .await
+        .expect_err("recreated");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("is for container"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(audit_for(&dd, "req-recreated")["decision"], "denied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_refuses_disabled_actions_and_hides_unselected_targets() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace("restart: {enabled: true}", "restart: {enabled: false}")
+            .replace(
+                "allow_names: [\"*\"]",
+                "allow_names: [\"*\"]\n  allow_labels: {drydock.managed: \"true\"}",
+            )
+    });
+    let p = pki(&dd);
+    let key = approver(&dd);
+    let managed = Container::run(
+        "managed",
+        &[
+            "--label",
+            "drydock.managed=true",
+            drydock::fixture::FIXTURE_IMAGE,
+            "sleep",
+        ],
+    );
+    let unmanaged = sleeper("unmanaged");
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+
+    // Disabled action: refused whatever was signed.
+    let c = claims("req-disabled", WriteAction::Restart, &managed.id());
+    let err = client
+        .restart_container(write(
+            "req-disabled",
+            &managed.name,
+            Some(sign(&c, &key, "local-operator")),
+        ))
+        .await
+        .expect_err("disabled");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(err.message().contains("disabled"), "{}", err.message());
+    assert!(audit_for(&dd, "req-disabled")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("disabled"));
+
+    // Outside the selectors: refused for writes...
+    let c = claims("req-unselected", WriteAction::Start, &unmanaged.id());
+    let err = client
+        .start_container(write(
+            "req-unselected",
+            &unmanaged.name,
+            Some(sign(&c, &key, "local-operator")),
+        ))
+        .await
+        .expect_err("unselected");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(
+        err.message()
+            .contains("outside the executor's target selectors"),
+        "{}",
+        err.message()
+    );
+
+    // ...and invisible to reads, exactly like a missing container.
+    let err = client
+        .inspect_container(pb::ContainerRequest {
+            request_id: "req-hidden".into(),
+            container: unmanaged.name.clone(),
+        })
+        .await
+        .expect_err("hidden");
+    assert_eq!(err.code(), Code::NotFound);
+    assert!(
+        !err.message().contains("selector"),
+        "the refusal must not reveal the container exists: {}",
+        err.message()
+    );
+    assert!(
+        audit_for(&dd, "req-hidden")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("selectors"),
+        "the audit keeps the real reason"
+    );
+    let list = client
+        .list_containers(pb::ListContainersRequest {
+            request_id: "req-list".into(),
+            all: true,
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    let names: Vec<&str> = list.containers.iter().map(|c| c.name.as_str()).collect();
+    assert!(names.contains(&managed.name.as_str()), "{names:?}");
+    assert!(!names.contains(&unmanaged.name.as_str()), "{names:?}");
+    let ok = client
+        .inspect_container(pb::ContainerRequest {
+            request_id: "req-visible".into(),
+            container: managed.name.clone(),
+        })
+        .await
+        .expect("managed is visible");
+    assert_eq!(ok.into_inner().name, managed.name);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_refuses_clients_without_an_allowed_certificate() {
+    let dd = Drydock::init();
+    // Clients are checked against a CA made here, with certificates made by
+    // the product's own PKI code.
+    let client_ca = Authority::new("test client CA").expect("ca");
+    let other_ca = Authority::new("someone else's CA").expect("ca");
+    std::fs::write(dd.home.path("pki/test-client-ca.crt"), client_ca.cert_pem()).expect("write");
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace("client_ca: pki/ca.crt", "client_ca: pki/test-client-ca.crt")
+    });
+    let ca = read(&dd.home.path("pki/ca.crt"));
+    let good = client_ca
+        .issue("drydock-agent", &[], Usage::Client, 0, 30)
+        .expect("issue");
+    let intruder = client_ca
+        .issue("intruder", &[], Usage::Client, 0, 30)
+        .expect("issue");
+    let expired = client_ca
+        .issue("drydock-agent", &[], Usage::Client, -30, 10)
+        .expect("issue");
+    let foreign = other_ca
+        .issue("drydock-agent", &[], Usage::Client, 0, 30)
+        .expect("issue");
+    let probe = |id: &'static str| pb::ListContainersRequest {
+        request_id: id.into(),
+        all: false,
+    };
+
+    let mut ok = grpc::connect(
+        exec.port,
+        &ca,
+        Some((good.cert_pem.as_bytes(), good.key_pem.as_bytes())),
+    )
+    .await
+    .expect("good cert connects");
+    ok.list_containers(probe("req-good"))
+        .await
+        .expect("allowed identity is served");
+
+    let mut c = grpc::connect(
+        exec.port,
+        &ca,
+        Some((intruder.cert_pem.as_bytes(), intruder.key_pem.as_bytes())),
+    )
+    .await
+    .expect("TLS itself succeeds");
+    let err = c
+        .list_containers(probe("req-intruder"))
+        .await
+        .expect_err("identity not allowed");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    assert!(err.message().contains("intruder"), "{}", err.message());
+    let row = audit_for(&dd, "req-intruder");
+    assert_eq!(
+        (row["decision"].as_str(), row["caller"].as_str()),
+        (Some("denied"), Some("intruder"))
+    );
+
+    let before = dd
+        .audit_rows()
+        .iter()
+        .filter(|r| r["action"] == "connect")
+        .count();
+    for (name, ident) in [
+        ("no certificate", None),
+        ("expired", Some(&expired)),
+        ("other CA", Some(&foreign)),
+    ] {
+        let result = match ident {
+            None => grpc::connect(exec.port, &ca, None).await,
+            Some(i) => {
+                grpc::connect(
+                    exec.port,
+                    &ca,
+                    Some((i.cert_pem.as_bytes(), i.key_pem.as_bytes())),
+                )
+                .await
+            }
+        };
+        // TLS 1.3 may report a refused client certificate on the first call
+        // rather than at connect; either way nothing is served.
+        if let Ok(mut client) = result {
+            let err = client
+                .list_containers(probe("req-refused"))
+                .await
+                .expect_err(name);
+            assert_ne!(err.code(), Code::Ok, "{name}");
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rows = dd.audit_rows();
+    let refused: Vec<_> = rows.iter().filter(|r| r["action"] == "connect").collect();
+    assert!(
+        refused.len() >= before + 3,
+        "each refused handshake is audited: {refused:?}"
+    );
+    assert!(refused
+        .iter()
+        .all(|r| r["decision"] == "denied" && r["code"] == "Unauthenticated"));
+    assert!(
+        !rows.iter().any(|r| r["request_id"] == "req-refused"),
+        "no refused client reached the service"
+    );
+}
