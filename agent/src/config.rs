@@ -148,7 +148,7 @@ impl Config {
             path: path.into(),
             message: e.to_string(),
         })?;
-        if let Ok(v) = std::env::var("DRYDOCK_LISTEN") {
+        if let Ok(v) = std::env::var("DRYDOCK_AGENT_LISTEN") {
             c.listen = v;
         }
         if let Ok(v) = std::env::var("DRYDOCK_EXECUTOR_ENDPOINT") {

@@ -403,11 +403,16 @@ impl Engine {
             summary,
         )
         .await?;
-        let logs = match self
-            .executor
-            .logs(id, &target.container_id, self.config.logs_tail)
-            .await
-        {
+        let policy = self.observe_policy(id).await?;
+        let Some(policy) = policy else {
+            return Ok(false);
+        };
+        // Never ask for more than the executor allows: it refuses, not clamps.
+        let tail = match policy.logs_max_lines {
+            0 => self.config.logs_tail,
+            max => self.config.logs_tail.min(max),
+        };
+        let logs = match self.executor.logs(id, &target.container_id, tail).await {
             Ok(l) => l,
             Err(e) => {
                 return self
@@ -433,9 +438,67 @@ impl Engine {
             summary,
         )
         .await?;
+        if container.running {
+            // Resource usage backs memory and CPU advice; a failure here is
+            // not worth failing the request over.
+            match self.executor.stats(id, &target.container_id).await {
+                Ok(stats) => {
+                    let summary = format!(
+                        "cpu {:.1}%, memory {} of {} ({:.0}%)",
+                        stats.cpu_percent,
+                        human_bytes(stats.memory_usage_bytes),
+                        human_bytes(stats.memory_limit_bytes),
+                        stats.memory_percent
+                    );
+                    self.add_evidence(
+                        id,
+                        "stats",
+                        "ContainerStats",
+                        serde_json::to_value(&stats).unwrap_or_default(),
+                        summary,
+                    )
+                    .await?;
+                }
+                Err(e) => tracing::warn!(request_id = %id, error = %e, "stats unavailable"),
+            }
+        }
         self.set_status(id, Status::Diagnosing, "evidence gathered")
             .await?;
         Ok(true)
+    }
+
+    /// The executor's policy, recorded as evidence; `None` when the request
+    /// was failed because it could not be read.
+    async fn observe_policy(&self, id: &str) -> Result<Option<PolicyView>, Stop> {
+        let policy = match self.executor.policy(id).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.fail_on_executor(id, "read the executor's policy", e)
+                    .await?;
+                return Ok(None);
+            }
+        };
+        let summary = format!(
+            "start={} restart={} stop={} http_checks=[{}]",
+            policy.start_enabled,
+            policy.restart_enabled,
+            policy.stop_enabled,
+            policy.http_checks.join(", ")
+        );
+        self.add_evidence(
+            id,
+            "policy",
+            "GetPolicy",
+            serde_json::to_value(&policy).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        Ok(Some(policy))
+    }
+
+    fn latest_policy(req: &Request) -> Option<PolicyView> {
+        let ev = req.evidence.iter().rev().find(|e| e.kind == "policy")?;
+        serde_json::from_value(ev.data.clone()).ok()
     }
 
     /// The newest inspect and logs evidence of the target.
@@ -486,25 +549,15 @@ impl Engine {
                 .await?;
             return Ok(false);
         };
-        let policy = match self.executor.policy(id).await {
-            Ok(p) => p,
-            Err(e) => {
-                return self
-                    .fail_on_executor(id, "read the executor's policy", e)
-                    .await
-            }
+        let Some(policy) = Self::latest_policy(req) else {
+            self.finish(
+                id,
+                Status::Failed,
+                "the executor's policy was not observed".into(),
+            )
+            .await?;
+            return Ok(false);
         };
-        self.add_evidence(
-            id,
-            "policy",
-            "GetPolicy",
-            serde_json::to_value(&policy).unwrap_or_default(),
-            format!(
-                "start={} restart={}",
-                policy.start_enabled, policy.restart_enabled
-            ),
-        )
-        .await?;
         let finding = rules::diagnose(&Observation {
             container: &c,
             container_evidence: &ins,
@@ -819,8 +872,56 @@ impl Engine {
             }
             tokio::time::sleep(self.config.verify_poll).await;
         }
-        let ok = checks.iter().all(|c| c.ok);
         let mut evidence_ids = Vec::new();
+        // Level 3: the operator-configured HTTP check, once the container is
+        // running (and healthy); polled until it answers 2xx or time is up.
+        let http_service = Self::latest_policy(req).and_then(|p| {
+            [target.service.clone(), Some(target.container_name.clone())]
+                .into_iter()
+                .flatten()
+                .find(|s| p.http_checks.contains(s))
+        });
+        if let (Some(service), true) = (http_service, checks.iter().all(|c| c.ok)) {
+            let http_deadline = started.elapsed() + Duration::from_secs(20);
+            let last_check = loop {
+                self.check_canceled(id)?;
+                let result = self.executor.check_http(id, &service).await;
+                if matches!(&result, Ok(r) if r.ok) || started.elapsed() >= http_deadline {
+                    break result;
+                }
+                tokio::time::sleep(self.config.verify_poll).await;
+            };
+            match last_check {
+                Ok(r) => {
+                    let detail = if r.ok {
+                        format!("{service}: HTTP {} in {} ms", r.status_code, r.latency_ms)
+                    } else {
+                        format!("{service}: {}", r.error)
+                    };
+                    evidence_ids.push(
+                        self.add_evidence(
+                            id,
+                            "http_check",
+                            "CheckHttp",
+                            serde_json::to_value(&r).unwrap_or_default(),
+                            detail.clone(),
+                        )
+                        .await?,
+                    );
+                    checks.push(VerificationCheck {
+                        level: "http".into(),
+                        ok: r.ok,
+                        detail,
+                    });
+                }
+                Err(e) => checks.push(VerificationCheck {
+                    level: "http".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                }),
+            }
+        }
+        let ok = checks.iter().all(|c| c.ok);
         if let Some(c) = &last {
             let summary = format!(
                 "after the action: state={} health={}",
@@ -1003,5 +1104,20 @@ impl Engine {
             "canceled by the operator"
         };
         Ok(self.finish(id, Status::Canceled, note.into()).await?)
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
     }
 }

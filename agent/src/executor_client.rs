@@ -10,8 +10,8 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView, LogLineView, LogsView,
-    PolicyView,
+    ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView, HttpCheckView,
+    LogLineView, LogsView, PolicyView, StatsView,
 };
 
 /// A refusal or failure reported by the executor, with its gRPC code.
@@ -102,6 +102,7 @@ impl ExecutorClient {
             .list_containers(pb::ListContainersRequest {
                 request_id: request_id.into(),
                 all,
+                ..Default::default()
             })
             .await?
             .into_inner();
@@ -190,6 +191,7 @@ impl ExecutorClient {
                 request_id: request_id.into(),
                 container: container.into(),
                 tail,
+                ..Default::default()
             })
             .await?
             .into_inner();
@@ -220,7 +222,62 @@ impl ExecutorClient {
         Ok(PolicyView {
             start_enabled: enabled("start"),
             restart_enabled: enabled("restart"),
+            stop_enabled: enabled("stop"),
             approver_ids: r.approver_ids,
+            logs_max_lines: r.logs_max_lines,
+            http_checks: r.http_checks,
+        })
+    }
+
+    pub async fn stats(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> Result<StatsView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .container_stats(pb::ContainerRequest {
+                request_id: request_id.into(),
+                container: container.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(StatsView {
+            cpu_percent: r.cpu_percent,
+            memory_usage_bytes: r.memory_usage_bytes,
+            memory_limit_bytes: r.memory_limit_bytes,
+            memory_percent: r.memory_percent,
+            network_rx_bytes: r.network_rx_bytes,
+            network_tx_bytes: r.network_tx_bytes,
+            block_read_bytes: r.block_read_bytes,
+            block_write_bytes: r.block_write_bytes,
+            pids: r.pids,
+        })
+    }
+
+    /// The operator-configured HTTP check for `service`.
+    pub async fn check_http(
+        &self,
+        request_id: &str,
+        service: &str,
+    ) -> Result<HttpCheckView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .check_http(pb::CheckHttpRequest {
+                request_id: request_id.into(),
+                service: service.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(HttpCheckView {
+            service: r.service,
+            ok: r.ok,
+            status_code: r.status_code,
+            latency_ms: r.latency_ms,
+            error: r.error,
+            body_snippet: r.body_snippet,
         })
     }
 
@@ -248,6 +305,7 @@ impl ExecutorClient {
         match action {
             WriteAction::Restart => client.restart_container(req).await?,
             WriteAction::Start => client.start_container(req).await?,
+            WriteAction::Stop => client.stop_container(req).await?,
         };
         Ok(())
     }

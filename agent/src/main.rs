@@ -31,6 +31,12 @@ enum Command {
         #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
         config: PathBuf,
     },
+    /// GET the agent's /healthz; exit 0 when it answers 200 (for container
+    /// healthchecks: no shell or curl needed).
+    Health {
+        #[arg(long, default_value = "127.0.0.1:7420")]
+        addr: String,
+    },
     /// Check the config file and exit.
     CheckConfig {
         #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
@@ -89,6 +95,33 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A minimal HTTP GET so the healthcheck needs nothing but this binary.
+async fn health(addr: &str) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let attempt = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("cannot connect to {addr}"))?;
+        s.write_all(
+            format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+        let mut buf = Vec::new();
+        s.take(4096).read_to_end(&mut buf).await?;
+        let head = String::from_utf8_lossy(&buf);
+        anyhow::ensure!(
+            head.starts_with("HTTP/1.1 200"),
+            "unhealthy: {}",
+            head.lines().next().unwrap_or("no answer")
+        );
+        Ok(())
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(3), attempt)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 3s"))?
+}
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -112,6 +145,7 @@ async fn main() -> ExitCode {
             Ok(c) => serve(c).await,
             Err(e) => Err(e.into()),
         },
+        Command::Health { addr } => health(&addr).await,
         Command::CheckConfig { config } => Config::load(&config)
             .map(|_| println!("{}: ok", config.display()))
             .map_err(Into::into),

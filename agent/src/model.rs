@@ -339,7 +339,37 @@ pub struct LogsView {
 pub struct PolicyView {
     pub start_enabled: bool,
     pub restart_enabled: bool,
+    #[serde(default)]
+    pub stop_enabled: bool,
     pub approver_ids: Vec<String>,
+    #[serde(default)]
+    pub logs_max_lines: u32,
+    /// Services the executor has an HTTP check for.
+    #[serde(default)]
+    pub http_checks: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StatsView {
+    pub cpu_percent: f64,
+    pub memory_usage_bytes: u64,
+    pub memory_limit_bytes: u64,
+    pub memory_percent: f64,
+    pub network_rx_bytes: u64,
+    pub network_tx_bytes: u64,
+    pub block_read_bytes: u64,
+    pub block_write_bytes: u64,
+    pub pids: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HttpCheckView {
+    pub service: String,
+    pub ok: bool,
+    pub status_code: u32,
+    pub latency_ms: u64,
+    pub error: String,
+    pub body_snippet: String,
 }
 
 pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";

@@ -175,7 +175,10 @@ mod tests {
     const ALL: PolicyView = PolicyView {
         start_enabled: true,
         restart_enabled: true,
+        stop_enabled: false,
         approver_ids: vec![],
+        logs_max_lines: 500,
+        http_checks: vec![],
     };
 
     #[test]

@@ -98,10 +98,14 @@ fn spawn(home: &Home, daemon: &str, config: &Path) -> anyhow::Result<std::proces
         .stdout(log.try_clone()?)
         .stderr(log);
     // Only what the daemon needs from our environment reaches it.
+    // `DRYDOCK_*` overrides pass through; nothing else does.
     cmd.env_clear();
-    for key in ["PATH", "HOME", "DRYDOCK_LOG", "DOCKER_HOST", "TZ"] {
-        if let Some(v) = std::env::var_os(key) {
-            cmd.env(key, v);
+    for (key, value) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        let wanted = matches!(name.as_ref(), "PATH" | "HOME" | "DOCKER_HOST" | "TZ")
+            || (name.starts_with("DRYDOCK_") && name != "DRYDOCK_HOME");
+        if wanted {
+            cmd.env(&key, value);
         }
     }
     #[cfg(unix)]

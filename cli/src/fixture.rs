@@ -16,7 +16,11 @@ pub const FIXTURE_IMAGE: &str = "drydock-fixture:latest";
 pub const FIXTURE_WEB_IMAGE: &str = "drydock-fixture-web:latest";
 const FIXTURE_DOCKERFILE: &str = include_str!("../../tests/fixture/Dockerfile");
 const WEB_DOCKERFILE: &str = "FROM drydock-fixture:latest\nHEALTHCHECK --interval=2s --timeout=2s --start-period=1s --retries=2 CMD [\"/drydock-fixture\", \"probe\", \"http://127.0.0.1:8080/health\"]\n";
-pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
+/// The host's glibc target: with `+crt-static` it links a fully static
+/// binary that runs in a `FROM scratch` image.
+pub fn static_target() -> String {
+    format!("{}-unknown-linux-gnu", std::env::consts::ARCH)
+}
 
 /// The workspace this binary was built from, when it still exists (the demo
 /// builds the daemons and the fixture from it).
@@ -58,28 +62,34 @@ pub fn image_exists(image: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Build the static fixture binary with cargo; returns its path.
-pub fn build_fixture_binary(root: &Path) -> anyhow::Result<PathBuf> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "drydock-fixture",
-            "--target",
-            STATIC_TARGET,
-        ])
+/// Build release binaries of `packages` as fully static executables; returns
+/// the folder they are in. Used for the fixture and for the daemon images.
+pub fn build_static(root: &Path, packages: &[&str]) -> anyhow::Result<PathBuf> {
+    let target = static_target();
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root)
+        .args(["build", "--release", "--target", &target]);
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    // With --target, RUSTFLAGS apply to the target artifacts only, not to
+    // build scripts and proc macros, so the host build is not disturbed.
+    let status = cmd
         .env("RUSTFLAGS", "-C target-feature=+crt-static")
         .status()
-        .context("cannot run cargo to build the fixture")?;
+        .context("cannot run cargo to build static binaries")?;
     if !status.success() {
-        bail!("building the fixture failed (cargo exited with {status})");
+        bail!(
+            "building {} failed (cargo exited with {status})",
+            packages.join(", ")
+        );
     }
-    Ok(target_dir(root)
-        .join(STATIC_TARGET)
-        .join("release")
-        .join("drydock-fixture"))
+    Ok(target_dir(root).join(&target).join("release"))
+}
+
+/// Build the static fixture binary with cargo; returns its path.
+pub fn build_fixture_binary(root: &Path) -> anyhow::Result<PathBuf> {
+    Ok(build_static(root, &["drydock-fixture"])?.join("drydock-fixture"))
 }
 
 /// Build both fixture images unless they exist (or `rebuild`).

@@ -159,13 +159,19 @@ fn write_file(path: &Path, content: &str, private: bool) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // A file being replaced (`init --force`) is removed first, so a private
+    // file is always created anew with mode 0600 and is never readable by
+    // others, not even for a moment, whatever mode the old file had.
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot replace {}", path.display())),
+    }
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt as _;
-        // Private files are created 0600 rather than chmodded afterwards, so
-        // there is no moment in which they are readable by others.
         options.mode(if private { 0o600 } else { 0o644 });
     }
     let mut f = options
@@ -173,11 +179,6 @@ fn write_file(path: &Path, content: &str, private: bool) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     f.write_all(content.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    #[cfg(unix)]
-    if private {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
     Ok(())
 }
 
@@ -203,6 +204,16 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
         ("pki/agent.crt", bundle.agent.cert_pem.clone(), false),
         ("pki/agent.key", bundle.agent.key_pem.clone(), true),
         (
+            "pki/healthcheck.crt",
+            bundle.healthcheck.cert_pem.clone(),
+            false,
+        ),
+        (
+            "pki/healthcheck.key",
+            bundle.healthcheck.key_pem.clone(),
+            true,
+        ),
+        (
             "approver.key",
             drydock_proto::approval::format_secret_key(&approver),
             true,
@@ -220,7 +231,14 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
         written.push(path);
     }
     for dir in ["state", "logs", "run"] {
-        std::fs::create_dir_all(home.path(dir))?;
+        let path = home.path(dir);
+        std::fs::create_dir_all(&path)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            // The stores hold pending signatures and the audit log.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+        }
     }
     Ok(written)
 }
@@ -230,7 +248,7 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
         "# drydock-executor configuration (written by `drydock init`).\n\
          # Relative paths are relative to this file. Every key is documented in README.md.\n\
          listen: 127.0.0.1:{port}\n\
-         tls:\n  cert: pki/executor.crt\n  key: pki/executor.key\n  client_ca: pki/ca.crt\n  allowed_clients: [{agent}]\n\
+         tls:\n  cert: pki/executor.crt\n  key: pki/executor.key\n  client_ca: pki/ca.crt\n  allowed_clients: [{agent}]\n  health_clients: [{health}]\n\
          docker:\n  endpoint: {docker}\n\
          approvers:\n  - id: {approver}\n    public_key: \"{approver_public}\"\n\
          targets:\n  allow_names: [\"*\"]\n\
@@ -240,6 +258,7 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          audit:\n  path: state/audit.db\n",
         port = opts.executor_port,
         agent = pki::AGENT_IDENTITY,
+        health = pki::HEALTHCHECK_IDENTITY,
         docker = opts.docker_endpoint,
         approver = opts.approver_id,
     )

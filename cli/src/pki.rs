@@ -11,6 +11,7 @@ use time::{Duration, OffsetDateTime};
 
 pub const EXECUTOR_IDENTITY: &str = "drydock-executor";
 pub const AGENT_IDENTITY: &str = "drydock-agent";
+pub const HEALTHCHECK_IDENTITY: &str = "drydock-healthcheck";
 
 #[derive(Debug, thiserror::Error)]
 #[error("certificate generation failed: {0}")]
@@ -110,6 +111,8 @@ pub struct Bundle {
     pub ca: Authority,
     pub executor: Issued,
     pub agent: Issued,
+    /// May call only the executor's gRPC health service.
+    pub healthcheck: Issued,
 }
 
 /// The executor's certificate names `drydock-executor`, `localhost`,
@@ -120,10 +123,12 @@ pub fn generate(extra_executor_names: &[String]) -> Result<Bundle, PkiError> {
     sans.extend(extra_executor_names.iter().cloned());
     let executor = ca.issue(EXECUTOR_IDENTITY, &sans, Usage::Server, 0, 825)?;
     let agent = ca.issue(AGENT_IDENTITY, &[], Usage::Client, 0, 825)?;
+    let healthcheck = ca.issue(HEALTHCHECK_IDENTITY, &[], Usage::Client, 0, 825)?;
     Ok(Bundle {
         ca,
         executor,
         agent,
+        healthcheck,
     })
 }
 

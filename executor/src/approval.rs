@@ -23,6 +23,8 @@ pub enum ApprovalError {
     UnknownKey { key_id: String },
     #[error("approval rejected: {0}")]
     Format(#[from] ApprovalFormatError),
+    #[error("approval names container `{signed}`, but the target is `{actual}`")]
+    WrongContainerName { signed: String, actual: String },
     #[error("approval is for action {signed}, not {called}")]
     WrongAction {
         signed: &'static str,
@@ -97,7 +99,13 @@ impl ApprovalVerifier {
             .keys
             .get(input.key_id)
             .ok_or_else(|| ApprovalError::UnknownKey {
-                key_id: input.key_id.to_string(),
+                // Caller-supplied: bounded and printable before it is echoed.
+                key_id: input
+                    .key_id
+                    .chars()
+                    .take(64)
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .collect(),
             })?;
         // Signature first, over the exact received bytes; only then are the
         // claims decoded and trusted.
@@ -112,6 +120,14 @@ impl ApprovalVerifier {
             return Err(ApprovalError::WrongContainer {
                 signed: claims.container_id,
                 actual: target.id.clone(),
+            });
+        }
+        // The human was shown the name; it must be the target's name too, so
+        // an agent cannot pair a harmless name with another container's id.
+        if claims.container_name.trim_start_matches('/') != target.name.trim_start_matches('/') {
+            return Err(ApprovalError::WrongContainerName {
+                signed: claims.container_name.chars().take(128).collect(),
+                actual: target.name.clone(),
             });
         }
         if claims.request_id != request_id {
@@ -166,7 +182,7 @@ mod tests {
             request_id: "req".into(),
             action: WriteAction::Restart,
             container_id: "c".repeat(64),
-            container_name: "backend".into(),
+            container_name: "/backend".into(),
             plan_digest: "d".into(),
             issued_at: NOW - 10,
             expires_at: NOW + 600,
@@ -199,6 +215,12 @@ mod tests {
                 |c| c.container_id = "d".repeat(64),
                 true,
                 Some("for container"),
+            ),
+            (
+                "harmless name on another id",
+                |c| c.container_name = "frontend".into(),
+                true,
+                Some("names container `frontend`"),
             ),
             (
                 "other request",

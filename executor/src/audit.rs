@@ -23,6 +23,8 @@ pub enum AuditError {
     Folder(String, std::io::Error),
     #[error("approval nonce was already used")]
     NonceReplayed,
+    #[error("no audit log at {0}")]
+    Missing(String),
 }
 
 /// What one call did, as recorded.
@@ -60,6 +62,32 @@ pub struct AuditLog {
     conn: Mutex<Connection>,
 }
 
+/// What consuming an approval records.
+#[derive(Debug, Clone, Copy)]
+pub struct NonceRecord<'a> {
+    pub nonce: &'a str,
+    pub approval_id: &'a str,
+    pub expires_at: i64,
+    pub request_id: &'a str,
+    pub action: &'a str,
+    pub container_id: &'a str,
+    pub caller: &'a str,
+    pub key_id: &'a str,
+}
+
+/// The audit file and its WAL companions are for the executor's user only.
+fn restrict_mode(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_os_string();
+            p.push(suffix);
+            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+        }
+    }
+}
+
 fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
     // A JSON array of fixed positions is an unambiguous encoding.
     let material = serde_json::json!([
@@ -85,6 +113,15 @@ fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
 }
 
 impl AuditLog {
+    /// Open an existing audit log (for `audit verify` / `export`): a wrong
+    /// path is an error, not a new, empty, "intact" log.
+    pub fn open_existing(path: &Path) -> Result<AuditLog, AuditError> {
+        if !path.is_file() {
+            return Err(AuditError::Missing(path.display().to_string()));
+        }
+        Self::open(path)
+    }
+
     pub fn open(path: &Path) -> Result<AuditLog, AuditError> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -121,9 +158,15 @@ impl AuditLog {
                nonce TEXT PRIMARY KEY,
                approval_id TEXT NOT NULL,
                expires_at INTEGER NOT NULL,
-               used_at TEXT NOT NULL
+               used_at TEXT NOT NULL,
+               request_id TEXT NOT NULL,
+               action TEXT NOT NULL,
+               container_id TEXT NOT NULL,
+               caller TEXT NOT NULL,
+               key_id TEXT NOT NULL
              );",
         )?;
+        restrict_mode(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
         })
@@ -167,26 +210,32 @@ impl AuditLog {
 
     /// Record a nonce as used. Fails with `NonceReplayed` if it was used
     /// before, including by an earlier run of the executor.
-    pub fn consume_nonce(
-        &self,
-        nonce: &str,
-        approval_id: &str,
-        expires_at: i64,
-    ) -> Result<(), AuditError> {
+    /// Record an approval as used, with what it authorizes. Fails with
+    /// `NonceReplayed` if its nonce was used before, including by an earlier
+    /// run of the executor. Committed before Docker is called, so every
+    /// write that reaches Docker has a durable record even if the final
+    /// audit row could not be written.
+    pub fn consume_nonce(&self, r: &NonceRecord<'_>) -> Result<(), AuditError> {
         let conn = self.lock();
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         match conn.execute(
-            "INSERT INTO nonces (nonce, approval_id, expires_at, used_at) VALUES (?1, ?2, ?3, ?4)",
-            params![nonce, approval_id, expires_at, ts],
+            "INSERT INTO nonces (nonce, approval_id, expires_at, used_at, request_id, action, container_id, caller, key_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![r.nonce, r.approval_id, r.expires_at, ts, r.request_id, r.action, r.container_id, r.caller, r.key_id],
         ) {
             Ok(_) => Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                Err(AuditError::NonceReplayed)
-            }
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => Err(AuditError::NonceReplayed),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Forget nonces of approvals that expired before `before` (unix
+    /// seconds): an expired approval is refused before its nonce is looked
+    /// at, so keeping them forever buys nothing.
+    pub fn prune_nonces(&self, before: i64) -> Result<usize, AuditError> {
+        Ok(self
+            .lock()
+            .execute("DELETE FROM nonces WHERE expires_at < ?1", params![before])?)
     }
 
     pub fn rows(&self) -> Result<Vec<AuditRow>, AuditError> {
@@ -308,19 +357,47 @@ mod tests {
             .contains("row 2 is missing"));
     }
 
+    fn nonce(n: &str, expires_at: i64) -> NonceRecord<'_> {
+        NonceRecord {
+            nonce: n,
+            approval_id: "a",
+            expires_at,
+            request_id: "r",
+            action: "restart",
+            container_id: "c",
+            caller: "drydock-agent",
+            key_id: "k",
+        }
+    }
+
     #[test]
-    fn nonces_are_single_use_across_reopen() {
+    fn nonces_are_single_use_across_reopen_and_pruned_after_expiry() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
         AuditLog::open(&path)
             .unwrap()
-            .consume_nonce("n1", "a1", 0)
+            .consume_nonce(&nonce("n1", 100))
             .unwrap();
         let reopened = AuditLog::open(&path).unwrap();
         assert!(matches!(
-            reopened.consume_nonce("n1", "a1", 0),
+            reopened.consume_nonce(&nonce("n1", 100)),
             Err(AuditError::NonceReplayed)
         ));
-        reopened.consume_nonce("n2", "a2", 0).unwrap();
+        reopened.consume_nonce(&nonce("n2", 300)).unwrap();
+        assert_eq!(reopened.prune_nonces(200).unwrap(), 1);
+        assert!(matches!(
+            reopened.consume_nonce(&nonce("n2", 300)),
+            Err(AuditError::NonceReplayed)
+        ));
+    }
+
+    #[test]
+    fn verify_of_a_missing_log_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            AuditLog::open_existing(&dir.path().join("nope.db")),
+            Err(AuditError::Missing(_))
+        ));
+        assert!(!dir.path().join("nope.db").exists());
     }
 }

@@ -18,6 +18,7 @@ pub const DEFAULT_LOGS_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// An approval may not be valid for longer than this, whatever it claims.
 pub const DEFAULT_MAX_APPROVAL_TTL: Duration = Duration::from_secs(3600);
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -58,6 +59,9 @@ pub struct Config {
     #[serde(default)]
     pub timeouts: TimeoutsConfig,
     pub audit: AuditConfig,
+    /// Service name → `http://` URL the executor may check for the agent.
+    #[serde(default)]
+    pub http_checks: BTreeMap<String, String>,
     #[serde(default)]
     pub log_format: LogFormat,
 }
@@ -81,6 +85,10 @@ pub struct TlsConfig {
     pub key: PathBuf,
     pub client_ca: PathBuf,
     pub allowed_clients: Vec<String>,
+    /// Identities that may call only the standard gRPC health service (for
+    /// a container healthcheck); they can reach no executor RPC.
+    #[serde(default)]
+    pub health_clients: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -150,6 +158,9 @@ pub struct ActionsConfig {
     pub restart: ActionToggle,
     #[serde(default = "enabled")]
     pub start: ActionToggle,
+    /// T2: disruptive, so off unless the operator turns it on.
+    #[serde(default = "disabled")]
+    pub stop: ActionToggle,
 }
 
 impl Default for ActionsConfig {
@@ -157,8 +168,13 @@ impl Default for ActionsConfig {
         ActionsConfig {
             restart: enabled(),
             start: enabled(),
+            stop: disabled(),
         }
     }
+}
+
+fn disabled() -> ActionToggle {
+    ActionToggle { enabled: false }
 }
 
 fn enabled() -> ActionToggle {
@@ -207,6 +223,8 @@ pub struct TimeoutsConfig {
     pub write: Duration,
     #[serde(default = "default_max_ttl", with = "humantime_serde_compat")]
     pub max_approval_ttl: Duration,
+    #[serde(default = "default_http", with = "humantime_serde_compat")]
+    pub http: Duration,
 }
 
 impl Default for TimeoutsConfig {
@@ -216,6 +234,7 @@ impl Default for TimeoutsConfig {
             logs: DEFAULT_LOGS_TIMEOUT,
             write: DEFAULT_WRITE_TIMEOUT,
             max_approval_ttl: DEFAULT_MAX_APPROVAL_TTL,
+            http: DEFAULT_HTTP_TIMEOUT,
         }
     }
 }
@@ -231,6 +250,9 @@ fn default_write() -> Duration {
 }
 fn default_max_ttl() -> Duration {
     DEFAULT_MAX_APPROVAL_TTL
+}
+fn default_http() -> Duration {
+    DEFAULT_HTTP_TIMEOUT
 }
 
 /// Durations are written the way humans write them: `5s`, `500ms`, `2m`.
@@ -274,7 +296,7 @@ impl Config {
     }
 
     fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
-        if let Some(v) = get("DRYDOCK_LISTEN") {
+        if let Some(v) = get("DRYDOCK_EXECUTOR_LISTEN") {
             self.listen = v;
         }
         if let Some(v) = get("DRYDOCK_DOCKER_ENDPOINT") {
@@ -388,10 +410,21 @@ impl Config {
             ("timeouts.logs", self.timeouts.logs),
             ("timeouts.write", self.timeouts.write),
             ("timeouts.max_approval_ttl", self.timeouts.max_approval_ttl),
+            ("timeouts.http", self.timeouts.http),
         ] {
             if d.is_zero() {
                 return Err(invalid(key, "must be greater than zero"));
             }
+        }
+        for (service, url) in &self.http_checks {
+            if service.is_empty() || service.len() > 64 {
+                return Err(invalid(
+                    "http_checks",
+                    format!("service name `{service}` must be 1 to 64 characters"),
+                ));
+            }
+            crate::http_check::parse_url(url)
+                .map_err(|e| invalid("http_checks", format!("{service}: {e}")))?;
         }
         Ok(())
     }
@@ -448,6 +481,7 @@ mod tests {
         let c = load("").unwrap();
         assert_eq!(c.listen, DEFAULT_LISTEN);
         assert!(c.actions.restart.enabled);
+        assert!(!c.actions.stop.enabled, "stop is T2 and off by default");
         assert_eq!(c.timeouts.write, DEFAULT_WRITE_TIMEOUT);
         assert!(c.audit.path.is_absolute());
     }
@@ -464,6 +498,8 @@ mod tests {
             ),
             ("limits: {logs_max_lines: 0}\n", "limits.logs_max_lines"),
             ("docker: {endpoint: 'ftp://x'}\n", "docker.endpoint"),
+            ("http_checks: {web: 'https://x/'}\n", "http_checks"),
+            ("actions: {exec: {enabled: true}}\n", "exec"),
         ];
         for (extra, needle) in cases {
             let err = load(extra).unwrap_err().to_string();

@@ -13,14 +13,19 @@ use bollard::container::{
     InspectContainerOptions, ListContainersOptions, LogOutput, LogsOptions,
     RestartContainerOptions, StartContainerOptions,
 };
+use bollard::container::{StatsOptions, StopContainerOptions};
 use bollard::Docker;
 use futures::StreamExt as _;
+use std::sync::{Arc, RwLock};
 
 use crate::policy::{Permit, ResolvedTarget};
 
 /// Reads are tried this many times in all (the first try and two retries).
 pub const READ_ATTEMPTS: u32 = 3;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+const NEGOTIATE_RETRY: Duration = Duration::from_secs(5);
+/// One log line longer than this is cut (a binary blob printed to stdout).
+const MAX_LINE_BYTES: usize = 16 * 1024;
 /// Grace period Docker gives a container to stop before it kills it.
 const RESTART_STOP_GRACE_SECS: isize = 10;
 
@@ -156,9 +161,44 @@ pub struct Timeouts {
     pub write: Duration,
 }
 
+/// Which log lines to read.
+#[derive(Debug, Clone, Copy)]
+pub struct LogQuery {
+    pub tail: u32,
+    pub since: i64,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// One resource snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatsSnapshot {
+    pub cpu_percent: f64,
+    pub online_cpus: u32,
+    pub memory_usage: u64,
+    pub memory_limit: u64,
+    pub network_rx: u64,
+    pub network_tx: u64,
+    pub block_read: u64,
+    pub block_write: u64,
+    pub pids: u64,
+}
+
+/// Docker's own formula (as in `docker stats`): the container's share of
+/// the host's CPU time between the two samples, times the CPUs it may use.
+pub fn cpu_percent(cpu: u64, precpu: u64, system: u64, presystem: u64, cpus: u32) -> f64 {
+    let cpu_delta = cpu.saturating_sub(precpu) as f64;
+    let system_delta = system.saturating_sub(presystem) as f64;
+    if cpu_delta <= 0.0 || system_delta <= 0.0 {
+        return 0.0;
+    }
+    cpu_delta / system_delta * f64::from(cpus.max(1)) * 100.0
+}
+
 #[derive(Clone)]
 pub struct DockerAdapter {
-    docker: Docker,
+    /// Swapped once a delayed API version negotiation succeeds.
+    docker: Arc<RwLock<Docker>>,
     timeouts: Timeouts,
 }
 
@@ -178,18 +218,49 @@ impl DockerAdapter {
             Docker::connect_with_http(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
         }
         .map_err(|e| DockerError::Unavailable(format!("cannot connect to {endpoint}: {e}")))?;
-        let docker = tokio::time::timeout(timeouts.read, docker.negotiate_version())
+        let adapter = DockerAdapter {
+            docker: Arc::new(RwLock::new(docker.clone())),
+            timeouts,
+        };
+        if let Err(e) = adapter.negotiate().await {
+            // Docker may be down or hung right now. Serve anyway (calls fail
+            // with UNAVAILABLE or DEADLINE_EXCEEDED, as they should) and keep
+            // trying to negotiate in the background.
+            tracing::warn!(endpoint, error = %e, "docker API version not negotiated yet; retrying in the background");
+            let retry = adapter.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(NEGOTIATE_RETRY).await;
+                    if retry.negotiate().await.is_ok() {
+                        tracing::info!("docker API version negotiated");
+                        break;
+                    }
+                }
+            });
+        }
+        Ok(adapter)
+    }
+
+    async fn negotiate(&self) -> Result<(), DockerError> {
+        let timeout = self.timeouts.read;
+        let negotiated = tokio::time::timeout(timeout, self.client().negotiate_version())
             .await
             .map_err(|_| DockerError::Timeout {
                 operation: "negotiate_version",
-                timeout: timeouts.read,
+                timeout,
             })?
             .map_err(|e| {
-                DockerError::Unavailable(format!(
-                    "cannot negotiate API version with {endpoint}: {e}"
-                ))
+                DockerError::Unavailable(format!("cannot negotiate the API version: {e}"))
             })?;
-        Ok(DockerAdapter { docker, timeouts })
+        *self.docker.write().unwrap_or_else(|p| p.into_inner()) = negotiated;
+        Ok(())
+    }
+
+    fn client(&self) -> Docker {
+        self.docker
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Run a read under one overall deadline, retrying transient failures.
@@ -235,7 +306,7 @@ impl DockerAdapter {
     pub async fn list(&self, all: bool) -> Result<Vec<ContainerSummary>, DockerError> {
         let containers = self
             .read("list", self.timeouts.read, || async {
-                self.docker
+                self.client()
                     .list_containers(Some(ListContainersOptions::<String> {
                         all,
                         ..Default::default()
@@ -269,7 +340,7 @@ impl DockerAdapter {
     async fn inspect_raw(&self, name_or_id: &str) -> Result<ContainerDetails, DockerError> {
         let r = self
             .read("inspect", self.timeouts.read, || async {
-                self.docker
+                self.client()
                     .inspect_container(name_or_id, None::<InspectContainerOptions>)
                     .await
                     .map_err(|e| classify("inspect", name_or_id, e))
@@ -363,21 +434,25 @@ impl DockerAdapter {
     pub async fn logs(
         &self,
         permit: &Permit,
-        tail: u32,
+        query: LogQuery,
         max_bytes: usize,
     ) -> Result<(Vec<RawLogLine>, bool), DockerError> {
         let id = permit.container_id();
         self.read("logs", self.timeouts.logs, || async move {
-            let mut stream = self.docker.logs(
+            let mut stream = self.client().logs(
                 id,
                 Some(LogsOptions::<String> {
-                    stdout: true,
-                    stderr: true,
-                    tail: tail.to_string(),
+                    stdout: query.stdout,
+                    stderr: query.stderr,
+                    since: query.since,
+                    tail: query.tail.to_string(),
                     ..Default::default()
                 }),
             );
-            let mut lines = Vec::new();
+            // Keep the newest lines within the byte budget: the end of a
+            // log is where a crash explains itself.
+            let mut lines: std::collections::VecDeque<RawLogLine> =
+                std::collections::VecDeque::new();
             let mut bytes = 0usize;
             let mut truncated = false;
             while let Some(item) = stream.next().await {
@@ -388,16 +463,26 @@ impl DockerAdapter {
                     LogOutput::StdErr { message } => (LogStream::Stderr, message),
                     LogOutput::StdIn { .. } => continue,
                 };
-                if bytes + message.len() > max_bytes {
+                let mut line = message.to_vec();
+                if line.len() > MAX_LINE_BYTES {
+                    line.truncate(MAX_LINE_BYTES);
+                    line.extend_from_slice(" [line truncated]".as_bytes());
                     truncated = true;
-                    break;
                 }
-                bytes += message.len();
-                lines.push(RawLogLine {
+                bytes += line.len();
+                lines.push_back(RawLogLine {
                     stream: stream_kind,
-                    bytes: message.to_vec(),
+                    bytes: line,
                 });
+                while bytes > max_bytes {
+                    match lines.pop_front() {
+                        Some(old) => bytes -= old.bytes.len(),
+                        None => break,
+                    }
+                    truncated = true;
+                }
             }
+            let lines: Vec<RawLogLine> = lines.into();
             Ok((lines, truncated))
         })
         .await
@@ -405,40 +490,163 @@ impl DockerAdapter {
 
     /// Writes are attempted once: a restart that timed out may still have
     /// happened, and repeating it blindly is how outages get longer.
-    pub async fn restart(&self, permit: &Permit) -> Result<(), DockerError> {
-        let id = permit.container_id();
-        let call = self.docker.restart_container(
-            id,
-            Some(RestartContainerOptions {
-                t: RESTART_STOP_GRACE_SECS,
-            }),
-        );
-        tokio::time::timeout(self.timeouts.write, call)
+    async fn write_once(
+        &self,
+        operation: &'static str,
+        id: &str,
+        call: impl std::future::Future<Output = Result<(), bollard::errors::Error>>,
+    ) -> Result<(), DockerError> {
+        use bollard::errors::Error as E;
+        let result = tokio::time::timeout(self.timeouts.write, call)
             .await
             .map_err(|_| DockerError::Timeout {
-                operation: "restart",
+                operation,
                 timeout: self.timeouts.write,
-            })?
-            .map_err(|e| classify("restart", id, e))
+            })?;
+        match result {
+            Ok(()) => Ok(()),
+            // 304: already in the desired state (started / stopped).
+            Err(E::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(E::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Err(DockerError::NotFound(id.to_string())),
+            // The engine answered and refused (for example a port already
+            // allocated on start): that is not "Docker is down".
+            Err(E::DockerResponseServerError { message, .. }) => {
+                Err(DockerError::Rejected { operation, message })
+            }
+            Err(e) => Err(classify(operation, id, e)),
+        }
+    }
+
+    pub async fn restart(&self, permit: &Permit) -> Result<(), DockerError> {
+        let (client, id) = (self.client(), permit.container_id());
+        self.write_once(
+            "restart",
+            id,
+            client.restart_container(
+                id,
+                Some(RestartContainerOptions {
+                    t: RESTART_STOP_GRACE_SECS,
+                }),
+            ),
+        )
+        .await
     }
 
     pub async fn start(&self, permit: &Permit) -> Result<(), DockerError> {
+        let (client, id) = (self.client(), permit.container_id());
+        self.write_once(
+            "start",
+            id,
+            client.start_container(id, None::<StartContainerOptions<String>>),
+        )
+        .await
+    }
+
+    /// T2.
+    pub async fn stop(&self, permit: &Permit) -> Result<(), DockerError> {
+        let (client, id) = (self.client(), permit.container_id());
+        self.write_once(
+            "stop",
+            id,
+            client.stop_container(
+                id,
+                Some(StopContainerOptions {
+                    t: RESTART_STOP_GRACE_SECS as i64,
+                }),
+            ),
+        )
+        .await
+    }
+
+    pub async fn stats(&self, permit: &Permit) -> Result<StatsSnapshot, DockerError> {
         let id = permit.container_id();
-        let call = self
-            .docker
-            .start_container(id, None::<StartContainerOptions<String>>);
-        match tokio::time::timeout(self.timeouts.write, call)
-            .await
-            .map_err(|_| DockerError::Timeout {
-                operation: "start",
-                timeout: self.timeouts.write,
-            })? {
-            Ok(()) => Ok(()),
-            // 304: already running. The desired state holds; not an error.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304, ..
-            }) => Ok(()),
-            Err(e) => Err(classify("start", id, e)),
-        }
+        let s = self
+            .read("stats", self.timeouts.read, || async move {
+                // stream=false without one-shot: Docker samples twice, which
+                // is what a CPU percentage needs.
+                let mut stream = self.client().stats(
+                    id,
+                    Some(StatsOptions {
+                        stream: false,
+                        one_shot: false,
+                    }),
+                );
+                match stream.next().await {
+                    Some(item) => item.map_err(|e| classify("stats", id, e)),
+                    None => Err(DockerError::Unavailable("stats: empty answer".into())),
+                }
+            })
+            .await?;
+        let cpus = s
+            .cpu_stats
+            .online_cpus
+            .map(|n| n as u32)
+            .or_else(|| {
+                s.cpu_stats
+                    .cpu_usage
+                    .percpu_usage
+                    .as_ref()
+                    .map(|v| v.len() as u32)
+            })
+            .unwrap_or(1);
+        let (rx, tx) = s
+            .networks
+            .as_ref()
+            .map(|n| {
+                n.values()
+                    .fold((0, 0), |(r, t), v| (r + v.rx_bytes, t + v.tx_bytes))
+            })
+            .unwrap_or((0, 0));
+        let (read, write) = s
+            .blkio_stats
+            .io_service_bytes_recursive
+            .as_ref()
+            .map(|entries| {
+                entries.iter().fold((0, 0), |(r, w), e| {
+                    match e.op.to_ascii_lowercase().as_str() {
+                        "read" => (r + e.value, w),
+                        "write" => (r, w + e.value),
+                        _ => (r, w),
+                    }
+                })
+            })
+            .unwrap_or((0, 0));
+        Ok(StatsSnapshot {
+            cpu_percent: cpu_percent(
+                s.cpu_stats.cpu_usage.total_usage,
+                s.precpu_stats.cpu_usage.total_usage,
+                s.cpu_stats.system_cpu_usage.unwrap_or(0),
+                s.precpu_stats.system_cpu_usage.unwrap_or(0),
+                cpus,
+            ),
+            online_cpus: cpus,
+            memory_usage: s.memory_stats.usage.unwrap_or(0),
+            memory_limit: s.memory_stats.limit.unwrap_or(0),
+            network_rx: rx,
+            network_tx: tx,
+            block_read: read,
+            block_write: write,
+            pids: s.pids_stats.current.unwrap_or(0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_percent_matches_docker_formula() {
+        assert_eq!(cpu_percent(200, 100, 2000, 1000, 2), 20.0);
+        assert_eq!(cpu_percent(100, 100, 2000, 1000, 2), 0.0);
+        assert_eq!(
+            cpu_percent(100, 200, 2000, 1000, 2),
+            0.0,
+            "counter reset is not negative"
+        );
     }
 }

@@ -35,6 +35,20 @@ enum Command {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
         config: PathBuf,
     },
+    /// Ask a running executor's gRPC health service over mTLS; exit 0 when
+    /// it is serving (for container healthchecks: no shell or curl needed).
+    Health {
+        #[arg(long, default_value = "127.0.0.1:7443")]
+        addr: String,
+        #[arg(long)]
+        ca: PathBuf,
+        #[arg(long)]
+        cert: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long, default_value = "drydock-executor")]
+        server_name: String,
+    },
     /// Audit log tools.
     Audit {
         #[command(subcommand)]
@@ -83,6 +97,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             running.wait().await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Health {
+            addr,
+            ca,
+            cert,
+            key,
+            server_name,
+        } => health(&addr, &ca, &cert, &key, &server_name).await,
         Command::CheckConfig { config } => {
             Config::load(&config)?;
             println!("{}: ok", config.display());
@@ -94,7 +115,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 AuditCommand::Export { config } => (config, true),
             };
             let config = Config::load(&config)?;
-            let log = AuditLog::open(&config.audit.path).context("opening the audit log")?;
+            let log =
+                AuditLog::open_existing(&config.audit.path).context("opening the audit log")?;
             if export {
                 for row in log.rows()? {
                     println!("{}", serde_json::to_string(&row)?);
@@ -113,6 +135,46 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+async fn health(
+    addr: &str,
+    ca: &std::path::Path,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    server_name: &str,
+) -> anyhow::Result<ExitCode> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read(ca)?))
+        .identity(Identity::from_pem(read(cert)?, read(key)?))
+        .domain_name(server_name.to_string());
+    let channel = Endpoint::from_shared(format!("https://{addr}"))?
+        .tls_config(tls)?
+        .connect_timeout(std::time::Duration::from_secs(3))
+        .timeout(std::time::Duration::from_secs(3))
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {addr}"))?;
+    let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+    let answer = client
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "drydock.executor.v1.Executor".into(),
+        })
+        .await
+        .context("health check failed")?
+        .into_inner();
+    let serving =
+        answer.status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
+    println!("{}", if serving { "serving" } else { "not serving" });
+    Ok(if serving {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 async fn wait_for_signal() {

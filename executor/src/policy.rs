@@ -65,6 +65,15 @@ impl Policy {
         match action {
             WriteAction::Start => self.actions.start.enabled,
             WriteAction::Restart => self.actions.restart.enabled,
+            WriteAction::Stop => self.actions.stop.enabled,
+        }
+    }
+
+    /// Every write needs an approval; the tier says how disruptive it is.
+    pub fn tier(action: WriteAction) -> Tier {
+        match action {
+            WriteAction::Start | WriteAction::Restart => Tier::Change,
+            WriteAction::Stop => Tier::Disruptive,
         }
     }
 
@@ -108,7 +117,7 @@ impl Policy {
         self.check_target(target)?;
         Ok(Permit {
             container_id: target.id.clone(),
-            tier: Tier::Change,
+            tier: Self::tier(action),
         })
     }
 
@@ -214,8 +223,16 @@ mod tests {
         let actions = ActionsConfig {
             restart: ActionToggle { enabled: false },
             start: ActionToggle { enabled: true },
+            stop: ActionToggle { enabled: false },
         };
         let policy = Policy::new(TargetsConfig::default(), actions);
+        assert_eq!(
+            policy
+                .permit_write(WriteAction::Stop, &target("a", &[]))
+                .unwrap_err(),
+            PolicyError::ActionDisabled { action: "stop" }
+        );
+        assert_eq!(Policy::tier(WriteAction::Stop), Tier::Disruptive);
         assert_eq!(
             policy
                 .permit_write(WriteAction::Restart, &target("a", &[]))

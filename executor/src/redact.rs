@@ -109,6 +109,41 @@ pub fn shape_multiline(text: &str) -> (String, u32) {
     (lines.join("\n"), total)
 }
 
+/// Shapes a sequence of log lines. Stateful because a PEM private key spans
+/// lines: everything between its BEGIN and END lines is withheld.
+#[derive(Default)]
+pub struct LogShaper {
+    in_private_key: bool,
+    redactions: u32,
+}
+
+impl LogShaper {
+    pub fn line(&mut self, raw: &[u8]) -> String {
+        let text = String::from_utf8_lossy(raw);
+        let text = neutralise_controls(text.trim_end_matches(['\n', '\r']));
+        if self.in_private_key {
+            if text.contains("-----END") && text.contains("PRIVATE KEY-----") {
+                self.in_private_key = false;
+            }
+            self.redactions += 1;
+            return REDACTED.to_string();
+        }
+        if text.contains("-----BEGIN")
+            && text.contains("PRIVATE KEY-----")
+            && !text.contains("-----END")
+        {
+            self.in_private_key = true;
+        }
+        let (line, n) = redact_text(&text);
+        self.redactions += n;
+        line
+    }
+
+    pub fn redactions(&self) -> u32 {
+        self.redactions
+    }
+}
+
 /// Bytes from Docker to a safe, redacted line.
 pub fn shape_log_line(raw: &[u8]) -> (String, u32) {
     let text = String::from_utf8_lossy(raw);
@@ -200,6 +235,28 @@ mod tests {
             "a\u{FFFD}b\u{FFFD}c\td"
         );
         assert_eq!(neutralise_controls("\x1b]0;title\x07x"), "x");
+        let mut shaper = LogShaper::default();
+        let lines: Vec<String> = [
+            "key:",
+            "-----BEGIN PRIVATE KEY-----",
+            "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+            "-----END PRIVATE KEY-----",
+            "after",
+        ]
+        .iter()
+        .map(|l| shaper.line(l.as_bytes()))
+        .collect();
+        assert_eq!(
+            lines,
+            [
+                "key:",
+                "[REDACTED PRIVATE KEY]",
+                "[REDACTED]",
+                "[REDACTED]",
+                "after"
+            ]
+        );
+        assert_eq!(shaper.redactions(), 3);
         let (line, _) = shape_log_line(b"ok \xff\xfe end\n");
         assert_eq!(line, "ok \u{FFFD}\u{FFFD} end");
         assert_eq!(

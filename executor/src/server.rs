@@ -17,7 +17,7 @@ use crate::audit::{AuditEntry, AuditLog};
 use crate::config::Config;
 use crate::docker::{DockerAdapter, Timeouts};
 use crate::policy::Policy;
-use crate::service::ExecutorService;
+use crate::service::{ExecutorService, ServiceParts};
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -62,14 +62,29 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     let docker = DockerAdapter::connect(&config.docker.endpoint, timeouts)
         .await
         .with_context(|| format!("docker.endpoint {}", config.docker.endpoint))?;
-    let service = ExecutorService::new(
+    // Validated with the config; parse once here.
+    let http_checks = config
+        .http_checks
+        .iter()
+        .map(|(k, v)| crate::http_check::parse_url(v).map(|t| (k.clone(), t)))
+        .collect::<Result<_, _>>()?;
+    let pruned = audit
+        .prune_nonces(unix_now() - config.timeouts.max_approval_ttl.as_secs() as i64 - 86_400)?;
+    if pruned > 0 {
+        tracing::info!(pruned, "forgot nonces of long-expired approvals");
+    }
+    let service = ExecutorService::new(ServiceParts {
         docker,
-        Policy::new(config.targets.clone(), config.actions.clone()),
-        ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl),
-        audit.clone(),
-        config.tls.allowed_clients.clone(),
-        config.limits.clone(),
-    );
+        policy: Policy::new(config.targets.clone(), config.actions.clone()),
+        approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl),
+        audit: audit.clone(),
+        allowed_clients: config.tls.allowed_clients.iter().cloned().collect(),
+        limits: config.limits.clone(),
+        http_checks,
+        http_timeout: config.timeouts.http,
+    });
+    let mut allowed = service.allowed_clients();
+    allowed.extend(config.tls.health_clients.iter().cloned());
     let listener = TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("listen {}", config.listen))?;
@@ -85,6 +100,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     let acceptor = TlsAcceptor::from(tls);
     let mut accept_shutdown = shutdown_rx.clone();
     let accept_audit = audit.clone();
+    let limiter = Arc::new(HandshakeAuditLimiter::default());
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = tokio::select! {
@@ -101,13 +117,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
             let acceptor = acceptor.clone();
             let conn_tx = conn_tx.clone();
             let audit = accept_audit.clone();
+            let limiter = limiter.clone();
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
                         let _ = conn_tx.send(Ok(tls)).await;
                     }
-                    Ok(Err(e)) => audit_handshake(&audit, peer, &e.to_string()),
-                    Err(_) => audit_handshake(&audit, peer, "handshake timed out"),
+                    Ok(Err(e)) => audit_handshake(&audit, &limiter, peer, &e.to_string()),
+                    Err(_) => audit_handshake(&audit, &limiter, peer, "handshake timed out"),
                 }
             });
         }
@@ -115,7 +132,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
 
     let task = tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(health_service)
+            .add_service(tonic::service::interceptor::InterceptedService::new(
+                health_service,
+                ExecutorService::health_gate(allowed),
+            ))
             .add_service(ExecutorServer::new(service))
             .serve_with_incoming_shutdown(ReceiverStream::new(conn_rx), async move {
                 let _ = shutdown_rx.changed().await;
@@ -131,8 +151,72 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     })
 }
 
-fn audit_handshake(audit: &AuditLog, peer: SocketAddr, reason: &str) {
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Refused handshakes cost an unauthenticated peer nothing, so their audit
+/// rows are rate limited: at most `HANDSHAKE_AUDIT_BURST` rows per window;
+/// the rest are counted and summarized in one row when the next window opens.
+const HANDSHAKE_AUDIT_BURST: u32 = 20;
+const HANDSHAKE_AUDIT_WINDOW: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct HandshakeAuditLimiter {
+    state: std::sync::Mutex<(Option<std::time::Instant>, u32, u32)>,
+}
+
+impl HandshakeAuditLimiter {
+    /// `(write this row?, rows suppressed in the window that just closed)`.
+    fn admit(&self) -> (bool, u32) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        let (start, written, suppressed) = &mut *s;
+        let mut closed = 0;
+        if start.is_none_or(|t| now.duration_since(t) >= HANDSHAKE_AUDIT_WINDOW) {
+            *start = Some(now);
+            *written = 0;
+            closed = std::mem::take(suppressed);
+        }
+        if *written < HANDSHAKE_AUDIT_BURST {
+            *written += 1;
+            (true, closed)
+        } else {
+            *suppressed += 1;
+            (false, closed)
+        }
+    }
+}
+
+fn audit_handshake(
+    audit: &AuditLog,
+    limiter: &HandshakeAuditLimiter,
+    peer: SocketAddr,
+    reason: &str,
+) {
     tracing::warn!(%peer, reason, "TLS handshake refused");
+    let (write, suppressed) = limiter.admit();
+    if suppressed > 0 {
+        let summary = AuditEntry {
+            caller: "unauthenticated".into(),
+            action: "connect".into(),
+            decision: "denied".into(),
+            code: "Unauthenticated".into(),
+            reason: format!(
+                "{suppressed} further refused TLS handshakes in the previous window (rate limited)"
+            ),
+            ..Default::default()
+        };
+        if let Err(e) = audit.append(&summary) {
+            tracing::error!(error = %e, "audit write failed for refused handshakes");
+        }
+    }
+    if !write {
+        return;
+    }
     let entry = AuditEntry {
         caller: format!("unauthenticated@{peer}"),
         action: "connect".into(),

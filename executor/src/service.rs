@@ -3,21 +3,23 @@
 //! execute → shape (redact) → audit. The single conversion of errors into
 //! `tonic::Status` is at the bottom of this file.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use drydock_proto::approval::WriteAction;
 use drydock_proto::pb;
 use tonic::{Request, Response, Status};
 
 use crate::approval::{ApprovalError, ApprovalInput, ApprovalVerifier};
-use crate::audit::{AuditEntry, AuditError, AuditLog};
+use crate::audit::{AuditEntry, AuditError, AuditLog, NonceRecord};
 use crate::config::LimitsConfig;
 use crate::docker::{
-    ContainerDetails, DockerAdapter, DockerError, Health, HealthcheckSpec, LogStream,
+    ContainerDetails, ContainerSummary, DockerAdapter, DockerError, Health, HealthcheckSpec,
+    LogQuery, LogStream,
 };
-use crate::policy::{Policy, PolicyError, Tier};
+use crate::http_check::{self, HttpTarget};
+use crate::policy::{Permit, Policy, PolicyError, ResolvedTarget, Tier};
 use crate::redact;
 
 const MAX_REQUEST_ID_LEN: usize = 128;
@@ -42,6 +44,9 @@ pub enum ExecError {
     /// one, so reads cannot probe what exists; the audit keeps the reason.
     #[error("container {container} not found")]
     Invisible { container: String, why: PolicyError },
+    /// Something the operator did not configure (an HTTP check).
+    #[error("{0}")]
+    NotConfigured(String),
 }
 
 impl ExecError {
@@ -58,6 +63,7 @@ impl ExecError {
             ExecError::Docker(DockerError::Rejected { .. }) => Code::FailedPrecondition,
             ExecError::Audit(_) => Code::Unavailable,
             ExecError::Invisible { .. } => Code::NotFound,
+            ExecError::NotConfigured(_) => Code::NotFound,
         }
     }
 
@@ -78,7 +84,9 @@ impl ExecError {
             ExecError::Unauthenticated(_)
             | ExecError::InvalidArgument(_)
             | ExecError::Policy(_)
-            | ExecError::Approval(_) => "denied",
+            | ExecError::Approval(_)
+            | ExecError::Invisible { .. }
+            | ExecError::NotConfigured(_) => "denied",
             _ => "error",
         }
     }
@@ -91,6 +99,8 @@ pub struct ExecutorService {
     audit: Arc<AuditLog>,
     allowed_clients: HashSet<String>,
     limits: LimitsConfig,
+    http_checks: BTreeMap<String, HttpTarget>,
+    http_timeout: Duration,
 }
 
 /// One call in flight: who made it and what will be audited.
@@ -182,49 +192,90 @@ fn truncate_for_audit(s: &str) -> String {
     format!("{}…", &s[..end])
 }
 
+/// Everything the service is made of, assembled at start-up.
+pub struct ServiceParts {
+    pub docker: DockerAdapter,
+    pub policy: Policy,
+    pub approvals: ApprovalVerifier,
+    pub audit: Arc<AuditLog>,
+    pub allowed_clients: HashSet<String>,
+    pub limits: LimitsConfig,
+    pub http_checks: BTreeMap<String, HttpTarget>,
+    pub http_timeout: Duration,
+}
+
 impl ExecutorService {
-    pub fn new(
-        docker: DockerAdapter,
-        policy: Policy,
-        approvals: ApprovalVerifier,
-        audit: Arc<AuditLog>,
-        allowed_clients: impl IntoIterator<Item = String>,
-        limits: LimitsConfig,
-    ) -> ExecutorService {
+    pub fn new(p: ServiceParts) -> ExecutorService {
         ExecutorService {
-            docker,
-            policy,
-            approvals,
-            audit,
-            allowed_clients: allowed_clients.into_iter().collect(),
-            limits,
+            docker: p.docker,
+            policy: p.policy,
+            approvals: p.approvals,
+            audit: p.audit,
+            allowed_clients: p.allowed_clients,
+            limits: p.limits,
+            http_checks: p.http_checks,
+            http_timeout: p.http_timeout,
         }
+    }
+
+    /// The interceptor for the gRPC health service: it reveals nothing, but
+    /// it still answers only known identities.
+    // `tonic::Status` is large, but it is what interceptors return.
+    #[allow(clippy::result_large_err)]
+    pub fn health_gate(
+        allowed: HashSet<String>,
+    ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+        move |req: Request<()>| {
+            let certs = req.peer_certs();
+            match Self::check_identity(&allowed, certs.as_deref().map(Vec::as_slice)) {
+                Ok(_) => Ok(req),
+                Err((_, why)) => Err(Status::unauthenticated(why)),
+            }
+        }
+    }
+
+    /// The identity of the caller if it is on the allow list. Also used by
+    /// the health service's interceptor.
+    pub fn check_identity(
+        allowed: &HashSet<String>,
+        certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+    ) -> Result<String, (String, String)> {
+        match certs.and_then(|c| c.first()) {
+            None => Err((
+                "unknown".into(),
+                "no client certificate presented".to_string(),
+            )),
+            Some(cert) => match identity_from_cert(cert.as_ref()) {
+                None => Err((
+                    "unknown".into(),
+                    "client certificate has no common name".to_string(),
+                )),
+                Some(id) if allowed.contains(&id) => Ok(id),
+                Some(id) => {
+                    let shown = truncate_for_audit(&redact::neutralise_controls(&id));
+                    Err((
+                        shown.clone(),
+                        format!("client identity `{shown}` is not on the executor's allow list"),
+                    ))
+                }
+            },
+        }
+    }
+
+    pub fn allowed_clients(&self) -> HashSet<String> {
+        self.allowed_clients.clone()
     }
 
     /// Step 1 of the pipeline. The TLS layer already required a certificate
     /// from the configured CA; here its identity must be on the allow list.
     fn begin<T>(&self, request: &Request<T>, action: &str, tier: Tier) -> Call {
-        let caller = match request
-            .peer_certs()
-            .as_ref()
-            .and_then(|c| c.first().cloned())
-        {
-            None => Err("no client certificate presented".to_string()),
-            Some(cert) => match identity_from_cert(cert.as_ref()) {
-                None => Err("client certificate has no common name".to_string()),
-                Some(id) if self.allowed_clients.contains(&id) => Ok(id),
-                Some(id) => Err(format!(
-                    "client identity `{id}` is not on the executor's allow list"
-                )),
-            },
-        };
-        let caller_name = match &caller {
-            Ok(id) => id.clone(),
-            Err(_) => request
-                .peer_certs()
-                .as_ref()
-                .and_then(|c| c.first().and_then(|d| identity_from_cert(d.as_ref())))
-                .unwrap_or_else(|| "unknown".to_string()),
+        let certs = request.peer_certs();
+        let (caller_name, caller) = match Self::check_identity(
+            &self.allowed_clients,
+            certs.as_deref().map(Vec::as_slice),
+        ) {
+            Ok(id) => (id.clone(), Ok(id)),
+            Err((name, why)) => (name, Err(why)),
         };
         Call {
             started: Instant::now(),
@@ -271,29 +322,28 @@ impl ExecutorService {
             Err(err) => {
                 tracing::error!(request_id = %e.request_id, action = %e.action, error = %err, "audit write failed");
                 return Err(Status::unavailable(
-                    "audit log unavailable; the call was not completed",
+                    "audit log unavailable; the call's outcome could not be recorded",
                 ));
             }
         }
         result.map(Response::new).map_err(to_status)
     }
 
-    /// Resolve and permit a read; a target outside the selectors looks
-    /// exactly like a missing one.
-    async fn permit_read(
-        &self,
-        call: &mut Call,
-        container: &str,
-    ) -> Result<crate::policy::Permit, ExecError> {
+    /// Resolve a name or id to the container as it is now. A target outside
+    /// the selectors is reported exactly like a missing one, for reads and
+    /// writes alike, so a caller cannot learn what exists beyond its policy.
+    async fn resolve(&self, call: &mut Call, container: &str) -> Result<ResolvedTarget, ExecError> {
         validate_container_ref(container)?;
         let target = self.docker.resolve(container).await?;
         call.entry.container_id = target.id.clone();
+        Ok(target)
+    }
+
+    async fn permit_read(&self, call: &mut Call, container: &str) -> Result<Permit, ExecError> {
+        let target = self.resolve(call, container).await?;
         self.policy
             .permit_read(&target)
-            .map_err(|why| ExecError::Invisible {
-                container: container.to_string(),
-                why,
-            })
+            .map_err(|why| invisible(container, why))
     }
 
     async fn inspect(
@@ -341,13 +391,47 @@ impl ExecutorService {
         })
     }
 
+    async fn stats(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::StatsResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let permit = self.permit_read(call, &req.container).await?;
+        let s = self.docker.stats(&permit).await?;
+        let memory_percent = if s.memory_limit > 0 {
+            s.memory_usage as f64 / s.memory_limit as f64 * 100.0
+        } else {
+            0.0
+        };
+        call.entry.result = format!("cpu={:.1}% mem={}B", s.cpu_percent, s.memory_usage);
+        Ok(pb::StatsResponse {
+            container_id: permit.container_id().to_string(),
+            cpu_percent: s.cpu_percent,
+            online_cpus: s.online_cpus,
+            memory_usage_bytes: s.memory_usage,
+            memory_limit_bytes: s.memory_limit,
+            memory_percent,
+            network_rx_bytes: s.network_rx,
+            network_tx_bytes: s.network_tx,
+            block_read_bytes: s.block_read,
+            block_write_bytes: s.block_write,
+            pids: s.pids,
+        })
+    }
+
     async fn logs(
         &self,
         call: &mut Call,
         req: pb::LogsRequest,
     ) -> Result<pb::LogsResponse, ExecError> {
         call.record(&req.request_id, &req.container);
-        call.entry.input = format!("tail={}", req.tail);
+        call.entry.input = format!(
+            "tail={} since={} streams={}",
+            req.tail, req.since, req.streams
+        );
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
         if req.tail > self.limits.logs_max_lines {
@@ -356,33 +440,53 @@ impl ExecutorService {
                 req.tail, self.limits.logs_max_lines
             )));
         }
+        if req.since < 0 || req.since > unix_now() + 86_400 {
+            return Err(ExecError::InvalidArgument(format!(
+                "since {} must be a unix time in seconds, 0 for no bound",
+                req.since
+            )));
+        }
+        let (stdout, stderr) = match pb::LogStreams::try_from(req.streams) {
+            Ok(pb::LogStreams::Both) => (true, true),
+            Ok(pb::LogStreams::Stdout) => (true, false),
+            Ok(pb::LogStreams::Stderr) => (false, true),
+            Err(_) => {
+                return Err(ExecError::InvalidArgument(format!(
+                    "streams {} is not a known value",
+                    req.streams
+                )))
+            }
+        };
         let tail = if req.tail == 0 {
             self.limits.logs_default_tail
         } else {
             req.tail
         };
         let permit = self.permit_read(call, &req.container).await?;
+        let query = LogQuery {
+            tail,
+            since: req.since,
+            stdout,
+            stderr,
+        };
         let (raw, truncated) = self
             .docker
-            .logs(&permit, tail, self.limits.logs_max_bytes as usize)
+            .logs(&permit, query, self.limits.logs_max_bytes as usize)
             .await?;
-        let mut redactions = 0;
-        let lines = raw
+        let mut shaper = redact::LogShaper::default();
+        let lines: Vec<pb::LogLine> = raw
             .into_iter()
-            .map(|l| {
-                let (text, n) = redact::shape_log_line(&l.bytes);
-                redactions += n;
-                pb::LogLine {
-                    stream: if l.stream == LogStream::Stderr {
-                        "stderr"
-                    } else {
-                        "stdout"
-                    }
-                    .into(),
-                    text,
+            .map(|l| pb::LogLine {
+                stream: if l.stream == LogStream::Stderr {
+                    "stderr"
+                } else {
+                    "stdout"
                 }
+                .into(),
+                text: shaper.line(&l.bytes),
             })
-            .collect::<Vec<_>>();
+            .collect();
+        let redactions = shaper.redactions();
         call.entry.result = format!(
             "lines={} truncated={truncated} redactions={redactions}",
             lines.len()
@@ -399,32 +503,35 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::ListContainersRequest,
     ) -> Result<pb::ListContainersResponse, ExecError> {
-        call.record(&req.request_id, "");
-        call.entry.input = format!("all={}", req.all);
+        call.record(&req.request_id, &req.name);
+        call.entry.input = format!(
+            "all={} name={} labels={} compose_project={} status={}",
+            req.all,
+            truncate_for_audit(&req.name),
+            req.labels.len(),
+            truncate_for_audit(&req.compose_project),
+            truncate_for_audit(&req.status)
+        );
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
+        validate_filters(&req)?;
         let containers: Vec<pb::ContainerSummary> = self
             .docker
             .list(req.all)
             .await?
             .into_iter()
             .filter(|c| self.policy.target_allowed(&c.name, &c.labels))
-            .map(|c| pb::ContainerSummary {
-                id: c.id,
-                name: redact::neutralise_controls(&c.name),
-                image: redact::neutralise_controls(&c.image),
-                state: c.state,
-                status: c.status,
-                labels: c
-                    .labels
-                    .into_iter()
-                    .map(|(k, v)| {
-                        (
-                            redact::neutralise_controls(&k),
-                            redact::redact_text(&redact::neutralise_controls(&v)).0,
-                        )
-                    })
-                    .collect(),
+            .filter(|c| matches_filters(c, &req))
+            .map(|c| {
+                let (labels, _) = shape_labels(c.labels);
+                pb::ContainerSummary {
+                    id: c.id,
+                    name: redact::neutralise_controls(&c.name),
+                    image: redact::neutralise_controls(&c.image),
+                    state: c.state,
+                    status: c.status,
+                    labels,
+                }
             })
             .collect();
         call.entry.result = format!("containers={}", containers.len());
@@ -439,28 +546,64 @@ impl ExecutorService {
         call.record(&req.request_id, "");
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        let action = |name: &str, a: WriteAction| pb::ActionPolicy {
-            action: name.into(),
-            enabled: self.policy.action_enabled(a),
-            tier: Tier::Change as u32,
-            approval_required: true,
-        };
+        let actions = [WriteAction::Start, WriteAction::Restart, WriteAction::Stop]
+            .into_iter()
+            .map(|a| pb::ActionPolicy {
+                action: a.as_str().into(),
+                enabled: self.policy.action_enabled(a),
+                tier: Policy::tier(a) as u32,
+                approval_required: true,
+            })
+            .collect();
         Ok(pb::PolicyResponse {
-            actions: vec![
-                action("start", WriteAction::Start),
-                action("restart", WriteAction::Restart),
-            ],
+            actions,
             logs_max_lines: self.limits.logs_max_lines,
             logs_max_bytes: self.limits.logs_max_bytes,
             approver_ids: self.approvals.approver_ids(),
+            http_checks: self.http_checks.keys().cloned().collect(),
+        })
+    }
+
+    /// Only endpoints from the executor's config: the caller names a service.
+    async fn check_http(
+        &self,
+        call: &mut Call,
+        req: pb::CheckHttpRequest,
+    ) -> Result<pb::CheckHttpResponse, ExecError> {
+        call.record(&req.request_id, &req.service);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let Some(target) = self.http_checks.get(&req.service) else {
+            return Err(ExecError::NotConfigured(format!(
+                "no HTTP check is configured for service `{}`",
+                truncate_for_audit(&redact::neutralise_controls(&req.service))
+            )));
+        };
+        let outcome = http_check::check(target, self.http_timeout).await;
+        call.entry.result = format!(
+            "ok={} status={} latency_ms={} {}",
+            outcome.ok,
+            outcome.status_code,
+            outcome.latency.as_millis(),
+            outcome.error
+        );
+        Ok(pb::CheckHttpResponse {
+            service: req.service,
+            ok: outcome.ok,
+            status_code: outcome.status_code,
+            latency_ms: outcome.latency.as_millis() as u64,
+            error: outcome.error,
+            body_snippet: outcome.body_snippet,
         })
     }
 
     /// The write path. Order matters: the target is resolved to its id now
-    /// (so a recreated container does not match an old approval), policy
+    /// (so a recreated container does not match an old approval); policy
     /// comes before the approval (a disabled action is refused whatever was
-    /// signed), and the nonce is consumed last, just before Docker is called,
-    /// so a refused call does not burn a valid approval.
+    /// signed); the nonce is consumed last, so a refused call does not burn
+    /// a valid approval, and consuming it commits a record of who may do what
+    /// to which container before Docker is called (a store that cannot be
+    /// written stops the write).
     async fn write(
         &self,
         call: &mut Call,
@@ -470,13 +613,17 @@ impl ExecutorService {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        validate_container_ref(&req.container)?;
         if let Some(a) = &req.approval {
-            call.entry.key_id = truncate_for_audit(&a.key_id);
+            call.entry.key_id = truncate_for_audit(&redact::neutralise_controls(&a.key_id));
         }
-        let target = self.docker.resolve(&req.container).await?;
-        call.entry.container_id = target.id.clone();
-        let permit = self.policy.permit_write(action, &target)?;
+        let target = self.resolve(call, &req.container).await?;
+        let permit = self
+            .policy
+            .permit_write(action, &target)
+            .map_err(|e| match e {
+                PolicyError::TargetNotAllowed { .. } => invisible(&req.container, e),
+                other => ExecError::Policy(other),
+            })?;
         let input = req.approval.as_ref().map(|a| ApprovalInput {
             claims: &a.claims,
             signature: &a.signature,
@@ -491,19 +638,24 @@ impl ExecutorService {
             truncate_for_audit(&approved.claims.plan_digest),
             approved.claims.expires_at
         );
-        self.audit
-            .consume_nonce(
-                &approved.claims.nonce,
-                &approved.claims.approval_id,
-                approved.claims.expires_at,
-            )
-            .map_err(|e| match e {
-                AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
-                other => ExecError::Audit(other),
-            })?;
+        let record = NonceRecord {
+            nonce: &approved.claims.nonce,
+            approval_id: &approved.claims.approval_id,
+            expires_at: approved.claims.expires_at,
+            request_id: &req.request_id,
+            action: action.as_str(),
+            container_id: &target.id,
+            caller: &call.entry.caller,
+            key_id: &approved.key_id,
+        };
+        self.audit.consume_nonce(&record).map_err(|e| match e {
+            AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
+            other => ExecError::Audit(other),
+        })?;
         match action {
             WriteAction::Restart => self.docker.restart(&permit).await?,
             WriteAction::Start => self.docker.start(&permit).await?,
+            WriteAction::Stop => self.docker.stop(&permit).await?,
         }
         call.entry.result = format!("{action} done");
         Ok(pb::WriteResponse {
@@ -514,21 +666,102 @@ impl ExecutorService {
     }
 }
 
-fn shape_health(h: Health) -> pb::HealthState {
-    pb::HealthState {
-        status: h.status,
-        failing_streak: h.failing_streak,
-        log: h
-            .log
-            .into_iter()
-            .map(|p| pb::HealthLogEntry {
+fn invisible(container: &str, why: PolicyError) -> ExecError {
+    ExecError::Invisible {
+        container: truncate_for_audit(container),
+        why,
+    }
+}
+
+fn validate_filters(req: &pb::ListContainersRequest) -> Result<(), ExecError> {
+    const STATUSES: &[&str] = &[
+        "",
+        "created",
+        "running",
+        "paused",
+        "restarting",
+        "removing",
+        "exited",
+        "dead",
+    ];
+    if !STATUSES.contains(&req.status.as_str()) {
+        return Err(ExecError::InvalidArgument(format!(
+            "status filter must be one of {}",
+            STATUSES[1..].join(", ")
+        )));
+    }
+    if req.name.len() > MAX_CONTAINER_REF_LEN || req.compose_project.len() > MAX_CONTAINER_REF_LEN {
+        return Err(ExecError::InvalidArgument(format!(
+            "name and compose_project filters are at most {MAX_CONTAINER_REF_LEN} characters"
+        )));
+    }
+    if req.labels.len() > 16
+        || req
+            .labels
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.len() > 256 || v.len() > 256)
+    {
+        return Err(ExecError::InvalidArgument(
+            "at most 16 label filters, keys 1 to 256 and values up to 256 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn matches_filters(c: &ContainerSummary, req: &pb::ListContainersRequest) -> bool {
+    (req.name.is_empty() || glob_match::glob_match(&req.name, &c.name))
+        && req.labels.iter().all(|(k, v)| {
+            c.labels
+                .get(k)
+                .is_some_and(|have| v.is_empty() || have == v)
+        })
+        && (req.compose_project.is_empty()
+            || c.labels.get(crate::policy::COMPOSE_PROJECT_LABEL) == Some(&req.compose_project))
+        && (req.status.is_empty() || c.state == req.status)
+}
+
+/// Label values of secret-looking keys are withheld, others redacted.
+fn shape_labels(labels: BTreeMap<String, String>) -> (HashMap<String, String>, u32) {
+    let mut redactions = 0;
+    let shaped = labels
+        .into_iter()
+        .map(|(k, v)| {
+            let (v, n) = if redact::is_secret_key(&k) && !v.is_empty() {
+                (redact::REDACTED.to_string(), 1)
+            } else {
+                redact::redact_text(&redact::neutralise_controls(&v))
+            };
+            redactions += n;
+            (redact::neutralise_controls(&k), v)
+        })
+        .collect();
+    (shaped, redactions)
+}
+
+fn shape_health(h: Health) -> (pb::HealthState, u32) {
+    let mut redactions = 0;
+    let log = h
+        .log
+        .into_iter()
+        .map(|p| {
+            let (output, n) = redact::shape_multiline(&p.output);
+            redactions += n;
+            pb::HealthLogEntry {
                 exit_code: p.exit_code,
-                output: redact::shape_multiline(&p.output).0,
+                output,
                 start: p.start,
                 end: p.end,
-            })
-            .collect(),
-    }
+            }
+        })
+        .collect();
+    (
+        pb::HealthState {
+            status: h.status,
+            failing_streak: h.failing_streak,
+            log,
+        },
+        redactions,
+    )
 }
 
 fn shape_healthcheck(h: HealthcheckSpec) -> pb::HealthcheckConfig {
@@ -557,19 +790,10 @@ fn shape_inspect(d: ContainerDetails) -> pb::InspectContainerResponse {
             line
         })
         .collect();
-    let labels = d
-        .labels
-        .into_iter()
-        .map(|(k, v)| {
-            let (v, n) = if redact::is_secret_key(&k) && !v.is_empty() {
-                (redact::REDACTED.to_string(), 1)
-            } else {
-                redact::redact_text(&redact::neutralise_controls(&v))
-            };
-            redactions += n;
-            (redact::neutralise_controls(&k), v)
-        })
-        .collect();
+    let (labels, n) = shape_labels(d.labels);
+    redactions += n;
+    let (health, n) = shape_health(d.health);
+    redactions += n;
     let (error, n) = redact::redact_text(&redact::neutralise_controls(&d.state.error));
     redactions += n;
     pb::InspectContainerResponse {
@@ -587,7 +811,7 @@ fn shape_inspect(d: ContainerDetails) -> pb::InspectContainerResponse {
             started_at: d.state.started_at,
             finished_at: d.state.finished_at,
         }),
-        health: Some(shape_health(d.health)),
+        health: Some(health),
         healthcheck: d.healthcheck.map(shape_healthcheck),
         labels,
         env,
@@ -672,6 +896,35 @@ impl pb::executor_server::Executor for ExecutorService {
         let result = self
             .write(&mut call, request.into_inner(), WriteAction::Restart)
             .await;
+        self.finish(call, result)
+    }
+
+    async fn stop_container(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let mut call = self.begin(&request, "stop", Tier::Disruptive);
+        let result = self
+            .write(&mut call, request.into_inner(), WriteAction::Stop)
+            .await;
+        self.finish(call, result)
+    }
+
+    async fn container_stats(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::StatsResponse>, Status> {
+        let mut call = self.begin(&request, "stats", Tier::Read);
+        let result = self.stats(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+
+    async fn check_http(
+        &self,
+        request: Request<pb::CheckHttpRequest>,
+    ) -> Result<Response<pb::CheckHttpResponse>, Status> {
+        let mut call = self.begin(&request, "check_http", Tier::Read);
+        let result = self.check_http(&mut call, request.into_inner()).await;
         self.finish(call, result)
     }
 }

@@ -28,6 +28,7 @@ const SECRET_PREFIX: &str = "ed25519-secret:";
 pub enum WriteAction {
     Start,
     Restart,
+    Stop,
 }
 
 impl WriteAction {
@@ -35,6 +36,7 @@ impl WriteAction {
         match self {
             WriteAction::Start => "start",
             WriteAction::Restart => "restart",
+            WriteAction::Stop => "stop",
         }
     }
 
@@ -42,6 +44,7 @@ impl WriteAction {
         match s {
             "start" => Some(WriteAction::Start),
             "restart" => Some(WriteAction::Restart),
+            "stop" => Some(WriteAction::Stop),
             _ => None,
         }
     }

@@ -98,6 +98,20 @@ async fn write_refusal_matrix() {
         Code::FailedPrecondition,
         "is for action start",
     ));
+    // A compromised agent pairing a harmless name (shown to the human) with
+    // another container's id.
+    let c =
+        drydock_e2e::approvals::claims_named("req-name-swap", WriteAction::Restart, &a_id, &b.name);
+    cases.push((
+        "name-swap",
+        write(
+            "req-name-swap",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "names container",
+    ));
     let c = claims("req-signed-for", WriteAction::Restart, &a_id);
     cases.push((
         "other-request",
@@ -225,7 +239,7 @@ async fn write_refusal_matrix() {
         assert!(err.message().contains(needle), "{name}: {}", err.message());
         let row = audit_for(&dd, &request_id);
         assert_eq!(row["action"], "restart", "{name}");
-        let decision = if code == Code::NotFound {
+        let decision = if name == "missing-container" {
             "error"
         } else {
             "denied"
@@ -380,7 +394,7 @@ async fn policy_refuses_disabled_actions_and_hides_unselected_targets() {
         .unwrap()
         .contains("disabled"));
 
-    // Outside the selectors: refused for writes...
+    // Outside the selectors: refused for writes, as if it did not exist...
     let c = claims("req-unselected", WriteAction::Start, &unmanaged.id());
     let err = client
         .start_container(write(
@@ -390,12 +404,16 @@ async fn policy_refuses_disabled_actions_and_hides_unselected_targets() {
         ))
         .await
         .expect_err("unselected");
-    assert_eq!(err.code(), Code::PermissionDenied);
+    assert_eq!(err.code(), Code::NotFound);
+    assert!(!err.message().contains("selector"), "{}", err.message());
+    let row = audit_for(&dd, "req-unselected");
+    assert_eq!(row["decision"], "denied");
     assert!(
-        err.message()
+        row["reason"]
+            .as_str()
+            .unwrap()
             .contains("outside the executor's target selectors"),
-        "{}",
-        err.message()
+        "{row}"
     );
 
     // ...and invisible to reads, exactly like a missing container.
@@ -423,6 +441,7 @@ async fn policy_refuses_disabled_actions_and_hides_unselected_targets() {
         .list_containers(pb::ListContainersRequest {
             request_id: "req-list".into(),
             all: true,
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -467,6 +486,7 @@ async fn tls_refuses_clients_without_an_allowed_certificate() {
     let probe = |id: &'static str| pb::ListContainersRequest {
         request_id: id.into(),
         all: false,
+        ..Default::default()
     };
 
     let mut ok = grpc::connect(

@@ -409,7 +409,23 @@ pub mod approvals {
             .unwrap_or(0)
     }
 
+    /// Claims for a real container: its name is looked up, as the agent
+    /// would show it to the human.
     pub fn claims(request_id: &str, action: WriteAction, container_id: &str) -> ApprovalClaims {
+        let name = crate::docker(&["inspect", "-f", "{{.Name}}", container_id]);
+        let name = String::from_utf8_lossy(&name.stdout)
+            .trim()
+            .trim_start_matches('/')
+            .to_string();
+        claims_named(request_id, action, container_id, &name)
+    }
+
+    pub fn claims_named(
+        request_id: &str,
+        action: WriteAction,
+        container_id: &str,
+        name: &str,
+    ) -> ApprovalClaims {
         let now = unix_now();
         ApprovalClaims {
             version: CLAIMS_VERSION,
@@ -417,7 +433,7 @@ pub mod approvals {
             request_id: request_id.into(),
             action,
             container_id: container_id.into(),
-            container_name: "test".into(),
+            container_name: name.into(),
             plan_digest: "0".repeat(64),
             issued_at: now,
             expires_at: now + 300,
