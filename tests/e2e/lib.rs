@@ -454,3 +454,170 @@ pub mod approvals {
         }
     }
 }
+
+pub mod fake_docker {
+    //! A stand-in Docker engine on a unix socket, for failure modes a real
+    //! engine will not produce on demand: hanging, failing, slow. It speaks
+    //! just enough HTTP/1.1 for bollard and counts requests per path.
+
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Mode {
+        /// Accept connections and never answer anything.
+        Hang,
+        /// Answer the version handshake; every container call gets a 500.
+        Fail,
+        /// Inspect succeeds (one fake container); writes get a 500.
+        WritesFail,
+        /// Like `WritesFail`, but every answer is delayed by a second.
+        Slow,
+    }
+
+    pub const FAKE_ID: &str = "f00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeed";
+    pub const FAKE_NAME: &str = "fake-backend";
+
+    pub struct FakeDocker {
+        pub socket: PathBuf,
+        counts: Arc<Mutex<HashMap<String, usize>>>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl FakeDocker {
+        pub fn start(mode: Mode) -> FakeDocker {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let socket = dir.path().join("docker.sock");
+            let listener = UnixListener::bind(&socket).expect("bind fake docker");
+            let counts = Arc::new(Mutex::new(HashMap::new()));
+            let c = counts.clone();
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for stream in listener.incoming().flatten() {
+                    if mode == Mode::Hang {
+                        held.push(stream);
+                        continue;
+                    }
+                    let c = c.clone();
+                    std::thread::spawn(move || serve(stream, mode, c));
+                }
+            });
+            FakeDocker {
+                socket,
+                counts,
+                _dir: dir,
+            }
+        }
+
+        pub fn endpoint(&self) -> String {
+            format!("unix://{}", self.socket.display())
+        }
+
+        /// Requests whose path contains `needle`.
+        pub fn count(&self, needle: &str) -> usize {
+            self.counts
+                .lock()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| k.contains(needle))
+                        .map(|(_, v)| *v)
+                        .sum()
+                })
+                .unwrap_or(0)
+        }
+    }
+
+    fn inspect_body() -> String {
+        serde_json::json!({
+            "Id": FAKE_ID,
+            "Name": format!("/{FAKE_NAME}"),
+            "Created": "2026-01-01T00:00:00Z",
+            "RestartCount": 0,
+            "State": {"Status": "running", "Running": true, "Restarting": false, "OOMKilled": false, "Dead": false, "ExitCode": 0, "Error": "", "StartedAt": "2026-01-01T00:00:00Z", "FinishedAt": "0001-01-01T00:00:00Z"},
+            "Config": {"Image": "fake:latest", "Labels": {}, "Env": []},
+            "HostConfig": {"RestartPolicy": {"Name": "no"}},
+            "NetworkSettings": {"Networks": {}}
+        })
+        .to_string()
+    }
+
+    fn serve(stream: UnixStream, mode: Mode, counts: Arc<Mutex<HashMap<String, usize>>>) {
+        let mut reader = BufReader::new(match stream.try_clone() {
+            Ok(s) => s,
+            Err(_) => return,
+        });
+        let mut writer = stream;
+        loop {
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                return;
+            }
+            let mut content_length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    content_length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; content_length];
+            let _ = reader.read_exact(&mut body);
+            let mut parts = request_line.split_whitespace();
+            let method = parts.next().unwrap_or("").to_string();
+            let path = parts.next().unwrap_or("").to_string();
+            if let Ok(mut m) = counts.lock() {
+                *m.entry(format!("{method} {path}")).or_insert(0) += 1;
+            }
+            if mode == Mode::Slow {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            let (status, body) = if path.ends_with("/version") || path.ends_with("/_ping") {
+                (200, serde_json::json!({"ApiVersion": "1.41", "Version": "20.10.0", "MinAPIVersion": "1.12"}).to_string())
+            } else if mode == Mode::Fail {
+                (500, r#"{"message":"fake engine failure"}"#.to_string())
+            } else if method == "GET" && path.contains("/containers/") && path.contains("/json") {
+                (200, inspect_body())
+            } else {
+                (
+                    500,
+                    r#"{"message":"fake engine refuses writes"}"#.to_string(),
+                )
+            };
+            let reason = if status == 200 {
+                "OK"
+            } else {
+                "Internal Server Error"
+            };
+            let response = format!("HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            if writer.write_all(response.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Point an executor config at another Docker endpoint.
+pub fn with_docker_endpoint(yaml: &str, endpoint: &str) -> String {
+    yaml.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("endpoint: ")
+                && (l.contains("unix://") || l.contains("tcp://"))
+            {
+                format!("  endpoint: {endpoint}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}

@@ -2,4 +2,5 @@
 //! Run with `cargo test --workspace`; a missing Docker engine fails them.
 
 mod closed_loop;
+mod executor_behaviour;
 mod executor_boundary;

@@ -1,0 +1,618 @@
+//! What the executor does besides refusing: timeouts against a hanging
+//! engine, retry counts, graceful shutdown, redaction, audit tamper
+//! detection, the audit-before-write rule, and the remaining read RPCs.
+
+use std::time::{Duration, Instant};
+
+use drydock_e2e::approvals::{claims, claims_named, sign};
+use drydock_e2e::fake_docker::{FakeDocker, Mode, FAKE_ID, FAKE_NAME};
+use drydock_e2e::*;
+use drydock_proto::approval::WriteAction;
+use drydock_proto::pb;
+use tonic::Code;
+
+fn agent_identity(dd: &Drydock) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    (
+        read(&dd.home.path("pki/ca.crt")),
+        read(&dd.home.path("pki/agent.crt")),
+        read(&dd.home.path("pki/agent.key")),
+    )
+}
+
+async fn client(
+    dd: &Drydock,
+    exec: &ExecutorProcess,
+) -> pb::executor_client::ExecutorClient<tonic::transport::Channel> {
+    let (ca, cert, key) = agent_identity(dd);
+    grpc::connect(exec.port, &ca, Some((&cert, &key)))
+        .await
+        .expect("connect")
+}
+
+fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
+    dd.home
+        .load_cli_config()
+        .expect("cli config")
+        .signing_key()
+        .expect("key")
+}
+
+fn container_req(request_id: &str, container: &str) -> pb::ContainerRequest {
+    pb::ContainerRequest {
+        request_id: request_id.into(),
+        container: container.into(),
+    }
+}
+
+fn fast_reads(y: String, endpoint: &str) -> String {
+    with_docker_endpoint(&y, endpoint)
+        .replace("read: 5s", "read: 1s")
+        .replace("write: 30s", "write: 2s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_docker_engine_yields_deadline_exceeded_on_time() {
+    let dd = Drydock::init();
+    let fake = FakeDocker::start(Mode::Hang);
+    let endpoint = fake.endpoint();
+    let exec = ExecutorProcess::start(&dd, |y| fast_reads(y, &endpoint));
+    let mut c = client(&dd, &exec).await;
+    let started = Instant::now();
+    let err = c
+        .inspect_container(container_req("req-hang", "anything"))
+        .await
+        .expect_err("hang");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered after {:?}, the read timeout is 1s",
+        started.elapsed()
+    );
+    let key = approver(&dd);
+    let approval = sign(
+        &claims_named("req-hang-write", WriteAction::Restart, FAKE_ID, FAKE_NAME),
+        &key,
+        "local-operator",
+    );
+    let err = c
+        .restart_container(pb::WriteRequest {
+            request_id: "req-hang-write".into(),
+            container: FAKE_NAME.into(),
+            approval: Some(approval),
+        })
+        .await
+        .expect_err("hang");
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    let rows = dd.audit_rows();
+    assert!(
+        rows.iter()
+            .any(|r| r["request_id"] == "req-hang" && r["code"] == "DeadlineExceeded"),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_retried_twice_and_writes_never() {
+    let dd = Drydock::init();
+    let failing = FakeDocker::start(Mode::Fail);
+    let endpoint = failing.endpoint();
+    let exec = ExecutorProcess::start(&dd, |y| fast_reads(y, &endpoint));
+    let mut c = client(&dd, &exec).await;
+    let err = c
+        .inspect_container(container_req("req-retry", FAKE_NAME))
+        .await
+        .expect_err("engine fails");
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(failing.count("/containers/"), 3, "one try and two retries");
+    drop(c);
+    exec.stop();
+
+    let refusing = FakeDocker::start(Mode::WritesFail);
+    let endpoint = refusing.endpoint();
+    let exec = ExecutorProcess::start(&dd, |y| fast_reads(y, &endpoint));
+    let mut c = client(&dd, &exec).await;
+    let key = approver(&dd);
+    let approval = sign(
+        &claims_named("req-write-once", WriteAction::Restart, FAKE_ID, FAKE_NAME),
+        &key,
+        "local-operator",
+    );
+    let err = c
+        .restart_container(pb::WriteRequest {
+            request_id: "req-write-once".into(),
+            container: FAKE_NAME.into(),
+            approval: Some(approval),
+        })
+        .await
+        .expect_err("engine refuses");
+    assert_eq!(
+        err.code(),
+        Code::FailedPrecondition,
+        "an engine that answered and refused is not 'unavailable': {err:?}"
+    );
+    assert_eq!(
+        refusing.count("/restart"),
+        1,
+        "a write is attempted exactly once"
+    );
+    let row = dd
+        .audit_rows()
+        .into_iter()
+        .find(|r| r["request_id"] == "req-write-once")
+        .expect("audited");
+    assert_eq!(row["decision"], "error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_an_in_flight_call_finish() {
+    let dd = Drydock::init();
+    let slow = FakeDocker::start(Mode::Slow);
+    let endpoint = slow.endpoint();
+    let exec = ExecutorProcess::start(&dd, |y| with_docker_endpoint(&y, &endpoint));
+    let mut c = client(&dd, &exec).await;
+    let call = tokio::spawn(async move {
+        c.inspect_container(container_req("req-in-flight", FAKE_NAME))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = tokio::task::spawn_blocking(move || exec.stop())
+        .await
+        .expect("stop");
+    let answer = call
+        .await
+        .expect("join")
+        .expect("the in-flight call completes");
+    assert_eq!(answer.into_inner().id, FAKE_ID);
+    assert!(status.success(), "clean exit after SIGTERM: {status}");
+    let rows = dd.audit_rows();
+    assert!(
+        rows.iter()
+            .any(|r| r["request_id"] == "req-in-flight" && r["decision"] == "allowed"),
+        "the finished call is audited"
+    );
+    assert!(dd.audit_verify().status.success(), "nothing half-written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_leave_the_executor() {
+    let dd = Drydock::init();
+    let secrets = [
+        "hunter2-secret",
+        "tok-1234567890",
+        "s3cr3t-pw",
+        "AKIAIOSFODNN7EXAMPLE",
+        "abc.def.ghi-bearer",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+    ];
+    let container = Container::run(
+        "secrets",
+        &[
+            "-e",
+            "DB_PASSWORD=hunter2-secret",
+            "-e",
+            "API_TOKEN=tok-1234567890",
+            "-e",
+            "DATABASE_URL=postgres://app:s3cr3t-pw@db:5432/app",
+            "-e",
+            "PORT=8080",
+            "--label",
+            "vault.token=tok-1234567890",
+            drydock::fixture::FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--line",
+            "connecting with password=hunter2-secret",
+            "--line",
+            "using key AKIAIOSFODNN7EXAMPLE",
+            "--stderr-line",
+            "request failed: Authorization: Bearer abc.def.ghi-bearer",
+            "--line",
+            "-----BEGIN PRIVATE KEY-----",
+            "--line",
+            "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+            "--line",
+            "-----END PRIVATE KEY-----",
+            "--line",
+            "\u{1b}[31mred alert\u{1b}[0m",
+        ],
+    );
+    container.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut c = client(&dd, &exec).await;
+    let inspect = c
+        .inspect_container(container_req("req-secrets", &container.name))
+        .await
+        .expect("inspect")
+        .into_inner();
+    let logs = c
+        .container_logs(pb::LogsRequest {
+            request_id: "req-secrets".into(),
+            container: container.name.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("logs")
+        .into_inner();
+    let list = c
+        .list_containers(pb::ListContainersRequest {
+            request_id: "req-secrets".into(),
+            all: true,
+            name: container.name.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    let everything = format!("{inspect:?}\n{logs:?}\n{list:?}");
+    for secret in secrets {
+        assert!(
+            !everything.contains(secret),
+            "secret {secret} leaked:\n{everything}"
+        );
+    }
+    assert!(
+        !everything.contains('\u{1b}'),
+        "escape sequences are neutralised"
+    );
+    assert!(
+        inspect.env.contains(&"PORT=8080".to_string()),
+        "harmless values stay: {:?}",
+        inspect.env
+    );
+    assert!(
+        inspect.redactions >= 4,
+        "inspect counts its redactions: {}",
+        inspect.redactions
+    );
+    assert!(
+        logs.redactions >= 4,
+        "logs count their redactions: {}",
+        logs.redactions
+    );
+    assert!(
+        logs.lines.iter().any(|l| l.text == "red alert"),
+        "{:?}",
+        logs.lines
+    );
+    assert_eq!(list.containers.len(), 1);
+    // Nor does anything secret reach the audit log.
+    let audit = std::fs::read(dd.audit_db()).expect("audit db");
+    for secret in secrets {
+        assert!(
+            !String::from_utf8_lossy(&audit).contains(secret),
+            "{secret} in the audit log"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_tampering_is_detected() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut c = client(&dd, &exec).await;
+    for i in 0..4 {
+        let _ = c
+            .list_containers(pb::ListContainersRequest {
+                request_id: format!("req-{i}"),
+                ..Default::default()
+            })
+            .await;
+    }
+    drop(c);
+    exec.stop();
+    let out = dd.audit_verify();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let db = rusqlite::Connection::open(dd.audit_db()).expect("open");
+    db.execute(
+        "UPDATE audit SET result = 'containers=99' WHERE seq = 2",
+        [],
+    )
+    .expect("tamper");
+    let out = dd.audit_verify();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("row 2 was modified"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    db.execute("DELETE FROM audit WHERE seq = 2", [])
+        .expect("delete");
+    let out = dd.audit_verify();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("row 2 is missing"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_not_performed_when_the_audit_store_cannot_be_written() {
+    let dd = Drydock::init();
+    let target = Container::run("audit-locked", &[drydock::fixture::FIXTURE_IMAGE, "sleep"]);
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut c = client(&dd, &exec).await;
+    let started_at = target.inspect("{{.State.StartedAt}}");
+    let approval = sign(
+        &claims("req-locked", WriteAction::Restart, &target.id()),
+        &approver(&dd),
+        "local-operator",
+    );
+    // Another writer holds the database: the executor's writes time out.
+    let db = rusqlite::Connection::open(dd.audit_db()).expect("open");
+    db.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+    let err = c
+        .restart_container(pb::WriteRequest {
+            request_id: "req-locked".into(),
+            container: target.name.clone(),
+            approval: Some(approval),
+        })
+        .await
+        .expect_err("no audit, no write");
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(err.message().contains("audit"), "{}", err.message());
+    assert_eq!(
+        target.inspect("{{.State.StartedAt}}"),
+        started_at,
+        "the container was not restarted"
+    );
+    db.execute_batch("ROLLBACK").expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_rpcs_stats_http_checks_filters_and_the_stop_tier() {
+    let dd = Drydock::init();
+    let web = Container::run(
+        "reads-web",
+        &[
+            "--label",
+            "drydock.test=reads",
+            drydock::fixture::FIXTURE_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--line",
+            "INFO out",
+            "--line",
+            "INFO more",
+        ],
+    );
+    let ip = web.inspect("{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}");
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y + &format!("http_checks:\n  web: \"http://{ip}:8080/health\"\n  nowhere: \"http://127.0.0.1:1/\"\n")
+    });
+    let mut c = client(&dd, &exec).await;
+
+    let stats = c
+        .container_stats(container_req("req-stats", &web.name))
+        .await
+        .expect("stats")
+        .into_inner();
+    assert_eq!(stats.container_id, web.id());
+    assert!(
+        stats.memory_usage_bytes > 0 && stats.memory_limit_bytes >= stats.memory_usage_bytes,
+        "{stats:?}"
+    );
+
+    let ok = c
+        .check_http(pb::CheckHttpRequest {
+            request_id: "req-http".into(),
+            service: "web".into(),
+        })
+        .await
+        .expect("check")
+        .into_inner();
+    assert!(ok.ok && ok.status_code == 200, "{ok:?}");
+    let down = c
+        .check_http(pb::CheckHttpRequest {
+            request_id: "req-http".into(),
+            service: "nowhere".into(),
+        })
+        .await
+        .expect("check")
+        .into_inner();
+    assert!(!down.ok && !down.error.is_empty(), "{down:?}");
+    let err = c
+        .check_http(pb::CheckHttpRequest {
+            request_id: "req-http-any".into(),
+            service: "http://evil.example/".into(),
+        })
+        .await
+        .expect_err("only configured services");
+    assert_eq!(err.code(), Code::NotFound);
+
+    let filtered = c
+        .list_containers(pb::ListContainersRequest {
+            request_id: "req-filter".into(),
+            all: true,
+            labels: [("drydock.test".to_string(), "reads".to_string())].into(),
+            status: "running".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(
+        filtered
+            .containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        [web.name.as_str()]
+    );
+    let none = c
+        .list_containers(pb::ListContainersRequest {
+            request_id: "req-filter".into(),
+            all: true,
+            labels: [("drydock.test".to_string(), "reads".to_string())].into(),
+            status: "exited".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(none.containers.is_empty());
+    let err = c
+        .list_containers(pb::ListContainersRequest {
+            request_id: "req-filter".into(),
+            status: "sleeping".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("bad status");
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    let stderr_only = c
+        .container_logs(pb::LogsRequest {
+            request_id: "req-logs".into(),
+            container: web.name.clone(),
+            streams: pb::LogStreams::Stderr as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("logs")
+        .into_inner();
+    assert!(
+        stderr_only.lines.iter().all(|l| l.stream == "stderr"),
+        "{stderr_only:?}"
+    );
+    let future = c
+        .container_logs(pb::LogsRequest {
+            request_id: "req-logs".into(),
+            container: web.name.clone(),
+            since: approvals::unix_now() + 3600,
+            ..Default::default()
+        })
+        .await
+        .expect("logs")
+        .into_inner();
+    assert!(future.lines.is_empty(), "nothing since an hour from now");
+    for (name, req) in [
+        (
+            "tail over the limit",
+            pb::LogsRequest {
+                request_id: "req-bad".into(),
+                container: web.name.clone(),
+                tail: 100_000,
+                ..Default::default()
+            },
+        ),
+        (
+            "negative since",
+            pb::LogsRequest {
+                request_id: "req-bad".into(),
+                container: web.name.clone(),
+                since: -5,
+                ..Default::default()
+            },
+        ),
+        (
+            "unknown stream",
+            pb::LogsRequest {
+                request_id: "req-bad".into(),
+                container: web.name.clone(),
+                streams: 9,
+                ..Default::default()
+            },
+        ),
+    ] {
+        let err = c.container_logs(req).await.expect_err(name);
+        assert_eq!(err.code(), Code::InvalidArgument, "{name}");
+    }
+
+    // Stop is T2: off by default, and even when on, it needs an approval.
+    let key = approver(&dd);
+    let approval = sign(
+        &claims("req-stop", WriteAction::Stop, &web.id()),
+        &key,
+        "local-operator",
+    );
+    let err = c
+        .stop_container(pb::WriteRequest {
+            request_id: "req-stop".into(),
+            container: web.name.clone(),
+            approval: Some(approval.clone()),
+        })
+        .await
+        .expect_err("stop disabled");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let policy = c
+        .get_policy(pb::GetPolicyRequest {
+            request_id: "req-policy".into(),
+        })
+        .await
+        .expect("policy")
+        .into_inner();
+    let stop = policy
+        .actions
+        .iter()
+        .find(|a| a.action == "stop")
+        .expect("stop listed");
+    assert!(!stop.enabled && stop.tier == 2 && stop.approval_required);
+    assert_eq!(policy.http_checks, ["nowhere", "web"]);
+    drop(c);
+    exec.stop();
+
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace(
+            "\n  start: {enabled: true}",
+            "\n  start: {enabled: true}\n  stop: {enabled: true}",
+        )
+    });
+    let mut c = client(&dd, &exec).await;
+    let err = c
+        .stop_container(pb::WriteRequest {
+            request_id: "req-stop-bare".into(),
+            container: web.name.clone(),
+            approval: None,
+        })
+        .await
+        .expect_err("approval required");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    c.stop_container(pb::WriteRequest {
+        request_id: "req-stop".into(),
+        container: web.name.clone(),
+        approval: Some(approval),
+    })
+    .await
+    .expect("approved stop");
+    assert_eq!(web.inspect("{{.State.Running}}"), "false");
+    let row = dd
+        .audit_rows()
+        .into_iter()
+        .find(|r| r["request_id"] == "req-stop" && r["decision"] == "allowed")
+        .expect("audited");
+    assert_eq!(row["tier"], 2);
+}
+
+#[test]
+fn an_invalid_config_stops_the_executor_and_names_the_key() {
+    let dd = Drydock::init();
+    let text = std::fs::read_to_string(dd.home.executor_config()).expect("config");
+    for (edit, key) in [
+        (format!("{text}exec_everything: true\n"), "exec_everything"),
+        (text.replace("read: 5s", "read: soonish"), "soonish"),
+        (
+            text.replace("pki/executor.crt", "pki/missing.crt"),
+            "tls.cert",
+        ),
+    ] {
+        let path = dd.home.path("bad-executor.yaml");
+        std::fs::write(&path, edit).expect("write");
+        let out = std::process::Command::new(bin("drydock-executor"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{key}: the executor must not start");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+}
