@@ -205,6 +205,7 @@ mod tests {
             state: "running".into(),
             status: String::new(),
             labels,
+            ..Default::default()
         }
     }
 

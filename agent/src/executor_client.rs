@@ -115,6 +115,8 @@ impl ExecutorClient {
                 state: c.state,
                 status: c.status,
                 labels: c.labels.into_iter().collect(),
+                public_ports: c.public_ports,
+                ip_addresses: c.ip_addresses,
             })
             .collect())
     }
@@ -175,6 +177,9 @@ impl ExecutorClient {
             networks: r.networks,
             aliases: r.aliases,
             redactions: r.redactions,
+            memory_limit_bytes: r.memory_limit_bytes,
+            requested_host_ports: r.requested_host_ports,
+            ip_addresses: r.ip_addresses,
         })
     }
 

@@ -278,6 +278,10 @@ pub struct ContainerSummaryView {
     pub state: String,
     pub status: String,
     pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub public_ports: Vec<u32>,
+    #[serde(default)]
+    pub ip_addresses: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -320,6 +324,13 @@ pub struct ContainerView {
     pub networks: Vec<String>,
     pub aliases: Vec<String>,
     pub redactions: u32,
+    /// 0 when unlimited.
+    #[serde(default)]
+    pub memory_limit_bytes: i64,
+    #[serde(default)]
+    pub requested_host_ports: Vec<u32>,
+    #[serde(default)]
+    pub ip_addresses: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -83,6 +83,8 @@ pub struct ContainerSummary {
     pub state: String,
     pub status: String,
     pub labels: BTreeMap<String, String>,
+    pub public_ports: Vec<u32>,
+    pub ip_addresses: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -140,6 +142,9 @@ pub struct ContainerDetails {
     pub networks: Vec<String>,
     pub aliases: Vec<String>,
     pub created: String,
+    pub memory_limit: i64,
+    pub requested_host_ports: Vec<u32>,
+    pub ip_addresses: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,6 +205,12 @@ pub struct DockerAdapter {
     /// Swapped once a delayed API version negotiation succeeds.
     docker: Arc<RwLock<Docker>>,
     timeouts: Timeouts,
+}
+
+fn addresses(networks: &std::collections::HashMap<String, bollard::models::EndpointSettings>) -> Vec<String> {
+    let mut ips: Vec<String> = networks.values().filter_map(|e| e.ip_address.clone()).filter(|ip| !ip.is_empty()).collect();
+    ips.sort();
+    ips
 }
 
 fn ns(v: Option<i64>) -> Duration {
@@ -329,6 +340,13 @@ impl DockerAdapter {
                 state: c.state.unwrap_or_default(),
                 status: c.status.unwrap_or_default(),
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
+                public_ports: {
+                    let mut p: Vec<u32> = c.ports.unwrap_or_default().iter().filter_map(|p| p.public_port.map(u32::from)).collect();
+                    p.sort_unstable();
+                    p.dedup();
+                    p
+                },
+                ip_addresses: addresses(&c.network_settings.and_then(|n| n.networks).unwrap_or_default()),
             })
             .collect())
     }
@@ -375,6 +393,19 @@ impl DockerAdapter {
         aliases.dedup();
         let mut network_names: Vec<String> = networks.keys().cloned().collect();
         network_names.sort();
+        let ip_addresses = addresses(&networks);
+        let host_config = r.host_config.unwrap_or_default();
+        let mut requested_host_ports: Vec<u32> = host_config
+            .port_bindings
+            .clone()
+            .unwrap_or_default()
+            .values()
+            .flatten()
+            .flatten()
+            .filter_map(|b| b.host_port.as_deref().and_then(|p| p.parse().ok()))
+            .collect();
+        requested_host_ports.sort_unstable();
+        requested_host_ports.dedup();
         Ok(ContainerDetails {
             id: r.id.unwrap_or_default(),
             name: r
@@ -417,9 +448,11 @@ impl DockerAdapter {
             labels: config.labels.unwrap_or_default().into_iter().collect(),
             env: config.env.unwrap_or_default(),
             restart_count: r.restart_count.unwrap_or(0),
-            restart_policy: r
-                .host_config
-                .and_then(|h| h.restart_policy)
+            memory_limit: host_config.memory.unwrap_or(0),
+            requested_host_ports,
+            ip_addresses,
+            restart_policy: host_config
+                .restart_policy
                 .and_then(|p| p.name)
                 .map(|n| n.to_string())
                 .unwrap_or_default(),

@@ -531,6 +531,8 @@ impl ExecutorService {
                     state: c.state,
                     status: c.status,
                     labels,
+                    public_ports: c.public_ports,
+                    ip_addresses: c.ip_addresses,
                 }
             })
             .collect();
@@ -820,6 +822,9 @@ fn shape_inspect(d: ContainerDetails) -> pb::InspectContainerResponse {
         networks: d.networks,
         aliases: d.aliases,
         created: d.created,
+        memory_limit_bytes: d.memory_limit,
+        requested_host_ports: d.requested_host_ports,
+        ip_addresses: d.ip_addresses,
         redactions,
     }
 }
