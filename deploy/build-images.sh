@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build the drydock-executor and drydock-agent images with no registry:
+# compile both daemons as fully static binaries on this host, then copy each
+# into a `FROM scratch` image (deploy/images/*.Dockerfile) from a temporary
+# build context that holds nothing but the binary and an empty state folder.
+#
+#   deploy/build-images.sh            # tags drydock-executor:latest, drydock-agent:latest
+#   DRYDOCK_TAG=v1 deploy/build-images.sh
+#
+# Hosts that can pull `rust:` images can use the multi-stage deploy/Dockerfile
+# instead; both produce the same final images.
+set -euo pipefail
+
+tag="${DRYDOCK_TAG:-latest}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+target="$(uname -m)-unknown-linux-gnu"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+
+# RUSTFLAGS apply to the target only (because of --target), so build scripts
+# and proc macros stay ordinary host programs.
+(cd "$root" && RUSTFLAGS='-C target-feature=+crt-static' \
+  "${CARGO:-cargo}" build --release --locked --target "$target" -p drydock-executor -p drydock-agent)
+
+ctx="$(mktemp -d)"
+trap 'rm -rf "$ctx"' EXIT
+for daemon in executor agent; do
+  rm -rf "${ctx:?}"/*
+  cp "$target_dir/$target/release/drydock-$daemon" "$ctx/"
+  # The image's state folder becomes the named volume's initial owner and
+  # mode: private to the daemon's user (set by --chown in the Dockerfile).
+  install -d -m 0700 "$ctx/state"
+  cp "$here/images/$daemon.Dockerfile" "$ctx/Dockerfile"
+  docker build -q -t "drydock-$daemon:$tag" "$ctx" >/dev/null
+  echo "drydock-$daemon:$tag $(docker image inspect -f '{{.Size}}' "drydock-$daemon:$tag") bytes"
+done
