@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Stage, from a DRYDOCK_HOME written by `drydock init --executor-name executor`,
+# exactly the files each container of deploy/compose.yaml may read, each
+# owned by the user that container runs as:
+#
+#   <dest>/executor/executor.yaml                 root 0644  (from the home: approvers, policy)
+#   <dest>/executor/pki/{ca,executor,healthcheck}.crt  root 0644
+#   <dest>/executor/pki/{executor,healthcheck}.key     65532 0600  (the executor refuses
+#                                                        a key readable by others)
+#   <dest>/agent/agent.yaml                       root 0644  (deploy/compose/agent.yaml)
+#   <dest>/agent/pki/{ca,agent}.crt               root 0644
+#   <dest>/agent/pki/agent.key, agent.token       65533 0600
+#
+# The approver's private key, the CA's key and the agent token never reach
+# the executor's folder; the approver key, the CA key, the executor's key and
+# the health-check key never reach the agent's. Run it as root (it sets
+# owners), again after `drydock init --force` or an edit of executor.yaml,
+# then restart the stack.
+#
+#   sudo deploy/stage-compose.sh "$DRYDOCK_HOME" /etc/drydock-compose
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 DRYDOCK_HOME DEST" >&2
+  exit 2
+fi
+home="$1"
+dest="$2"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Must match `user:` in deploy/compose.yaml and USER in the images.
+executor_uid=65532
+agent_uid=65533
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "$0: run as root: the keys are handed to uid $executor_uid (executor) and $agent_uid (agent)" >&2
+  exit 1
+fi
+for f in executor.yaml agent.token pki/ca.crt pki/executor.crt pki/executor.key \
+         pki/healthcheck.crt pki/healthcheck.key pki/agent.crt pki/agent.key; do
+  if [ ! -f "$home/$f" ]; then
+    echo "$0: $home/$f is missing; run \`drydock init --executor-name executor\` first" >&2
+    exit 1
+  fi
+done
+
+umask 077
+# Replace rather than update: a file the new home no longer has (or a file
+# that should never have been here) must not survive a re-stage.
+rm -rf "${dest:?}/executor.new" "${dest:?}/agent.new"
+install -d -m 0755 "$dest"
+
+e="$dest/executor.new"
+install -d -m 0755 "$e" "$e/pki"
+install -m 0644 "$home/executor.yaml" "$e/executor.yaml"
+install -m 0644 "$home/pki/ca.crt" "$home/pki/executor.crt" "$home/pki/healthcheck.crt" "$e/pki/"
+install -m 0600 -o "$executor_uid" -g "$executor_uid" \
+  "$home/pki/executor.key" "$home/pki/healthcheck.key" "$e/pki/"
+
+a="$dest/agent.new"
+install -d -m 0755 "$a" "$a/pki"
+install -m 0644 "$here/compose/agent.yaml" "$a/agent.yaml"
+install -m 0644 "$home/pki/ca.crt" "$home/pki/agent.crt" "$a/pki/"
+install -m 0600 -o "$agent_uid" -g "$agent_uid" "$home/pki/agent.key" "$a/pki/"
+install -m 0600 -o "$agent_uid" -g "$agent_uid" "$home/agent.token" "$a/agent.token"
+
+# Swap the folders in. A running container keeps seeing the old folder (its
+# bind mount pins the old directory) until it is restarted:
+# `docker-compose restart` mounts the new one.
+for d in executor agent; do
+  rm -rf "${dest:?}/$d.old"
+  if [ -e "$dest/$d" ]; then mv "$dest/$d" "$dest/$d.old"; fi
+  mv "$dest/$d.new" "$dest/$d"
+  rm -rf "${dest:?}/$d.old"
+done
+echo "staged $dest/executor and $dest/agent"
