@@ -2,5 +2,6 @@
 //! Run with `cargo test --workspace`; a missing Docker engine fails them.
 
 mod closed_loop;
+mod deploy;
 mod executor_behaviour;
 mod executor_boundary;
