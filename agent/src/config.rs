@@ -46,6 +46,9 @@ pub struct Config {
     pub logs_tail: u32,
     #[serde(default)]
     pub log_format: LogFormat,
+    /// Optional per-service operator notes (dependencies, HTTP check, quirks).
+    #[serde(default)]
+    pub runbook: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -155,6 +158,11 @@ impl Config {
             c.executor.endpoint = v;
         }
         if let Some(dir) = path.parent() {
+            if let Some(rb) = c.runbook.as_mut() {
+                if rb.is_relative() {
+                    *rb = dir.join(&*rb);
+                }
+            }
             for p in [
                 &mut c.token_file,
                 &mut c.executor.ca,

@@ -17,12 +17,17 @@ use drydock_proto::approval::{ApprovalClaims, WriteAction, CLAIMS_VERSION};
 use serde_json::json;
 use tokio::sync::{broadcast, Notify};
 
+use crate::dependency;
 use crate::discovery::{self, Discovery};
 use crate::executor_client::{ExecutorClient, ExecutorError};
 use crate::model::*;
 use crate::planner;
 use crate::rules::{self, Observation};
+use crate::runbook::Runbook;
 use crate::store::{Store, StoreError};
+
+/// Without a healthcheck, a container must stay up this long after an action.
+const STABLE_FOR: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -31,6 +36,7 @@ pub struct EngineConfig {
     pub verify_max_wait: Duration,
     pub verify_poll: Duration,
     pub logs_tail: u32,
+    pub runbook: Arc<Runbook>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +119,24 @@ impl Engine {
         data: serde_json::Value,
         change: impl FnOnce(&mut Request),
     ) -> Result<Request, StoreError> {
+        let result = self
+            .try_update(id, kind, data, |r| {
+                change(r);
+                Ok::<(), StoreError>(())
+            })
+            .await?;
+        Ok(result)
+    }
+
+    /// Like `update`, but the change may refuse (checked under the same lock
+    /// as the write, so two decisions on one approval cannot both win).
+    async fn try_update<E: From<StoreError>>(
+        &self,
+        id: &str,
+        kind: &str,
+        data: serde_json::Value,
+        change: impl FnOnce(&mut Request) -> Result<(), E>,
+    ) -> Result<Request, E> {
         let _guard = self.doc_lock.lock().await;
         let mut req = self.store.get(id)?.ok_or_else(|| {
             StoreError::Corrupt(serde::de::Error::custom(format!("request {id} vanished")))
@@ -122,7 +146,7 @@ impl Engine {
             // worker notices at its next check and stops.
             return Ok(req);
         }
-        change(&mut req);
+        change(&mut req)?;
         req.updated_at = now_rfc3339();
         let event = self.store.save(&req, kind, data)?;
         let _ = self.events.send(event);
@@ -379,6 +403,37 @@ impl Engine {
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
+        if !req.evidence.iter().any(|e| e.kind == "runbook") {
+            if let Some((service, notes)) = self
+                .config
+                .runbook
+                .lookup(target.service.as_deref(), &target.container_name)
+            {
+                let entry = RunbookEvidence {
+                    service: service.to_string(),
+                    depends_on: notes.depends_on.clone(),
+                    http_check: notes.http_check.clone(),
+                    notes: notes.notes.clone(),
+                };
+                let summary = format!(
+                    "runbook entry `{service}`: depends on [{}]{}",
+                    entry.depends_on.join(", "),
+                    entry
+                        .notes
+                        .as_ref()
+                        .map(|n| format!("; notes: {n}"))
+                        .unwrap_or_default()
+                );
+                self.add_evidence(
+                    id,
+                    "runbook",
+                    "runbook",
+                    serde_json::to_value(&entry).unwrap_or_default(),
+                    summary,
+                )
+                .await?;
+            }
+        }
         let container = match self.executor.inspect(id, &target.container_id).await {
             Ok(c) => c,
             Err(e) => {
@@ -446,8 +501,8 @@ impl Engine {
                     let summary = format!(
                         "cpu {:.1}%, memory {} of {} ({:.0}%)",
                         stats.cpu_percent,
-                        human_bytes(stats.memory_usage_bytes),
-                        human_bytes(stats.memory_limit_bytes),
+                        planner::human_bytes(stats.memory_usage_bytes),
+                        planner::human_bytes(stats.memory_limit_bytes),
                         stats.memory_percent
                     );
                     self.add_evidence(
@@ -523,7 +578,10 @@ impl Engine {
             logs: &logs,
             logs_evidence: &logs_ev,
         });
-        let diagnosis = finding.diagnosis.clone();
+        let mut diagnosis = finding.diagnosis.clone();
+        if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
+            diagnosis.causes.push(cause);
+        }
         self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
             r.diagnosis = Some(diagnosis.clone())
         })
@@ -564,7 +622,14 @@ impl Engine {
             logs: &logs,
             logs_evidence: &logs_ev,
         });
-        let plan = planner::plan(&finding, &c, &target, &policy, &req.execution);
+        // The saved diagnosis includes what diagnosis learned beyond the
+        // rules (the dependency's state).
+        let mut finding = finding;
+        if let Some(d) = &req.diagnosis {
+            finding.diagnosis = d.clone();
+        }
+        let context = Self::context(req, &finding, &c);
+        let plan = planner::plan(&finding, &c, &target, &policy, &req.execution, &context);
         self.update(id, "plan", json!({"plan": plan}), |r| {
             r.plan = Some(plan.clone())
         })
@@ -800,31 +865,187 @@ impl Engine {
                 .await?;
                 return Ok(false);
             }
+            // A dependency must be up (healthy, if it has a healthcheck)
+            // before the service that needs it is touched.
+            let is_dependency = req
+                .target
+                .as_ref()
+                .is_some_and(|t| t.container_id != step.target.container_id);
+            if is_dependency && approval.step + 1 < plan.steps.len() {
+                let (checks, _) = self.wait_ready(id, &step.target.container_id).await?;
+                let ok = checks.iter().all(|c| c.ok);
+                let detail: Vec<String> = checks
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} {}: {}",
+                            c.level,
+                            if c.ok { "ok" } else { "FAILED" },
+                            c.detail
+                        )
+                    })
+                    .collect();
+                self.update(id, "dependency_ready", json!({"container": step.target.container_name, "ok": ok, "message": detail.join("; ")}), |_| {}).await?;
+                if !ok {
+                    self.finish(
+                        id,
+                        Status::Failed,
+                        format!(
+                            "{} did not become ready after {}: {}; the next step was not executed",
+                            step.target.container_name,
+                            step.action,
+                            detail.join("; ")
+                        ),
+                    )
+                    .await?;
+                    return Ok(false);
+                }
+            }
         }
         self.set_status(id, Status::Verifying, "verifying").await?;
         Ok(true)
     }
 
-    /// Success of the Docker call is not success: the container must be
-    /// running, then healthy when it has a healthcheck (waiting out its
-    /// interval), and must stay up.
-    async fn verify(&self, req: &Request) -> Result<bool, Stop> {
+    /// When the fault involves a dependency, find the container behind the
+    /// name the logs (or the runbook) give, inspect it, and say what state
+    /// it is in, as evidence and as a cause.
+    async fn examine_dependency(
+        &self,
+        req: &Request,
+        finding: &rules::Finding,
+        c: &ContainerView,
+        logs_ev: &str,
+    ) -> Result<Option<Cause>, Stop> {
         let id = &req.id;
-        let Some(target) = req.target.clone() else {
-            return Ok(false);
+        if !finding
+            .diagnosis
+            .causes
+            .iter()
+            .any(|c| c.class == FaultClass::DependencyUnavailable)
+        {
+            return Ok(None);
+        }
+        let runbook_dep = Self::latest_of::<RunbookEvidence>(req, "runbook")
+            .and_then(|r| r.depends_on.first().cloned());
+        let named = finding
+            .detail
+            .as_deref()
+            .and_then(|d| dependency::parse(d, "log"))
+            .or_else(|| {
+                finding
+                    .matched_line
+                    .as_deref()
+                    .and_then(dependency::from_line)
+            })
+            .or_else(|| {
+                runbook_dep
+                    .as_deref()
+                    .and_then(|d| dependency::parse(d, "runbook"))
+            });
+        let Some(named) = named else { return Ok(None) };
+        let containers: Vec<ContainerSummaryView> =
+            Self::latest_of(req, "container_list").unwrap_or_default();
+        let project = c.labels.get(COMPOSE_PROJECT_LABEL).map(String::as_str);
+        let found = dependency::find(&named, project, &containers)
+            .filter(|d| d.id != c.id)
+            .cloned();
+        let container = match &found {
+            Some(summary) => match self.executor.inspect(id, &summary.id).await {
+                Ok(view) => Some(view),
+                Err(e) => {
+                    tracing::warn!(request_id = %id, error = %e, "cannot inspect the dependency");
+                    None
+                }
+            },
+            None => None,
         };
+        let state = planner::DependencyState {
+            named: named.display(),
+            source: named.source.into(),
+            container: container.clone(),
+        };
+        let (summary, reason) = match &container {
+            Some(d) => (
+                format!("{} is container {}: state={} health={}", named.display(), d.name, d.status, d.health_status),
+                format!("{} cannot reach {}; that is container {}, which is {}{}", c.name, named.display(), d.name, d.status, if d.health_status != "none" { format!(" and {}", d.health_status) } else { String::new() }),
+            ),
+            None => (
+                format!("no container behind {}", named.display()),
+                format!("{} cannot reach {}, and no container by that name, compose service or address exists", c.name, named.display()),
+            ),
+        };
+        let ev = self
+            .add_evidence(
+                id,
+                "dependency",
+                "InspectContainer",
+                serde_json::to_value(&state).unwrap_or_default(),
+                summary,
+            )
+            .await?;
+        Ok(Some(Cause {
+            class: FaultClass::DependencyUnavailable,
+            reason,
+            confidence: 0.8,
+            evidence_ids: vec![ev, logs_ev.to_string()],
+        }))
+    }
+
+    /// The newest evidence of one kind, decoded.
+    fn latest_of<T: serde::de::DeserializeOwned>(req: &Request, kind: &str) -> Option<T> {
+        let ev = req.evidence.iter().rev().find(|e| e.kind == kind)?;
+        serde_json::from_value(ev.data.clone()).ok()
+    }
+
+    /// What the planner needs beyond the target's own state, all taken from
+    /// this request's evidence.
+    fn context(req: &Request, finding: &rules::Finding, c: &ContainerView) -> planner::Context {
+        let containers: Vec<ContainerSummaryView> =
+            Self::latest_of(req, "container_list").unwrap_or_default();
+        let port = c.requested_host_ports.first().copied().or_else(|| {
+            let text = finding
+                .detail
+                .clone()
+                .or(finding.matched_line.clone())
+                .unwrap_or_default();
+            port_in(&text)
+        });
+        let port_holder = port.and_then(|p| {
+            containers
+                .iter()
+                .find(|o| o.id != c.id && o.public_ports.contains(&p))
+                .map(|o| o.name.clone())
+        });
+        let memory_usage_bytes =
+            Self::latest_of::<StatsView>(req, "stats").map(|s| s.memory_usage_bytes);
+        let notes = Self::latest_of::<RunbookEvidence>(req, "runbook").and_then(|r| r.notes);
+        planner::Context {
+            dependency: Self::latest_of(req, "dependency"),
+            port_holder,
+            port,
+            memory_usage_bytes,
+            notes,
+        }
+    }
+
+    /// Poll one container until it is running (and healthy, when it has a
+    /// healthcheck, waiting out its probe schedule; stable for a few seconds
+    /// when it has none), or until the deadline. Returns the last checks
+    /// and the last inspect.
+    async fn wait_ready(
+        &self,
+        id: &str,
+        container_id: &str,
+    ) -> Result<(Vec<VerificationCheck>, Option<ContainerView>), Stop> {
         let started = Instant::now();
         let mut deadline = self.config.verify_max_wait;
-        let mut checks;
         let mut last: Option<ContainerView> = None;
         loop {
             self.check_canceled(id)?;
-            checks = Vec::new();
-            match self.executor.inspect(id, &target.container_id).await {
+            let mut checks = Vec::new();
+            match self.executor.inspect(id, container_id).await {
                 Ok(c) => {
                     if let Some(hc) = &c.healthcheck {
-                        // Wait out the probe schedule: start period plus enough
-                        // intervals for Docker to reach a verdict.
                         let needed = Duration::from_millis(
                             hc.start_period_ms
                                 + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
@@ -838,22 +1059,22 @@ impl Engine {
                     checks.push(VerificationCheck {
                         level: "running".into(),
                         ok: running,
-                        detail: format!("state={} exit={}", c.status, c.exit_code),
+                        detail: format!("{}: state={} exit={}", c.name, c.status, c.exit_code),
                     });
                     if c.healthcheck.is_some() {
                         checks.push(VerificationCheck {
                             level: "healthy".into(),
                             ok: c.health_status == "healthy",
-                            detail: format!("health={}", c.health_status),
+                            detail: format!("{}: health={}", c.name, c.health_status),
                         });
                     } else if running {
-                        // No healthcheck: require it to stay up for a moment.
-                        let stable = started.elapsed() >= Duration::from_secs(3);
+                        let stable = started.elapsed() >= STABLE_FOR;
                         checks.push(VerificationCheck {
                             level: "stable".into(),
                             ok: stable,
                             detail: format!(
-                                "running for {}s since the action",
+                                "{}: running for {}s since the action",
+                                c.name,
                                 started.elapsed().as_secs()
                             ),
                         });
@@ -866,20 +1087,37 @@ impl Engine {
                     detail: e.to_string(),
                 }),
             }
-            let all_ok = checks.iter().all(|c| c.ok);
-            if all_ok || started.elapsed() >= deadline {
-                break;
+            if checks.iter().all(|c| c.ok) || started.elapsed() >= deadline {
+                return Ok((checks, last));
             }
             tokio::time::sleep(self.config.verify_poll).await;
         }
+    }
+
+    /// Success of the Docker call is not success: the container must be
+    /// running, then healthy when it has a healthcheck (waiting out its
+    /// interval), and must stay up; then the HTTP check, if one is set.
+    async fn verify(&self, req: &Request) -> Result<bool, Stop> {
+        let id = &req.id;
+        let Some(target) = req.target.clone() else {
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let (mut checks, last) = self.wait_ready(id, &target.container_id).await?;
         let mut evidence_ids = Vec::new();
         // Level 3: the operator-configured HTTP check, once the container is
         // running (and healthy); polled until it answers 2xx or time is up.
+        let runbook_check =
+            Self::latest_of::<RunbookEvidence>(req, "runbook").and_then(|r| r.http_check);
         let http_service = Self::latest_policy(req).and_then(|p| {
-            [target.service.clone(), Some(target.container_name.clone())]
-                .into_iter()
-                .flatten()
-                .find(|s| p.http_checks.contains(s))
+            [
+                runbook_check.clone(),
+                target.service.clone(),
+                Some(target.container_name.clone()),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|s| p.http_checks.contains(s))
         });
         if let (Some(service), true) = (http_service, checks.iter().all(|c| c.ok)) {
             let http_deadline = started.elapsed() + Duration::from_secs(20);
@@ -1050,34 +1288,31 @@ impl Engine {
         status: ApprovalStatus,
         signed: Option<(String, String)>,
     ) -> Result<Request, EngineError> {
-        let (req, a) = self.find_approval(approval_id)?;
-        if a.status != ApprovalStatus::Pending || req.status != Status::WaitingApproval {
-            return Err(EngineError::ApprovalNotPending {
-                id: approval_id.into(),
-                status: format!("{:?}", a.status).to_lowercase(),
-            });
-        }
-        if a.expires_at <= unix_now() {
-            return Err(EngineError::ApprovalNotPending {
-                id: approval_id.into(),
-                status: "expired".into(),
-            });
-        }
+        let (req, _) = self.find_approval(approval_id)?;
         let kind = if status == ApprovalStatus::Approved {
             "approved"
         } else {
             "rejected"
         };
         let updated = self
-            .update(&req.id, "approval_decided", json!({"approval_id": approval_id, "decision": kind, "key_id": signed.as_ref().map(|s| &s.0)}), |r| {
-                if let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) {
-                    rec.status = status;
-                    rec.decided_at = Some(now_rfc3339());
-                    if let Some((key_id, sig)) = &signed {
-                        rec.key_id = Some(key_id.clone());
-                        rec.signature = Some(sig.clone());
-                    }
+            .try_update(&req.id, "approval_decided", json!({"approval_id": approval_id, "decision": kind, "key_id": signed.as_ref().map(|s| &s.0)}), |r| {
+                let waiting = r.status == Status::WaitingApproval;
+                let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) else {
+                    return Err(EngineError::ApprovalNotFound(approval_id.into()));
+                };
+                if rec.status != ApprovalStatus::Pending || !waiting {
+                    return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: format!("{:?}", rec.status).to_lowercase() });
                 }
+                if rec.expires_at <= unix_now() {
+                    return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: "expired".into() });
+                }
+                rec.status = status;
+                rec.decided_at = Some(now_rfc3339());
+                if let Some((key_id, sig)) = &signed {
+                    rec.key_id = Some(key_id.clone());
+                    rec.signature = Some(sig.clone());
+                }
+                Ok(())
             })
             .await?;
         self.control(&req.id).notify.notify_one();
@@ -1107,17 +1342,21 @@ impl Engine {
     }
 }
 
-fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+/// A port number in text like `listen tcp :8080`, `0.0.0.0:8080 failed`.
+fn port_in(text: &str) -> Option<u32> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .filter_map(|t| t.rsplit_once(':').map(|(_, p)| p))
+        .find_map(|p| p.parse::<u32>().ok().filter(|n| (1..=65535).contains(n)))
+}
+
+/// The runbook entry for the target, as recorded in evidence.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct RunbookEvidence {
+    service: String,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    #[serde(default)]
+    http_check: Option<String>,
+    #[serde(default)]
+    notes: Option<String>,
 }

@@ -8,10 +8,12 @@
 
 pub mod api;
 pub mod config;
+pub mod dependency;
 pub mod discovery;
 pub mod engine;
 pub mod executor_client;
 pub mod model;
 pub mod planner;
 pub mod rules;
+pub mod runbook;
 pub mod store;

@@ -11,6 +11,7 @@ use drydock_agent::api::{self, AppState};
 use drydock_agent::config::{Config, LogFormat};
 use drydock_agent::engine::{Engine, EngineConfig};
 use drydock_agent::executor_client::ExecutorClient;
+use drydock_agent::runbook::Runbook;
 use drydock_agent::store::Store;
 
 #[derive(Parser)]
@@ -55,6 +56,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         LogFormat::Text => builder.init(),
     }
     let token = config.token()?;
+    let runbook = match &config.runbook {
+        Some(path) => Runbook::load(path).context("runbook")?,
+        None => Runbook::default(),
+    };
     let store = Arc::new(
         Store::open(&config.store.path)
             .with_context(|| format!("store.path {}", config.store.path.display()))?,
@@ -75,6 +80,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             verify_max_wait: config.verify.max_wait,
             verify_poll: config.verify.poll_interval,
             logs_tail: config.logs_tail,
+            runbook: Arc::new(runbook),
         },
     );
     let resumed = engine.recover().await?;

@@ -3,12 +3,58 @@
 //! restart cannot fix get no write step and concrete advice instead. An
 //! action already tried in this request is never proposed again.
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::model::{
     ContainerView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
 };
 use crate::rules::Finding;
+
+/// A dependency named by the evidence, and what became of looking for it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DependencyState {
+    /// As the logs or the runbook named it: `db:5432`.
+    pub named: String,
+    /// `log` or `runbook`.
+    pub source: String,
+    /// The container behind the name; `None` when none exists.
+    pub container: Option<ContainerView>,
+}
+
+impl DependencyState {
+    pub fn target(&self) -> Option<Target> {
+        self.container.as_ref().map(|c| Target {
+            kind: "container".into(),
+            container_id: c.id.clone(),
+            container_name: c.name.clone(),
+            service: c.labels.get(crate::model::COMPOSE_SERVICE_LABEL).cloned(),
+        })
+    }
+
+    /// Running, and healthy if it has a healthcheck.
+    pub fn ready(&self) -> bool {
+        self.container.as_ref().is_some_and(|c| {
+            c.running
+                && !c.restarting
+                && c.health_status != "unhealthy"
+                && c.health_status != "starting"
+        })
+    }
+}
+
+/// Facts beyond the target's own state that shape the plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    pub dependency: Option<DependencyState>,
+    /// Who publishes the port this container needs.
+    pub port_holder: Option<String>,
+    pub port: Option<u32>,
+    /// Observed memory use (stats), when the container was running.
+    pub memory_usage_bytes: Option<u64>,
+    /// Operator notes from the runbook.
+    pub notes: Option<String>,
+}
 
 fn step(action: &str, target: &Target, reason: String, expected: &str) -> PlanStep {
     PlanStep {
@@ -27,9 +73,30 @@ pub fn digest(steps: &[PlanStep]) -> String {
     hex::encode(Sha256::digest(&bytes))
 }
 
-fn advice_for(class: FaultClass, finding: &Finding, c: &ContainerView) -> Vec<String> {
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+fn advice_for(
+    class: FaultClass,
+    finding: &Finding,
+    c: &ContainerView,
+    ctx: &Context,
+) -> Vec<String> {
     let name = &c.name;
     let detail = finding.detail.clone().unwrap_or_default();
+    let line = finding.matched_line.clone().unwrap_or_default();
     match class {
         FaultClass::ConfigError if !detail.is_empty() && detail.chars().all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '_') => vec![format!(
             "Set the environment variable {detail} for {name} (for example under `environment:` in its compose file) and recreate the container; a restart alone keeps the same configuration and fails the same way."
@@ -37,24 +104,26 @@ fn advice_for(class: FaultClass, finding: &Finding, c: &ContainerView) -> Vec<St
         FaultClass::ConfigError if !detail.is_empty() => vec![format!(
             "Provide `{detail}` to {name} (configuration value, file or module), then recreate the container; a restart alone cannot fix it."
         )],
-        FaultClass::ConfigError => vec![format!(
-            "Fix the configuration of {name} (log: \"{}\") and recreate the container; a restart alone cannot fix it.",
-            finding.matched_line.clone().unwrap_or_default()
-        )],
-        FaultClass::OomKilled => vec![format!(
-            "{name} ran out of memory. Raise its memory limit (`mem_limit` / `deploy.resources.limits.memory`) or reduce its usage, then recreate it; restarting alone will hit the same limit."
-        )],
-        FaultClass::PortConflict => vec![format!(
-            "Another process or container holds the port {name} needs ({}). Stop the holder (`docker ps --filter publish=PORT`, `ss -ltnp`) or change the published port, then start {name}.",
-            if detail.is_empty() { finding.matched_line.clone().unwrap_or_default() } else { detail }
-        )],
+        FaultClass::ConfigError => vec![format!("Fix the configuration of {name} (log: \"{line}\") and recreate the container; a restart alone cannot fix it.")],
+        FaultClass::OomKilled => {
+            let limit = if c.memory_limit_bytes > 0 { format!("its limit is {}", human_bytes(c.memory_limit_bytes as u64)) } else { "it has no memory limit, so the host ran out".to_string() };
+            let usage = ctx.memory_usage_bytes.map(|u| format!(", observed use {}", human_bytes(u))).unwrap_or_default();
+            vec![format!(
+                "{name} ran out of memory ({limit}{usage}). Raise the limit (`mem_limit` / `deploy.resources.limits.memory`, `docker update --memory`) or reduce its usage, then recreate it; restarting alone will hit the same limit."
+            )]
+        }
+        FaultClass::PortConflict => {
+            let port = ctx.port.map(|p| format!("port {p}")).unwrap_or_else(|| "its port".to_string());
+            let holder = match &ctx.port_holder {
+                Some(h) => format!("container {h} publishes {port}"),
+                None => format!("{port} is held by a process outside Docker's view (find it with `ss -ltnp`)"),
+            };
+            vec![format!("{name} cannot bind {port}: {holder}. Stop the holder or change the published port, then start {name}.")]
+        }
         FaultClass::PermissionDenied => vec![format!(
-            "{name} was denied access (\"{}\"). Fix the ownership or mode of the path or volume, or the user the container runs as; a restart cannot change permissions.",
-            finding.matched_line.clone().unwrap_or_default()
+            "{name} was denied access (\"{line}\"). Fix the ownership or mode of the path or volume, or the user the container runs as; a restart cannot change permissions."
         )],
-        FaultClass::DiskFull => vec![format!(
-            "The disk behind {name} is full. Free space (`docker system df`, old volumes and logs) or grow the volume, then restart it."
-        )],
+        FaultClass::DiskFull => vec![format!("The disk behind {name} is full. Free space (`docker system df`, old volumes and logs) or grow the volume, then restart it.")],
         FaultClass::HealthcheckBroken => vec![format!(
             "The healthcheck of {name} cannot run ({detail}). Fix the healthcheck command in the image or compose file; the service itself may be fine."
         )],
@@ -62,36 +131,18 @@ fn advice_for(class: FaultClass, finding: &Finding, c: &ContainerView) -> Vec<St
             "{name} is crash-looping ({} restarts). Another restart will not help: read its logs for the first error, fix the cause, then recreate it.",
             c.restart_count
         )],
-        FaultClass::DependencyUnavailable => vec![format!(
-            "{name} cannot reach a dependency{}. Check that the dependency is running and reachable on the same network.",
-            if detail.is_empty() { String::new() } else { format!(" ({detail})") }
-        )],
         _ => vec![],
     }
 }
 
-/// Build the plan for one container's finding.
-pub fn plan(
-    finding: &Finding,
-    container: &ContainerView,
+/// The write drydock would like to make on the target itself.
+fn target_step(
+    primary: FaultClass,
+    c: &ContainerView,
     target: &Target,
     policy: &PolicyView,
-    done: &[ExecutionRecord],
-) -> Plan {
-    let primary = finding
-        .diagnosis
-        .causes
-        .first()
-        .map(|c| c.class)
-        .unwrap_or(FaultClass::Unknown);
-    let mut steps = Vec::new();
-    let mut advice = advice_for(primary, finding, container);
-    let already = |action: &str| {
-        done.iter()
-            .any(|d| d.action == action && d.container_id == target.container_id)
-    };
-
-    let wanted: Option<(&str, bool, String, &str)> = match primary {
+) -> Option<(&'static str, bool, String, &'static str)> {
+    match primary {
         FaultClass::Unhealthy => Some((
             "restart",
             policy.restart_enabled,
@@ -105,33 +156,166 @@ pub fn plan(
         | FaultClass::Crash
         | FaultClass::DependencyUnavailable
         | FaultClass::Unknown
-            if !container.running =>
+            if !c.running =>
         {
             Some((
                 "start",
                 policy.start_enabled,
                 format!(
                     "{} is not running (exit code {})",
-                    target.container_name, container.exit_code
+                    target.container_name, c.exit_code
                 ),
                 "the container starts and stays running",
             ))
         }
+        FaultClass::DependencyUnavailable if c.running => Some((
+            "restart",
+            policy.restart_enabled,
+            format!(
+                "{} lost its dependency and may not reconnect by itself",
+                target.container_name
+            ),
+            "the container reconnects to its dependency",
+        )),
         _ => None,
+    }
+}
+
+/// Build the plan for one container's finding.
+pub fn plan(
+    finding: &Finding,
+    container: &ContainerView,
+    target: &Target,
+    policy: &PolicyView,
+    done: &[ExecutionRecord],
+    ctx: &Context,
+) -> Plan {
+    let primary = finding
+        .diagnosis
+        .causes
+        .first()
+        .map(|c| c.class)
+        .unwrap_or(FaultClass::Unknown);
+    let mut steps = Vec::new();
+    let mut advice = advice_for(primary, finding, container, ctx);
+    let already = |action: &str, id: &str| {
+        done.iter()
+            .any(|d| d.action == action && d.container_id == id)
     };
-    if let Some((action, enabled, reason, expected)) = wanted {
-        if primary.restart_cannot_fix() {
-            // Defensive: the match above never yields these.
-        } else if already(action) {
+    let propose = |steps: &mut Vec<PlanStep>,
+                   advice: &mut Vec<String>,
+                   action: &str,
+                   enabled: bool,
+                   t: &Target,
+                   reason: String,
+                   expected: &str| {
+        if already(action, &t.container_id) {
             advice.push(format!(
                 "A {action} of {} was already tried in this request and did not fix it; not repeating it. Look at the evidence above for the underlying cause.",
+                t.container_name
+            ));
+            false
+        } else if !enabled {
+            advice.push(format!("The executor's policy does not allow {action}; {action} {} by hand if appropriate.", t.container_name));
+            false
+        } else {
+            steps.push(step(action, t, reason, expected));
+            true
+        }
+    };
+
+    // A dependency that is down is fixed first; then the dependent service.
+    let dependency_involved = primary == FaultClass::DependencyUnavailable
+        || finding
+            .diagnosis
+            .causes
+            .iter()
+            .any(|c| c.class == FaultClass::DependencyUnavailable);
+    if let (true, Some(dep)) = (dependency_involved, &ctx.dependency) {
+        match (&dep.container, dep.target()) {
+            (None, _) | (_, None) => {
+                advice.push(format!(
+                    "{} needs `{}` ({} names it), but no container by that name, compose service or address exists. Start it, or fix the address {} is configured with.",
+                    target.container_name, dep.named, dep.source, target.container_name
+                ));
+                return Plan {
+                    digest: digest(&steps),
+                    steps,
+                    advice,
+                };
+            }
+            (Some(dc), Some(dt)) if !dc.running => {
+                let started = propose(
+                    &mut steps,
+                    &mut advice,
+                    "start",
+                    policy.start_enabled,
+                    &dt,
+                    format!(
+                        "{} needs {} ({}), which is not running (exit code {})",
+                        target.container_name, dt.container_name, dep.named, dc.exit_code
+                    ),
+                    "the dependency starts and becomes healthy",
+                );
+                if !started {
+                    return Plan {
+                        digest: digest(&steps),
+                        steps,
+                        advice,
+                    };
+                }
+            }
+            (Some(dc), Some(dt)) if !dep.ready() => {
+                advice.push(format!(
+                    "{}'s dependency {} is running but {}; diagnose it first: `drydock ask --container {} \"why is it {}\"`.",
+                    target.container_name, dt.container_name, dc.health_status, dt.container_name, dc.health_status
+                ));
+                return Plan {
+                    digest: digest(&steps),
+                    steps,
+                    advice,
+                };
+            }
+            _ => {}
+        }
+        if primary == FaultClass::CrashLoop {
+            advice.push(format!(
+                "{} restarts by its restart policy and will reconnect once its dependency is up.",
                 target.container_name
             ));
-        } else if !enabled {
-            advice.push(format!("The executor's policy does not allow {action}; {action} {} by hand if appropriate.", target.container_name));
-        } else {
-            steps.push(step(action, target, reason, expected));
+        } else if let Some((action, enabled, reason, expected)) =
+            target_step(primary, container, target, policy)
+        {
+            propose(
+                &mut steps,
+                &mut advice,
+                action,
+                enabled,
+                target,
+                reason,
+                expected,
+            );
         }
+    } else if !primary.restart_cannot_fix() {
+        if let Some((action, enabled, reason, expected)) =
+            target_step(primary, container, target, policy)
+        {
+            propose(
+                &mut steps,
+                &mut advice,
+                action,
+                enabled,
+                target,
+                reason,
+                expected,
+            );
+        }
+    }
+    if let Some(notes) = &ctx.notes {
+        advice.push(format!(
+            "Operator notes for {}: {notes}",
+            target.container_name
+        ));
     }
     Plan {
         digest: digest(&steps),
@@ -205,7 +389,14 @@ mod tests {
             (FaultClass::Healthy, &running, None),
         ];
         for (class, c, want) in rows {
-            let p = plan(&finding(*class, None), c, &target(), &ALL, &[]);
+            let p = plan(
+                &finding(*class, None),
+                c,
+                &target(),
+                &ALL,
+                &[],
+                &Context::default(),
+            );
             assert_eq!(
                 p.steps.first().map(|s| s.action.as_str()),
                 *want,
@@ -229,6 +420,7 @@ mod tests {
             &target(),
             &ALL,
             &[],
+            &Context::default(),
         );
         assert!(p.steps.is_empty());
         assert!(p.advice[0].contains("DATABASE_URL"), "{:?}", p.advice);
@@ -251,6 +443,7 @@ mod tests {
             &target(),
             &no_restart,
             &[],
+            &Context::default(),
         );
         assert!(
             p.steps.is_empty()
@@ -273,7 +466,153 @@ mod tests {
             &target(),
             &ALL,
             &[done],
+            &Context::default(),
         );
         assert!(p.steps.is_empty() && p.advice.iter().any(|a| a.contains("already tried")));
+    }
+
+    fn dependency(running: bool, health: &str) -> DependencyState {
+        DependencyState {
+            named: "db:5432".into(),
+            source: "log".into(),
+            container: Some(ContainerView {
+                id: "d".repeat(64),
+                name: "shop-db-1".into(),
+                running,
+                health_status: health.into(),
+                exit_code: 0,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_stopped_dependency_is_started_before_the_dependent_service() {
+        let exited = ContainerView {
+            name: "web".into(),
+            running: false,
+            exit_code: 1,
+            ..Default::default()
+        };
+        let ctx = Context {
+            dependency: Some(dependency(false, "none")),
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::DependencyUnavailable, Some("db:5432")),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+            &ctx,
+        );
+        let steps: Vec<(&str, &str)> = p
+            .steps
+            .iter()
+            .map(|s| (s.action.as_str(), s.target.container_name.as_str()))
+            .collect();
+        assert_eq!(steps, [("start", "shop-db-1"), ("start", "web")]);
+
+        let running_dep = Context {
+            dependency: Some(dependency(true, "healthy")),
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::DependencyUnavailable, Some("db:5432")),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+            &running_dep,
+        );
+        assert_eq!(
+            p.steps
+                .iter()
+                .map(|s| s.target.container_name.as_str())
+                .collect::<Vec<_>>(),
+            ["web"],
+            "only the dependent needs a start"
+        );
+
+        let sick_dep = Context {
+            dependency: Some(dependency(true, "unhealthy")),
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::DependencyUnavailable, None),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+            &sick_dep,
+        );
+        assert!(
+            p.steps.is_empty() && p.advice.iter().any(|a| a.contains("shop-db-1")),
+            "{p:?}"
+        );
+
+        let missing = Context {
+            dependency: Some(DependencyState {
+                named: "db:5432".into(),
+                source: "log".into(),
+                container: None,
+            }),
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::DependencyUnavailable, None),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+            &missing,
+        );
+        assert!(
+            p.steps.is_empty() && p.advice.iter().any(|a| a.contains("no container")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn port_and_memory_advice_use_the_context() {
+        let exited = ContainerView {
+            name: "web".into(),
+            memory_limit_bytes: 16 * 1024 * 1024,
+            ..Default::default()
+        };
+        let ctx = Context {
+            port: Some(8080),
+            port_holder: Some("legacy-web".into()),
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::PortConflict, None),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+            &ctx,
+        );
+        assert!(
+            p.advice[0].contains("legacy-web") && p.advice[0].contains("8080"),
+            "{:?}",
+            p.advice
+        );
+        let p = plan(
+            &finding(FaultClass::OomKilled, None),
+            &exited,
+            &target(),
+            &ALL,
+            &[],
+            &Context {
+                memory_usage_bytes: Some(15 * 1024 * 1024),
+                ..Default::default()
+            },
+        );
+        assert!(
+            p.advice[0].contains("16.0 MiB") && p.advice[0].contains("15.0 MiB"),
+            "{:?}",
+            p.advice
+        );
     }
 }

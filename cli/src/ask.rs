@@ -58,8 +58,16 @@ pub fn approval_mode(yes: bool) -> ApprovalMode {
     }
 }
 
-fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
+fn short(id: &str) -> String {
+    safe(&id.chars().take(12).collect::<String>())
+}
+
+/// Text from the agent is untrusted: control characters (terminal escape
+/// sequences) are shown as `?`, never interpreted by the terminal.
+pub fn safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 fn capitalized(action: &str) -> String {
@@ -106,10 +114,10 @@ pub fn describe_claims(c: &ApprovalClaims) -> String {
     format!(
         "{} container {} (id {}) — request {}, approval {}, expires {expires}",
         c.action,
-        c.container_name,
-        short(&c.container_id),
-        c.request_id,
-        c.approval_id
+        safe(&c.container_name),
+        safe(&c.container_id),
+        safe(&c.request_id),
+        safe(&c.approval_id)
     )
 }
 
@@ -145,7 +153,7 @@ fn prompt_yes(question: &str) -> bool {
 pub fn render(event: &Value) {
     let kind = event.get("kind").and_then(Value::as_str).unwrap_or("");
     let d = event.get("data").cloned().unwrap_or(Value::Null);
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |v: &Value, k: &str| safe(v.get(k).and_then(Value::as_str).unwrap_or(""));
     match kind {
         "created" => {}
         "status" => println!("→ {}: {}", s(&d, "status"), s(&d, "message")),
@@ -331,7 +339,7 @@ pub async fn follow_request(
                         if prompt_yes(&format!(
                             "{} {}?",
                             capitalized(claims.action.as_str()),
-                            claims.container_name
+                            safe(&claims.container_name)
                         )) {
                             sign_and_approve(agent, cfg, &claims, &bytes).await?;
                         } else {
@@ -413,6 +421,49 @@ pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult
     let result = follow_request(&agent, cfg, &id, approval_mode(opts.yes), opts.json).await?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&result.request)?);
+        return Ok(result);
+    }
+    // An unclear target on a terminal: let the human pick, then ask again
+    // about exactly that container.
+    if result.exit_code == exit::NEEDS_CLARIFICATION
+        && opts.container.is_none()
+        && std::io::stdin().is_terminal()
+    {
+        if let Some(choice) = pick_candidate(&result.request) {
+            let again = AskOptions {
+                container: Some(choice),
+                ..opts.clone()
+            };
+            return Box::pin(ask(cfg, &again)).await;
+        }
     }
     Ok(result)
+}
+
+/// Number the candidates and read a choice; `None` when the human declines.
+fn pick_candidate(request: &Value) -> Option<String> {
+    let candidates: Vec<String> = request
+        .get("candidates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            c.get("container_name")
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    println!("Which container did you mean?");
+    for (i, name) in candidates.iter().enumerate() {
+        println!("  {}) {}", i + 1, safe(name));
+    }
+    print!("Pick 1-{} (anything else cancels): ", candidates.len());
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).ok()?;
+    let n: usize = line.trim().parse().ok()?;
+    candidates.get(n.checked_sub(1)?).cloned()
 }

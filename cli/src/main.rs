@@ -208,8 +208,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 let mut line = String::new();
                 std::io::stdin().lock().read_line(&mut line)?;
                 if !matches!(line.trim(), "y" | "Y" | "yes") {
-                    println!("not approved");
-                    return Ok(exit::REJECTED);
+                    println!(
+                        "not approved; it is still pending (`drydock reject {id}` rejects it)"
+                    );
+                    return Ok(exit::APPROVAL_PENDING);
                 }
             }
             ask::sign_and_approve(&agent, &cfg, &claims, &bytes).await?;
