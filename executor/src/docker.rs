@@ -207,8 +207,14 @@ pub struct DockerAdapter {
     timeouts: Timeouts,
 }
 
-fn addresses(networks: &std::collections::HashMap<String, bollard::models::EndpointSettings>) -> Vec<String> {
-    let mut ips: Vec<String> = networks.values().filter_map(|e| e.ip_address.clone()).filter(|ip| !ip.is_empty()).collect();
+fn addresses(
+    networks: &std::collections::HashMap<String, bollard::models::EndpointSettings>,
+) -> Vec<String> {
+    let mut ips: Vec<String> = networks
+        .values()
+        .filter_map(|e| e.ip_address.clone())
+        .filter(|ip| !ip.is_empty())
+        .collect();
     ips.sort();
     ips
 }
@@ -341,12 +347,21 @@ impl DockerAdapter {
                 status: c.status.unwrap_or_default(),
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
                 public_ports: {
-                    let mut p: Vec<u32> = c.ports.unwrap_or_default().iter().filter_map(|p| p.public_port.map(u32::from)).collect();
+                    let mut p: Vec<u32> = c
+                        .ports
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|p| p.public_port.map(u32::from))
+                        .collect();
                     p.sort_unstable();
                     p.dedup();
                     p
                 },
-                ip_addresses: addresses(&c.network_settings.and_then(|n| n.networks).unwrap_or_default()),
+                ip_addresses: addresses(
+                    &c.network_settings
+                        .and_then(|n| n.networks)
+                        .unwrap_or_default(),
+                ),
             })
             .collect())
     }
