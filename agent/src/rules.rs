@@ -40,16 +40,42 @@ struct LogRule {
 /// class that matches any of the window's lines wins, so specific classes
 /// (configuration) come before generic ones (crash signatures).
 const LOG_RULES: &[LogRule] = &[
-    // Configuration: a variable or file the program needs is missing.
+    // ---- Configuration: something the program needs was not given. ----
+    // Rows that name the missing variable come first, so the advice can name
+    // it too. The official database images refuse to initialize without a
+    // password: postgres "You must specify POSTGRES_PASSWORD to a non-empty
+    // value", mysql <= 8.0.33 and mariadb "You need to specify one of
+    // MYSQL_ROOT_PASSWORD, ...", mysql >= 8.0.34 a "- MYSQL_ROOT_PASSWORD"
+    // list line (the root password is the one to set, not the list's last).
     LogRule {
         class: FaultClass::ConfigError,
-        pattern: r#"(?i)(?:missing|required|not set|undefined|unset|no value)\b[^\n]*?\b(?:environment variable|env var|env)\b[\s:`'"]*(?P<detail>[A-Z][A-Z0-9_]{1,})"#,
+        pattern: r#"You must specify (?P<detail>[A-Z][A-Z0-9_]+) (?:to|for)\b|You need to specify one of (?P<detail2>[A-Z][A-Z0-9_]+)|^\s*- (?P<detail3>(?:MYSQL|MARIADB)_ROOT_PASSWORD)\s*$"#,
+        what:
+            "the image's entrypoint refuses to initialize without a required environment variable",
+    },
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"(?i)(?:missing|required|not set|undefined|unset|no value)\b[^\n]*?\b(?:environment variable|env var|env)\b[\s:`'"]*(?P<detail>(?-i:[A-Z][A-Z0-9_]{1,}))"#,
         what: "a required environment variable is missing",
     },
     LogRule {
         class: FaultClass::ConfigError,
-        pattern: r#"(?i)(?:environment variable|env var)\s*[`'"]?(?P<detail>[A-Z][A-Z0-9_]{1,})[`'"]?\s*(?:is\s+)?(?:not set|missing|required|undefined|must be set|is empty)"#,
+        pattern: r#"(?i)(?:environment variable|env var)\s*[`'"]?(?P<detail>(?-i:[A-Z][A-Z0-9_]{1,}))[`'"]?\s*(?:is\s+)?(?:not set|missing|required|undefined|must be set|is empty)"#,
         what: "a required environment variable is missing",
+    },
+    // "Missing SUPABASE_KEY environment variable" (Node apps),
+    // "Set the DATABASE_URL environment variable" (django-environ).
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"(?i:missing|required|set|provide|define)\s+(?i:or invalid\s+)?(?i:the\s+|your\s+)?(?P<detail>[A-Z][A-Z0-9_]{1,})\s+(?i:environment variable|env var)"#,
+        what: "a required environment variable is missing",
+    },
+    // A shell entrypoint's `${VAR:?}`: bash "VAR: parameter null or not set",
+    // dash "VAR: parameter not set or null".
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"\b(?P<detail>[A-Z][A-Z0-9_]{1,}): parameter (?:null or not set|not set or null|not set)"#,
+        what: "a required environment variable is missing (the entrypoint script checks it)",
     },
     LogRule {
         class: FaultClass::ConfigError,
@@ -61,60 +87,159 @@ const LOG_RULES: &[LogRule] = &[
         pattern: r#"Could not resolve placeholder '(?P<detail>[^']+)'"#,
         what: "a Spring placeholder has no value",
     },
+    // The entrypoints' summary line, for logs cut before the line that names
+    // the variable.
     LogRule {
         class: FaultClass::ConfigError,
-        pattern: r#"(?i)(?:invalid|bad|malformed) (?:configuration|config)|config(?:uration)? (?:error|invalid)|failed to (?:load|parse|read) config"#,
-        what: "the configuration is invalid",
+        pattern: r#"Database is uninitialized and (?:superuser )?password (?:option )?is not specified"#,
+        what: "the database image was started without a password variable",
+    },
+    // The server is up and answered: wrong credentials or names are a
+    // configuration fault, not an outage (postgres and libpq clients,
+    // mysql/mariadb).
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"password authentication failed for user|Access denied for user '[^']*'@|(?:database|role) "[^"]+" does not exist|Unknown database '[^']+'"#,
+        what: "the server rejected the configured credentials or database name",
+    },
+    // Invalid configuration files: redis, nginx, Spring Boot's failure
+    // analysis for a missing datasource, and generic wording.
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"(?i)(?:invalid|bad|malformed) (?:configuration|config)|config(?:uration)? (?:error|invalid)|failed to (?:load|parse|read) config|FATAL CONFIG FILE ERROR|Bad directive or wrong number of arguments|\[emerg\] unknown directive|directive is not allowed here|invalid number of arguments in "[^"]+" directive|Failed to configure a DataSource"#,
+        what: "the configuration is invalid or incomplete",
     },
     LogRule {
         class: FaultClass::ConfigError,
         pattern: r#"Cannot find module '(?P<detail>[^']+)'|ModuleNotFoundError: No module named '(?P<detail2>[^']+)'|Error: Could not find or load main class (?P<detail3>\S+)"#,
         what: "a module or file the program needs is missing",
     },
-    // Ports.
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"\[emerg\] open\(\) "(?P<detail>[^"]+)" failed \(2: No such file or directory\)|Unable to access jarfile (?P<detail2>\S+)"#,
+        what: "a file the program needs is missing",
+    },
+    // ---- Ports: the address it binds is taken. ----
+    // Rows that name the port first: Go, Node, nginx; Spring Boot;
+    // redis; the mysqld and postgres hints.
     LogRule {
         class: FaultClass::PortConflict,
-        pattern: r#"(?i)address already in use|EADDRINUSE|port is already allocated|bind\(\) to \S+ failed \(98"#,
+        pattern: r#"listen tcp (?P<detail>\S*:\d+): bind: address already in use|EADDRINUSE: address already in use (?P<detail2>\S+)|bind\(\) to (?P<detail3>\S+) failed \(98"#,
         what: "the port it binds is already in use",
     },
-    // Permissions and disk.
+    LogRule {
+        class: FaultClass::PortConflict,
+        pattern: r#"Port (?P<detail>\d+) was already in use|connector configured to listen on port (?P<detail2>\d+) failed to start|TCP listening socket (?P<detail3>\S+): bind: Address already in use"#,
+        what: "the port it binds is already in use",
+    },
+    LogRule {
+        class: FaultClass::PortConflict,
+        pattern: r#"another (?:mysqld server|postmaster) (?:already )?running on port:? (?P<detail>\d+)|Connection in use: \('[^']*', (?P<detail2>\d+)\)"#,
+        what: "the port it binds is already in use",
+    },
+    LogRule {
+        class: FaultClass::PortConflict,
+        pattern: r#"(?i)address already in use|EADDRINUSE|port is already allocated"#,
+        what: "the port it binds is already in use",
+    },
+    // ---- Permissions and disk. ----
+    // Also postgres' data directory checks and mysqld's writability check.
     LogRule {
         class: FaultClass::PermissionDenied,
-        pattern: r#"(?i)permission denied|EACCES|operation not permitted|PermissionError: \[Errno 13\]"#,
+        pattern: r#"(?i)permission denied|EACCES|operation not permitted|PermissionError: \[Errno 13\]|AccessDeniedException|has wrong ownership|has invalid permissions|data directory exists and is not writable"#,
         what: "the process was denied access",
     },
     LogRule {
         class: FaultClass::DiskFull,
-        pattern: r#"(?i)no space left on device|ENOSPC|disk (?:is )?full|could not extend file"#,
+        pattern: r#"(?i)no space left on device|ENOSPC|disk (?:is )?full|could not extend file|Check free disk space"#,
         what: "the disk is full",
     },
     // The runtime's own out-of-memory errors (the kernel's OOM kill is the
-    // OOMKilled flag, checked before logs).
+    // OOMKilled flag, checked before logs): JVM, V8, Go, Python and numpy,
+    // postgres ("ERROR:  out of memory").
     LogRule {
         class: FaultClass::OomKilled,
-        pattern: r#"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|fatal error: runtime: out of memory|\bMemoryError\b|Cannot allocate memory|out of memory"#,
+        pattern: r#"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|fatal error: runtime: out of memory|\bMemoryError\b|_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTPE]?i?B for an array|Cannot allocate memory|(?i:out of memory)"#,
         what: "the runtime ran out of memory",
     },
-    // Dependencies: refused, unresolvable, timed out.
+    // ---- Dependencies: refused, unresolvable, timed out. ----
+    // Client wording that names the dependency comes first: the host (and
+    // port, where the message has both together) becomes the detail.
+    // node-redis and redis-py name the configured host:port.
     LogRule {
         class: FaultClass::DependencyUnavailable,
-        pattern: r#"(?i)(?:dial tcp |connect |connecting to |at |to )?(?P<detail>[A-Za-z0-9_.\-]+:\d{2,5})?[^\n]*?(?:connection refused|ECONNREFUSED|Connection refused)"#,
-        what: "a dependency refused the connection",
+        pattern: r#"Redis connection to (?P<detail>\S+) failed|Error -?\d+ connecting to (?P<detail2>\S+?)\.(?:\s|$)"#,
+        what: "the Redis dependency cannot be reached",
+    },
+    // libpq (psycopg, node-pg's native binding, psql) before 14 put the host
+    // on its own line; 14+ names it in the first.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"Is the server running on host "(?P<detail>[^"]+)"|connection to server at "(?P<detail2>[^"]+)" \([^)]*\), port \d+ failed: (?:Connection refused|Connection timed out|No route to host|timeout expired)"#,
+        what: "the PostgreSQL dependency refused the connection or is not running",
     },
     LogRule {
         class: FaultClass::DependencyUnavailable,
-        pattern: r#"(?i)(?:no such host|ENOTFOUND|Name or service not known|could not translate host name|host not found in upstream|Temporary failure in name resolution|UnknownHostException)"#,
+        pattern: r#"Can't connect to MySQL server on '(?P<detail>[^']+)'"#,
+        what: "the MySQL dependency cannot be reached",
+    },
+    // Go net.Dial, Node net, PgJDBC.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"dial tcp (?P<detail>\S+): connect: connection refused|connect ECONNREFUSED (?P<detail2>\S+)|Connection to (?P<detail3>\S+) refused\. Check that the hostname and port are correct"#,
+        what: "a dependency refused the connection",
+    },
+    // nginx names the upstream at the end of its error line.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"connect\(\) failed \(111: Connection refused\) while connecting to upstream.*?upstream: "[a-z]+://(?P<detail>[^/"]+)"#,
+        what: "an upstream refused the connection",
+    },
+    // Go's resolver, Node's getaddrinfo, libpq.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"lookup (?P<detail>[^\s:]+)(?: on \S+)?: (?:no such host|server misbehaving|Temporary failure in name resolution)|getaddrinfo (?:ENOTFOUND|EAI_AGAIN) (?P<detail2>[^\s:]+)|could not translate host name "(?P<detail3>[^"]+)" to address"#,
+        what: "a dependency's name does not resolve",
+    },
+    // nginx, the JVM, mysql clients, psycopg 3.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"host not found in upstream "(?P<detail>[^"]+)"|java\.net\.UnknownHostException: (?P<detail2>[^\s:]+)|Unknown MySQL server host '(?P<detail3>[^']+)'"#,
         what: "a dependency's name does not resolve",
     },
     LogRule {
         class: FaultClass::DependencyUnavailable,
-        pattern: r#"(?i)(?:i/o timeout|ETIMEDOUT|connection timed out|Connect timed out)"#,
+        pattern: r#"failed to resolve host '(?P<detail>[^']+)'"#,
+        what: "a dependency's name does not resolve",
+    },
+    // Go and Node timeouts.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"dial tcp (?P<detail>\S+): (?:i/o timeout|connect: connection timed out)|connect ETIMEDOUT (?P<detail2>\S+)"#,
         what: "a dependency did not answer in time",
     },
-    // Crash signatures not covered above.
+    // Generic wording that names nothing (java.net.ConnectException, ...).
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"(?i)connection refused|ECONNREFUSED"#,
+        what: "a dependency refused the connection",
+    },
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"(?i)(?:no such host|ENOTFOUND|Name or service not known|Name does not resolve|could not translate host name|host not found in upstream|Temporary failure in name resolution|UnknownHostException)"#,
+        what: "a dependency's name does not resolve",
+    },
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"(?i)(?:i/o timeout|ETIMEDOUT|connection timed out|Connect timed out|no route to host|EHOSTUNREACH)"#,
+        what: "a dependency did not answer in time or cannot be routed to",
+    },
+    // ---- Crash signatures not covered above: Go and Rust panics, signals,
+    // Python tracebacks, Node's uncaught exceptions (and the "Node.js vX"
+    // line it prints last), JVM, Spring Boot, redis' crash report. ----
     LogRule {
         class: FaultClass::Crash,
-        pattern: r#"^panic: |thread '[^']*' panicked|Segmentation fault|SIGSEGV|Traceback \(most recent call last\)|Uncaught \w*(?:Error|Exception)|Exception in thread|^\s*FATAL|fatal error:"#,
+        pattern: r#"^panic: |thread '[^']*' panicked|Segmentation fault|SIGSEGV|Traceback \(most recent call last\)|Uncaught \w*(?:Error|Exception)|^(?:TypeError|ReferenceError|RangeError|SyntaxError): |triggerUncaughtException|^Node\.js v\d+\.\d+|Exception in thread|Application run failed|crashed by signal|^\s*FATAL|fatal error:"#,
         what: "the program crashed",
     },
 ];
@@ -349,32 +474,109 @@ mod tests {
 
     #[test]
     fn log_pattern_table() {
+        // A pattern that does not compile is skipped at run time (logged),
+        // so check here that none is.
+        assert_eq!(compiled().len(), LOG_RULES.len(), "every log rule compiles");
+        // Real wording, at least two runtimes per class; sources are named
+        // in the e2e scenarios (tests/e2e/fault_classes.rs) and the commit.
         let rows: &[(&str, FaultClass, Option<&str>)] = &[
+            // config_error
             ("Error: missing required environment variable DATABASE_URL", FaultClass::ConfigError, Some("DATABASE_URL")),
             ("panic: required env var REDIS_URL is not set", FaultClass::ConfigError, Some("REDIS_URL")),
             ("environment variable \"API_KEY\" is not set", FaultClass::ConfigError, Some("API_KEY")),
+            ("environment variable \"KAFKA_PROCESS_ROLES\" is not set", FaultClass::ConfigError, Some("KAFKA_PROCESS_ROLES")),
+            ("Error: Missing SUPABASE_KEY environment variable", FaultClass::ConfigError, Some("SUPABASE_KEY")),
+            ("Error: Missing or invalid GROQ_DAILY_MESSAGE_LIMIT environment variable", FaultClass::ConfigError, Some("GROQ_DAILY_MESSAGE_LIMIT")),
+            ("django.core.exceptions.ImproperlyConfigured: Set the DATABASE_URL environment variable", FaultClass::ConfigError, Some("DATABASE_URL")),
+            ("/docker-entrypoint.sh: line 9: TF_STATE_BUCKET: parameter null or not set", FaultClass::ConfigError, Some("TF_STATE_BUCKET")),
             ("KeyError: 'SECRET_KEY'", FaultClass::ConfigError, Some("SECRET_KEY")),
             ("Caused by: java.lang.IllegalArgumentException: Could not resolve placeholder 'db.url' in value \"${db.url}\"", FaultClass::ConfigError, Some("db.url")),
             ("Error: Cannot find module '/app/server.js'", FaultClass::ConfigError, Some("/app/server.js")),
             ("ModuleNotFoundError: No module named 'flask'", FaultClass::ConfigError, Some("flask")),
-            ("listen tcp :8080: bind: address already in use", FaultClass::PortConflict, None),
-            ("Error: listen EADDRINUSE: address already in use :::3000", FaultClass::PortConflict, None),
-            ("nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)", FaultClass::PortConflict, None),
+            ("Error: Unable to access jarfile /app/app.jar", FaultClass::ConfigError, Some("/app/app.jar")),
+            ("Error: Database is uninitialized and superuser password is not specified.", FaultClass::ConfigError, None),
+            ("       You must specify POSTGRES_PASSWORD to a non-empty value for the", FaultClass::ConfigError, Some("POSTGRES_PASSWORD")),
+            ("2020-08-20 07:45:48+00:00 [ERROR] [Entrypoint]: Database is uninitialized and password option is not specified", FaultClass::ConfigError, None),
+            ("\tYou need to specify one of MYSQL_ROOT_PASSWORD, MYSQL_ALLOW_EMPTY_PASSWORD and MYSQL_RANDOM_ROOT_PASSWORD", FaultClass::ConfigError, Some("MYSQL_ROOT_PASSWORD")),
+            ("\tYou need to specify one of MARIADB_ROOT_PASSWORD, MARIADB_ROOT_PASSWORD_HASH, MARIADB_ALLOW_EMPTY_ROOT_PASSWORD and MARIADB_RANDOM_ROOT_PASSWORD", FaultClass::ConfigError, Some("MARIADB_ROOT_PASSWORD")),
+            ("    - MYSQL_ROOT_PASSWORD", FaultClass::ConfigError, Some("MYSQL_ROOT_PASSWORD")),
+            ("2023-11-14 17:27:59.593 UTC [32] FATAL:  password authentication failed for user \"user\"", FaultClass::ConfigError, None),
+            ("psycopg2.OperationalError: connection to server at \"db\" (172.18.0.2), port 5432 failed: FATAL:  password authentication failed for user \"app\"", FaultClass::ConfigError, None),
+            ("2018-09-07T06:26:23.117937Z 2 [Note] Access denied for user 'root'@'172.18.0.3' (using password: [REDACTED])", FaultClass::ConfigError, None),
+            ("*** FATAL CONFIG FILE ERROR (Redis 6.2.6) ***", FaultClass::ConfigError, None),
+            ("Bad directive or wrong number of arguments", FaultClass::ConfigError, None),
+            ("nginx: [emerg] unknown directive \"more_set_headers\" in /etc/nginx/nginx.conf:10", FaultClass::ConfigError, None),
+            ("Failed to configure a DataSource: 'url' attribute is not specified and no embedded datasource could be configured.", FaultClass::ConfigError, None),
+            // port_conflict
+            ("listen tcp :8080: bind: address already in use", FaultClass::PortConflict, Some(":8080")),
+            ("Error: listen EADDRINUSE: address already in use :::3000", FaultClass::PortConflict, Some(":::3000")),
+            ("nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)", FaultClass::PortConflict, Some("0.0.0.0:80")),
+            ("Web server failed to start. Port 8080 was already in use.", FaultClass::PortConflict, Some("8080")),
+            ("The Tomcat connector configured to listen on port 8080 failed to start. The port may already be in use or the connector may be misconfigured.", FaultClass::PortConflict, Some("8080")),
+            ("OSError: [Errno 98] Address already in use", FaultClass::PortConflict, None),
+            ("[2023-07-12 15:39:15 +0000] [7749] [ERROR] Connection in use: ('0.0.0.0', 8000)", FaultClass::PortConflict, Some("8000")),
+            ("2023-07-05 16:16:31.548 UTC [1] LOG:  could not bind IPv4 address \"127.0.0.1\": Address already in use", FaultClass::PortConflict, None),
+            ("2023-07-05 16:16:31.548 UTC [1] HINT:  Is another postmaster already running on port 5432? If not, wait a few seconds and retry.", FaultClass::PortConflict, Some("5432")),
+            ("2019-07-17 00:07:39 23162 [ERROR] Can't start server: Bind on TCP/IP port: Address already in use", FaultClass::PortConflict, None),
+            ("2019-07-17 00:07:39 23162 [ERROR] Do you already have another mysqld server running on port: 3306 ?", FaultClass::PortConflict, Some("3306")),
+            ("1988:M 05 May 2025 11:23:04.084 # Warning: Could not create server TCP listening socket 127.0.0.1:6379: bind: Address already in use", FaultClass::PortConflict, Some("127.0.0.1:6379")),
+            // permission_denied
             ("open /data/app.db: permission denied", FaultClass::PermissionDenied, None),
             ("PermissionError: [Errno 13] Permission denied: '/var/log/app.log'", FaultClass::PermissionDenied, None),
+            ("Error: EACCES: permission denied, mkdir '/home/electerm/data/electerm_session_logs'", FaultClass::PermissionDenied, None),
+            ("2016/05/03 10:04:14 [emerg] 1#0: open() \"/var/log/access.log\" failed (13: Permission denied)", FaultClass::PermissionDenied, None),
+            ("initdb: error: could not change permissions of directory \"/var/lib/postgresql/data\": Operation not permitted", FaultClass::PermissionDenied, None),
+            ("mysqld: Can't create/write to file '/var/lib/mysql/is_writable' (Errcode: 13 - Permission denied)", FaultClass::PermissionDenied, None),
+            ("98:C 22 Jan 2019 18:40:10.098 # Failed opening the RDB file dump.rdb (in server root dir /var/lib/redis) for saving: Permission denied", FaultClass::PermissionDenied, None),
+            // disk_full
             ("write /data/x: no space left on device", FaultClass::DiskFull, None),
             ("PANIC:  could not write to file \"pg_wal/xlogtemp.32\": No space left on device", FaultClass::DiskFull, None),
+            ("ERROR:  could not extend file \"base/16384/16492\": No space left on device", FaultClass::DiskFull, None),
+            ("2017-08-22 8:22:53 140295123512064 [Warning] mysqld: Disk is full writing '/var/vcap/data/mysql/tmp/#sql_41a0_0.MAD' (Errcode: 28 \"No space left on device\"). Waiting for someone to free space...", FaultClass::DiskFull, None),
+            ("143730:C 08 Nov 2021 14:26:56.020 # Write error saving DB on disk: No space left on device", FaultClass::DiskFull, None),
+            ("Error: ENOSPC: no space left on device, write", FaultClass::DiskFull, None),
+            // oom_killed (the runtime's own error)
             ("Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space", FaultClass::OomKilled, None),
             ("FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory", FaultClass::OomKilled, None),
+            ("FATAL ERROR: Ineffective mark-compacts near heap limit Allocation failed - JavaScript heap out of memory", FaultClass::OomKilled, None),
+            ("fatal error: runtime: out of memory", FaultClass::OomKilled, None),
+            ("MemoryError", FaultClass::OomKilled, None),
+            ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 58.0 GiB for an array with shape (176351, 176460) and data type uint16", FaultClass::OomKilled, None),
+            ("ERROR:  out of memory", FaultClass::OomKilled, None),
+            // dependency_unavailable
             ("dial tcp 172.18.0.2:5432: connect: connection refused", FaultClass::DependencyUnavailable, Some("172.18.0.2:5432")),
-            ("Error: connect ECONNREFUSED 10.0.0.5:6379", FaultClass::DependencyUnavailable, None),
-            ("psycopg2.OperationalError: could not translate host name \"db\" to address: Name or service not known", FaultClass::DependencyUnavailable, None),
-            ("connect() failed (111: Connection refused) while connecting to upstream", FaultClass::DependencyUnavailable, None),
-            ("dial tcp: lookup db on 127.0.0.11:53: no such host", FaultClass::DependencyUnavailable, None),
+            ("2023/12/09 17:09:23 init.go:277: error connecting to DB: dial tcp: lookup listmonk on 127.0.0.11:53: no such host", FaultClass::DependencyUnavailable, Some("listmonk")),
+            ("dial tcp: lookup db on 127.0.0.11:53: no such host", FaultClass::DependencyUnavailable, Some("db")),
+            ("dial tcp 10.0.0.5:5432: i/o timeout", FaultClass::DependencyUnavailable, Some("10.0.0.5:5432")),
+            ("Error: connect ECONNREFUSED 10.0.0.5:6379", FaultClass::DependencyUnavailable, Some("10.0.0.5:6379")),
+            ("Error: Redis connection to localhost:6379 failed - connect ECONNREFUSED 127.0.0.1:6379", FaultClass::DependencyUnavailable, Some("localhost:6379")),
+            ("[ioredis] Unhandled error event: Error: getaddrinfo ENOTFOUND redis", FaultClass::DependencyUnavailable, Some("redis")),
+            ("psycopg2.OperationalError: could not connect to server: Connection refused", FaultClass::DependencyUnavailable, None),
+            ("\tIs the server running on host \"db\" (172.18.0.2) and accepting", FaultClass::DependencyUnavailable, Some("db")),
+            ("psycopg2.OperationalError: connection to server at \"localhost\" (127.0.0.1), port 5432 failed: Connection refused", FaultClass::DependencyUnavailable, Some("localhost")),
+            ("psycopg2.OperationalError: could not translate host name \"db\" to address: Name or service not known", FaultClass::DependencyUnavailable, Some("db")),
+            ("redis.exceptions.ConnectionError: Error 111 connecting to redis:6379. Connection refused.", FaultClass::DependencyUnavailable, Some("redis:6379")),
+            ("org.postgresql.util.PSQLException: Connection to localhost:5432 refused. Check that the hostname and port are correct and that the postmaster is accepting TCP/IP connections.", FaultClass::DependencyUnavailable, Some("localhost:5432")),
             ("java.net.ConnectException: Connection refused", FaultClass::DependencyUnavailable, None),
+            ("ERROR 2003 (HY000): Can't connect to MySQL server on 'klara-db' (111 \"Connection refused\")", FaultClass::DependencyUnavailable, Some("klara-db")),
+            ("nginx: [emerg] host not found in upstream \"pipedfrontend:80\" in /etc/nginx/conf.d/pipedfrontend.conf:2", FaultClass::DependencyUnavailable, Some("pipedfrontend:80")),
+            ("2024/01/01 00:00:00 [error] 29#29: *1 connect() failed (111: Connection refused) while connecting to upstream, client: 172.18.0.1, server: localhost, request: \"GET / HTTP/1.1\", upstream: \"http://172.18.0.3:8080/\", host: \"localhost\"", FaultClass::DependencyUnavailable, Some("172.18.0.3:8080")),
+            ("connect() failed (111: Connection refused) while connecting to upstream", FaultClass::DependencyUnavailable, None),
+            // crash
+            ("panic: runtime error: invalid memory address or nil pointer dereference", FaultClass::Crash, None),
+            ("[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x6fc2ff]", FaultClass::Crash, None),
             ("thread 'main' panicked at src/main.rs:3:5", FaultClass::Crash, None),
             ("Traceback (most recent call last):", FaultClass::Crash, None),
+            ("TypeError: Cannot read properties of undefined (reading 'detail')", FaultClass::Crash, None),
+            ("Node.js v18.16.0", FaultClass::Crash, None),
+            ("Exception in thread \"main\" java.lang.NullPointerException", FaultClass::Crash, None),
+            ("2024-01-01 12:00:00.000 ERROR 1 --- [           main] o.s.boot.SpringApplication               : Application run failed", FaultClass::Crash, None),
+            ("2026-04-14 10:32:05 UTC [1159124] LOG:  server process (PID 1163415) was terminated by signal 11: Segmentation fault", FaultClass::Crash, None),
+            ("1:M 08 Nov 2023 12:28:10.501 # Redis 7.0.12 crashed by signal: 11, si_code: 1", FaultClass::Crash, None),
+            // nothing
             ("INFO server started", FaultClass::Unknown, None),
+            ("Server running on port 3000", FaultClass::Unknown, None),
+            ("2024-01-01 LOG:  database system is ready to accept connections", FaultClass::Unknown, None),
         ];
         for (line, class, detail) in rows {
             let got = match_logs(&[line.to_string()]);
@@ -386,6 +588,66 @@ mod tests {
                         assert_eq!(m.detail.as_deref(), Some(*d), "{line}");
                     }
                 }
+            }
+        }
+
+        // Whole outputs, as `docker logs` returns them: the official images'
+        // entrypoints spread one error over several lines, and the advice
+        // must name the variable to set (not the last one listed).
+        let blocks: &[(&[&str], FaultClass, &str)] = &[
+            (
+                &[
+                    "Error: Database is uninitialized and superuser password is not specified.",
+                    "       You must specify POSTGRES_PASSWORD to a non-empty value for the",
+                    "       superuser. For example, \"-e POSTGRES_PASSWORD=[REDACTED]\" on \"docker run\".",
+                    "",
+                    "       You may also use \"POSTGRES_HOST_AUTH_METHOD=trust\" to allow all",
+                    "       connections without a password. This is *not* recommended.",
+                    "",
+                    "       See PostgreSQL documentation about \"trust\":",
+                    "       https://www.postgresql.org/docs/current/auth-trust.html",
+                ],
+                FaultClass::ConfigError,
+                "POSTGRES_PASSWORD",
+            ),
+            (
+                &[
+                    "2023-07-27 13:19:36+00:00 [Note] [Entrypoint]: Entrypoint script for MySQL Server 8.0.34-1.el8 started.",
+                    "2023-07-27 13:19:36+00:00 [ERROR] [Entrypoint]: Database is uninitialized and password option is not specified",
+                    "    You need to specify one of the following as an environment variable:",
+                    "    - MYSQL_ROOT_PASSWORD",
+                    "    - MYSQL_ALLOW_EMPTY_PASSWORD",
+                    "    - MYSQL_RANDOM_ROOT_PASSWORD",
+                ],
+                FaultClass::ConfigError,
+                "MYSQL_ROOT_PASSWORD",
+            ),
+            (
+                &[
+                    "psycopg2.OperationalError: could not connect to server: Connection refused",
+                    "\tIs the server running on host \"db\" (172.18.0.2) and accepting",
+                    "\tTCP/IP connections on port 5432?",
+                ],
+                FaultClass::DependencyUnavailable,
+                "db",
+            ),
+            (
+                // A disk-full PANIC is disk_full, not the crash it causes.
+                &[
+                    "2024-01-01 00:00:00.000 UTC [27] PANIC:  could not write to file \"pg_wal/xlogtemp.27\": No space left on device",
+                    "2024-01-01 00:00:00.001 UTC [1] LOG:  WAL writer process (PID 27) was terminated by signal 6: Aborted",
+                    "2024-01-01 00:00:00.002 UTC [1] LOG:  terminating any other active server processes",
+                ],
+                FaultClass::DiskFull,
+                "",
+            ),
+        ];
+        for (lines, class, detail) in blocks {
+            let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            let m = match_logs(&lines).unwrap_or_else(|| panic!("no match: {lines:?}"));
+            assert_eq!(m.class, *class, "{lines:?}");
+            if !detail.is_empty() {
+                assert_eq!(m.detail.as_deref(), Some(*detail), "{lines:?}");
             }
         }
     }
