@@ -27,9 +27,9 @@ trap 'rm -rf "$ctx"' EXIT
 for daemon in executor agent; do
   rm -rf "${ctx:?}"/*
   cp "$target_dir/$target/release/drydock-$daemon" "$ctx/"
-  # The image's state folder becomes the named volume's initial owner and
-  # mode: private to the daemon's user (set by --chown in the Dockerfile).
-  install -d -m 0700 "$ctx/state"
+  # An empty folder: COPY --chown makes /var/lib/drydock the daemon user's,
+  # and a new named volume mounted there starts with that owner.
+  mkdir "$ctx/state"
   cp "$here/images/$daemon.Dockerfile" "$ctx/Dockerfile"
   docker build -q -t "drydock-$daemon:$tag" "$ctx" >/dev/null
   echo "drydock-$daemon:$tag $(docker image inspect -f '{{.Size}}' "drydock-$daemon:$tag") bytes"
