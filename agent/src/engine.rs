@@ -1040,12 +1040,17 @@ impl Engine {
         let started = Instant::now();
         let mut deadline = self.config.verify_max_wait;
         let mut last: Option<ContainerView> = None;
+        // Every check must hold for a while, not at one lucky moment: a
+        // process that wedges again a second after a restart is not fixed.
+        let mut ok_since: Option<Instant> = None;
+        let mut hold = STABLE_FOR;
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
             match self.executor.inspect(id, container_id).await {
                 Ok(c) => {
                     if let Some(hc) = &c.healthcheck {
+                        hold = STABLE_FOR.max(Duration::from_millis(hc.interval_ms * u64::from(hc.retries.max(1)))).min(Duration::from_secs(30));
                         let needed = Duration::from_millis(
                             hc.start_period_ms
                                 + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
@@ -1067,17 +1072,6 @@ impl Engine {
                             ok: c.health_status == "healthy",
                             detail: format!("{}: health={}", c.name, c.health_status),
                         });
-                    } else if running {
-                        let stable = started.elapsed() >= STABLE_FOR;
-                        checks.push(VerificationCheck {
-                            level: "stable".into(),
-                            ok: stable,
-                            detail: format!(
-                                "{}: running for {}s since the action",
-                                c.name,
-                                started.elapsed().as_secs()
-                            ),
-                        });
                     }
                     last = Some(c);
                 }
@@ -1087,7 +1081,17 @@ impl Engine {
                     detail: e.to_string(),
                 }),
             }
-            if checks.iter().all(|c| c.ok) || started.elapsed() >= deadline {
+            let all_ok = checks.iter().all(|c| c.ok);
+            if all_ok {
+                ok_since.get_or_insert_with(Instant::now);
+            } else {
+                ok_since = None;
+            }
+            let held = ok_since.is_some_and(|t| t.elapsed() >= hold);
+            if let Some(t) = ok_since {
+                checks.push(VerificationCheck { level: "stable".into(), ok: held, detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()) });
+            }
+            if held || started.elapsed() >= deadline + hold {
                 return Ok((checks, last));
             }
             tokio::time::sleep(self.config.verify_poll).await;

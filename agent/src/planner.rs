@@ -190,6 +190,21 @@ pub fn plan(
     done: &[ExecutionRecord],
     ctx: &Context,
 ) -> Plan {
+    let mut plan = steps_and_advice(finding, container, target, policy, done, ctx);
+    if let Some(notes) = &ctx.notes {
+        plan.advice.push(format!("Operator notes for {}: {notes}", target.container_name));
+    }
+    plan
+}
+
+fn steps_and_advice(
+    finding: &Finding,
+    container: &ContainerView,
+    target: &Target,
+    policy: &PolicyView,
+    done: &[ExecutionRecord],
+    ctx: &Context,
+) -> Plan {
     let primary = finding
         .diagnosis
         .causes
@@ -310,12 +325,6 @@ pub fn plan(
                 expected,
             );
         }
-    }
-    if let Some(notes) = &ctx.notes {
-        advice.push(format!(
-            "Operator notes for {}: {notes}",
-            target.container_name
-        ));
     }
     Plan {
         digest: digest(&steps),

@@ -300,6 +300,16 @@ pub struct AskResult {
     pub exit_code: u8,
 }
 
+async fn approval_still_pending(agent: &AgentClient, request_id: &str, approval_id: &str) -> anyhow::Result<bool> {
+    let request = agent.get(&format!("/api/v1/requests/{request_id}")).await?;
+    Ok(request
+        .get("approvals")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|a| a.get("id").and_then(Value::as_str) == Some(approval_id) && a.get("status").and_then(Value::as_str) == Some("pending")))
+}
+
 /// Follow `request_id` to its end, deciding approvals per `mode`.
 pub async fn follow_request(
     agent: &AgentClient,
@@ -326,6 +336,11 @@ pub async fn follow_request(
                     .cloned()
                     .unwrap_or(Value::Null);
                 let (claims, bytes) = decode_claims(&approval, Some(request_id))?;
+                // A replayed stream (reconnect, `drydock follow`) shows
+                // approvals decided long ago: only a pending one is asked.
+                if !approval_still_pending(agent, request_id, &claims.approval_id).await? {
+                    return Ok(true);
+                }
                 match mode {
                     ApprovalMode::AutoApprove => {
                         if !quiet {

@@ -1,6 +1,7 @@
 //! End-to-end tests against a real Docker engine and real drydock processes.
 //! Run with `cargo test --workspace`; a missing Docker engine fails them.
 
+mod agent_lifecycle;
 mod closed_loop;
 mod deploy;
 mod executor_behaviour;
