@@ -234,12 +234,20 @@ const LOG_RULES: &[LogRule] = &[
         pattern: r#"(?i)(?:i/o timeout|ETIMEDOUT|connection timed out|Connect timed out|no route to host|EHOSTUNREACH)"#,
         what: "a dependency did not answer in time or cannot be routed to",
     },
-    // ---- Crash signatures not covered above: Go and Rust panics, signals,
-    // Python tracebacks, Node's uncaught exceptions (and the "Node.js vX"
-    // line it prints last), JVM, Spring Boot, redis' crash report. ----
+    // ---- Crash signatures not covered above. The panic or exception line
+    // itself first (Go and Rust panics; the last line of a Python
+    // traceback; Node's and the JVM's uncaught errors; Spring Boot), so the
+    // reason quotes it rather than a trailer. ----
     LogRule {
         class: FaultClass::Crash,
-        pattern: r#"^panic: |thread '[^']*' panicked|Segmentation fault|SIGSEGV|Traceback \(most recent call last\)|Uncaught \w*(?:Error|Exception)|^(?:TypeError|ReferenceError|RangeError|SyntaxError): |triggerUncaughtException|^Node\.js v\d+\.\d+|Exception in thread|Application run failed|crashed by signal|^\s*FATAL|fatal error:"#,
+        pattern: r#"^panic: |thread '[^']*' panicked|^(?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Error|Exception)(?::\s|$)|Exception in thread|Uncaught \w*(?:Error|Exception)|Application run failed"#,
+        what: "the program crashed",
+    },
+    // Signals, redis' crash report, a traceback's first line, Node's
+    // trailer ("Node.js vX" is printed last), FATAL lines.
+    LogRule {
+        class: FaultClass::Crash,
+        pattern: r#"Segmentation fault|SIGSEGV|crashed by signal|Traceback \(most recent call last\)|triggerUncaughtException|^Node\.js v\d+\.\d+|^\s*FATAL|fatal error:"#,
         what: "the program crashed",
     },
 ];
@@ -567,6 +575,7 @@ mod tests {
             ("[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x6fc2ff]", FaultClass::Crash, None),
             ("thread 'main' panicked at src/main.rs:3:5", FaultClass::Crash, None),
             ("Traceback (most recent call last):", FaultClass::Crash, None),
+            ("ZeroDivisionError: division by zero", FaultClass::Crash, None),
             ("TypeError: Cannot read properties of undefined (reading 'detail')", FaultClass::Crash, None),
             ("Node.js v18.16.0", FaultClass::Crash, None),
             ("Exception in thread \"main\" java.lang.NullPointerException", FaultClass::Crash, None),
@@ -649,6 +658,39 @@ mod tests {
             if !detail.is_empty() {
                 assert_eq!(m.detail.as_deref(), Some(*detail), "{lines:?}");
             }
+        }
+
+        // A crash quotes the error itself, not the trailer after it.
+        for (lines, quoted) in [
+            (
+                &[
+                    "TypeError: Cannot read properties of undefined (reading 'detail')",
+                    "    at Object.bodyHasError (/app/node_modules/docker-hub-api/src/api.js:1310:45)",
+                    "",
+                    "Node.js v18.16.0",
+                ][..],
+                "TypeError: ",
+            ),
+            (
+                &[
+                    "Traceback (most recent call last):",
+                    "  File \"/app/worker.py\", line 12, in <module>",
+                    "ZeroDivisionError: division by zero",
+                ],
+                "ZeroDivisionError: ",
+            ),
+            (
+                &[
+                    "panic: runtime error: invalid memory address or nil pointer dereference",
+                    "[signal SIGSEGV: segmentation violation code=0x1 addr=0x20 pc=0x6fc2ff]",
+                ],
+                "panic: ",
+            ),
+        ] {
+            let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            let m = match_logs(&lines).unwrap_or_else(|| panic!("no match: {lines:?}"));
+            assert_eq!(m.class, FaultClass::Crash, "{lines:?}");
+            assert!(m.line.starts_with(quoted), "quotes {quoted:?}: {}", m.line);
         }
     }
 
