@@ -6,3 +6,4 @@ mod closed_loop;
 mod deploy;
 mod executor_behaviour;
 mod executor_boundary;
+mod fault_classes;
