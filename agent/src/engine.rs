@@ -957,7 +957,10 @@ impl Engine {
                     None
                 }
             },
-            None => None,
+            None => {
+                self.find_by_network_alias(id, &named.host, c, &containers)
+                    .await
+            }
         };
         let state = planner::DependencyState {
             named: named.display(),
@@ -989,6 +992,33 @@ impl Engine {
             confidence: 0.8,
             evidence_ids: vec![ev, logs_ev.to_string()],
         }))
+    }
+
+    /// Network aliases (`--network-alias db`, compose service aliases) are
+    /// only visible in inspect output: look at the containers sharing a
+    /// network with the target, a bounded number of them.
+    async fn find_by_network_alias(
+        &self,
+        id: &str,
+        host: &str,
+        target: &ContainerView,
+        containers: &[ContainerSummaryView],
+    ) -> Option<ContainerView> {
+        const MAX_INSPECTED: usize = 30;
+        for summary in containers
+            .iter()
+            .filter(|s| s.id != target.id)
+            .take(MAX_INSPECTED)
+        {
+            let Ok(view) = self.executor.inspect(id, &summary.id).await else {
+                continue;
+            };
+            let shares_network = view.networks.iter().any(|n| target.networks.contains(n));
+            if shares_network && view.aliases.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+                return Some(view);
+            }
+        }
+        None
     }
 
     /// The newest evidence of one kind, decoded.
@@ -1050,7 +1080,11 @@ impl Engine {
             match self.executor.inspect(id, container_id).await {
                 Ok(c) => {
                     if let Some(hc) = &c.healthcheck {
-                        hold = STABLE_FOR.max(Duration::from_millis(hc.interval_ms * u64::from(hc.retries.max(1)))).min(Duration::from_secs(30));
+                        hold = STABLE_FOR
+                            .max(Duration::from_millis(
+                                hc.interval_ms * u64::from(hc.retries.max(1)),
+                            ))
+                            .min(Duration::from_secs(30));
                         let needed = Duration::from_millis(
                             hc.start_period_ms
                                 + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
@@ -1089,7 +1123,11 @@ impl Engine {
             }
             let held = ok_since.is_some_and(|t| t.elapsed() >= hold);
             if let Some(t) = ok_since {
-                checks.push(VerificationCheck { level: "stable".into(), ok: held, detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()) });
+                checks.push(VerificationCheck {
+                    level: "stable".into(),
+                    ok: held,
+                    detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
+                });
             }
             if held || started.elapsed() >= deadline + hold {
                 return Ok((checks, last));

@@ -192,7 +192,10 @@ pub fn plan(
 ) -> Plan {
     let mut plan = steps_and_advice(finding, container, target, policy, done, ctx);
     if let Some(notes) = &ctx.notes {
-        plan.advice.push(format!("Operator notes for {}: {notes}", target.container_name));
+        plan.advice.push(format!(
+            "Operator notes for {}: {notes}",
+            target.container_name
+        ));
     }
     plan
 }

@@ -300,14 +300,21 @@ pub struct AskResult {
     pub exit_code: u8,
 }
 
-async fn approval_still_pending(agent: &AgentClient, request_id: &str, approval_id: &str) -> anyhow::Result<bool> {
+async fn approval_still_pending(
+    agent: &AgentClient,
+    request_id: &str,
+    approval_id: &str,
+) -> anyhow::Result<bool> {
     let request = agent.get(&format!("/api/v1/requests/{request_id}")).await?;
     Ok(request
         .get("approvals")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .any(|a| a.get("id").and_then(Value::as_str) == Some(approval_id) && a.get("status").and_then(Value::as_str) == Some("pending")))
+        .any(|a| {
+            a.get("id").and_then(Value::as_str) == Some(approval_id)
+                && a.get("status").and_then(Value::as_str) == Some("pending")
+        }))
 }
 
 /// Follow `request_id` to its end, deciding approvals per `mode`.

@@ -13,7 +13,10 @@ fn status(v: &Value) -> &str {
 }
 
 fn token(dd: &Drydock) -> String {
-    std::fs::read_to_string(dd.home.path("agent.token")).expect("token").trim().to_string()
+    std::fs::read_to_string(dd.home.path("agent.token"))
+        .expect("token")
+        .trim()
+        .to_string()
 }
 
 fn agent_url(dd: &Drydock) -> String {
@@ -24,9 +27,25 @@ fn agent_url(dd: &Drydock) -> String {
 fn always_wedging(test: &str) -> Container {
     let c = Container::run(
         test,
-        &["--read-only", "--health-interval", "1s", "--health-retries", "1", "--health-timeout", "2s", drydock::fixture::FIXTURE_WEB_IMAGE, "serve", "--port", "8080", "--wedge-after-secs", "1"],
+        &[
+            "--read-only",
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            "--health-timeout",
+            "2s",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ],
     );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| c.health() == "unhealthy");
+    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
+        c.health() == "unhealthy"
+    });
     c
 }
 
@@ -38,23 +57,52 @@ fn a_fault_that_returns_after_restart_is_not_restarted_blindly_again() {
     let (code, req) = dd.ask_json(&["--yes", "--container", &c.name, "it is unhealthy"]);
     assert_eq!(status(&req), "failed", "{req:#}");
     assert_eq!(code, 1);
-    let restarts: Vec<&Value> = req["execution"].as_array().unwrap().iter().filter(|e| e["action"] == "restart").collect();
-    assert_eq!(restarts.len(), 1, "exactly one restart, never repeated: {req:#}");
+    let restarts: Vec<&Value> = req["execution"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "restart")
+        .collect();
+    assert_eq!(
+        restarts.len(),
+        1,
+        "exactly one restart, never repeated: {req:#}"
+    );
     assert_eq!(req["verification"]["ok"], false);
-    assert!(req["iterations"].as_u64().unwrap_or(0) >= 1, "verification failure re-entered diagnosis: {req:#}");
+    assert!(
+        req["iterations"].as_u64().unwrap_or(0) >= 1,
+        "verification failure re-entered diagnosis: {req:#}"
+    );
     let outcome = req["outcome"].as_str().unwrap_or("");
-    assert!(outcome.contains("restart"), "the report says what was tried: {outcome}");
-    let audit_restarts = dd.audit_rows().iter().filter(|r| r["action"] == "restart" && r["decision"] == "allowed").count();
+    assert!(
+        outcome.contains("restart"),
+        "the report says what was tried: {outcome}"
+    );
+    let audit_restarts = dd
+        .audit_rows()
+        .iter()
+        .filter(|r| r["action"] == "restart" && r["decision"] == "allowed")
+        .count();
     assert_eq!(audit_restarts, 1);
 }
 
 /// Stop only the agent (the executor keeps running).
 fn stop_agent(dd: &Drydock) {
-    let pid: u32 = std::fs::read_to_string(dd.home.pid("drydock-agent")).expect("agent pid").trim().parse().expect("pid");
-    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    let pid: u32 = std::fs::read_to_string(dd.home.pid("drydock-agent"))
+        .expect("agent pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
     let started = std::time::Instant::now();
     while drydock::daemons::pid_alive(pid) {
-        assert!(started.elapsed() < Duration::from_secs(15), "agent did not stop");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "agent did not stop"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -64,25 +112,55 @@ fn a_waiting_approval_survives_an_agent_restart() {
     let dd = Drydock::init();
     let c = Container::run(
         "restart-safe",
-        &["--health-interval", "1s", "--health-retries", "1", drydock::fixture::FIXTURE_WEB_IMAGE, "serve", "--port", "8080", "--wedge-after-secs", "1"],
+        &[
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ],
     );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| c.health() == "unhealthy");
+    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
+        c.health() == "unhealthy"
+    });
     dd.up();
     // No terminal and no --yes: the approval is left pending, exit 3.
     let (code, req) = dd.ask_json(&["--container", &c.name, "it is unhealthy"]);
     assert_eq!(code, 3, "{req:#}");
     assert_eq!(status(&req), "waiting_approval");
-    let approval_id = req["approvals"][0]["id"].as_str().expect("approval id").to_string();
+    let approval_id = req["approvals"][0]["id"]
+        .as_str()
+        .expect("approval id")
+        .to_string();
     let request_id = req["id"].as_str().unwrap().to_string();
 
     stop_agent(&dd);
     dd.up();
     let out = dd.cli(&["approvals"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&approval_id), "pending after restart: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&approval_id),
+        "pending after restart: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = dd.cli(&["approve", "--yes", &approval_id]);
-    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = dd.cli(&["follow", &request_id]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(c.health(), "healthy");
 }
 
@@ -91,9 +169,22 @@ fn a_request_caught_executing_is_reverified_never_reexecuted() {
     let dd = Drydock::init();
     let c = Container::run(
         "interrupted",
-        &["--health-interval", "1s", "--health-retries", "1", drydock::fixture::FIXTURE_WEB_IMAGE, "serve", "--port", "8080", "--wedge-after-secs", "1"],
+        &[
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ],
     );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| c.health() == "unhealthy");
+    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
+        c.health() == "unhealthy"
+    });
     dd.up();
     let (code, req) = dd.ask_json(&["--container", &c.name, "it is unhealthy"]);
     assert_eq!(code, 3, "{req:#}");
@@ -104,11 +195,21 @@ fn a_request_caught_executing_is_reverified_never_reexecuted() {
     // and the state saved as `executing`, but we cannot know whether the
     // restart reached Docker.
     let db = rusqlite::Connection::open(dd.home.path("state/agent.db")).expect("agent db");
-    let doc: String = db.query_row("SELECT doc FROM requests WHERE id = ?1", [&request_id], |r| r.get(0)).expect("request");
+    let doc: String = db
+        .query_row(
+            "SELECT doc FROM requests WHERE id = ?1",
+            [&request_id],
+            |r| r.get(0),
+        )
+        .expect("request");
     let mut doc: Value = serde_json::from_str(&doc).expect("json");
     doc["status"] = json!("executing");
     doc["approvals"][0]["status"] = json!("approved");
-    db.execute("UPDATE requests SET status = 'executing', doc = ?1 WHERE id = ?2", rusqlite::params![doc.to_string(), request_id]).expect("update");
+    db.execute(
+        "UPDATE requests SET status = 'executing', doc = ?1 WHERE id = ?2",
+        rusqlite::params![doc.to_string(), request_id],
+    )
+    .expect("update");
     drop(db);
 
     dd.up();
@@ -121,7 +222,10 @@ fn a_request_caught_executing_is_reverified_never_reexecuted() {
                 .follow(&request_id, |e| {
                     // The replay starts with the first round's approval; the
                     // second one comes after re-verification.
-                    let rounds = seen.iter().filter(|e: &&Value| e["kind"] == "approval_requested").count();
+                    let rounds = seen
+                        .iter()
+                        .filter(|e: &&Value| e["kind"] == "approval_requested")
+                        .count();
                     let done = e["kind"] == "approval_requested" && rounds >= 1;
                     seen.push(e);
                     async move { Ok(!done) }
@@ -133,18 +237,37 @@ fn a_request_caught_executing_is_reverified_never_reexecuted() {
     });
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
     assert!(kinds.contains(&"interrupted"), "{kinds:?}");
-    let after_interrupt = kinds.iter().skip_while(|k| **k != "interrupted").copied().collect::<Vec<_>>();
-    assert!(after_interrupt.contains(&"verification"), "re-verified: {kinds:?}");
-    assert!(!after_interrupt.contains(&"execution"), "never re-executed: {kinds:?}");
-    let writes = dd.audit_rows().into_iter().filter(|r| r["action"] == "restart").count();
+    let after_interrupt = kinds
+        .iter()
+        .skip_while(|k| **k != "interrupted")
+        .copied()
+        .collect::<Vec<_>>();
+    assert!(
+        after_interrupt.contains(&"verification"),
+        "re-verified: {kinds:?}"
+    );
+    assert!(
+        !after_interrupt.contains(&"execution"),
+        "never re-executed: {kinds:?}"
+    );
+    let writes = dd
+        .audit_rows()
+        .into_iter()
+        .filter(|r| r["action"] == "restart")
+        .count();
     assert_eq!(writes, 0, "no restart reached the executor");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_replays_every_event_exactly_once_after_a_reconnect() {
     let dd = Drydock::init();
-    let c = Container::run("sse", &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "0"]);
-    c.wait_for("exited", Duration::from_secs(30), |c| c.inspect("{{.State.Status}}") == "exited");
+    let c = Container::run(
+        "sse",
+        &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "0"],
+    );
+    c.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
     dd.up();
     let (_, req) = dd.ask_json(&["--diagnose-only", "--container", &c.name, "is it down?"]);
     let id = req["id"].as_str().unwrap();
@@ -157,20 +280,43 @@ async fn sse_replays_every_event_exactly_once_after_a_reconnect() {
             body.push_str(&String::from_utf8_lossy(&chunk));
         }
         body.split("\n\n")
-            .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("id:")).map(|v| v.trim().parse::<i64>().unwrap_or(-1)))
+            .filter_map(|block| {
+                block
+                    .lines()
+                    .find_map(|l| l.strip_prefix("id:"))
+                    .map(|v| v.trim().parse::<i64>().unwrap_or(-1))
+            })
             .collect::<Vec<i64>>()
     };
-    let all = read_all(http.get(&events_url).bearer_auth(token(&dd)).send().await.expect("events")).await;
+    let all = read_all(
+        http.get(&events_url)
+            .bearer_auth(token(&dd))
+            .send()
+            .await
+            .expect("events"),
+    )
+    .await;
     assert!(all.len() >= 5, "{all:?}");
     let mut sorted = all.clone();
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted, all, "ids ascend with no repeats");
     let cut = all[all.len() / 2];
-    let rest = read_all(http.get(&events_url).bearer_auth(token(&dd)).header("Last-Event-ID", cut.to_string()).send().await.expect("events")).await;
+    let rest = read_all(
+        http.get(&events_url)
+            .bearer_auth(token(&dd))
+            .header("Last-Event-ID", cut.to_string())
+            .send()
+            .await
+            .expect("events"),
+    )
+    .await;
     let mut joined: Vec<i64> = all.iter().copied().filter(|s| *s <= cut).collect();
     joined.extend(rest);
-    assert_eq!(joined, all, "a reconnect with Last-Event-ID sees every event exactly once");
+    assert_eq!(
+        joined, all,
+        "a reconnect with Last-Event-ID sees every event exactly once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,9 +325,23 @@ async fn the_api_requires_the_token_and_answers_problem_details() {
     dd.up();
     let base = agent_url(&dd);
     let http = reqwest::Client::new();
-    let health = http.get(format!("{base}/healthz")).send().await.expect("healthz");
+    let health = http
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .expect("healthz");
     assert_eq!(health.status(), 200, "healthz needs no token");
-    for (method, path) in [("GET", "/api/v1/requests"), ("POST", "/api/v1/requests"), ("GET", "/api/v1/requests/x"), ("GET", "/api/v1/requests/x/events"), ("POST", "/api/v1/requests/x/cancel"), ("GET", "/api/v1/approvals"), ("POST", "/api/v1/approvals/x/approve"), ("POST", "/api/v1/approvals/x/reject"), ("GET", "/metrics")] {
+    for (method, path) in [
+        ("GET", "/api/v1/requests"),
+        ("POST", "/api/v1/requests"),
+        ("GET", "/api/v1/requests/x"),
+        ("GET", "/api/v1/requests/x/events"),
+        ("POST", "/api/v1/requests/x/cancel"),
+        ("GET", "/api/v1/approvals"),
+        ("POST", "/api/v1/approvals/x/approve"),
+        ("POST", "/api/v1/approvals/x/reject"),
+        ("GET", "/metrics"),
+    ] {
         let req = http.request(method.parse().unwrap(), format!("{base}{path}"));
         let resp = req.try_clone().unwrap().send().await.expect("send");
         assert_eq!(resp.status(), 401, "{method} {path} without a token");
@@ -190,37 +350,103 @@ async fn the_api_requires_the_token_and_answers_problem_details() {
         assert_eq!(wrong.status(), 401, "{method} {path} with a wrong token");
     }
     let t = token(&dd);
-    let missing = http.get(format!("{base}/api/v1/requests/req-nope")).bearer_auth(&t).send().await.expect("send");
+    let missing = http
+        .get(format!("{base}/api/v1/requests/req-nope"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .expect("send");
     assert_eq!(missing.status(), 404);
     let problem: Value = missing.json().await.expect("json");
     assert_eq!(problem["status"], 404);
     assert!(problem["detail"].as_str().unwrap().contains("req-nope"));
-    let bad = http.post(format!("{base}/api/v1/requests")).bearer_auth(&t).json(&json!({"message": ""})).send().await.expect("send");
+    let bad = http
+        .post(format!("{base}/api/v1/requests"))
+        .bearer_auth(&t)
+        .json(&json!({"message": ""}))
+        .send()
+        .await
+        .expect("send");
     assert_eq!(bad.status(), 400);
-    let unknown_field = http.post(format!("{base}/api/v1/requests")).bearer_auth(&t).json(&json!({"message": "x", "exec": "rm -rf /"})).send().await.expect("send");
+    let unknown_field = http
+        .post(format!("{base}/api/v1/requests"))
+        .bearer_auth(&t)
+        .json(&json!({"message": "x", "exec": "rm -rf /"}))
+        .send()
+        .await
+        .expect("send");
     assert_eq!(unknown_field.status(), 400);
-    let bad_status = http.get(format!("{base}/api/v1/requests?status=bogus")).bearer_auth(&t).send().await.expect("send");
+    let bad_status = http
+        .get(format!("{base}/api/v1/requests?status=bogus"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .expect("send");
     assert_eq!(bad_status.status(), 400);
 
     // Cancel a request that is waiting, then list by status.
-    let c = Container::run("cancel", &["--health-interval", "1s", "--health-retries", "1", drydock::fixture::FIXTURE_WEB_IMAGE, "serve", "--port", "8080", "--wedge-after-secs", "1"]);
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| c.health() == "unhealthy");
+    let c = Container::run(
+        "cancel",
+        &[
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ],
+    );
+    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
+        c.health() == "unhealthy"
+    });
     let (code, req) = dd.ask_json(&["--container", &c.name, "unhealthy"]);
     assert_eq!(code, 3);
     let id = req["id"].as_str().unwrap();
-    let canceled: Value = http.post(format!("{base}/api/v1/requests/{id}/cancel")).bearer_auth(&t).send().await.expect("send").json().await.expect("json");
+    let canceled: Value = http
+        .post(format!("{base}/api/v1/requests/{id}/cancel"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(canceled["status"], "canceled");
-    let again = http.post(format!("{base}/api/v1/requests/{id}/cancel")).bearer_auth(&t).send().await.expect("send");
+    let again = http
+        .post(format!("{base}/api/v1/requests/{id}/cancel"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .expect("send");
     assert_eq!(again.status(), 409, "canceling twice is a conflict");
     let approve = http
-        .post(format!("{base}/api/v1/approvals/{}/approve", req["approvals"][0]["id"].as_str().unwrap()))
+        .post(format!(
+            "{base}/api/v1/approvals/{}/approve",
+            req["approvals"][0]["id"].as_str().unwrap()
+        ))
         .bearer_auth(&t)
         .json(&json!({"key_id": "local-operator", "signature": "AAAA"}))
         .send()
         .await
         .expect("send");
-    assert!(approve.status() == 400 || approve.status() == 404 || approve.status() == 409, "a canceled request's approval cannot be approved: {}", approve.status());
-    let list: Vec<Value> = http.get(format!("{base}/api/v1/requests?status=canceled")).bearer_auth(&t).send().await.expect("send").json().await.expect("json");
+    assert!(
+        approve.status() == 400 || approve.status() == 404 || approve.status() == 409,
+        "a canceled request's approval cannot be approved: {}",
+        approve.status()
+    );
+    let list: Vec<Value> = http
+        .get(format!("{base}/api/v1/requests?status=canceled"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
     assert!(list.iter().any(|r| r["id"] == id) && list.iter().all(|r| r["status"] == "canceled"));
     assert_eq!(c.health(), "unhealthy", "nothing was done to the container");
 }
@@ -233,59 +459,218 @@ fn a_stopped_dependency_is_started_first_then_the_service() {
     struct Net(String);
     impl Drop for Net {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("docker").args(["network", "rm", &self.0]).output();
+            let _ = std::process::Command::new("docker")
+                .args(["network", "rm", &self.0])
+                .output();
         }
     }
     let _net = Net(network.clone());
     let project = unique("shop");
-    let labels = |service: &str| vec![format!("com.docker.compose.project={project}"), format!("com.docker.compose.service={service}")];
+    let labels = |service: &str| {
+        vec![
+            format!("com.docker.compose.project={project}"),
+            format!("com.docker.compose.service={service}"),
+        ]
+    };
     let db_labels = labels("db");
     let db = Container::run(
         "dep-db",
-        &["--network", &network, "--network-alias", "db", "--label", &db_labels[0], "--label", &db_labels[1], "--health-interval", "1s", "--health-retries", "1", drydock::fixture::FIXTURE_WEB_IMAGE, "serve", "--port", "8080"],
+        &[
+            "--network",
+            &network,
+            "--network-alias",
+            "db",
+            "--label",
+            &db_labels[0],
+            "--label",
+            &db_labels[1],
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+        ],
     );
-    db.wait_for("healthy", Duration::from_secs(60), |c| c.health() == "healthy");
+    db.wait_for("healthy", Duration::from_secs(60), |c| {
+        c.health() == "healthy"
+    });
     docker_ok(&["stop", &db.name]);
     let app_labels = labels("app");
     let app = Container::run(
         "dep-app",
-        &["--network", &network, "--label", &app_labels[0], "--label", &app_labels[1], drydock::fixture::FIXTURE_IMAGE, "depend", "--on", "db:8080", "--port", "8081", "--wait-secs", "1"],
+        &[
+            "--network",
+            &network,
+            "--label",
+            &app_labels[0],
+            "--label",
+            &app_labels[1],
+            drydock::fixture::FIXTURE_IMAGE,
+            "depend",
+            "--on",
+            "db:8080",
+            "--port",
+            "8081",
+            "--wait-secs",
+            "1",
+        ],
     );
-    app.wait_for("exited", Duration::from_secs(30), |c| c.inspect("{{.State.Status}}") == "exited");
+    app.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
     dd.up();
 
     let (code, req) = dd.ask_json(&["--yes", "--container", &app.name, "app is down"]);
     assert_eq!(code, 0, "{req:#}\n{}", dd.agent_log());
-    assert_eq!(req["diagnosis"]["causes"][0]["class"], "dependency_unavailable", "{req:#}");
+    assert_eq!(
+        req["diagnosis"]["causes"][0]["class"], "dependency_unavailable",
+        "{req:#}"
+    );
     let causes = req["diagnosis"]["causes"].to_string();
-    assert!(causes.contains(&db.name), "the diagnosis names the container behind db: {causes}");
+    assert!(
+        causes.contains(&db.name),
+        "the diagnosis names the container behind db: {causes}"
+    );
     let steps: Vec<(String, String)> = req["plan"]["steps"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["action"].as_str().unwrap().to_string(), s["target"]["container_name"].as_str().unwrap().to_string()))
+        .map(|s| {
+            (
+                s["action"].as_str().unwrap().to_string(),
+                s["target"]["container_name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert_eq!(steps, [("start".to_string(), db.name.clone()), ("start".to_string(), app.name.clone())]);
+    assert_eq!(
+        steps,
+        [
+            ("start".to_string(), db.name.clone()),
+            ("start".to_string(), app.name.clone())
+        ]
+    );
     assert_eq!(db.health(), "healthy");
     assert_eq!(app.inspect("{{.State.Running}}"), "true");
-    let order: Vec<String> = dd.audit_rows().into_iter().filter(|r| r["action"] == "start" && r["decision"] == "allowed").map(|r| r["container_id"].as_str().unwrap().to_string()).collect();
+    let order: Vec<String> = dd
+        .audit_rows()
+        .into_iter()
+        .filter(|r| r["action"] == "start" && r["decision"] == "allowed")
+        .map(|r| r["container_id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(order, [db.id(), app.id()], "the dependency first");
 }
 
 #[test]
 fn a_missing_dependency_is_reported_with_advice_and_no_write() {
     let dd = Drydock::init();
-    let app = Container::run("dep-missing", &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "1", "--stderr-line", "dial tcp: lookup zzq-payments on 127.0.0.11:53: no such host"]);
-    app.wait_for("exited", Duration::from_secs(30), |c| c.inspect("{{.State.Status}}") == "exited");
-    std::fs::write(dd.home.path("runbook.yaml"), format!("services:\n  {}:\n    notes: payments is hosted by the billing team\n", app.name)).expect("runbook");
+    let app = Container::run(
+        "dep-missing",
+        &[
+            drydock::fixture::FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "dial tcp: lookup zzq-payments on 127.0.0.11:53: no such host",
+        ],
+    );
+    app.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    std::fs::write(
+        dd.home.path("runbook.yaml"),
+        format!(
+            "services:\n  {}:\n    notes: payments is hosted by the billing team\n",
+            app.name
+        ),
+    )
+    .expect("runbook");
     let cfg = std::fs::read_to_string(dd.home.agent_config()).expect("agent config");
-    std::fs::write(dd.home.agent_config(), format!("{cfg}runbook: runbook.yaml\n")).expect("agent config");
+    std::fs::write(
+        dd.home.agent_config(),
+        format!("{cfg}runbook: runbook.yaml\n"),
+    )
+    .expect("agent config");
     dd.up();
     let (code, req) = dd.ask_json(&["--yes", "--container", &app.name, "app is down"]);
     assert_eq!(code, 0, "{req:#}");
-    assert!(req["plan"]["steps"].as_array().unwrap().is_empty(), "{req:#}");
+    assert!(
+        req["plan"]["steps"].as_array().unwrap().is_empty(),
+        "{req:#}"
+    );
     let advice = req["plan"]["advice"].to_string();
-    assert!(advice.contains("zzq-payments") && advice.contains("no container"), "{advice}");
-    assert!(advice.contains("billing team"), "runbook notes are in the report: {advice}");
-    assert!(req["evidence"].as_array().unwrap().iter().any(|e| e["type"] == "runbook"));
+    assert!(
+        advice.contains("zzq-payments") && advice.contains("no container"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("billing team"),
+        "runbook notes are in the report: {advice}"
+    );
+    assert!(req["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "runbook"));
+}
+
+#[test]
+fn a_dependency_known_only_by_its_network_alias_is_found() {
+    let dd = Drydock::init();
+    let network = unique("alias-net");
+    docker_ok(&["network", "create", &network]);
+    struct Net(String);
+    impl Drop for Net {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["network", "rm", &self.0])
+                .output();
+        }
+    }
+    let _net = Net(network.clone());
+    let alias = unique("cachealias");
+    let cache = Container::run(
+        "alias-cache",
+        &[
+            "--network",
+            &network,
+            "--network-alias",
+            &alias,
+            drydock::fixture::FIXTURE_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+        ],
+    );
+    docker_ok(&["stop", &cache.name]);
+    let on = format!("{alias}:8080");
+    let app = Container::run(
+        "alias-app",
+        &[
+            "--network",
+            &network,
+            drydock::fixture::FIXTURE_IMAGE,
+            "depend",
+            "--on",
+            &on,
+            "--port",
+            "8081",
+            "--wait-secs",
+            "1",
+        ],
+    );
+    app.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    dd.up();
+    let (code, req) = dd.ask_json(&["--diagnose-only", "--container", &app.name, "app is down"]);
+    assert_eq!(code, 0, "{req:#}");
+    let causes = req["diagnosis"]["causes"].to_string();
+    assert!(
+        causes.contains(&cache.name),
+        "the alias resolves to its container: {causes}"
+    );
 }
