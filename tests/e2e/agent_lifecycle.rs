@@ -674,3 +674,60 @@ fn a_dependency_known_only_by_its_network_alias_is_found() {
         "the alias resolves to its container: {causes}"
     );
 }
+
+#[test]
+fn a_pending_approval_still_expires_on_time_across_an_agent_restart() {
+    let dd = Drydock::init();
+    let cfg = std::fs::read_to_string(dd.home.agent_config()).expect("agent config");
+    std::fs::write(
+        dd.home.agent_config(),
+        cfg.replace("approval_ttl: 10m", "approval_ttl: 10s"),
+    )
+    .expect("agent config");
+    let c = Container::run(
+        "expiry",
+        &[
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ],
+    );
+    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
+        c.health() == "unhealthy"
+    });
+    dd.up();
+    let (code, req) = dd.ask_json(&["--container", &c.name, "unhealthy"]);
+    assert_eq!(code, 3, "{req:#}");
+    let request_id = req["id"].as_str().unwrap().to_string();
+    let approval_id = req["approvals"][0]["id"].as_str().unwrap().to_string();
+    stop_agent(&dd);
+    dd.up();
+    let started = std::time::Instant::now();
+    let out = loop {
+        let out = dd.cli(&["follow", &request_id]);
+        if out.status.code() != Some(3) || started.elapsed() > Duration::from_secs(40) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the request failed on expiry: {stdout}"
+    );
+    assert!(stdout.contains("expired"), "{stdout}");
+    let approve = dd.cli(&["approve", "--yes", &approval_id]);
+    assert!(
+        !approve.status.success(),
+        "an expired approval cannot be approved"
+    );
+    assert_eq!(c.health(), "unhealthy", "nothing was changed");
+}

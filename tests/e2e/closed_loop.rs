@@ -16,6 +16,8 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
 #[test]
 fn unhealthy_container_is_restarted_and_verified_healthy() {
     let dd = Drydock::init();
+    let port = free_port();
+    let published = format!("127.0.0.1:{port}:8080");
     let c = Container::run(
         "unhealthy",
         &[
@@ -25,6 +27,8 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
             "1",
             "--health-timeout",
             "2s",
+            "-p",
+            &published,
             drydock::fixture::FIXTURE_WEB_IMAGE,
             "serve",
             "--port",
@@ -37,6 +41,16 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
         c.health() == "unhealthy"
     });
     let id = c.id();
+    // Level 3 of verification: the operator's HTTP check for this service.
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("config");
+    std::fs::write(
+        dd.home.executor_config(),
+        format!(
+            "{config}http_checks:\n  {}: \"http://127.0.0.1:{port}/health\"\n",
+            c.name
+        ),
+    )
+    .expect("config");
     dd.up();
 
     let (code, req) = dd.ask_json(&["--yes", "--container", &c.name, "the service is unhealthy"]);
@@ -71,6 +85,18 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
     }
     assert_eq!(s(&req["plan"]["steps"][0], &["action"]), "restart");
     assert_eq!(req["verification"]["ok"], Value::Bool(true), "{req:#}");
+    let levels: Vec<(&str, bool)> = req["verification"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["level"].as_str().unwrap(), c["ok"].as_bool().unwrap()))
+        .collect();
+    for level in ["running", "healthy", "stable", "http"] {
+        assert!(
+            levels.contains(&(level, true)),
+            "verification level {level} passed: {levels:?}"
+        );
+    }
     assert_eq!(
         c.health(),
         "healthy",

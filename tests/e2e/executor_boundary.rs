@@ -565,3 +565,61 @@ async fn tls_refuses_clients_without_an_allowed_certificate() {
         "no refused client reached the service"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_configured_approver_may_sign_and_is_named_in_the_audit() {
+    let dd = Drydock::init();
+    let second = drydock_proto::approval::generate_signing_key();
+    let public = drydock_proto::approval::format_public_key(&second.verifying_key());
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace(
+            "approvers:\n",
+            &format!("approvers:\n  - id: ops-bob\n    public_key: \"{public}\"\n"),
+        )
+    });
+    let p = pki(&dd);
+    let target = sleeper("two-approvers");
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+    let policy = client
+        .get_policy(pb::GetPolicyRequest {
+            request_id: "req-policy".into(),
+        })
+        .await
+        .expect("policy")
+        .into_inner();
+    assert_eq!(policy.approver_ids, ["local-operator", "ops-bob"]);
+    let c = claims("req-bob", WriteAction::Restart, &target.id());
+    client
+        .restart_container(write(
+            "req-bob",
+            &target.name,
+            Some(sign(&c, &second, "ops-bob")),
+        ))
+        .await
+        .expect("bob's approval");
+    // A valid signature under the wrong key id is still a forgery.
+    let c = claims("req-bob-as-alice", WriteAction::Restart, &target.id());
+    let err = client
+        .restart_container(write(
+            "req-bob-as-alice",
+            &target.name,
+            Some(sign(&c, &second, "local-operator")),
+        ))
+        .await
+        .expect_err("wrong key id");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let row = audit_for(&dd, "req-bob");
+    assert_eq!(
+        (row["decision"].as_str(), row["key_id"].as_str()),
+        (Some("allowed"), Some("ops-bob"))
+    );
+    assert!(row["approval_id"]
+        .as_str()
+        .is_some_and(|a| a.starts_with("apr-test-")));
+    assert_eq!(
+        audit_for(&dd, "req-bob-as-alice")["key_id"],
+        "local-operator"
+    );
+}

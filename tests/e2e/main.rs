@@ -2,6 +2,7 @@
 //! Run with `cargo test --workspace`; a missing Docker engine fails them.
 
 mod agent_lifecycle;
+mod architecture;
 mod closed_loop;
 mod deploy;
 mod executor_behaviour;
