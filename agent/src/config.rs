@@ -49,6 +49,129 @@ pub struct Config {
     /// Optional per-service operator notes (dependencies, HTTP check, quirks).
     #[serde(default)]
     pub runbook: Option<PathBuf>,
+    /// Optional model-backed investigation; absent means rules only.
+    #[serde(default)]
+    pub llm: Option<LlmConfig>,
+}
+
+pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_LLM_MAX_TURNS: u32 = 8;
+pub const DEFAULT_LLM_MAX_RETRIES: u32 = 3;
+pub const DEFAULT_LLM_MAX_INVALID_ANSWERS: u32 = 2;
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmProvider {
+    /// OpenAI Chat Completions, or any server speaking that API.
+    Openai,
+    /// Anthropic Messages API.
+    Anthropic,
+}
+
+/// The `llm:` section. The API key itself never appears here: only the name
+/// of the environment variable that holds it, read once at start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    pub provider: LlmProvider,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    pub model: String,
+    pub api_key_env: String,
+    #[serde(default = "default_llm_timeout", with = "duration")]
+    pub timeout: Duration,
+    #[serde(default = "default_llm_max_turns")]
+    pub max_turns: u32,
+    #[serde(default = "default_llm_max_retries")]
+    pub max_retries: u32,
+    #[serde(default = "default_llm_max_invalid")]
+    pub max_invalid_answers: u32,
+}
+
+impl LlmConfig {
+    pub fn base_url(&self) -> String {
+        let url = self.base_url.clone().unwrap_or_else(|| {
+            match self.provider {
+                LlmProvider::Openai => DEFAULT_OPENAI_BASE_URL,
+                LlmProvider::Anthropic => DEFAULT_ANTHROPIC_BASE_URL,
+            }
+            .to_string()
+        });
+        url.trim_end_matches('/').to_string()
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.base_url();
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(invalid(
+                "llm.base_url",
+                format!("`{url}` must be an http:// or https:// URL"),
+            ));
+        }
+        if self.model.trim().is_empty() {
+            return Err(invalid("llm.model", "must name a model"));
+        }
+        let env_ok = !self.api_key_env.is_empty()
+            && self
+                .api_key_env
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if !env_ok {
+            // Do not echo the value: someone may have pasted the key itself.
+            return Err(invalid(
+                "llm.api_key_env",
+                "must be the NAME of an environment variable (A-Z, 0-9, _), never the key itself",
+            ));
+        }
+        if self.timeout < Duration::from_secs(1) || self.timeout > Duration::from_secs(600) {
+            return Err(invalid("llm.timeout", "must be between 1s and 10m"));
+        }
+        if self.max_turns == 0 || self.max_turns > 50 {
+            return Err(invalid(
+                "llm.max_turns",
+                format!("{} is outside 1..=50", self.max_turns),
+            ));
+        }
+        if self.max_retries > 10 {
+            return Err(invalid(
+                "llm.max_retries",
+                format!("{} is outside 0..=10", self.max_retries),
+            ));
+        }
+        if self.max_invalid_answers > 10 {
+            return Err(invalid(
+                "llm.max_invalid_answers",
+                format!("{} is outside 0..=10", self.max_invalid_answers),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The key, from the environment variable the config names.
+    pub fn api_key(&self) -> Result<String, ConfigError> {
+        match std::env::var(&self.api_key_env) {
+            Ok(k) if !k.trim().is_empty() => Ok(k.trim().to_string()),
+            _ => Err(invalid(
+                "llm.api_key_env",
+                format!("environment variable {} is not set", self.api_key_env),
+            )),
+        }
+    }
+}
+
+fn default_llm_timeout() -> Duration {
+    DEFAULT_LLM_TIMEOUT
+}
+fn default_llm_max_turns() -> u32 {
+    DEFAULT_LLM_MAX_TURNS
+}
+fn default_llm_max_retries() -> u32 {
+    DEFAULT_LLM_MAX_RETRIES
+}
+fn default_llm_max_invalid() -> u32 {
+    DEFAULT_LLM_MAX_INVALID_ANSWERS
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -228,6 +351,9 @@ impl Config {
                 "poll_interval and max_wait must be greater than zero",
             ));
         }
+        if let Some(llm) = &self.llm {
+            llm.validate()?;
+        }
         Ok(())
     }
 
@@ -244,5 +370,50 @@ impl Config {
             ));
         }
         Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llm(yaml: &str) -> Result<(), String> {
+        let c: LlmConfig = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;
+        c.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn llm_section_is_validated_with_the_key_named() {
+        assert!(llm("{provider: openai, model: m, api_key_env: OPENAI_API_KEY}").is_ok());
+        let cases = [
+            (
+                "{provider: openai, model: m, api_key_env: sk-abc123}",
+                "llm.api_key_env",
+            ),
+            ("{provider: openai, model: '', api_key_env: K}", "llm.model"),
+            (
+                "{provider: openai, model: m, api_key_env: K, base_url: ftp://x}",
+                "llm.base_url",
+            ),
+            (
+                "{provider: openai, model: m, api_key_env: K, max_turns: 0}",
+                "llm.max_turns",
+            ),
+            (
+                "{provider: openai, model: m, api_key_env: K, timeout: 0s}",
+                "llm.timeout",
+            ),
+            (
+                "{provider: openai, model: m, api_key_env: K, max_retries: 99}",
+                "llm.max_retries",
+            ),
+        ];
+        for (yaml, key) in cases {
+            let err = llm(yaml).unwrap_err();
+            assert!(err.contains(key), "{yaml}: {err}");
+            assert!(!err.contains("sk-abc123"), "the key leaked: {err}");
+        }
+        let err = llm("{provider: gemini, model: m, api_key_env: K}").unwrap_err();
+        assert!(err.contains("provider") || err.contains("gemini"), "{err}");
     }
 }

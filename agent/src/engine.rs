@@ -15,11 +15,13 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drydock_proto::approval::{ApprovalClaims, WriteAction, CLAIMS_VERSION};
 use serde_json::json;
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::{broadcast, watch, Notify};
 
 use crate::dependency;
 use crate::discovery::{self, Discovery};
 use crate::executor_client::{ExecutorClient, ExecutorError};
+use crate::llm::investigate::{self, Verdict};
+use crate::llm::tools::Journal;
 use crate::model::*;
 use crate::planner;
 use crate::rules::{self, Observation};
@@ -37,6 +39,8 @@ pub struct EngineConfig {
     pub verify_poll: Duration,
     pub logs_tail: u32,
     pub runbook: Arc<Runbook>,
+    /// Model-backed investigation; `None` (the default) is rules only.
+    pub llm: Option<Arc<investigate::Setup>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,10 +60,22 @@ pub enum EngineError {
 }
 
 /// How a worker learns that something changed under it.
-#[derive(Default)]
 struct Control {
     notify: Notify,
     canceled: AtomicBool,
+    /// The same cancellation, for code that must be interrupted mid-await
+    /// (a streaming model answer, a retry backoff).
+    cancel: watch::Sender<bool>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control {
+            notify: Notify::new(),
+            canceled: AtomicBool::new(false),
+            cancel: watch::channel(false).0,
+        }
+    }
 }
 
 pub struct Engine {
@@ -71,6 +87,9 @@ pub struct Engine {
     /// Serializes read-modify-write of one request's document between its
     /// worker and API calls (approve, reject, cancel).
     doc_lock: tokio::sync::Mutex<()>,
+    /// Validated model plans between diagnosis and planning. In memory on
+    /// purpose: a restarted agent observes again from scratch.
+    llm_plans: Mutex<HashMap<String, Plan>>,
 }
 
 /// Why a worker stopped early.
@@ -95,6 +114,7 @@ impl Engine {
             events,
             controls: Mutex::new(HashMap::new()),
             doc_lock: tokio::sync::Mutex::new(()),
+            llm_plans: Mutex::new(HashMap::new()),
         })
     }
 
@@ -224,6 +244,7 @@ impl Engine {
             iterations: 0,
             outcome: None,
             error: None,
+            llm_usage: None,
         };
         let event = self.store.save(
             &req,
@@ -377,23 +398,26 @@ impl Engine {
                     .await?;
                 }
                 Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => {
-                    let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
-                    let names: Vec<String> =
-                        cands.iter().map(|c| c.container_name.clone()).collect();
-                    let outcome = if ambiguous {
-                        format!(
-                            "more than one container fits: {}. Ask again with --container NAME.",
-                            names.join(", ")
-                        )
-                    } else if names.is_empty() {
-                        "no container matches and none is visible to the executor".to_string()
-                    } else {
-                        format!("no container matches \"{}\". Visible containers: {}. Ask again with --container NAME.", req.message, names.join(", "))
-                    };
+                    let outcome = Self::clarification(&req.message, &cands);
                     self.update(id, "candidates", json!({"candidates": cands}), |r| {
                         r.candidates = cands.clone()
                     })
                     .await?;
+                    if self.config.llm.is_some() && req.options.container.is_none() {
+                        // A question ("which containers use the most
+                        // memory?") names no container: the model may
+                        // answer it from evidence, or ask its own question.
+                        if self.observe_policy(id).await?.is_none() {
+                            return Ok(false);
+                        }
+                        self.set_status(
+                            id,
+                            Status::Diagnosing,
+                            "no single target; the model investigates",
+                        )
+                        .await?;
+                        return Ok(true);
+                    }
                     self.finish(id, Status::NeedsClarification, outcome).await?;
                     return Ok(false);
                 }
@@ -565,7 +589,178 @@ impl Engine {
         Some((c, ins.id.clone(), l, logs.id.clone()))
     }
 
+    /// What to ask the operator when no single container fits.
+    fn clarification(message: &str, cands: &[Candidate]) -> String {
+        let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
+        let names: Vec<String> = cands.iter().map(|c| c.container_name.clone()).collect();
+        if ambiguous {
+            format!(
+                "more than one container fits: {}. Ask again with --container NAME.",
+                names.join(", ")
+            )
+        } else if names.is_empty() {
+            "no container matches and none is visible to the executor".to_string()
+        } else {
+            format!("no container matches \"{}\". Visible containers: {}. Ask again with --container NAME.", message, names.join(", "))
+        }
+    }
+
     async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
+        match self.config.llm.clone() {
+            Some(setup) => self.diagnose_with_model(req, &setup).await,
+            None => self.diagnose_with_rules(req, None).await,
+        }
+    }
+
+    /// The model investigates; whatever it cannot deliver, the rules engine
+    /// does, and the request says so (an `llm_fallback` event and a note in
+    /// the diagnosis).
+    async fn diagnose_with_model(
+        &self,
+        req: &Request,
+        setup: &investigate::Setup,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        // The analyzer's view, as the rules path would have it, including
+        // the dependency's state.
+        let mut analyzer = None;
+        if let Some((c, ins, logs, logs_ev)) = Self::latest(req) {
+            let finding = rules::diagnose(&Observation {
+                container: &c,
+                container_evidence: &ins,
+                logs: &logs,
+                logs_evidence: &logs_ev,
+            });
+            let mut diagnosis = finding.diagnosis.clone();
+            if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
+                diagnosis.causes.push(cause);
+            }
+            analyzer = Some(diagnosis);
+        }
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        self.update(
+            id,
+            "llm_started",
+            json!({"model": setup.provider.model, "analyzer": analyzer.as_ref().map(|d| &d.summary)}),
+            |_| {},
+        )
+        .await?;
+        let mut cancel = self.control(id).cancel.subscribe();
+        let journal = EngineJournal { engine: self, id };
+        let report = investigate::investigate(
+            setup,
+            investigate::Input {
+                request: &req,
+                analyzer: analyzer.as_ref(),
+                policy: Self::latest_policy(&req),
+            },
+            &self.executor,
+            &journal,
+            &mut cancel,
+        )
+        .await;
+        let usage = report.usage;
+        let turns = report.turns;
+        self.update(
+            id,
+            "llm_usage",
+            json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "model_calls": turns}),
+            |r| {
+                let u = r.llm_usage.get_or_insert_with(LlmUsage::default);
+                u.prompt_tokens += usage.prompt_tokens;
+                u.completion_tokens += usage.completion_tokens;
+                u.model_calls += turns;
+            },
+        )
+        .await?;
+        match report.verdict {
+            Verdict::Canceled => Err(Stop::Canceled),
+            Verdict::Answer {
+                answer,
+                evidence_ids,
+            } => {
+                self.update(
+                    id,
+                    "answer",
+                    json!({"answer": answer, "evidence_ids": evidence_ids}),
+                    |_| {},
+                )
+                .await?;
+                self.finish(id, Status::Completed, answer).await?;
+                Ok(false)
+            }
+            Verdict::Clarify { question } => {
+                self.finish(id, Status::NeedsClarification, question)
+                    .await?;
+                Ok(false)
+            }
+            Verdict::Fallback { reason } => {
+                tracing::warn!(request_id = %id, reason = %reason, "falling back to the rules engine");
+                self.update(
+                    id,
+                    "llm_fallback",
+                    json!({"message": format!("{reason}; the rules engine decides")}),
+                    |_| {},
+                )
+                .await?;
+                if req.target.is_none() {
+                    let outcome = Self::clarification(&req.message, &req.candidates);
+                    self.finish(id, Status::NeedsClarification, outcome).await?;
+                    return Ok(false);
+                }
+                self.diagnose_with_rules(&req, Some(reason)).await
+            }
+            Verdict::Diagnosis {
+                diagnosis,
+                plan,
+                note,
+            } => {
+                if let Some(note) = &note {
+                    self.update(
+                        id,
+                        "llm_fallback",
+                        json!({"message": format!("{note}; the rules planner plans from the model's diagnosis")}),
+                        |_| {},
+                    )
+                    .await?;
+                }
+                self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
+                    r.diagnosis = Some(diagnosis.clone())
+                })
+                .await?;
+                if req.options.diagnose_only || req.target.is_none() {
+                    let outcome = format!(
+                        "diagnosis: {} (confidence {:.0}%). {}",
+                        diagnosis.summary,
+                        diagnosis.confidence * 100.0,
+                        if req.options.diagnose_only {
+                            "Suggest-only mode: no plan was proposed."
+                        } else {
+                            "No single target container, so no plan."
+                        }
+                    );
+                    self.finish(id, Status::Completed, outcome).await?;
+                    return Ok(false);
+                }
+                if let Some(plan) = plan {
+                    self.llm_plans
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id.clone(), plan);
+                }
+                self.set_status(id, Status::Planning, "planning").await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The rules engine's diagnosis. `model_note` says why a configured model
+    /// did not decide (it is appended to the summary).
+    async fn diagnose_with_rules(
+        &self,
+        req: &Request,
+        model_note: Option<String>,
+    ) -> Result<bool, Stop> {
         let id = &req.id;
         let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
             self.finish(id, Status::Failed, "no evidence to diagnose".into())
@@ -581,6 +776,12 @@ impl Engine {
         let mut diagnosis = finding.diagnosis.clone();
         if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
             diagnosis.causes.push(cause);
+        }
+        if let Some(note) = model_note {
+            diagnosis.summary = format!(
+                "{} (diagnosed by the rules engine: {note})",
+                diagnosis.summary
+            );
         }
         self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
             r.diagnosis = Some(diagnosis.clone())
@@ -601,6 +802,14 @@ impl Engine {
 
     async fn plan(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
+        let model_plan = self
+            .llm_plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let (Some(plan), Some(diagnosis)) = (model_plan, req.diagnosis.clone()) {
+            return self.propose(req, plan, &diagnosis).await;
+        }
         let (Some((c, ins, logs, logs_ev)), Some(target)) = (Self::latest(req), req.target.clone())
         else {
             self.finish(id, Status::Failed, "no evidence to plan from".into())
@@ -630,12 +839,22 @@ impl Engine {
         }
         let context = Self::context(req, &finding, &c);
         let plan = planner::plan(&finding, &c, &target, &policy, &req.execution, &context);
+        self.propose(req, plan, &finding.diagnosis).await
+    }
+
+    /// Save the plan; finish when it has no step, else request approvals.
+    async fn propose(
+        &self,
+        req: &Request,
+        plan: Plan,
+        diagnosis: &Diagnosis,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
         self.update(id, "plan", json!({"plan": plan}), |r| {
             r.plan = Some(plan.clone())
         })
         .await?;
-        let class = finding
-            .diagnosis
+        let class = diagnosis
             .causes
             .first()
             .map(|c| c.class)
@@ -650,14 +869,14 @@ impl Engine {
             } else if class == FaultClass::Healthy {
                 (
                     Status::Completed,
-                    format!("nothing wrong found: {}", finding.diagnosis.summary),
+                    format!("nothing wrong found: {}", diagnosis.summary),
                 )
             } else {
                 (
                     Status::Completed,
                     format!(
                         "no automatic fix: {} {}",
-                        finding.diagnosis.summary,
+                        diagnosis.summary,
                         plan.advice.join(" ")
                     ),
                 )
@@ -1374,6 +1593,7 @@ impl Engine {
         }
         let control = self.control(id);
         control.canceled.store(true, Ordering::SeqCst);
+        control.cancel.send_replace(true);
         control.notify.notify_one();
         let note = if req.status == Status::Executing {
             "canceled; an action already sent to the executor may still complete"
@@ -1401,4 +1621,32 @@ struct RunbookEvidence {
     http_check: Option<String>,
     #[serde(default)]
     notes: Option<String>,
+}
+
+/// The engine's side of an investigation's trace: evidence and events go to
+/// the request's store and stream like every other step's.
+struct EngineJournal<'a> {
+    engine: &'a Engine,
+    id: &'a str,
+}
+
+impl Journal for EngineJournal<'_> {
+    async fn evidence(&self, evidence: Evidence, summary: String) {
+        let data = json!({"id": evidence.id, "type": evidence.kind, "source": evidence.source, "summary": summary});
+        if let Err(e) = self
+            .engine
+            .update(self.id, "evidence", data, move |r| {
+                r.evidence.push(evidence)
+            })
+            .await
+        {
+            tracing::error!(request_id = %self.id, error = %e, "cannot save evidence");
+        }
+    }
+
+    async fn event(&self, kind: &'static str, data: serde_json::Value) {
+        if let Err(e) = self.engine.update(self.id, kind, data, |_| {}).await {
+            tracing::error!(request_id = %self.id, error = %e, "cannot save event");
+        }
+    }
 }

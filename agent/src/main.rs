@@ -11,6 +11,9 @@ use drydock_agent::api::{self, AppState};
 use drydock_agent::config::{Config, LogFormat};
 use drydock_agent::engine::{Engine, EngineConfig};
 use drydock_agent::executor_client::ExecutorClient;
+use drydock_agent::llm::agent_loop::Limits;
+use drydock_agent::llm::investigate;
+use drydock_agent::llm::provider::{ApiKey, Provider};
 use drydock_agent::runbook::Runbook;
 use drydock_agent::store::Store;
 
@@ -71,6 +74,32 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         &config.executor.cert,
         &config.executor.key,
     )?;
+    let llm = match &config.llm {
+        Some(llm) => {
+            // Read once here; the key lives only inside the provider, whose
+            // Debug hides it, and is never logged.
+            let key = ApiKey::new(llm.api_key()?);
+            let provider = Provider::new(llm, key).context("llm")?;
+            tracing::info!(
+                provider = ?llm.provider,
+                model = %llm.model,
+                base_url = %llm.base_url(),
+                "model investigation enabled"
+            );
+            Some(Arc::new(investigate::Setup {
+                provider,
+                limits: Limits {
+                    max_turns: llm.max_turns,
+                    max_retries: llm.max_retries,
+                    ..Limits::default()
+                },
+                max_invalid_answers: llm.max_invalid_answers,
+                runbook: Arc::new(runbook.clone()),
+                logs_tail: config.logs_tail,
+            }))
+        }
+        None => None,
+    };
     let engine = Engine::new(
         store,
         executor,
@@ -81,6 +110,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             verify_poll: config.verify.poll_interval,
             logs_tail: config.logs_tail,
             runbook: Arc::new(runbook),
+            llm,
         },
     );
     let resumed = engine.recover().await?;

@@ -246,6 +246,19 @@ pub struct Request {
     pub outcome: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Tokens the model API reported for this request (absent without a
+    /// model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_usage: Option<LlmUsage>,
+}
+
+/// Token accounting from the model API's own usage fields, summed over the
+/// request's model calls.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct LlmUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub model_calls: u32,
 }
 
 impl Request {

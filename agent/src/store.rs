@@ -187,6 +187,7 @@ mod tests {
             iterations: 0,
             outcome: None,
             error: None,
+            llm_usage: None,
         }
     }
 

@@ -1,0 +1,594 @@
+//! drydock's investigation: the rules engine's findings and the evidence
+//! observed so far go to the model (inside untrusted-data blocks, compacted);
+//! the model may read more through read-only tools; its answer is validated
+//! and becomes a diagnosis and plan, an answer to a question, or a
+//! clarifying question. Anything else — an unreachable model, invalid
+//! answers past the budget, the turn limit — ends in `Verdict::Fallback`,
+//! and the engine carries on with the rules engine alone.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::agent_loop::{self, End, Handler, Limits, ToolReply};
+use super::provider::Provider;
+use super::tools::{self, Journal, ReadOnlyExecutor};
+use super::untrusted::Boundary;
+use super::{compact, Message, ToolCall, Usage};
+use crate::model::{
+    ContainerSummaryView, ContainerView, Diagnosis, Evidence, ExecutionRecord, LogsView, Plan,
+    PolicyView, Request, StatsView, Target,
+};
+use crate::runbook::Runbook;
+
+/// Everything an investigation needs besides the request.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub provider: Provider,
+    pub limits: Limits,
+    pub max_invalid_answers: u32,
+    pub runbook: Arc<Runbook>,
+    pub logs_tail: u32,
+}
+
+/// What the request holds when the investigation starts.
+pub struct Input<'a> {
+    pub request: &'a Request,
+    /// The rules engine's diagnosis, for the model to confirm or refute.
+    pub analyzer: Option<&'a Diagnosis>,
+    pub policy: Option<PolicyView>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// `plan: None` means the model gave no valid plan (or none was asked
+    /// for): the engine plans from the diagnosis with the rules planner.
+    Diagnosis {
+        diagnosis: Diagnosis,
+        plan: Option<Plan>,
+        note: Option<String>,
+    },
+    Answer {
+        answer: String,
+        evidence_ids: Vec<String>,
+    },
+    Clarify {
+        question: String,
+    },
+    Fallback {
+        reason: String,
+    },
+    Canceled,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub verdict: Verdict,
+    pub usage: Usage,
+    pub turns: u32,
+}
+
+fn system_prompt(boundary: &Boundary, policy: Option<&PolicyView>, diagnose_only: bool) -> String {
+    let actions = match policy {
+        Some(p) => {
+            let mut a = Vec::new();
+            if p.start_enabled {
+                a.push("start");
+            }
+            if p.restart_enabled {
+                a.push("restart");
+            }
+            if p.stop_enabled {
+                a.push("stop");
+            }
+            if a.is_empty() {
+                "none (advice only)".to_string()
+            } else {
+                a.join(", ")
+            }
+        }
+        None => "none (advice only)".to_string(),
+    };
+    let finish = if diagnose_only {
+        "This request is suggest-only: finish with submit_diagnosis; do not propose a plan."
+    } else {
+        "Finish a fault investigation with submit_diagnosis, then propose_plan (steps may be empty; put what a human must do in advice)."
+    };
+    format!(
+        "You are drydock's investigator, acting like a careful senior on-call engineer for Docker containers. \
+You can only read: list_containers, inspect_container, container_logs, container_stats, container_health, read_runbook. \
+You cannot change anything; a plan you propose is checked by drydock, shown to a human who must sign each step, and checked again by the executor.\n\
+{untrusted}\n\
+The analyzer results are from drydock's deterministic rules engine: confirm or refute them with evidence. \
+Cite evidence ids (ev-...) exactly as given; a cause without evidence is not reported. \
+Fault classes: {classes}. Actions the executor allows: {actions}. \
+Plan steps may only target containers inspected in this request, and a restart cannot fix config_error, oom_killed, port_conflict, permission_denied, disk_full, healthcheck_broken or crash_loop: give advice for those.\n\
+{finish} If the operator asked a question rather than for a fix, answer it with answer_question from evidence. \
+If the request is ambiguous (you cannot tell which container or what they want), call ask_clarification. \
+Answer only through these tools, never in plain text.",
+        untrusted = boundary.rules(),
+        classes = tools::FAULT_CLASSES.join(", "),
+    )
+}
+
+/// The evidence recorded so far, compacted, each in its own block.
+pub fn render_evidence(boundary: &Boundary, e: &Evidence) -> String {
+    let body = match e.kind.as_str() {
+        "logs" => match serde_json::from_value::<LogsView>(e.data.clone()) {
+            Ok(l) => render_logs(&l),
+            Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
+        },
+        "inspect" | "verification" => match serde_json::from_value::<ContainerView>(e.data.clone())
+        {
+            Ok(c) => render_inspect(&c),
+            Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
+        },
+        "container_list" => {
+            match serde_json::from_value::<Vec<ContainerSummaryView>>(e.data.clone()) {
+                Ok(l) => render_list(&l),
+                Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
+            }
+        }
+        _ => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
+    };
+    format!(
+        "evidence {} ({}, from {}):\n{}",
+        e.id,
+        e.kind,
+        e.source,
+        boundary.wrap(&e.kind, &body)
+    )
+}
+
+fn render_logs(l: &LogsView) -> String {
+    let lines: Vec<String> = l
+        .lines
+        .iter()
+        .map(|x| {
+            if x.stream == "stderr" {
+                format!("E {}", x.text)
+            } else {
+                x.text.clone()
+            }
+        })
+        .collect();
+    let mut out = compact::logs(&lines);
+    if l.truncated {
+        out.push_str("\n(the executor truncated these logs)");
+    }
+    out
+}
+
+fn render_inspect(c: &ContainerView) -> String {
+    // Drop the bulky, low-value parts; keep what diagnoses are made of.
+    let mut v = serde_json::to_value(c).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("env");
+        if let Some(log) = o.get_mut("health_log").and_then(Value::as_array_mut) {
+            let n = log.len();
+            if n > 3 {
+                log.drain(..n - 3);
+            }
+        }
+    }
+    compact::cap(&v.to_string(), compact::MAX_TOOL_CHARS)
+}
+
+fn render_list(l: &[ContainerSummaryView]) -> String {
+    let rows: Vec<String> = l
+        .iter()
+        .map(|c| {
+            let service = c
+                .labels
+                .get(crate::model::COMPOSE_SERVICE_LABEL)
+                .map(|s| format!(" service={s}"))
+                .unwrap_or_default();
+            format!(
+                "{} id={} image={} state={} ({}){service}",
+                c.name,
+                c.id.chars().take(12).collect::<String>(),
+                c.image,
+                c.state,
+                c.status
+            )
+        })
+        .collect();
+    compact::cap(&rows.join("\n"), compact::MAX_TOOL_CHARS)
+}
+
+fn first_message(boundary: &Boundary, input: &Input<'_>) -> String {
+    let req = input.request;
+    let mut parts = vec![format!(
+        "The operator's request (from the authenticated operator):\n{}",
+        req.message
+    )];
+    match &req.target {
+        Some(t) => parts.push(format!(
+            "drydock resolved the target to:\n{}",
+            boundary.wrap(
+                "target",
+                &format!("name={} id={}", t.container_name, t.container_id)
+            )
+        )),
+        None => {
+            parts.push("drydock could not resolve one target container from the request.".into())
+        }
+    }
+    if let Some(d) = input.analyzer {
+        parts.push(format!(
+            "Analyzer results (rules engine) to confirm or refute:\n{}",
+            boundary.wrap(
+                "analyzer",
+                &serde_json::to_string_pretty(d).unwrap_or_default()
+            )
+        ));
+    }
+    let evidence: Vec<String> = req
+        .evidence
+        .iter()
+        .filter(|e| e.kind != "policy")
+        .map(|e| render_evidence(boundary, e))
+        .collect();
+    parts.push(format!("Evidence so far:\n{}", evidence.join("\n\n")));
+    parts.join("\n\n")
+}
+
+struct Investigator<'a, E, J> {
+    executor: &'a E,
+    journal: &'a J,
+    request_id: String,
+    boundary: Boundary,
+    evidence: Vec<Evidence>,
+    known_ids: HashSet<String>,
+    policy: Option<PolicyView>,
+    target: Option<Target>,
+    done: Vec<ExecutionRecord>,
+    diagnose_only: bool,
+    engine_name: String,
+    runbook: Arc<Runbook>,
+    logs_tail: u32,
+    invalid: u32,
+    max_invalid: u32,
+    diagnosis: Option<Diagnosis>,
+    verdict: Option<Verdict>,
+}
+
+impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
+    async fn record(&mut self, kind: &str, source: &str, data: Value, summary: String) -> String {
+        let ev = Evidence {
+            id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+            kind: kind.into(),
+            source: source.into(),
+            timestamp: crate::model::now_rfc3339(),
+            data,
+        };
+        let id = ev.id.clone();
+        self.known_ids.insert(id.clone());
+        self.evidence.push(ev.clone());
+        self.journal.evidence(ev, summary).await;
+        id
+    }
+
+    /// One more invalid answer; past the budget, the investigation ends.
+    fn refuse(&mut self, what: &str, reason: String) -> ToolReply {
+        self.invalid += 1;
+        if self.invalid > self.max_invalid {
+            let why = format!(
+                "the model's {what} was invalid {} times; last: {reason}",
+                self.invalid
+            );
+            if self.diagnosis.is_none() || what == "diagnosis" {
+                self.verdict = Some(Verdict::Fallback { reason: why });
+            } else if let Some(d) = self.diagnosis.clone() {
+                self.verdict = Some(Verdict::Diagnosis {
+                    diagnosis: d,
+                    plan: None,
+                    note: Some(why),
+                });
+            }
+            return ToolReply::Done(format!("refused: {reason}. No attempts left."));
+        }
+        ToolReply::Continue(format!(
+            "refused: {reason}. Fix it and call the tool again ({} attempt(s) left).",
+            self.max_invalid + 1 - self.invalid
+        ))
+    }
+
+    async fn read_tool(&mut self, name: &str, args: &Value) -> String {
+        let container = args["container"].as_str().unwrap_or_default().to_string();
+        let id = self.request_id.clone();
+        let result: Result<(String, &str, &str, Value, String), String> = match name {
+            "list_containers" => self
+                .executor
+                .list(&id)
+                .await
+                .map(|l| {
+                    (
+                        render_list(&l),
+                        "container_list",
+                        "ListContainers",
+                        serde_json::to_value(&l).unwrap_or_default(),
+                        format!("{} containers visible", l.len()),
+                    )
+                })
+                .map_err(|e| e.to_string()),
+            "inspect_container" | "container_health" => self
+                .executor
+                .inspect(&id, &container)
+                .await
+                .map(|c| {
+                    let summary = format!(
+                        "{}: state={} exit={} health={} oom_killed={}",
+                        c.name, c.status, c.exit_code, c.health_status, c.oom_killed
+                    );
+                    if name == "container_health" {
+                        let health = json!({"container": c.name, "id": c.id, "health_status": c.health_status, "failing_streak": c.failing_streak, "healthcheck": c.healthcheck, "health_log": c.health_log});
+                        (
+                            compact::cap(&health.to_string(), compact::MAX_TOOL_CHARS),
+                            "inspect",
+                            "ContainerHealth",
+                            serde_json::to_value(&c).unwrap_or_default(),
+                            summary,
+                        )
+                    } else {
+                        (
+                            render_inspect(&c),
+                            "inspect",
+                            "InspectContainer",
+                            serde_json::to_value(&c).unwrap_or_default(),
+                            summary,
+                        )
+                    }
+                })
+                .map_err(|e| e.to_string()),
+            "container_logs" => {
+                let max = self
+                    .policy
+                    .as_ref()
+                    .map(|p| p.logs_max_lines)
+                    .filter(|m| *m > 0)
+                    .unwrap_or(500);
+                let tail = args["tail"]
+                    .as_u64()
+                    .unwrap_or(u64::from(self.logs_tail))
+                    .clamp(1, u64::from(max.min(500))) as u32;
+                self.executor
+                    .logs(&id, &container, tail)
+                    .await
+                    .map(|l| {
+                        (
+                            render_logs(&l),
+                            "logs",
+                            "ContainerLogs",
+                            serde_json::to_value(&l).unwrap_or_default(),
+                            format!("{container}: {} lines", l.lines.len()),
+                        )
+                    })
+                    .map_err(|e| e.to_string())
+            }
+            "container_stats" => self
+                .executor
+                .stats(&id, &container)
+                .await
+                .map(|s: StatsView| {
+                    (
+                        serde_json::to_string(&s).unwrap_or_default(),
+                        "stats",
+                        "ContainerStats",
+                        serde_json::to_value(&s).unwrap_or_default(),
+                        format!("{container}: cpu {:.1}%, memory {:.0}%", s.cpu_percent, s.memory_percent),
+                    )
+                })
+                .map_err(|e| e.to_string()),
+            "read_runbook" => {
+                let service = args["service"].as_str().unwrap_or_default();
+                match self.runbook.lookup(Some(service), service) {
+                    Some((svc, notes)) => {
+                        let data = json!({"service": svc, "depends_on": notes.depends_on, "http_check": notes.http_check, "notes": notes.notes});
+                        Ok((
+                            data.to_string(),
+                            "runbook",
+                            "runbook",
+                            data,
+                            format!("runbook entry `{svc}`"),
+                        ))
+                    }
+                    None => Err(format!("the runbook has no entry for `{service}`")),
+                }
+            }
+            other => Err(format!("unknown tool `{other}`")),
+        };
+        match result {
+            Ok((shown, kind, source, data, summary)) => {
+                let ev = self.record(kind, source, data, summary).await;
+                format!("evidence {ev}:\n{}", self.boundary.wrap(name, &shown))
+            }
+            Err(e) => format!("error: {}", self.boundary.wrap(name, &e)),
+        }
+    }
+}
+
+impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
+    async fn call(&mut self, call: &ToolCall, args: Value) -> ToolReply {
+        self.journal
+            .event("llm_tool", json!({"tool": call.name, "arguments": args}))
+            .await;
+        match call.name.as_str() {
+            "submit_diagnosis" => {
+                match super::validate::diagnosis(&args, &self.known_ids, &self.engine_name) {
+                    Ok(d) => {
+                        self.diagnosis = Some(d.clone());
+                        if self.diagnose_only {
+                            self.verdict = Some(Verdict::Diagnosis {
+                                diagnosis: d,
+                                plan: None,
+                                note: None,
+                            });
+                            ToolReply::Done("accepted".into())
+                        } else {
+                            ToolReply::Continue(
+                                "accepted. Now call propose_plan (steps may be empty).".into(),
+                            )
+                        }
+                    }
+                    Err(e) => self.refuse("diagnosis", e),
+                }
+            }
+            "propose_plan" => {
+                let Some(diagnosis) = self.diagnosis.clone() else {
+                    return self.refuse("plan", "call submit_diagnosis first".into());
+                };
+                if self.diagnose_only {
+                    return self.refuse("plan", "this request is suggest-only".into());
+                }
+                let Some(policy) = self.policy.clone() else {
+                    return self.refuse("plan", "the executor's policy is unknown, so no step can be accepted; propose no steps".into());
+                };
+                let checked = super::validate::plan(&args, &self.evidence, &policy, &self.done)
+                    .and_then(|p| {
+                        let primary = diagnosis.causes.first().map(|c| c.class);
+                        let on_target = |s: &crate::model::PlanStep| {
+                            self.target.as_ref().is_some_and(|t| t.container_id == s.target.container_id)
+                        };
+                        match primary {
+                            Some(class) if class.restart_cannot_fix() && p.steps.iter().any(on_target) => Err(format!(
+                                "your diagnosis is {}, which a start or restart of the target cannot fix; give advice instead",
+                                serde_json::to_value(class).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+                            )),
+                            _ => Ok(p),
+                        }
+                    })
+                    .and_then(|p| match &self.target {
+                        Some(_) => Ok(p),
+                        None if p.steps.is_empty() => Ok(p),
+                        None => Err("no target container was resolved for this request, so no step can be executed; ask_clarification or give advice only".into()),
+                    });
+                match checked {
+                    Ok(plan) => {
+                        self.verdict = Some(Verdict::Diagnosis {
+                            diagnosis,
+                            plan: Some(plan),
+                            note: None,
+                        });
+                        ToolReply::Done("accepted".into())
+                    }
+                    Err(e) => self.refuse("plan", e),
+                }
+            }
+            "answer_question" => match super::validate::answer(&args, &self.known_ids) {
+                Ok((answer, evidence_ids)) => {
+                    self.verdict = Some(Verdict::Answer {
+                        answer,
+                        evidence_ids,
+                    });
+                    ToolReply::Done("accepted".into())
+                }
+                Err(e) => self.refuse("answer", e),
+            },
+            "ask_clarification" => match super::validate::question(&args) {
+                Ok(question) => {
+                    self.verdict = Some(Verdict::Clarify { question });
+                    ToolReply::Done("accepted".into())
+                }
+                Err(e) => self.refuse("question", e),
+            },
+            name => ToolReply::Continue(self.read_tool(name, &args).await),
+        }
+    }
+
+    async fn notice(&mut self, text: String) {
+        tracing::warn!(request_id = %self.request_id, notice = %text, "model API");
+        self.journal
+            .event("llm_retry", json!({"message": text}))
+            .await;
+    }
+
+    fn on_text(&mut self, _text: &str) -> Option<String> {
+        self.invalid += 1;
+        (self.invalid <= self.max_invalid).then(|| {
+            "Answer only by calling a tool: submit_diagnosis and propose_plan, answer_question, or ask_clarification.".to_string()
+        })
+    }
+}
+
+/// Investigate one request. Never fails: every failure is a `Fallback`.
+pub async fn investigate<E: ReadOnlyExecutor, J: Journal>(
+    setup: &Setup,
+    input: Input<'_>,
+    executor: &E,
+    journal: &J,
+    cancel: &mut watch::Receiver<bool>,
+) -> Report {
+    let boundary = Boundary::random();
+    let req = input.request;
+    let mut messages = vec![
+        Message::System(system_prompt(
+            &boundary,
+            input.policy.as_ref(),
+            req.options.diagnose_only,
+        )),
+        Message::User(first_message(&boundary, &input)),
+    ];
+    let mut investigator = Investigator {
+        executor,
+        journal,
+        request_id: req.id.clone(),
+        boundary,
+        evidence: req.evidence.clone(),
+        known_ids: req.evidence.iter().map(|e| e.id.clone()).collect(),
+        policy: input.policy.clone(),
+        target: req.target.clone(),
+        done: req.execution.clone(),
+        diagnose_only: req.options.diagnose_only,
+        engine_name: format!("llm:{}", setup.provider.model),
+        runbook: setup.runbook.clone(),
+        logs_tail: setup.logs_tail,
+        invalid: 0,
+        max_invalid: setup.max_invalid_answers,
+        diagnosis: None,
+        verdict: None,
+    };
+    let tools = tools::specs();
+    let outcome = agent_loop::run(
+        &setup.provider,
+        &mut messages,
+        &tools,
+        &mut investigator,
+        &setup.limits,
+        cancel,
+    )
+    .await;
+    let partial = |why: String, inv: &Investigator<'_, E, J>| match &inv.diagnosis {
+        Some(d) => Verdict::Diagnosis {
+            diagnosis: d.clone(),
+            plan: None,
+            note: Some(why),
+        },
+        None => Verdict::Fallback { reason: why },
+    };
+    let verdict = match outcome.end {
+        End::Done => investigator.verdict.clone().unwrap_or(Verdict::Fallback {
+            reason: "the model ended without an answer".into(),
+        }),
+        End::Canceled => Verdict::Canceled,
+        End::MaxTurns => partial(
+            format!(
+                "the model used all {} turns without a complete answer",
+                setup.limits.max_turns
+            ),
+            &investigator,
+        ),
+        End::Text(_) => partial(
+            "the model kept answering in plain text instead of through its tools".into(),
+            &investigator,
+        ),
+        End::Failed(e) => partial(format!("model unavailable: {e}"), &investigator),
+    };
+    Report {
+        verdict,
+        usage: outcome.usage,
+        turns: outcome.turns,
+    }
+}

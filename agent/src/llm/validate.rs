@@ -1,0 +1,302 @@
+//! The model's answers are data: each is checked here before anything uses
+//! it. A refusal's message goes back to the model, so it says exactly what
+//! is wrong.
+//!
+//! - fault classes come from the vocabulary (`model::FaultClass`);
+//! - evidence ids must exist in this request;
+//! - plan steps must be actions the executor's policy enables, on
+//!   containers inspected in this request (the target itself, or one the
+//!   investigation inspected), never an action already tried.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::Value;
+
+use crate::model::{
+    ContainerView, Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
+    COMPOSE_SERVICE_LABEL,
+};
+use crate::planner;
+
+const MAX_TEXT: usize = 2000;
+const MAX_CAUSES: usize = 5;
+const MAX_STEPS: usize = 3;
+const MAX_ADVICE: usize = 5;
+
+fn text(v: &Value, key: &str) -> Result<String, String> {
+    let t = v[key]
+        .as_str()
+        .ok_or_else(|| format!("`{key}` must be a string"))?
+        .trim();
+    if t.is_empty() {
+        return Err(format!("`{key}` is empty"));
+    }
+    Ok(t.chars().take(MAX_TEXT).collect())
+}
+
+fn confidence(v: &Value, key: &str) -> Result<f32, String> {
+    let c = v[key]
+        .as_f64()
+        .ok_or_else(|| format!("`{key}` must be a number"))?;
+    if !(0.0..=1.0).contains(&c) {
+        return Err(format!("`{key}` {c} is outside 0..1"));
+    }
+    Ok(c as f32)
+}
+
+fn evidence_ids(v: &Value, known: &HashSet<String>, at: &str) -> Result<Vec<String>, String> {
+    let ids = v["evidence_ids"]
+        .as_array()
+        .ok_or_else(|| format!("{at}: `evidence_ids` must be an array"))?;
+    let mut out = Vec::new();
+    for id in ids {
+        let id = id
+            .as_str()
+            .ok_or_else(|| format!("{at}: evidence ids are strings"))?;
+        if !known.contains(id) {
+            return Err(format!(
+                "{at}: evidence id `{id}` does not exist in this request"
+            ));
+        }
+        out.push(id.to_string());
+    }
+    if out.is_empty() {
+        return Err(format!("{at}: cite at least one evidence id"));
+    }
+    Ok(out)
+}
+
+pub fn diagnosis(
+    args: &Value,
+    known: &HashSet<String>,
+    engine: &str,
+) -> Result<crate::model::Diagnosis, String> {
+    let summary = text(args, "summary")?;
+    let confidence_all = confidence(args, "confidence")?;
+    let causes = args["causes"]
+        .as_array()
+        .ok_or("`causes` must be an array")?;
+    if causes.is_empty() || causes.len() > MAX_CAUSES {
+        return Err(format!(
+            "give 1 to {MAX_CAUSES} causes (use class `healthy` when nothing is wrong)"
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, c) in causes.iter().enumerate() {
+        let at = format!("causes[{i}]");
+        let class_name = c["class"].as_str().unwrap_or_default();
+        let class: FaultClass =
+            serde_json::from_value(Value::String(class_name.into())).map_err(|_| {
+                format!(
+                    "{at}: `{class_name}` is not a fault class; use one of {}",
+                    super::tools::FAULT_CLASSES.join(", ")
+                )
+            })?;
+        out.push(crate::model::Cause {
+            class,
+            reason: text(c, "reason").map_err(|e| format!("{at}: {e}"))?,
+            confidence: confidence(c, "confidence").map_err(|e| format!("{at}: {e}"))?,
+            evidence_ids: evidence_ids(c, known, &at)?,
+        });
+    }
+    Ok(crate::model::Diagnosis {
+        summary,
+        confidence: confidence_all,
+        causes: out,
+        engine: engine.to_string(),
+    })
+}
+
+/// Containers this request has inspected, by id: the only possible targets.
+pub fn inspected(evidence: &[Evidence]) -> BTreeMap<String, Target> {
+    let mut out = BTreeMap::new();
+    let mut add = |c: ContainerView| {
+        if !c.id.is_empty() {
+            out.insert(
+                c.id.clone(),
+                Target {
+                    kind: "container".into(),
+                    container_id: c.id.clone(),
+                    container_name: c.name.trim_start_matches('/').to_string(),
+                    service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                },
+            );
+        }
+    };
+    for e in evidence {
+        match e.kind.as_str() {
+            "inspect" => {
+                if let Ok(c) = serde_json::from_value::<ContainerView>(e.data.clone()) {
+                    add(c);
+                }
+            }
+            "dependency" => {
+                if let Ok(d) = serde_json::from_value::<planner::DependencyState>(e.data.clone()) {
+                    if let Some(c) = d.container {
+                        add(c);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn resolve<'a>(name: &str, targets: &'a BTreeMap<String, Target>) -> Option<&'a Target> {
+    let name = name.trim().trim_start_matches('/');
+    targets.values().find(|t| {
+        t.container_id == name
+            || (name.len() >= 12 && t.container_id.starts_with(name))
+            || t.container_name == name
+    })
+}
+
+pub fn plan(
+    args: &Value,
+    evidence: &[Evidence],
+    policy: &PolicyView,
+    done: &[ExecutionRecord],
+) -> Result<Plan, String> {
+    let steps_in = args["steps"].as_array().ok_or("`steps` must be an array")?;
+    if steps_in.len() > MAX_STEPS {
+        return Err(format!("at most {MAX_STEPS} steps"));
+    }
+    let targets = inspected(evidence);
+    let mut steps = Vec::new();
+    for (i, s) in steps_in.iter().enumerate() {
+        let at = format!("steps[{i}]");
+        let action = s["action"].as_str().unwrap_or_default();
+        let enabled = match action {
+            "start" => policy.start_enabled,
+            "restart" => policy.restart_enabled,
+            "stop" => policy.stop_enabled,
+            other => {
+                return Err(format!(
+                    "{at}: `{other}` is not an executor action (start, restart, stop)"
+                ))
+            }
+        };
+        if !enabled {
+            return Err(format!(
+                "{at}: the executor's policy does not enable `{action}`"
+            ));
+        }
+        let name = s["container"].as_str().unwrap_or_default();
+        let target = resolve(name, &targets).ok_or_else(|| {
+            format!("{at}: container `{name}` was not inspected in this request; only inspected containers can be targets")
+        })?;
+        if done
+            .iter()
+            .any(|d| d.action == action && d.container_id == target.container_id)
+        {
+            return Err(format!(
+                "{at}: `{action}` of {} was already tried in this request",
+                target.container_name
+            ));
+        }
+        steps.push(PlanStep {
+            action: action.to_string(),
+            target: target.clone(),
+            reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
+            risk: "T1".into(),
+            expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
+            rollback: format!(
+                "{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and act by hand",
+                target.container_name
+            ),
+        });
+    }
+    let advice: Vec<String> = args["advice"]
+        .as_array()
+        .ok_or("`advice` must be an array")?
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|a| a.trim().chars().take(MAX_TEXT).collect::<String>())
+        .filter(|a| !a.is_empty())
+        .take(MAX_ADVICE)
+        .collect();
+    Ok(Plan {
+        digest: planner::digest(&steps),
+        steps,
+        advice,
+    })
+}
+
+pub fn answer(args: &Value, known: &HashSet<String>) -> Result<(String, Vec<String>), String> {
+    Ok((text(args, "answer")?, evidence_ids(args, known, "answer")?))
+}
+
+pub fn question(args: &Value) -> Result<String, String> {
+    text(args, "question")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn evidence() -> Vec<Evidence> {
+        let c = ContainerView {
+            id: "aaaaaaaaaaaa1111".into(),
+            name: "web".into(),
+            ..Default::default()
+        };
+        vec![Evidence {
+            id: "ev-1".into(),
+            kind: "inspect".into(),
+            source: "InspectContainer".into(),
+            timestamp: String::new(),
+            data: serde_json::to_value(c).unwrap_or_default(),
+        }]
+    }
+
+    #[test]
+    fn plans_are_checked_against_policy_evidence_and_history() {
+        let policy = PolicyView {
+            restart_enabled: true,
+            ..Default::default()
+        };
+        let step = |action: &str, container: &str| json!({"steps": [{"action": action, "container": container, "reason": "r", "expected_effect": "e"}], "advice": []});
+        let ev = evidence();
+        let cases: [(&str, &str, Option<&str>); 5] = [
+            ("restart", "web", None),
+            ("restart", "aaaaaaaaaaaa", None),
+            ("stop", "web", Some("does not enable `stop`")),
+            ("restart", "db", Some("was not inspected")),
+            ("exec", "web", Some("not an executor action")),
+        ];
+        for (action, container, want) in cases {
+            let r = plan(&step(action, container), &ev, &policy, &[]);
+            match want {
+                None => assert!(r.is_ok(), "{action} {container}: {r:?}"),
+                Some(w) => assert!(
+                    r.as_ref().is_err_and(|e| e.contains(w)),
+                    "{action} {container}: {r:?}"
+                ),
+            }
+        }
+        let done = [ExecutionRecord {
+            step: 0,
+            action: "restart".into(),
+            container_id: "aaaaaaaaaaaa1111".into(),
+            approval_id: "a".into(),
+            ok: true,
+            message: String::new(),
+            at: String::new(),
+        }];
+        assert!(plan(&step("restart", "web"), &ev, &policy, &done).is_err());
+    }
+
+    #[test]
+    fn diagnoses_need_vocabulary_classes_and_real_evidence() {
+        let known: HashSet<String> = ["ev-1".to_string()].into();
+        let d = |class: &str, ids: Value| json!({"summary": "s", "confidence": 0.7, "causes": [{"class": class, "reason": "r", "confidence": 0.7, "evidence_ids": ids}]});
+        assert!(diagnosis(&d("oom_killed", json!(["ev-1"])), &known, "m").is_ok());
+        assert!(diagnosis(&d("cosmic_rays", json!(["ev-1"])), &known, "m")
+            .is_err_and(|e| e.contains("not a fault class")));
+        assert!(diagnosis(&d("crash", json!(["ev-404"])), &known, "m")
+            .is_err_and(|e| e.contains("does not exist")));
+        assert!(diagnosis(&d("crash", json!([])), &known, "m").is_err());
+    }
+}
