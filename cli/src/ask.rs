@@ -70,6 +70,11 @@ pub fn safe(text: &str) -> String {
         .collect()
 }
 
+/// Like `safe`, keeping line breaks (multi-line error reports).
+pub fn safe_lines(text: &str) -> String {
+    text.lines().map(safe).collect::<Vec<_>>().join("\n")
+}
+
 fn capitalized(action: &str) -> String {
     let mut c = action.chars();
     c.next()
@@ -250,7 +255,7 @@ pub fn render(event: &Value) {
                 .into_iter()
                 .flatten()
             {
-                println!("  advice: {}", a.as_str().unwrap_or(""));
+                println!("  advice: {}", safe(a.as_str().unwrap_or("")));
             }
         }
         "approval_decided" => {
@@ -278,7 +283,9 @@ pub fn render(event: &Value) {
                 );
             }
         }
-        "interrupted" | "iteration" | "error" => println!("  {}", s(&d, "message")),
+        "interrupted" | "iteration" | "error" | "dependency_ready" => {
+            println!("  {}", s(&d, "message"))
+        }
         "final" => {}
         _ => {}
     }
@@ -416,9 +423,9 @@ pub async fn follow_request(
         .to_string();
     if !quiet {
         let mark = if status == "completed" { "✔" } else { "✘" };
-        println!("{mark} {status}: {outcome}");
+        println!("{mark} {}: {}", safe(&status), safe(&outcome));
         for name in &rejected_names {
-            println!("Left {name} untouched: no change was made.");
+            println!("Left {} untouched: no change was made.", safe(name));
         }
     }
     Ok(AskResult {

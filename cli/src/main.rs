@@ -259,10 +259,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                     println!(
                         "{}  {:<20} {}  {}",
-                        s("id"),
-                        s("status"),
-                        s("created_at"),
-                        s("message")
+                        ask::safe(&s("id")),
+                        ask::safe(&s("status")),
+                        ask::safe(&s("created_at")),
+                        ask::safe(&s("message"))
                     );
                 }
             }
@@ -277,7 +277,7 @@ async fn main() -> ExitCode {
     match run(Cli::parse()).await {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("drydock: {e:#}");
+            eprintln!("drydock: {}", ask::safe_lines(&format!("{e:#}")));
             ExitCode::from(exit::USAGE)
         }
     }

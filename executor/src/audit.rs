@@ -119,6 +119,17 @@ impl AuditLog {
         if !path.is_file() {
             return Err(AuditError::Missing(path.display().to_string()));
         }
+        // Read-only first: a file that is not an audit log is reported, not
+        // given empty tables and called intact.
+        let probe = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let tables: i64 = probe.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('audit', 'nonces')", [], |r| r.get(0))?;
+        if tables != 2 {
+            return Err(AuditError::Missing(format!(
+                "{} (a SQLite file, but not a drydock audit log)",
+                path.display()
+            )));
+        }
+        drop(probe);
         Self::open(path)
     }
 
@@ -208,8 +219,6 @@ impl AuditLog {
         Ok(seq)
     }
 
-    /// Record a nonce as used. Fails with `NonceReplayed` if it was used
-    /// before, including by an earlier run of the executor.
     /// Record an approval as used, with what it authorizes. Fails with
     /// `NonceReplayed` if its nonce was used before, including by an earlier
     /// run of the executor. Committed before Docker is called, so every
@@ -399,5 +408,13 @@ mod tests {
             Err(AuditError::Missing(_))
         ));
         assert!(!dir.path().join("nope.db").exists());
+        let other = dir.path().join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        assert!(
+            matches!(AuditLog::open_existing(&other), Err(AuditError::Missing(m)) if m.contains("not a drydock audit log"))
+        );
     }
 }

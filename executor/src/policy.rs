@@ -109,12 +109,15 @@ impl Policy {
         action: WriteAction,
         target: &ResolvedTarget,
     ) -> Result<Permit, PolicyError> {
+        // The target first: a container outside the selectors must look
+        // the same whatever action is asked for (a disabled action must not
+        // become a way to probe which containers exist).
+        self.check_target(target)?;
         if !self.action_enabled(action) {
             return Err(PolicyError::ActionDisabled {
                 action: action.as_str(),
             });
         }
-        self.check_target(target)?;
         Ok(Permit {
             container_id: target.id.clone(),
             tier: Self::tier(action),

@@ -44,7 +44,8 @@ fn log_patterns() -> &'static [(Regex, &'static str)] {
             (r"\bxox[abposr]-[A-Za-z0-9\-]{10,}\b", "[REDACTED]"),
             (r"\bsk-[A-Za-z0-9_\-]{20,}\b", "[REDACTED]"),
             (r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\b", "[REDACTED]"),
-            (r"-----BEGIN [A-Z ]*PRIVATE KEY-----", "[REDACTED PRIVATE KEY]"),
+            // A whole key on one line, or its header with whatever follows.
+            (r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", "[REDACTED PRIVATE KEY]"),
         ];
         table
             .iter()
@@ -118,6 +119,23 @@ pub struct LogShaper {
 }
 
 impl LogShaper {
+    /// A shaper for one window of lines. A window that starts inside a key
+    /// (its first marker is an END line: the tail cut the BEGIN off) is
+    /// withheld up to that END line.
+    pub fn for_window<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> LogShaper {
+        let first_marker = lines.into_iter().find_map(|raw| {
+            let text = String::from_utf8_lossy(raw);
+            if !text.contains("PRIVATE KEY-----") {
+                return None;
+            }
+            Some(text.contains("-----END") && !text.contains("-----BEGIN"))
+        });
+        LogShaper {
+            in_private_key: first_marker.unwrap_or(false),
+            redactions: 0,
+        }
+    }
+
     pub fn line(&mut self, raw: &[u8]) -> String {
         let text = String::from_utf8_lossy(raw);
         let text = neutralise_controls(text.trim_end_matches(['\n', '\r']));
@@ -257,6 +275,22 @@ mod tests {
             ]
         );
         assert_eq!(shaper.redactions(), 3);
+        let cut: [&[u8]; 3] = [
+            b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+            b"-----END PRIVATE KEY-----",
+            b"after",
+        ];
+        let mut shaper = LogShaper::for_window(cut);
+        let lines: Vec<String> = cut.iter().map(|l| shaper.line(l)).collect();
+        assert_eq!(
+            lines,
+            ["[REDACTED]", "[REDACTED]", "after"],
+            "a window starting inside a key"
+        );
+        assert_eq!(
+            redact_text("k=-----BEGIN PRIVATE KEY-----MIIEvQIB-----END PRIVATE KEY----- done").0,
+            "k=[REDACTED PRIVATE KEY] done"
+        );
         let (line, _) = shape_log_line(b"ok \xff\xfe end\n");
         assert_eq!(line, "ok \u{FFFD}\u{FFFD} end");
         assert_eq!(

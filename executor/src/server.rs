@@ -134,7 +134,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         tonic::transport::Server::builder()
             .add_service(tonic::service::interceptor::InterceptedService::new(
                 health_service,
-                ExecutorService::health_gate(allowed),
+                ExecutorService::health_gate(allowed, audit.clone()),
             ))
             .add_service(ExecutorServer::new(service))
             .serve_with_incoming_shutdown(ReceiverStream::new(conn_rx), async move {

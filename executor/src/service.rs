@@ -224,12 +224,28 @@ impl ExecutorService {
     #[allow(clippy::result_large_err)]
     pub fn health_gate(
         allowed: HashSet<String>,
+        audit: Arc<AuditLog>,
     ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
         move |req: Request<()>| {
             let certs = req.peer_certs();
             match Self::check_identity(&allowed, certs.as_deref().map(Vec::as_slice)) {
+                // Successful probes run on a timer and reveal nothing: not
+                // audited. Refusals are.
                 Ok(_) => Ok(req),
-                Err((_, why)) => Err(Status::unauthenticated(why)),
+                Err((caller, why)) => {
+                    let entry = AuditEntry {
+                        caller,
+                        action: "health".into(),
+                        decision: "denied".into(),
+                        code: "Unauthenticated".into(),
+                        reason: why.clone(),
+                        ..Default::default()
+                    };
+                    if let Err(e) = audit.append(&entry) {
+                        tracing::error!(error = %e, "audit write failed for a refused health check");
+                    }
+                    Err(Status::unauthenticated(why))
+                }
             }
         }
     }
@@ -473,7 +489,7 @@ impl ExecutorService {
             .docker
             .logs(&permit, query, self.limits.logs_max_bytes as usize)
             .await?;
-        let mut shaper = redact::LogShaper::default();
+        let mut shaper = redact::LogShaper::for_window(raw.iter().map(|l| l.bytes.as_slice()));
         let lines: Vec<pb::LogLine> = raw
             .into_iter()
             .map(|l| pb::LogLine {
