@@ -416,6 +416,14 @@ async fn policy_refuses_disabled_actions_and_hides_unselected_targets() {
         "{row}"
     );
 
+    // A disabled action must not become a probe either: out-of-policy
+    // containers look missing whatever is asked.
+    let err = client
+        .stop_container(write("req-probe", &unmanaged.name, None))
+        .await
+        .expect_err("probe");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+
     // ...and invisible to reads, exactly like a missing container.
     let err = client
         .inspect_container(pb::ContainerRequest {
@@ -517,6 +525,37 @@ async fn tls_refuses_clients_without_an_allowed_certificate() {
     assert_eq!(
         (row["decision"].as_str(), row["caller"].as_str()),
         (Some("denied"), Some("intruder"))
+    );
+    // The standard health service answers known identities only, and its
+    // refusals are audited too.
+    let health_channel =
+        tonic::transport::Endpoint::from_shared(format!("https://127.0.0.1:{}", exec.port))
+            .unwrap()
+            .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(&ca))
+                    .identity(tonic::transport::Identity::from_pem(
+                        intruder.cert_pem.as_bytes(),
+                        intruder.key_pem.as_bytes(),
+                    ))
+                    .domain_name("drydock-executor"),
+            )
+            .unwrap()
+            .connect()
+            .await
+            .expect("TLS itself succeeds");
+    let err = tonic_health::pb::health_client::HealthClient::new(health_channel)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect_err("intruder health check");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    assert!(
+        dd.audit_rows().iter().any(|r| r["action"] == "health"
+            && r["caller"] == "intruder"
+            && r["decision"] == "denied"),
+        "refused health checks are audited"
     );
 
     let before = dd
