@@ -364,11 +364,30 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
             ));
             detail = Some(last_probe);
         } else {
+            // The newest error line says what the process itself thinks is
+            // wrong, even when no rule names a class for it.
+            let error_line = lines.iter().rev().take(LOG_WINDOW).find(|l| {
+                l.contains("ERROR")
+                    || l.contains("FATAL")
+                    || l.contains("level=error")
+                    || l.contains("\"level\":\"error\"")
+            });
+            let (logs_say, evidence): (String, Vec<&str>) = match error_line {
+                Some(l) => (
+                    format!("; its latest error log line: \"{l}\""),
+                    vec![ins, logs_ev],
+                ),
+                None => (String::new(), vec![ins]),
+            };
             causes.push(cause(
                 FaultClass::Unhealthy,
-                format!("{name} is running but its healthcheck fails ({} failures in a row; last probe: {})", c.failing_streak, if last_probe.is_empty() { "no output".into() } else { last_probe }),
+                format!(
+                    "{name} is running but its healthcheck fails ({} failures in a row; last probe: {}){logs_say}",
+                    c.failing_streak,
+                    if last_probe.is_empty() { "no output".into() } else { last_probe }
+                ),
                 0.85,
-                &[ins],
+                &evidence,
             ));
         }
     } else if c.running {
@@ -721,6 +740,31 @@ mod tests {
             logs: &logs,
             logs_evidence: "ev-2",
         })
+    }
+
+    #[test]
+    fn an_unhealthy_cause_quotes_the_newest_error_line() {
+        let c = ContainerView {
+            health_status: "unhealthy".into(),
+            failing_streak: 2,
+            ..view()
+        };
+        let f = run(
+            &c,
+            &[
+                "INFO ok",
+                "ERROR worker pool exhausted: all 8 workers blocked",
+                "INFO tick",
+            ],
+        );
+        let cause = &f.diagnosis.causes[0];
+        assert_eq!(cause.class, FaultClass::Unhealthy);
+        assert!(
+            cause.reason.contains("worker pool exhausted"),
+            "{}",
+            cause.reason
+        );
+        assert_eq!(cause.evidence_ids, ["ev-1", "ev-2"]);
     }
 
     #[test]

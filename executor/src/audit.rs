@@ -75,6 +75,25 @@ pub struct NonceRecord<'a> {
     pub key_id: &'a str,
 }
 
+/// Bring a store written by an earlier version up to date. The first
+/// version's nonce table recorded only the nonce, approval, expiry and time;
+/// the columns added since get empty values for old rows. Audit rows are
+/// never rewritten (that would break the hash chain).
+fn migrate(conn: &Connection) -> Result<(), AuditError> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('nonces')")?;
+    let have: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for column in ["request_id", "action", "container_id", "caller", "key_id"] {
+        if !have.iter().any(|c| c == column) {
+            conn.execute_batch(&format!(
+                "ALTER TABLE nonces ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
 /// The audit file and its WAL companions are for the executor's user only.
 fn restrict_mode(path: &Path) {
     #[cfg(unix)]
@@ -177,6 +196,7 @@ impl AuditLog {
                key_id TEXT NOT NULL
              );",
         )?;
+        migrate(&conn)?;
         restrict_mode(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
@@ -398,6 +418,25 @@ mod tests {
             reopened.consume_nonce(&nonce("n2", 300)),
             Err(AuditError::NonceReplayed)
         ));
+    }
+
+    #[test]
+    fn a_first_version_store_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE nonces (nonce TEXT PRIMARY KEY, approval_id TEXT NOT NULL, expires_at INTEGER NOT NULL, used_at TEXT NOT NULL); INSERT INTO nonces VALUES ('old', 'a', 1, 't');")
+            .unwrap();
+        let log = AuditLog::open(&path).unwrap();
+        assert!(
+            matches!(
+                log.consume_nonce(&nonce("old", 1)),
+                Err(AuditError::NonceReplayed)
+            ),
+            "old nonces still count"
+        );
+        log.consume_nonce(&nonce("new", 1)).unwrap();
     }
 
     #[test]
