@@ -70,13 +70,24 @@ fn clip(line: &str) -> String {
     }
 }
 
+fn again(n: usize) -> String {
+    if n == 1 {
+        "[… the line above once more]".to_string()
+    } else {
+        format!("[… the line above {n} more times]")
+    }
+}
+
 /// Compact log lines for the model.
 pub fn logs(lines: &[String]) -> String {
     let n = lines.len();
     let shapes: Vec<String> = lines.iter().map(|l| shape(l)).collect();
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for s in &shapes {
-        *counts.entry(s.as_str()).or_default() += 1;
+    // Per shape: how many, first and last line number.
+    let mut seen: HashMap<&str, (usize, usize, usize)> = HashMap::new();
+    for (i, s) in shapes.iter().enumerate() {
+        let e = seen.entry(s.as_str()).or_insert((0, i, i));
+        e.0 += 1;
+        e.2 = i;
     }
     let mut keep = vec![false; n];
     for (i, k) in keep.iter_mut().enumerate() {
@@ -94,26 +105,52 @@ pub fn logs(lines: &[String]) -> String {
     let mut out = Vec::new();
     let mut shown: HashMap<&str, ()> = HashMap::new();
     let mut omitted = 0usize;
+    let mut repeats = 0usize;
+    let mut previous: Option<&str> = None;
     for (i, line) in lines.iter().enumerate() {
         let s = shapes[i].as_str();
-        if !keep[i] || shown.contains_key(s) {
+        // The tail is shown as it happened (only back-to-back repeats
+        // collapse): it is what the container is doing now.
+        let in_tail = i + TAIL_LINES >= n;
+        if !keep[i] || (!in_tail && shown.contains_key(s)) {
             omitted += 1;
             continue;
+        }
+        if in_tail && previous == Some(s) {
+            repeats += 1;
+            continue;
+        }
+        if repeats > 0 {
+            out.push(again(repeats));
+            repeats = 0;
         }
         if omitted > 0 {
             out.push(format!("[… {omitted} lines omitted]"));
             omitted = 0;
         }
-        shown.insert(s, ());
-        match counts.get(s).copied().unwrap_or(1) {
-            1 => out.push(clip(line)),
-            c => out.push(format!("[×{c}] {}", clip(line))),
+        previous = Some(s);
+        if shown.insert(s, ()).is_some() {
+            out.push(clip(line));
+            continue;
         }
+        match seen.get(s).copied().unwrap_or((1, i, i)) {
+            (1, _, _) => out.push(clip(line)),
+            (c, first, last) => out.push(format!(
+                "[×{c} like this, lines {}-{}] {}",
+                first + 1,
+                last + 1,
+                clip(line)
+            )),
+        }
+    }
+    if repeats > 0 {
+        out.push(again(repeats));
     }
     if omitted > 0 {
         out.push(format!("[… {omitted} lines omitted]"));
     }
-    let header = format!("{n} lines; repeated lines shown once with [×count]");
+    let header =
+        format!("{n} lines; lines equal but for their numbers are shown once with [×count]");
     cap(&format!("{header}\n{}", out.join("\n")), MAX_TOOL_CHARS)
 }
 
@@ -146,7 +183,10 @@ mod tests {
         lines[500] = "connecting to db:5432".into();
         lines[501] = "ERROR: connection refused db:5432".into();
         let out = logs(&lines);
-        assert!(out.contains("[×998] GET /health 200 0ms"), "{out}");
+        assert!(
+            out.contains("[×998 like this, lines 1-1000] GET /health 200 0ms"),
+            "{out}"
+        );
         assert!(out.contains("connecting to db:5432"));
         assert!(out.contains("ERROR: connection refused"));
         assert!(out.len() < 2000, "{}", out.len());
