@@ -18,10 +18,15 @@ pub struct DemoOptions {
 }
 
 /// Build the daemons from the workspace if they are not next to us.
+/// Run from a source checkout (`cargo run`), the daemons are always brought
+/// up to date with the CLI (a no-op when nothing changed), so the demo never
+/// runs a stale executor or agent. Installed binaries are used as they are.
 fn ensure_daemons() -> anyhow::Result<()> {
-    if daemons::find_binary("drydock-executor").is_some()
-        && daemons::find_binary("drydock-agent").is_some()
-    {
+    let from_checkout = fixture::workspace_root().is_some_and(|root| {
+        std::env::current_exe().is_ok_and(|exe| exe.starts_with(root.join("target")) || std::env::var_os("CARGO_TARGET_DIR").is_some_and(|t| exe.starts_with(t)))
+    });
+    let installed = daemons::find_binary("drydock-executor").is_some() && daemons::find_binary("drydock-agent").is_some();
+    if installed && !from_checkout {
         return Ok(());
     }
     let root = fixture::workspace_root().context("drydock-executor and drydock-agent are not installed next to drydock and no source workspace was found to build them")?;
