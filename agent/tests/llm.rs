@@ -469,7 +469,12 @@ async fn streaming_tool_call_deltas_are_reassembled_and_tokens_counted() {
     );
     // Two new evidence records, cited back to the model by id.
     let recorded = journal.evidence.lock().unwrap().clone();
-    assert_eq!(recorded.len(), 2);
+    let kinds: Vec<&str> = recorded.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["related_inspect", "related_logs"],
+        "db's answers must not pass for the target's"
+    );
     assert!(script.sent(1).contains(&recorded[0].id));
     // Token accounting from the usage fields: 1000+100+100, 40+10+10.
     assert_eq!(
@@ -894,7 +899,7 @@ async fn a_question_is_answered_from_evidence_without_a_plan() {
     let (report, script, journal) = run(replies, &req, &exec, fast()).await;
     assert_eq!(exec.calls(), vec!["stats db"]);
     assert!(script.sent(0).contains("could not resolve one target"));
-    assert_eq!(journal.evidence.lock().unwrap()[0].kind, "stats");
+    assert_eq!(journal.evidence.lock().unwrap()[0].kind, "related_stats");
     let Verdict::Answer {
         answer,
         evidence_ids,

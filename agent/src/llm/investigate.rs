@@ -116,15 +116,16 @@ Answer only through these tools, never in plain text.",
 /// The evidence recorded so far, compacted, each in its own block.
 pub fn render_evidence(boundary: &Boundary, e: &Evidence) -> String {
     let body = match e.kind.as_str() {
-        "logs" => match serde_json::from_value::<LogsView>(e.data.clone()) {
+        "logs" | "related_logs" => match serde_json::from_value::<LogsView>(e.data.clone()) {
             Ok(l) => render_logs(&l),
             Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
         },
-        "inspect" | "verification" => match serde_json::from_value::<ContainerView>(e.data.clone())
-        {
-            Ok(c) => render_inspect(&c),
-            Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
-        },
+        "inspect" | "related_inspect" | "verification" => {
+            match serde_json::from_value::<ContainerView>(e.data.clone()) {
+                Ok(c) => render_inspect(&c),
+                Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
+            }
+        }
         "container_list" => {
             match serde_json::from_value::<Vec<ContainerSummaryView>>(e.data.clone()) {
                 Ok(l) => render_list(&l),
@@ -402,6 +403,25 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
         };
         match result {
             Ok((shown, kind, source, data, summary)) => {
+                // The engine reads the newest `inspect`/`logs`/`stats` as the
+                // target's own; another container's answers must not pass
+                // for it.
+                let about_target = match kind {
+                    "inspect" => self
+                        .target
+                        .as_ref()
+                        .is_some_and(|t| data["id"].as_str() == Some(t.container_id.as_str())),
+                    "logs" | "stats" => self.target.as_ref().is_some_and(|t| {
+                        container == t.container_id || container == t.container_name
+                    }),
+                    _ => true,
+                };
+                let kind = match kind {
+                    "inspect" if !about_target => "related_inspect",
+                    "logs" if !about_target => "related_logs",
+                    "stats" if !about_target => "related_stats",
+                    k => k,
+                };
                 let ev = self.record(kind, source, data, summary).await;
                 format!("evidence {ev}:\n{}", self.boundary.wrap(name, &shown))
             }

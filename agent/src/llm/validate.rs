@@ -125,7 +125,7 @@ pub fn inspected(evidence: &[Evidence]) -> BTreeMap<String, Target> {
     };
     for e in evidence {
         match e.kind.as_str() {
-            "inspect" => {
+            "inspect" | "related_inspect" => {
                 if let Ok(c) = serde_json::from_value::<ContainerView>(e.data.clone()) {
                     add(c);
                 }
