@@ -96,6 +96,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 max_invalid_answers: llm.max_invalid_answers,
                 runbook: Arc::new(runbook.clone()),
                 logs_tail: config.logs_tail,
+                context_budget: investigate::DEFAULT_CONTEXT_BUDGET,
             }))
         }
         None => None,

@@ -366,6 +366,7 @@ fn setup(base_url: &str, provider: &str, limits: Limits) -> Setup {
         max_invalid_answers: 2,
         runbook: Arc::new(Runbook::default()),
         logs_tail: 200,
+        context_budget: 60_000,
     }
 }
 
@@ -1055,4 +1056,84 @@ async fn anthropic_max_tokens_is_a_truncation() {
         matches!(report.verdict, Verdict::Diagnosis { .. }),
         "{report:?}"
     );
+}
+
+#[tokio::test]
+async fn old_tool_answers_are_elided_over_the_context_budget_and_secrets_redacted() {
+    // Distinct lines, so compaction cannot shrink them to nothing.
+    let lines: Vec<String> = (0..400)
+        .map(|i| {
+            format!(
+                "step {} of job {}",
+                "x".repeat(i % 50),
+                char::from(b'a' + (i % 26) as u8)
+            )
+        })
+        .collect();
+    let mut refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    refs.push(
+        "db password=hunter2 token: abc.def authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload",
+    );
+    let exec = executor(&refs);
+    let req = request("fix web", true, &["boot with api_key=s3cr3tvalue"], true);
+    let mut replies: Vec<Reply> = (0..6)
+        .map(|i| {
+            call(
+                &format!("c{i}"),
+                "container_logs",
+                json!({"container": "web", "tail": 500}),
+            )
+        })
+        .collect();
+    replies.push(diagnosis_call("crash"));
+    let (report, script) = run_budget(replies, &req, &exec, 4_000).await;
+    assert!(
+        matches!(report.verdict, Verdict::Diagnosis { .. }),
+        "{report:?}"
+    );
+    let last = script.sent(6);
+    assert!(
+        last.contains("elided to fit the context budget"),
+        "nothing elided"
+    );
+    // The newest answers stay whole.
+    let tools: Vec<Value> = script.bodies()[6]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .cloned()
+        .collect();
+    assert_eq!(tools.len(), 6);
+    assert!(tools[5]["content"].as_str().unwrap().contains("step"));
+    for body in script.bodies() {
+        let text = body["messages"].to_string();
+        assert!(
+            !text.contains("hunter2")
+                && !text.contains("abc.def")
+                && !text.contains("eyJhbGciOiJIUzI1NiJ9"),
+            "a secret reached the model"
+        );
+    }
+    assert!(last.contains("password=[redacted]"));
+}
+
+async fn run_budget(
+    replies: Vec<Reply>,
+    req: &Request,
+    exec: &Executor,
+    budget: usize,
+) -> (Report, Arc<Script>) {
+    let (url, script) = serve(replies).await;
+    let journal = Recorder::default();
+    let (_tx, mut rx) = watch::channel(false);
+    let mut s = setup(&url, "openai", fast());
+    s.context_budget = budget;
+    let input = Input {
+        request: req,
+        analyzer: None,
+        policy: Some(policy()),
+    };
+    let report = investigate(&s, input, exec, &journal, &mut rx).await;
+    (report, script)
 }

@@ -31,7 +31,17 @@ pub struct Setup {
     pub max_invalid_answers: u32,
     pub runbook: Arc<Runbook>,
     pub logs_tail: u32,
+    /// Estimated tokens (chars/4) the conversation may hold before older
+    /// tool answers are elided.
+    pub context_budget: usize,
 }
+
+/// Default for `Setup::context_budget`: well inside every current model's
+/// window, leaving room for the answer.
+pub const DEFAULT_CONTEXT_BUDGET: usize = 60_000;
+
+/// Tool answers kept whole when the conversation is over budget.
+const KEEP_RECENT_TOOL_ANSWERS: usize = 4;
 
 /// What the request holds when the investigation starts.
 pub struct Input<'a> {
@@ -139,7 +149,7 @@ pub fn render_evidence(boundary: &Boundary, e: &Evidence) -> String {
         e.id,
         e.kind,
         e.source,
-        boundary.wrap(&e.kind, &body)
+        boundary.wrap(&e.kind, &redact(&body))
     )
 }
 
@@ -236,6 +246,29 @@ fn first_message(boundary: &Boundary, input: &Input<'_>) -> String {
     parts.join("\n\n")
 }
 
+const ELIDED: &str = "[earlier tool answer elided to fit the context budget]";
+
+/// Secret-looking values in tool output, replaced before the model sees them.
+pub fn redact(text: &str) -> String {
+    static PATTERNS: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
+    let patterns = PATTERNS.get_or_init(|| {
+        [
+            r"(?i)((?:password|passwd|secret|token|api[_-]?key|access[_-]?key)\s*[=:]\s*)[^\s,;&]+",
+            r"(?i)(bearer\s+)[a-z0-9._~+/=-]{8,}",
+            r"()\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}",
+            r"()\bAKIA[0-9A-Z]{16}\b",
+        ]
+        .iter()
+        .filter_map(|p| regex::Regex::new(p).ok())
+        .collect()
+    });
+    let mut out = text.to_string();
+    for re in patterns {
+        out = re.replace_all(&out, "${1}[redacted]").into_owned();
+    }
+    out
+}
+
 struct Investigator<'a, E, J> {
     executor: &'a E,
     journal: &'a J,
@@ -250,6 +283,7 @@ struct Investigator<'a, E, J> {
     engine_name: String,
     runbook: Arc<Runbook>,
     logs_tail: u32,
+    context_budget: usize,
     invalid: u32,
     max_invalid: u32,
     diagnosis: Option<Diagnosis>,
@@ -518,6 +552,60 @@ impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
         }
     }
 
+    /// Over budget, the oldest tool answers are replaced by a pointer to
+    /// their evidence (which the model can read again).
+    fn before_model(&mut self, messages: &mut Vec<Message>) {
+        let size = |m: &Message| match m {
+            Message::System(t) | Message::User(t) => super::estimate_tokens(t),
+            Message::Assistant { text, tool_calls } => {
+                super::estimate_tokens(text)
+                    + tool_calls
+                        .iter()
+                        .map(|c| super::estimate_tokens(&c.arguments))
+                        .sum::<usize>()
+            }
+            Message::Tool { content, .. } => super::estimate_tokens(content),
+        };
+        let mut total: usize = messages.iter().map(size).sum();
+        let tool_positions: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m, Message::Tool { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        let old = tool_positions
+            .len()
+            .saturating_sub(KEEP_RECENT_TOOL_ANSWERS);
+        for &i in &tool_positions[..old] {
+            if total <= self.context_budget {
+                break;
+            }
+            if let Some(Message::Tool { content, .. }) = messages.get_mut(i) {
+                if content.starts_with(ELIDED) {
+                    continue;
+                }
+                let before = super::estimate_tokens(content);
+                let evidence = content
+                    .strip_prefix("evidence ")
+                    .and_then(|r| r.split(':').next())
+                    .unwrap_or("none");
+                *content =
+                    format!("{ELIDED} (evidence {evidence}); call the tool again if you need it");
+                total = total.saturating_sub(before) + super::estimate_tokens(content);
+            }
+        }
+    }
+
+    /// Defence in depth: the executor redacts env values and known secret
+    /// shapes; this catches credentials that slipped into logs in plain
+    /// `key=value` or bearer form before the model sees them.
+    fn after_tool(&mut self, _call: &ToolCall, output: &mut String) {
+        let redacted = redact(output);
+        if redacted != *output {
+            *output = redacted;
+        }
+    }
+
     async fn notice(&mut self, text: String) {
         tracing::warn!(request_id = %self.request_id, notice = %text, "model API");
         self.journal
@@ -565,6 +653,7 @@ pub async fn investigate<E: ReadOnlyExecutor, J: Journal>(
         engine_name: format!("llm:{}", setup.provider.model),
         runbook: setup.runbook.clone(),
         logs_tail: setup.logs_tail,
+        context_budget: setup.context_budget,
         invalid: 0,
         max_invalid: setup.max_invalid_answers,
         diagnosis: None,
