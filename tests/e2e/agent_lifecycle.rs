@@ -110,24 +110,7 @@ fn stop_agent(dd: &Drydock) {
 #[test]
 fn a_waiting_approval_survives_an_agent_restart() {
     let dd = Drydock::init();
-    let c = Container::run(
-        "restart-safe",
-        &[
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ],
-    );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
-        c.health() == "unhealthy"
-    });
+    let c = Container::unhealthy_web("restart-safe", &[]);
     dd.up();
     // No terminal and no --yes: the approval is left pending, exit 3.
     let (code, req) = dd.ask_json(&["--container", &c.name, "it is unhealthy"]);
@@ -167,24 +150,7 @@ fn a_waiting_approval_survives_an_agent_restart() {
 #[test]
 fn a_request_caught_executing_is_reverified_never_reexecuted() {
     let dd = Drydock::init();
-    let c = Container::run(
-        "interrupted",
-        &[
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ],
-    );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
-        c.health() == "unhealthy"
-    });
+    let c = Container::unhealthy_web("interrupted", &[]);
     dd.up();
     let (code, req) = dd.ask_json(&["--container", &c.name, "it is unhealthy"]);
     assert_eq!(code, 3, "{req:#}");
@@ -385,24 +351,7 @@ async fn the_api_requires_the_token_and_answers_problem_details() {
     assert_eq!(bad_status.status(), 400);
 
     // Cancel a request that is waiting, then list by status.
-    let c = Container::run(
-        "cancel",
-        &[
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ],
-    );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
-        c.health() == "unhealthy"
-    });
+    let c = Container::unhealthy_web("cancel", &[]);
     let (code, req) = dd.ask_json(&["--container", &c.name, "unhealthy"]);
     assert_eq!(code, 3);
     let id = req["id"].as_str().unwrap();
@@ -684,24 +633,7 @@ fn a_pending_approval_still_expires_on_time_across_an_agent_restart() {
         cfg.replace("approval_ttl: 10m", "approval_ttl: 10s"),
     )
     .expect("agent config");
-    let c = Container::run(
-        "expiry",
-        &[
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ],
-    );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
-        c.health() == "unhealthy"
-    });
+    let c = Container::unhealthy_web("expiry", &[]);
     dd.up();
     let (code, req) = dd.ask_json(&["--container", &c.name, "unhealthy"]);
     assert_eq!(code, 3, "{req:#}");

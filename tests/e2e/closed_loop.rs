@@ -18,28 +18,7 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
     let dd = Drydock::init();
     let port = free_port();
     let published = format!("127.0.0.1:{port}:8080");
-    let c = Container::run(
-        "unhealthy",
-        &[
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            "--health-timeout",
-            "2s",
-            "-p",
-            &published,
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ],
-    );
-    c.wait_for("unhealthy", Duration::from_secs(60), |c| {
-        c.health() == "unhealthy"
-    });
+    let c = Container::unhealthy_web("unhealthy", &["-p", &published]);
     let id = c.id();
     // Level 3 of verification: the operator's HTTP check for this service.
     let config = std::fs::read_to_string(dd.home.executor_config()).expect("config");

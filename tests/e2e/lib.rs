@@ -146,6 +146,33 @@ impl Container {
     }
 }
 
+impl Container {
+    /// The fixture's web service with a healthcheck, wedged (unhealthy) after
+    /// its first second of life; `extra` are more `docker run` flags.
+    pub fn unhealthy_web(test: &str, extra: &[&str]) -> Container {
+        let mut args: Vec<&str> = extra.to_vec();
+        args.extend_from_slice(&[
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            "--health-timeout",
+            "2s",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ]);
+        let c = Container::run(test, &args);
+        c.wait_for("unhealthy", Duration::from_secs(60), |c| {
+            c.health() == "unhealthy"
+        });
+        c
+    }
+}
+
 impl Drop for Container {
     fn drop(&mut self) {
         let _ = Command::new("docker")
