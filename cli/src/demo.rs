@@ -23,9 +23,13 @@ pub struct DemoOptions {
 /// runs a stale executor or agent. Installed binaries are used as they are.
 fn ensure_daemons() -> anyhow::Result<()> {
     let from_checkout = fixture::workspace_root().is_some_and(|root| {
-        std::env::current_exe().is_ok_and(|exe| exe.starts_with(root.join("target")) || std::env::var_os("CARGO_TARGET_DIR").is_some_and(|t| exe.starts_with(t)))
+        std::env::current_exe().is_ok_and(|exe| {
+            exe.starts_with(root.join("target"))
+                || std::env::var_os("CARGO_TARGET_DIR").is_some_and(|t| exe.starts_with(t))
+        })
     });
-    let installed = daemons::find_binary("drydock-executor").is_some() && daemons::find_binary("drydock-agent").is_some();
+    let installed = daemons::find_binary("drydock-executor").is_some()
+        && daemons::find_binary("drydock-agent").is_some();
     if installed && !from_checkout {
         return Ok(());
     }
