@@ -986,3 +986,15 @@ async fn run_budget(
     let report = investigate(&s, input, exec, &journal, &mut rx).await;
     (report, script)
 }
+
+#[tokio::test]
+async fn an_error_body_echoing_the_key_does_not_leak_it() {
+    let exec = executor(&REFUSED);
+    let req = request("fix web", true, &REFUSED, false);
+    // `run` asserts the key appears in neither the report nor any event.
+    let (report, _, _) = run(vec![Reply::Echo(401)], &req, &exec, fast()).await;
+    let Verdict::Fallback { reason } = &report.verdict else {
+        panic!("{report:?}")
+    };
+    assert!(reason.contains("[api key]"), "{reason}");
+}

@@ -111,6 +111,13 @@ impl Provider {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);
             let body = response.text().await.unwrap_or_default();
+            // Some gateways echo the credential they refused; it must not
+            // reach an event or a log through this message.
+            let body = if self.key.0.is_empty() {
+                body
+            } else {
+                body.replace(&self.key.0, "[api key]")
+            };
             return Err(LlmError::Http {
                 status: status.as_u16(),
                 body: body.chars().take(MAX_ERROR_BODY).collect(),

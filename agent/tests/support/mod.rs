@@ -25,6 +25,8 @@ pub enum Reply {
     /// 200, these chunks, then the stream stays open forever.
     Hang(Vec<String>),
     Status(u16, Option<u64>),
+    /// An error status whose body echoes the Authorization header.
+    Echo(u16),
     /// Decided from the request body (to cite evidence ids the agent made up).
     With(fn(&Value) -> Reply),
 }
@@ -63,6 +65,16 @@ async fn answer(
             .cloned()
             .unwrap_or_default()));
     }
+    if let Some(Reply::Echo(code)) = reply {
+        let auth = s
+            .headers
+            .lock()
+            .unwrap()
+            .last()
+            .and_then(|h| h.get("authorization").cloned());
+        let body = format!("invalid credential {:?}", auth);
+        return (StatusCode::from_u16(code).unwrap(), body).into_response();
+    }
     let (chunks, hang) = match reply {
         None => return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response(),
         Some(Reply::Status(code, retry_after)) => {
@@ -79,7 +91,7 @@ async fn answer(
         }
         Some(Reply::Sse(c)) => (c, false),
         Some(Reply::Hang(c)) => (c, true),
-        Some(Reply::With(_)) => unreachable!("resolved above"),
+        Some(Reply::With(_)) | Some(Reply::Echo(_)) => unreachable!("handled above"),
     };
     let stream = async_stream::stream! {
         for c in chunks {
