@@ -416,4 +416,17 @@ mod tests {
         let err = llm("{provider: gemini, model: m, api_key_env: K}").unwrap_err();
         assert!(err.contains("provider") || err.contains("gemini"), "{err}");
     }
+
+    #[test]
+    fn a_missing_key_variable_is_named_and_the_key_is_read_from_it() {
+        let c: LlmConfig = serde_yaml_ng::from_str(
+            "{provider: anthropic, model: m, api_key_env: DRYDOCK_TEST_LLM_KEY_UNSET_1}",
+        )
+        .unwrap();
+        let err = c.api_key().unwrap_err().to_string();
+        assert!(err.contains("llm.api_key_env") && err.contains("DRYDOCK_TEST_LLM_KEY_UNSET_1"));
+        assert_eq!(c.base_url(), DEFAULT_ANTHROPIC_BASE_URL);
+        assert_eq!(c.timeout, DEFAULT_LLM_TIMEOUT);
+        assert_eq!(c.max_turns, DEFAULT_LLM_MAX_TURNS);
+    }
 }

@@ -608,7 +608,7 @@ impl Engine {
     async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
         match self.config.llm.clone() {
             Some(setup) => self.diagnose_with_model(req, &setup).await,
-            None => self.diagnose_with_rules(req, None).await,
+            None => self.diagnose_with_rules(req, None, None).await,
         }
     }
 
@@ -708,7 +708,7 @@ impl Engine {
                     self.finish(id, Status::NeedsClarification, outcome).await?;
                     return Ok(false);
                 }
-                self.diagnose_with_rules(&req, Some(reason)).await
+                self.diagnose_with_rules(&req, Some(reason), analyzer).await
             }
             Verdict::Diagnosis {
                 diagnosis,
@@ -760,23 +760,32 @@ impl Engine {
         &self,
         req: &Request,
         model_note: Option<String>,
+        analyzed: Option<Diagnosis>,
     ) -> Result<bool, Stop> {
         let id = &req.id;
-        let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
-            self.finish(id, Status::Failed, "no evidence to diagnose".into())
-                .await?;
-            return Ok(false);
+        // The model path already ran the rules (and looked at the
+        // dependency); do not look twice.
+        let mut diagnosis = match analyzed {
+            Some(d) => d,
+            None => {
+                let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
+                    self.finish(id, Status::Failed, "no evidence to diagnose".into())
+                        .await?;
+                    return Ok(false);
+                };
+                let finding = rules::diagnose(&Observation {
+                    container: &c,
+                    container_evidence: &ins,
+                    logs: &logs,
+                    logs_evidence: &logs_ev,
+                });
+                let mut diagnosis = finding.diagnosis.clone();
+                if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
+                    diagnosis.causes.push(cause);
+                }
+                diagnosis
+            }
         };
-        let finding = rules::diagnose(&Observation {
-            container: &c,
-            container_evidence: &ins,
-            logs: &logs,
-            logs_evidence: &logs_ev,
-        });
-        let mut diagnosis = finding.diagnosis.clone();
-        if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
-            diagnosis.causes.push(cause);
-        }
         if let Some(note) = model_note {
             diagnosis.summary = format!(
                 "{} (diagnosed by the rules engine: {note})",

@@ -397,6 +397,11 @@ async fn an_unavailable_model_falls_back_to_the_rules_engine_and_says_so() {
         .expect("an llm_fallback event");
     assert!(fallback.data["message"].as_str().unwrap().contains("503"));
     assert_eq!(w.script.bodies().len(), 2);
+    // The dependency was looked at once, for the analyzer, not again.
+    assert_eq!(
+        r.evidence.iter().filter(|e| e.kind == "dependency").count(),
+        1
+    );
     assert!(!serde_json::to_string(&evs)
         .unwrap()
         .contains("sk-engine-test-key"));
