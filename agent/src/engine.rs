@@ -711,7 +711,7 @@ impl Engine {
                 self.diagnose_with_rules(&req, Some(reason), analyzer).await
             }
             Verdict::Diagnosis {
-                diagnosis,
+                mut diagnosis,
                 plan,
                 note,
             } => {
@@ -723,6 +723,12 @@ impl Engine {
                         |_| {},
                     )
                     .await?;
+                }
+                if let Some(note) = &note {
+                    diagnosis.summary = format!(
+                        "{} (planned by the rules planner: {note})",
+                        diagnosis.summary
+                    );
                 }
                 self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
                     r.diagnosis = Some(diagnosis.clone())

@@ -468,3 +468,34 @@ async fn canceling_a_request_interrupts_the_model_stream() {
         "a canceled request records nothing more"
     );
 }
+
+#[tokio::test]
+async fn invalid_plans_past_the_budget_leave_planning_to_the_rules_planner() {
+    let replies = vec![
+        Reply::With(diagnose_citing_evidence),
+        plan("stop", "web"),
+        plan("restart", "nonexistent"),
+        plan("stop", "db"),
+    ];
+    let w = world(&["FATAL: connection refused (db:5432)"], replies, 1).await;
+    let req = w
+        .engine
+        .create("web is down".into(), RequestOptions::default())
+        .await
+        .unwrap();
+    let r = settle(&w.engine, &req.id).await;
+    let d = r.diagnosis.clone().unwrap();
+    assert_eq!(d.engine, "llm:test-model");
+    assert!(
+        d.summary.contains("planned by the rules planner"),
+        "{}",
+        d.summary
+    );
+    assert!(events(&w.engine, &req.id)
+        .iter()
+        .any(|e| e.kind == "llm_fallback"));
+    // Whatever the rules planner chose, it is never a stop.
+    let steps = r.plan.map(|p| p.steps).unwrap_or_default();
+    assert!(steps.iter().all(|s| s.action != "stop"), "{steps:?}");
+    assert!(w.executor.rpcs().iter().all(|c| !c.starts_with("WRITE")));
+}
