@@ -27,7 +27,8 @@ const BROKEN_PROBE_IMAGE: &str = "drydock-fixture-broken-probe:latest";
 const BROKEN_PROBE_DOCKERFILE: &str =
     "FROM drydock-fixture:latest\nHEALTHCHECK --interval=1s --retries=1 CMD [\"/no-such-probe\"]\n";
 /// How long one scenario may take to reach its state.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Generous: a loaded CI machine starts 30-odd containers at once.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Concurrent `drydock ask` processes against the one agent.
 const ASK_PARALLELISM: usize = 4;
 

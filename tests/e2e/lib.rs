@@ -138,8 +138,9 @@ impl Container {
         while !pred(self) {
             assert!(
                 started.elapsed() < timeout,
-                "{} did not become {what} within {timeout:?}",
-                self.name
+                "{} did not become {what} within {timeout:?}; its state: {}",
+                self.name,
+                self.inspect("{{.State.Status}} exit={{.State.ExitCode}} oom_killed={{.State.OOMKilled}} restarts={{.RestartCount}} error={{.State.Error}}")
             );
             std::thread::sleep(Duration::from_millis(250));
         }
