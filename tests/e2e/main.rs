@@ -8,3 +8,4 @@ mod deploy;
 mod executor_behaviour;
 mod executor_boundary;
 mod fault_classes;
+mod llm_injection;
