@@ -403,17 +403,8 @@ async fn the_api_requires_the_token_and_answers_problem_details() {
 #[test]
 fn a_stopped_dependency_is_started_first_then_the_service() {
     let dd = Drydock::init();
-    let network = unique("dep-net");
-    docker_ok(&["network", "create", &network]);
-    struct Net(String);
-    impl Drop for Net {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("docker")
-                .args(["network", "rm", &self.0])
-                .output();
-        }
-    }
-    let _net = Net(network.clone());
+    let net = Network::create("dep-net");
+    let network = net.name.clone();
     let project = unique("shop");
     let labels = |service: &str| {
         vec![
@@ -569,17 +560,8 @@ fn a_missing_dependency_is_reported_with_advice_and_no_write() {
 #[test]
 fn a_dependency_known_only_by_its_network_alias_is_found() {
     let dd = Drydock::init();
-    let network = unique("alias-net");
-    docker_ok(&["network", "create", &network]);
-    struct Net(String);
-    impl Drop for Net {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("docker")
-                .args(["network", "rm", &self.0])
-                .output();
-        }
-    }
-    let _net = Net(network.clone());
+    let net = Network::create("alias-net");
+    let network = net.name.clone();
     let alias = unique("cachealias");
     let cache = Container::run(
         "alias-cache",

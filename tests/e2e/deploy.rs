@@ -18,7 +18,6 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use drydock::home::{self, Home, InitOptions};
 use drydock_e2e::*;
 use serde_json::Value;
 
@@ -77,31 +76,7 @@ fn images() {
 /// A home made as docs/deploy.md says (`drydock init --executor-name
 /// executor`), with its own loopback port for the agent.
 fn init_home() -> Drydock {
-    prepare();
-    let dir = tempfile::Builder::new()
-        .prefix("drydock-e2e-deploy-")
-        .tempdir()
-        .expect("temp dir");
-    let home = Home {
-        root: dir.path().to_path_buf(),
-    };
-    let (executor_port, agent_port) = (free_port(), free_port());
-    home::init(
-        &home,
-        &InitOptions {
-            executor_port,
-            agent_port,
-            executor_names: vec!["executor".into()],
-            ..Default::default()
-        },
-    )
-    .expect("drydock init");
-    Drydock {
-        dir,
-        home,
-        executor_port,
-        agent_port,
-    }
+    Drydock::init_with(vec!["executor".into()])
 }
 
 /// `deploy/stage-compose.sh HOME DEST`; returns DEST.

@@ -43,31 +43,6 @@ fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A user-defined network (Docker's embedded DNS resolves aliases on it).
-/// Declare it before the containers on it: locals drop in reverse order, so
-/// the containers are gone by the time the network is removed.
-struct Network {
-    name: String,
-}
-
-impl Network {
-    fn create(test: &str) -> Network {
-        let name = unique(test);
-        docker_ok(&["network", "create", &name]);
-        Network { name }
-    }
-}
-
-impl Drop for Network {
-    fn drop(&mut self) {
-        let _ = Command::new("docker")
-            .args(["network", "rm", &self.name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 /// `docker build -t IMAGE -` with the Dockerfile on stdin (no context).
 fn build_image(tag: &str, dockerfile: &str) {
     let mut child = Command::new("docker")

@@ -105,6 +105,31 @@ pub fn docker_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// A user-defined network (Docker's embedded DNS resolves aliases on it),
+/// removed when the guard drops. Declare it before the containers on it:
+/// locals drop in reverse order, so the containers are gone first.
+pub struct Network {
+    pub name: String,
+}
+
+impl Network {
+    pub fn create(test: &str) -> Network {
+        let name = unique(test);
+        docker_ok(&["network", "create", &name]);
+        Network { name }
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["network", "rm", &self.name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 /// A container that is removed when the guard drops.
 pub struct Container {
     pub name: String,
@@ -195,6 +220,12 @@ pub struct Drydock {
 
 impl Drydock {
     pub fn init() -> Drydock {
+        Self::init_with(Vec::new())
+    }
+
+    /// A home whose executor certificate also names `executor_names` (what
+    /// `drydock init --executor-name` does).
+    pub fn init_with(executor_names: Vec<String>) -> Drydock {
         prepare();
         let dir = tempfile::Builder::new()
             .prefix("drydock-e2e-")
@@ -209,6 +240,7 @@ impl Drydock {
             &InitOptions {
                 executor_port,
                 agent_port,
+                executor_names,
                 ..Default::default()
             },
         )
