@@ -114,12 +114,12 @@ async fn auth(
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/api/v1/requests", post(create_request).get(list_requests))
-        .route("/api/v1/requests/:id", get(get_request))
-        .route("/api/v1/requests/:id/events", get(events))
-        .route("/api/v1/requests/:id/cancel", post(cancel))
+        .route("/api/v1/requests/{id}", get(get_request))
+        .route("/api/v1/requests/{id}/events", get(events))
+        .route("/api/v1/requests/{id}/cancel", post(cancel))
         .route("/api/v1/approvals", get(list_approvals))
-        .route("/api/v1/approvals/:id/approve", post(approve))
-        .route("/api/v1/approvals/:id/reject", post(reject))
+        .route("/api/v1/approvals/{id}/approve", post(approve))
+        .route("/api/v1/approvals/{id}/reject", post(reject))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()

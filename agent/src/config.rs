@@ -15,18 +15,9 @@ pub const DEFAULT_VERIFY_MAX_WAIT: Duration = Duration::from_secs(120);
 pub const DEFAULT_VERIFY_POLL: Duration = Duration::from_millis(500);
 pub const DEFAULT_LOGS_TAIL: u32 = 200;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("config file {path} is invalid: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("config key `{key}` is invalid: {message}")]
-    Invalid { key: &'static str, message: String },
-}
+pub use drydock_daemon::logging::LogFormat;
+pub use drydock_daemon::ConfigError;
+use drydock_daemon::{config::resolve_relative, invalid};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,7 +27,7 @@ pub struct Config {
     pub token_file: PathBuf,
     pub executor: ExecutorConfig,
     pub store: StoreConfig,
-    #[serde(default = "default_ttl", with = "duration")]
+    #[serde(default = "default_ttl", with = "drydock_daemon::duration")]
     pub approval_ttl: Duration,
     #[serde(default = "default_iterations")]
     pub max_iterations: u32,
@@ -80,7 +71,7 @@ pub struct LlmConfig {
     pub base_url: Option<String>,
     pub model: String,
     pub api_key_env: String,
-    #[serde(default = "default_llm_timeout", with = "duration")]
+    #[serde(default = "default_llm_timeout", with = "drydock_daemon::duration")]
     pub timeout: Duration,
     #[serde(default = "default_llm_max_turns")]
     pub max_turns: u32,
@@ -174,14 +165,6 @@ fn default_llm_max_invalid() -> u32 {
     DEFAULT_LLM_MAX_INVALID_ANSWERS
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorConfig {
@@ -203,9 +186,9 @@ pub struct StoreConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyConfig {
-    #[serde(default = "default_max_wait", with = "duration")]
+    #[serde(default = "default_max_wait", with = "drydock_daemon::duration")]
     pub max_wait: Duration,
-    #[serde(default = "default_poll", with = "duration")]
+    #[serde(default = "default_poll", with = "drydock_daemon::duration")]
     pub poll_interval: Duration,
 }
 
@@ -243,72 +226,32 @@ fn default_tail() -> u32 {
     DEFAULT_LOGS_TAIL
 }
 
-mod duration {
-    use serde::{Deserialize, Deserializer};
-    use std::time::Duration;
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
-            serde::de::Error::custom(format!(
-                "`{text}` is not a duration like 10m or 500ms ({e})"
-            ))
-        })
-    }
-}
-
-fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        message: message.into(),
-    }
-}
-
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.into(),
-            source,
-        })?;
-        let mut c: Config = serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            message: e.to_string(),
-        })?;
+        let mut c: Config = drydock_daemon::load_yaml(path)?;
         if let Ok(v) = std::env::var("DRYDOCK_AGENT_LISTEN") {
             c.listen = v;
         }
         if let Ok(v) = std::env::var("DRYDOCK_EXECUTOR_ENDPOINT") {
             c.executor.endpoint = v;
         }
-        if let Some(dir) = path.parent() {
-            if let Some(rb) = c.runbook.as_mut() {
-                if rb.is_relative() {
-                    *rb = dir.join(&*rb);
-                }
-            }
-            for p in [
-                &mut c.token_file,
-                &mut c.executor.ca,
-                &mut c.executor.cert,
-                &mut c.executor.key,
-                &mut c.store.path,
-            ] {
-                if p.is_relative() {
-                    *p = dir.join(&*p);
-                }
-            }
+        let mut paths = vec![
+            &mut c.token_file,
+            &mut c.executor.ca,
+            &mut c.executor.cert,
+            &mut c.executor.key,
+            &mut c.store.path,
+        ];
+        if let Some(rb) = c.runbook.as_mut() {
+            paths.push(rb);
         }
+        resolve_relative(path, &mut paths);
         c.validate()?;
         Ok(c)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.listen.parse::<std::net::SocketAddr>().map_err(|_| {
-            invalid(
-                "listen",
-                format!("`{}` is not an address like 127.0.0.1:7420", self.listen),
-            )
-        })?;
+        drydock_daemon::config::socket_addr("listen", &self.listen)?;
         if !self.executor.endpoint.starts_with("https://") {
             return Err(invalid(
                 "executor.endpoint",

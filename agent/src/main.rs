@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use drydock_agent::api::{self, AppState};
-use drydock_agent::config::{Config, LogFormat};
+use drydock_agent::config::Config;
 use drydock_agent::engine::{Engine, EngineConfig};
 use drydock_agent::executor_client::ExecutorClient;
 use drydock_agent::llm::agent_loop::Limits;
@@ -49,15 +49,7 @@ enum Command {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG")
-        .unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match config.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
+    drydock_daemon::logging::init(config.log_format);
     let token = config.token()?;
     let runbook = match &config.runbook {
         Some(path) => Runbook::load(path).context("runbook")?,
@@ -160,23 +152,16 @@ async fn health(addr: &str) -> anyhow::Result<()> {
 }
 
 async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
+    let signal = drydock_daemon::signals::shutdown().await;
+    tracing::info!(%signal, "shutting down");
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve { .. }) {
+        drydock_daemon::process::harden();
+    }
     let result = match cli.command {
         Command::Serve { config } => match Config::load(&config) {
             Ok(c) => serve(c).await,

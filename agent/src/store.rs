@@ -34,11 +34,7 @@ impl Store {
         }
         let conn = Connection::open(path)?;
         // Pending approvals' signatures live here until they are used.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        }
+        drydock_daemon::files::restrict_sqlite(path);
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=NORMAL;

@@ -175,17 +175,18 @@ impl Executor for FakeExecutor {
 
 /// CA, executor and agent certificates, written to `dir`.
 fn certificates(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
     for (name, san) in [("server", "drydock-executor"), ("client", "drydock-agent")] {
         let key = KeyPair::generate().unwrap();
         let cert = CertificateParams::new(vec![san.to_string()])
             .unwrap()
-            .signed_by(&key, &ca, &ca_key)
+            .signed_by(&key, &issuer)
             .unwrap();
         std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
         std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();

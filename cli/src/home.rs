@@ -8,7 +8,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
-use rand::RngCore as _;
 use serde::{Deserialize, Serialize};
 
 use crate::pki;
@@ -183,9 +182,7 @@ fn write_file(path: &Path, content: &str, private: bool) -> anyhow::Result<()> {
 }
 
 fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
+    hex::encode(rand::random::<[u8; 32]>())
 }
 
 /// Write a fresh home. Refuses to overwrite an existing one without `force`.

@@ -5,7 +5,7 @@
 
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -33,7 +33,8 @@ pub enum Usage {
 
 pub struct Authority {
     cert: Certificate,
-    key: KeyPair,
+    key_pem: String,
+    issuer: Issuer<'static, KeyPair>,
 }
 
 impl Authority {
@@ -55,7 +56,11 @@ impl Authority {
         params.not_before = now - Duration::hours(1);
         params.not_after = now + Duration::days(3650);
         let cert = params.self_signed(&key)?;
-        Ok(Authority { cert, key })
+        Ok(Authority {
+            cert,
+            key_pem: key.serialize_pem(),
+            issuer: Issuer::new(params, key),
+        })
     }
 
     pub fn cert_pem(&self) -> String {
@@ -63,7 +68,7 @@ impl Authority {
     }
 
     pub fn key_pem(&self) -> String {
-        self.key.serialize_pem()
+        self.key_pem.clone()
     }
 
     /// Issue a leaf whose common name is its identity, valid for `days`
@@ -98,7 +103,7 @@ impl Authority {
         let start = OffsetDateTime::now_utc() + Duration::days(starts_in_days) - Duration::hours(1);
         params.not_before = start;
         params.not_after = start + Duration::days(days);
-        let cert = params.signed_by(&key, &self.cert, &self.key)?;
+        let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Issued {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),

@@ -94,19 +94,6 @@ fn migrate(conn: &Connection) -> Result<(), AuditError> {
     Ok(())
 }
 
-/// The audit file and its WAL companions are for the executor's user only.
-fn restrict_mode(path: &Path) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.as_os_str().to_os_string();
-            p.push(suffix);
-            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
-        }
-    }
-}
-
 fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
     // A JSON array of fixed positions is an unambiguous encoding.
     let material = serde_json::json!([
@@ -197,7 +184,7 @@ impl AuditLog {
              );",
         )?;
         migrate(&conn)?;
-        restrict_mode(path);
+        drydock_daemon::files::restrict_sqlite(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
         })

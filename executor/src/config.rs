@@ -20,25 +20,9 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_APPROVAL_TTL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("config file {path} is invalid: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("config key `{key}` is invalid: {message}")]
-    Invalid { key: &'static str, message: String },
-}
-
-fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        message: message.into(),
-    }
-}
+pub use drydock_daemon::logging::LogFormat;
+pub use drydock_daemon::ConfigError;
+use drydock_daemon::{config::resolve_relative, invalid};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,14 +48,6 @@ pub struct Config {
     pub http_checks: BTreeMap<String, String>,
     #[serde(default)]
     pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
 }
 
 fn default_listen() -> String {
@@ -215,15 +191,15 @@ fn default_logs_tail() -> u32 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimeoutsConfig {
-    #[serde(default = "default_read", with = "humantime_serde_compat")]
+    #[serde(default = "default_read", with = "drydock_daemon::duration")]
     pub read: Duration,
-    #[serde(default = "default_logs", with = "humantime_serde_compat")]
+    #[serde(default = "default_logs", with = "drydock_daemon::duration")]
     pub logs: Duration,
-    #[serde(default = "default_write", with = "humantime_serde_compat")]
+    #[serde(default = "default_write", with = "drydock_daemon::duration")]
     pub write: Duration,
-    #[serde(default = "default_max_ttl", with = "humantime_serde_compat")]
+    #[serde(default = "default_max_ttl", with = "drydock_daemon::duration")]
     pub max_approval_ttl: Duration,
-    #[serde(default = "default_http", with = "humantime_serde_compat")]
+    #[serde(default = "default_http", with = "drydock_daemon::duration")]
     pub http: Duration,
 }
 
@@ -255,19 +231,6 @@ fn default_http() -> Duration {
     DEFAULT_HTTP_TIMEOUT
 }
 
-/// Durations are written the way humans write them: `5s`, `500ms`, `2m`.
-mod humantime_serde_compat {
-    use serde::{Deserialize, Deserializer};
-    use std::time::Duration;
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
-            serde::de::Error::custom(format!("`{text}` is not a duration like 5s or 500ms ({e})"))
-        })
-    }
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditConfig {
@@ -278,19 +241,17 @@ impl Config {
     /// Read, apply environment overrides, resolve relative paths against the
     /// config file's folder, and validate.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mut config: Config =
-            serde_yaml_ng::from_str(&text).map_err(|e| ConfigError::Parse {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        let mut config: Config = drydock_daemon::load_yaml(path)?;
         config.apply_env(|k| std::env::var(k).ok());
-        if let Some(dir) = path.parent() {
-            config.resolve_paths(dir);
-        }
+        resolve_relative(
+            path,
+            &mut [
+                &mut config.tls.cert,
+                &mut config.tls.key,
+                &mut config.tls.client_ca,
+                &mut config.audit.path,
+            ],
+        );
         config.validate()?;
         Ok(config)
     }
@@ -307,26 +268,8 @@ impl Config {
         }
     }
 
-    fn resolve_paths(&mut self, dir: &Path) {
-        for p in [
-            &mut self.tls.cert,
-            &mut self.tls.key,
-            &mut self.tls.client_ca,
-            &mut self.audit.path,
-        ] {
-            if p.is_relative() {
-                *p = dir.join(&*p);
-            }
-        }
-    }
-
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.listen.parse::<std::net::SocketAddr>().map_err(|_| {
-            invalid(
-                "listen",
-                format!("`{}` is not an address like 127.0.0.1:7443", self.listen),
-            )
-        })?;
+        drydock_daemon::config::socket_addr("listen", &self.listen)?;
         for (key, path) in [
             ("tls.cert", &self.tls.cert),
             ("tls.key", &self.tls.key),
@@ -339,7 +282,7 @@ impl Config {
                 ));
             }
         }
-        check_private_file_mode("tls.key", &self.tls.key)?;
+        drydock_daemon::files::check_private("tls.key", &self.tls.key)?;
         if self.tls.allowed_clients.is_empty() {
             return Err(invalid(
                 "tls.allowed_clients",
@@ -428,22 +371,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// A private key readable by others is refused: it would let any local user
-/// impersonate the executor.
-fn check_private_file_mode(key: &'static str, path: &Path) -> Result<(), ConfigError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let meta = std::fs::metadata(path)
-            .map_err(|e| invalid(key, format!("cannot stat {}: {e}", path.display())))?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(invalid(key, format!("{} has mode {mode:o}; private keys must not be readable by group or others (chmod 600)", path.display())));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

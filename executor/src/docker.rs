@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bollard::container::{
-    InspectContainerOptions, ListContainersOptions, LogOutput, LogsOptions,
-    RestartContainerOptions, StartContainerOptions,
+use bollard::container::LogOutput;
+use bollard::query_parameters::{
+    InspectContainerOptions, ListContainersOptions, LogsOptions, RestartContainerOptions,
+    StartContainerOptions, StatsOptions, StopContainerOptions,
 };
-use bollard::container::{StatsOptions, StopContainerOptions};
 use bollard::Docker;
 use futures::StreamExt as _;
 use std::sync::{Arc, RwLock};
@@ -27,7 +27,7 @@ const NEGOTIATE_RETRY: Duration = Duration::from_secs(5);
 /// One log line longer than this is cut (a binary blob printed to stdout).
 const MAX_LINE_BYTES: usize = 16 * 1024;
 /// Grace period Docker gives a container to stop before it kills it.
-const RESTART_STOP_GRACE_SECS: isize = 10;
+const RESTART_STOP_GRACE_SECS: i32 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
@@ -324,7 +324,7 @@ impl DockerAdapter {
         let containers = self
             .read("list", self.timeouts.read, || async {
                 self.client()
-                    .list_containers(Some(ListContainersOptions::<String> {
+                    .list_containers(Some(ListContainersOptions {
                         all,
                         ..Default::default()
                     }))
@@ -343,7 +343,7 @@ impl DockerAdapter {
                     .trim_start_matches('/')
                     .to_string(),
                 image: c.image.unwrap_or_default(),
-                state: c.state.unwrap_or_default(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                 status: c.status.unwrap_or_default(),
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
                 public_ports: {
@@ -489,10 +489,12 @@ impl DockerAdapter {
         self.read("logs", self.timeouts.logs, || async move {
             let mut stream = self.client().logs(
                 id,
-                Some(LogsOptions::<String> {
+                Some(LogsOptions {
                     stdout: query.stdout,
                     stderr: query.stderr,
-                    since: query.since,
+                    // The engine API's `since` is a 32-bit timestamp in
+                    // bollard; a time past 2038 asks for nothing yet.
+                    since: i32::try_from(query.since).unwrap_or(i32::MAX),
                     tail: query.tail.to_string(),
                     ..Default::default()
                 }),
@@ -577,7 +579,8 @@ impl DockerAdapter {
             client.restart_container(
                 id,
                 Some(RestartContainerOptions {
-                    t: RESTART_STOP_GRACE_SECS,
+                    t: Some(RESTART_STOP_GRACE_SECS),
+                    ..Default::default()
                 }),
             ),
         )
@@ -589,7 +592,7 @@ impl DockerAdapter {
         self.write_once(
             "start",
             id,
-            client.start_container(id, None::<StartContainerOptions<String>>),
+            client.start_container(id, None::<StartContainerOptions>),
         )
         .await
     }
@@ -603,7 +606,8 @@ impl DockerAdapter {
             client.stop_container(
                 id,
                 Some(StopContainerOptions {
-                    t: RESTART_STOP_GRACE_SECS as i64,
+                    t: Some(RESTART_STOP_GRACE_SECS),
+                    ..Default::default()
                 }),
             ),
         )
@@ -629,56 +633,57 @@ impl DockerAdapter {
                 }
             })
             .await?;
-        let cpus = s
-            .cpu_stats
+        let cpu = s.cpu_stats.unwrap_or_default();
+        let precpu = s.precpu_stats.unwrap_or_default();
+        let usage = cpu.cpu_usage.clone().unwrap_or_default();
+        let pre_usage = precpu.cpu_usage.unwrap_or_default();
+        let cpus = cpu
             .online_cpus
-            .map(|n| n as u32)
-            .or_else(|| {
-                s.cpu_stats
-                    .cpu_usage
-                    .percpu_usage
-                    .as_ref()
-                    .map(|v| v.len() as u32)
-            })
+            .or_else(|| usage.percpu_usage.as_ref().map(|v| v.len() as u32))
             .unwrap_or(1);
         let (rx, tx) = s
             .networks
             .as_ref()
             .map(|n| {
-                n.values()
-                    .fold((0, 0), |(r, t), v| (r + v.rx_bytes, t + v.tx_bytes))
+                n.values().fold((0u64, 0u64), |(r, t), v| {
+                    (
+                        r.saturating_add(v.rx_bytes.unwrap_or(0)),
+                        t.saturating_add(v.tx_bytes.unwrap_or(0)),
+                    )
+                })
             })
             .unwrap_or((0, 0));
         let (read, write) = s
             .blkio_stats
-            .io_service_bytes_recursive
-            .as_ref()
+            .and_then(|b| b.io_service_bytes_recursive)
             .map(|entries| {
-                entries.iter().fold((0, 0), |(r, w), e| {
-                    match e.op.to_ascii_lowercase().as_str() {
-                        "read" => (r + e.value, w),
-                        "write" => (r, w + e.value),
+                entries.iter().fold((0u64, 0u64), |(r, w), e| {
+                    let value = e.value.unwrap_or(0);
+                    match e.op.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                        Some("read") => (r.saturating_add(value), w),
+                        Some("write") => (r, w.saturating_add(value)),
                         _ => (r, w),
                     }
                 })
             })
             .unwrap_or((0, 0));
+        let memory = s.memory_stats.unwrap_or_default();
         Ok(StatsSnapshot {
             cpu_percent: cpu_percent(
-                s.cpu_stats.cpu_usage.total_usage,
-                s.precpu_stats.cpu_usage.total_usage,
-                s.cpu_stats.system_cpu_usage.unwrap_or(0),
-                s.precpu_stats.system_cpu_usage.unwrap_or(0),
+                usage.total_usage.unwrap_or(0),
+                pre_usage.total_usage.unwrap_or(0),
+                cpu.system_cpu_usage.unwrap_or(0),
+                precpu.system_cpu_usage.unwrap_or(0),
                 cpus,
             ),
             online_cpus: cpus,
-            memory_usage: s.memory_stats.usage.unwrap_or(0),
-            memory_limit: s.memory_stats.limit.unwrap_or(0),
+            memory_usage: memory.usage.unwrap_or(0),
+            memory_limit: memory.limit.unwrap_or(0),
             network_rx: rx,
             network_tx: tx,
             block_read: read,
             block_write: write,
-            pids: s.pids_stats.current.unwrap_or(0),
+            pids: s.pids_stats.and_then(|p| p.current).unwrap_or(0),
         })
     }
 }

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use drydock_executor::{
     audit::AuditLog,
-    config::{Config, LogFormat},
+    config::Config,
     server,
 };
 
@@ -70,28 +70,17 @@ enum AuditCommand {
     },
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRYDOCK_LOG")
-        .unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve { config } => {
+            drydock_daemon::process::harden();
             let config = Config::load(&config)?;
-            init_logging(config.log_format);
+            drydock_daemon::logging::init(config.log_format);
             let running = server::start(config).await?;
             let stop = running.shutdown_handle();
             tokio::spawn(async move {
-                wait_for_signal().await;
-                tracing::info!("shutting down: finishing in-flight calls");
+                let signal = drydock_daemon::signals::shutdown().await;
+                tracing::info!(%signal, "shutting down: finishing in-flight calls");
                 let _ = stop.send(true);
             });
             running.wait().await?;
@@ -175,21 +164,6 @@ async fn health(
     } else {
         ExitCode::from(1)
     })
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[tokio::main]

@@ -89,7 +89,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         .await
         .with_context(|| format!("listen {}", config.listen))?;
     let local_addr = listener.local_addr()?;
-    let (mut health_reporter, health_service) = tonic_health::server::health_reporter();
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<ExecutorServer<ExecutorService>>()
         .await;

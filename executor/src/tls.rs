@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_rustls::rustls::{
     self,
-    pki_types::{CertificateDer, PrivateKeyDer},
+    pki_types::{pem::PemObject as _, CertificateDer, PrivateKeyDer},
     server::WebPkiClientVerifier,
     RootCertStore, ServerConfig,
 };
@@ -27,6 +27,12 @@ pub enum TlsError {
         path: String,
         what: &'static str,
     },
+    #[error("{key} file {path} is not valid PEM: {message}")]
+    Pem {
+        key: &'static str,
+        path: String,
+        message: String,
+    },
     #[error("TLS configuration rejected: {0}")]
     Rustls(String),
 }
@@ -40,12 +46,12 @@ pub fn load_certs(
         path: path.display().to_string(),
         source,
     })?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut data.as_slice())
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&data)
         .collect::<Result<_, _>>()
-        .map_err(|source| TlsError::Read {
+        .map_err(|e| TlsError::Pem {
             key,
             path: path.display().to_string(),
-            source,
+            message: e.to_string(),
         })?;
     if certs.is_empty() {
         return Err(TlsError::Empty {
@@ -63,17 +69,18 @@ pub fn load_key(key: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>
         path: path.display().to_string(),
         source,
     })?;
-    rustls_pemfile::private_key(&mut data.as_slice())
-        .map_err(|source| TlsError::Read {
-            key,
-            path: path.display().to_string(),
-            source,
-        })?
-        .ok_or_else(|| TlsError::Empty {
+    PrivateKeyDer::from_pem_slice(&data).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::Empty {
             key,
             path: path.display().to_string(),
             what: "PEM private key",
-        })
+        },
+        other => TlsError::Pem {
+            key,
+            path: path.display().to_string(),
+            message: other.to_string(),
+        },
+    })
 }
 
 pub fn server_config(

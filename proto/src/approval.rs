@@ -10,7 +10,6 @@
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
-use rand::RngCore as _;
 use serde::{Deserialize, Serialize};
 
 /// Prefix mixed into every signed message.
@@ -99,9 +98,7 @@ pub enum ApprovalFormatError {
 impl ApprovalClaims {
     /// Fresh random nonce for a new approval.
     pub fn new_nonce() -> String {
-        let mut bytes = [0u8; 16];
-        rand::thread_rng().fill_bytes(&mut bytes);
-        hex::encode(bytes)
+        hex::encode(rand::random::<[u8; 16]>())
     }
 
     /// Serialize once; these bytes are what gets signed and sent.
@@ -174,8 +171,10 @@ pub fn parse_secret_key(text: &str) -> Result<SigningKey, ApprovalFormatError> {
     Ok(SigningKey::from_bytes(&raw))
 }
 
+/// A new approver key. `rand`'s thread generator is a CSPRNG seeded (and
+/// periodically reseeded) from the operating system.
 pub fn generate_signing_key() -> SigningKey {
-    SigningKey::generate(&mut rand::rngs::OsRng)
+    SigningKey::from_bytes(&rand::random::<[u8; 32]>())
 }
 
 fn decode_prefixed(text: &str, prefix: &'static str) -> Result<[u8; 32], ApprovalFormatError> {
