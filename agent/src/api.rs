@@ -116,6 +116,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/requests", post(create_request).get(list_requests))
         .route("/api/v1/requests/{id}", get(get_request))
         .route("/api/v1/requests/{id}/events", get(events))
+        .route("/api/v1/requests/{id}/timeline", get(timeline))
+        .route("/api/v1/executor", get(executor_status))
         .route("/api/v1/requests/{id}/cancel", post(cancel))
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}/approve", post(approve))
@@ -220,6 +222,39 @@ async fn get_request(
         .map_err(EngineError::from)?
         .ok_or(EngineError::RequestNotFound(id))?;
     Ok(Json(req.for_api()).into_response())
+}
+
+/// The request's stored events as one JSON array (what the SSE stream would
+/// replay), for `drydock show` and scripts that do not want a stream.
+async fn timeline(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
+    let store = s.engine.store();
+    store
+        .get(&id)
+        .map_err(EngineError::from)?
+        .ok_or_else(|| EngineError::RequestNotFound(id.clone()))?;
+    let events = store.events_after(&id, 0).map_err(EngineError::from)?;
+    Ok(Json(events).into_response())
+}
+
+/// Whether the agent reaches the executor over mTLS right now, and the
+/// executor's policy as it answered (actions, trusted approvers' public keys,
+/// scope). `drydock doctor` relies on it.
+async fn executor_status(State(s): State<AppState>) -> Response {
+    let started = std::time::Instant::now();
+    match s.engine.executor_policy().await {
+        Ok(policy) => Json(json!({
+            "reachable": true,
+            "latency_ms": started.elapsed().as_millis() as u64,
+            "policy": policy,
+        }))
+        .into_response(),
+        Err(e) => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "executor unreachable",
+            format!("the agent cannot use the executor: {e}"),
+        )
+        .into_response(),
+    }
 }
 
 #[derive(Deserialize)]

@@ -10,8 +10,8 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView, HttpCheckView,
-    LogLineView, LogsView, PolicyView, StatsView,
+    ApproverView, ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView,
+    HttpCheckView, LogLineView, LogsView, PolicyView, StatsView,
 };
 
 /// A refusal or failure reported by the executor, with its gRPC code.
@@ -231,6 +231,15 @@ impl ExecutorClient {
             approver_ids: r.approver_ids,
             logs_max_lines: r.logs_max_lines,
             http_checks: r.http_checks,
+            approvers: r
+                .approvers
+                .into_iter()
+                .map(|a| ApproverView {
+                    id: a.id,
+                    public_key: a.public_key,
+                })
+                .collect(),
+            allow_names: r.scope.map(|s| s.allow_names).unwrap_or_default(),
         })
     }
 

@@ -371,6 +371,18 @@ pub struct PolicyView {
     /// Services the executor has an HTTP check for.
     #[serde(default)]
     pub http_checks: Vec<String>,
+    /// Trusted approvers' public keys (`ed25519:<base64>`), by id.
+    #[serde(default)]
+    pub approvers: Vec<ApproverView>,
+    /// Name selectors of the executor's target scope (`*` is everything).
+    #[serde(default)]
+    pub allow_names: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ApproverView {
+    pub id: String,
+    pub public_key: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

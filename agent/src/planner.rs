@@ -375,6 +375,8 @@ mod tests {
         approver_ids: vec![],
         logs_max_lines: 500,
         http_checks: vec![],
+        approvers: vec![],
+        allow_names: vec![],
     };
 
     #[test]

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use nix::sys::signal::Signal;
 
 use crate::client::AgentClient;
 use crate::home::Home;
@@ -48,6 +49,11 @@ fn require_binary(name: &str) -> anyhow::Result<PathBuf> {
             name.to_ascii_uppercase().replace('-', "_")
         )
     })
+}
+
+fn signal(pid: u32, sig: Signal) -> nix::Result<()> {
+    let pid = i32::try_from(pid).map_err(|_| nix::errno::Errno::ESRCH)?;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig)
 }
 
 /// Alive and not a zombie.
@@ -206,21 +212,12 @@ pub async fn down(home: &Home) -> anyhow::Result<Vec<String>> {
             let _ = std::fs::remove_file(home.pid(daemon));
             continue;
         };
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(pid.to_string())
-            .status()
-            .context("cannot run `kill`")?;
-        if !status.success() {
-            bail!("could not signal {daemon} (pid {pid})");
-        }
+        signal(pid, Signal::SIGTERM)
+            .with_context(|| format!("could not signal {daemon} (pid {pid})"))?;
         let started = Instant::now();
         while pid_alive(pid) {
             if started.elapsed() > STOP_TIMEOUT {
-                let _ = Command::new("kill")
-                    .arg("-KILL")
-                    .arg(pid.to_string())
-                    .status();
+                let _ = signal(pid, Signal::SIGKILL);
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

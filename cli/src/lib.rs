@@ -11,3 +11,4 @@ pub mod demo;
 pub mod fixture;
 pub mod home;
 pub mod pki;
+pub mod term;

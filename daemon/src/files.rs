@@ -97,8 +97,13 @@ mod tests {
         check_private("tls.key", &key).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
         let err = check_private("tls.key", &key).unwrap_err().to_string();
-        assert!(err.contains("tls.key") && err.contains("chmod 600"), "{err}");
-        let err = check_private("tls.key", dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("tls.key") && err.contains("chmod 600"),
+            "{err}"
+        );
+        let err = check_private("tls.key", dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a regular file"), "{err}");
     }
 

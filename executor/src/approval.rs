@@ -84,6 +84,17 @@ impl ApprovalVerifier {
         ids
     }
 
+    /// `(id, "ed25519:<base64>")` of every trusted approver, sorted by id.
+    pub fn approver_keys(&self) -> Vec<(String, String)> {
+        let mut keys: Vec<(String, String)> = self
+            .keys
+            .iter()
+            .map(|(id, k)| (id.clone(), approval::format_public_key(k)))
+            .collect();
+        keys.sort();
+        keys
+    }
+
     pub fn verify(
         &self,
         input: Option<ApprovalInput<'_>>,

@@ -6,11 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use drydock_executor::{
-    audit::AuditLog,
-    config::Config,
-    server,
-};
+use drydock_executor::{audit::AuditLog, config::Config, server};
 
 #[derive(Parser)]
 #[command(

@@ -61,6 +61,11 @@ impl Policy {
         Policy { targets, actions }
     }
 
+    /// The configured selectors, as the operator wrote them.
+    pub fn targets(&self) -> &TargetsConfig {
+        &self.targets
+    }
+
     pub fn action_enabled(&self, action: WriteAction) -> bool {
         match action {
             WriteAction::Start => self.actions.start.enabled,

@@ -1,0 +1,213 @@
+//! Approve: each write step becomes exact claims (action, full container
+//! id, request, plan digest, expiry, nonce) that a human signs with the
+//! approver key; the agent only stores the signature, the executor checks
+//! it. The worker waits here until every step is approved, one is rejected,
+//! or one expires.
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use drydock_proto::approval::{ApprovalClaims, WriteAction, CLAIMS_VERSION};
+use serde_json::json;
+
+use super::{Engine, EngineError, Stop};
+use crate::model::*;
+
+impl Engine {
+    /// One approval request per write step: exact claims for a human to
+    /// sign, valid for the configured TTL, each with a fresh nonce.
+    pub(super) fn approval_requests(&self, id: &str, plan: &Plan) -> Vec<ApprovalRecord> {
+        let now = unix_now();
+        let expires_at = now + self.config.approval_ttl.as_secs() as i64;
+        plan.steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let action = WriteAction::parse(&s.action)?;
+                let claims = ApprovalClaims {
+                    version: CLAIMS_VERSION,
+                    approval_id: format!("apr-{}", uuid::Uuid::new_v4().simple()),
+                    request_id: id.to_string(),
+                    action,
+                    container_id: s.target.container_id.clone(),
+                    container_name: s.target.container_name.clone(),
+                    plan_digest: plan.digest.clone(),
+                    issued_at: now,
+                    expires_at,
+                    nonce: ApprovalClaims::new_nonce(),
+                };
+                Some(ApprovalRecord {
+                    id: claims.approval_id.clone(),
+                    request_id: id.to_string(),
+                    step: i,
+                    status: ApprovalStatus::Pending,
+                    claims: B64.encode(claims.encode()),
+                    expires_at,
+                    key_id: None,
+                    signature: None,
+                    decided_at: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Approvals of the current plan (the newest round of them).
+    pub(super) fn current_approvals(req: &Request) -> Vec<ApprovalRecord> {
+        let n = req.plan.as_ref().map(|p| p.steps.len()).unwrap_or(0);
+        let start = req.approvals.len().saturating_sub(n);
+        req.approvals[start..].to_vec()
+    }
+
+    pub(super) async fn wait_for_approval(&self, req: &Request) -> Result<bool, Stop> {
+        let id = &req.id;
+        let control = self.control(id);
+        loop {
+            self.check_canceled(id)?;
+            let notified = control.notify.notified();
+            let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+            if req.status != Status::WaitingApproval {
+                return Ok(!req.status.is_terminal());
+            }
+            let current = Self::current_approvals(&req);
+            if current.iter().any(|a| a.status == ApprovalStatus::Rejected) {
+                self.finish(
+                    id,
+                    Status::Rejected,
+                    "the operator rejected the plan; nothing was changed".into(),
+                )
+                .await?;
+                return Ok(false);
+            }
+            if !current.is_empty() && current.iter().all(|a| a.status == ApprovalStatus::Approved) {
+                self.set_status(id, Status::Executing, "approved; executing")
+                    .await?;
+                return Ok(true);
+            }
+            let now = unix_now();
+            let expired: Vec<String> = current
+                .iter()
+                .filter(|a| a.status == ApprovalStatus::Pending && a.expires_at <= now)
+                .map(|a| a.id.clone())
+                .collect();
+            if !expired.is_empty() {
+                self.update(id, "approval_expired", json!({"approvals": expired}), |r| {
+                    for a in r.approvals.iter_mut().filter(|a| expired.contains(&a.id)) {
+                        a.status = ApprovalStatus::Expired;
+                    }
+                })
+                .await?;
+                self.finish(
+                    id,
+                    Status::Failed,
+                    "the approval expired before anyone approved it; nothing was changed".into(),
+                )
+                .await?;
+                return Ok(false);
+            }
+            let next_expiry = current
+                .iter()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .map(|a| a.expires_at)
+                .min()
+                .unwrap_or(now + 1);
+            let wait = Duration::from_secs((next_expiry - now).clamp(1, 3600) as u64);
+            let _ = tokio::time::timeout(wait, notified).await;
+        }
+    }
+
+    pub fn pending_approvals(&self) -> Result<Vec<(Request, ApprovalRecord)>, EngineError> {
+        let mut out = Vec::new();
+        for req in self.store.unfinished()? {
+            for a in Self::current_approvals(&req) {
+                if a.status == ApprovalStatus::Pending && req.status == Status::WaitingApproval {
+                    out.push((req.clone(), a));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn find_approval(
+        &self,
+        approval_id: &str,
+    ) -> Result<(Request, ApprovalRecord), EngineError> {
+        for req in self.store.unfinished()? {
+            if let Some(a) = req.approvals.iter().find(|a| a.id == approval_id) {
+                return Ok((req.clone(), a.clone()));
+            }
+        }
+        Err(EngineError::ApprovalNotFound(approval_id.to_string()))
+    }
+
+    /// Record a signature. The agent cannot check it (it holds no approver
+    /// keys) beyond its shape; the executor verifies it.
+    pub async fn approve(
+        &self,
+        approval_id: &str,
+        key_id: &str,
+        signature_b64: &str,
+    ) -> Result<Request, EngineError> {
+        let signature = B64
+            .decode(signature_b64)
+            .map_err(|_| EngineError::InvalidApproval("signature is not base64".into()))?;
+        if signature.len() != 64 {
+            return Err(EngineError::InvalidApproval(
+                "signature must be 64 bytes (Ed25519)".into(),
+            ));
+        }
+        if key_id.is_empty() || key_id.len() > 64 {
+            return Err(EngineError::InvalidApproval(
+                "key_id must be 1 to 64 characters".into(),
+            ));
+        }
+        self.decide(
+            approval_id,
+            ApprovalStatus::Approved,
+            Some((key_id.to_string(), signature_b64.to_string())),
+        )
+        .await
+    }
+
+    pub async fn reject(&self, approval_id: &str) -> Result<Request, EngineError> {
+        self.decide(approval_id, ApprovalStatus::Rejected, None)
+            .await
+    }
+
+    pub(super) async fn decide(
+        &self,
+        approval_id: &str,
+        status: ApprovalStatus,
+        signed: Option<(String, String)>,
+    ) -> Result<Request, EngineError> {
+        let (req, _) = self.find_approval(approval_id)?;
+        let kind = if status == ApprovalStatus::Approved {
+            "approved"
+        } else {
+            "rejected"
+        };
+        let updated = self
+            .try_update(&req.id, "approval_decided", json!({"approval_id": approval_id, "decision": kind, "key_id": signed.as_ref().map(|s| &s.0)}), |r| {
+                let waiting = r.status == Status::WaitingApproval;
+                let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) else {
+                    return Err(EngineError::ApprovalNotFound(approval_id.into()));
+                };
+                if rec.status != ApprovalStatus::Pending || !waiting {
+                    return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: format!("{:?}", rec.status).to_lowercase() });
+                }
+                if rec.expires_at <= unix_now() {
+                    return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: "expired".into() });
+                }
+                rec.status = status;
+                rec.decided_at = Some(now_rfc3339());
+                if let Some((key_id, sig)) = &signed {
+                    rec.key_id = Some(key_id.clone());
+                    rec.signature = Some(sig.clone());
+                }
+                Ok(())
+            })
+            .await?;
+        self.control(&req.id).notify.notify_one();
+        Ok(updated)
+    }
+}

@@ -1,0 +1,127 @@
+//! A cause that points at a dependency ("connection refused to db:5432")
+//! is followed to the container behind the name — compose service, name,
+//! address, then network alias — and that container's state becomes
+//! evidence and a cause of its own, so the plan can start it first.
+
+use super::{Engine, RunbookEvidence, Stop};
+use crate::dependency;
+use crate::model::*;
+use crate::planner;
+use crate::rules;
+
+impl Engine {
+    /// When the fault involves a dependency, find the container behind the
+    /// name the logs (or the runbook) give, inspect it, and say what state
+    /// it is in, as evidence and as a cause.
+    pub(super) async fn examine_dependency(
+        &self,
+        req: &Request,
+        finding: &rules::Finding,
+        c: &ContainerView,
+        logs_ev: &str,
+    ) -> Result<Option<Cause>, Stop> {
+        let id = &req.id;
+        if !finding
+            .diagnosis
+            .causes
+            .iter()
+            .any(|c| c.class == FaultClass::DependencyUnavailable)
+        {
+            return Ok(None);
+        }
+        let runbook_dep = Self::latest_of::<RunbookEvidence>(req, "runbook")
+            .and_then(|r| r.depends_on.first().cloned());
+        let named = finding
+            .detail
+            .as_deref()
+            .and_then(|d| dependency::parse(d, "log"))
+            .or_else(|| {
+                finding
+                    .matched_line
+                    .as_deref()
+                    .and_then(dependency::from_line)
+            })
+            .or_else(|| {
+                runbook_dep
+                    .as_deref()
+                    .and_then(|d| dependency::parse(d, "runbook"))
+            });
+        let Some(named) = named else { return Ok(None) };
+        let containers: Vec<ContainerSummaryView> =
+            Self::latest_of(req, "container_list").unwrap_or_default();
+        let project = c.labels.get(COMPOSE_PROJECT_LABEL).map(String::as_str);
+        let found = dependency::find(&named, project, &containers)
+            .filter(|d| d.id != c.id)
+            .cloned();
+        let container = match &found {
+            Some(summary) => match self.executor.inspect(id, &summary.id).await {
+                Ok(view) => Some(view),
+                Err(e) => {
+                    tracing::warn!(request_id = %id, error = %e, "cannot inspect the dependency");
+                    None
+                }
+            },
+            None => {
+                self.find_by_network_alias(id, &named.host, c, &containers)
+                    .await
+            }
+        };
+        let state = planner::DependencyState {
+            named: named.display(),
+            source: named.source.into(),
+            container: container.clone(),
+        };
+        let (summary, reason) = match &container {
+            Some(d) => (
+                format!("{} is container {}: state={} health={}", named.display(), d.name, d.status, d.health_status),
+                format!("{} cannot reach {}; that is container {}, which is {}{}", c.name, named.display(), d.name, d.status, if d.health_status != "none" { format!(" and {}", d.health_status) } else { String::new() }),
+            ),
+            None => (
+                format!("no container behind {}", named.display()),
+                format!("{} cannot reach {}, and no container by that name, compose service or address exists", c.name, named.display()),
+            ),
+        };
+        let ev = self
+            .add_evidence(
+                id,
+                "dependency",
+                "InspectContainer",
+                serde_json::to_value(&state).unwrap_or_default(),
+                summary,
+            )
+            .await?;
+        Ok(Some(Cause {
+            class: FaultClass::DependencyUnavailable,
+            reason,
+            confidence: 0.8,
+            evidence_ids: vec![ev, logs_ev.to_string()],
+        }))
+    }
+
+    /// Network aliases (`--network-alias db`, compose service aliases) are
+    /// only visible in inspect output: look at the containers sharing a
+    /// network with the target, a bounded number of them.
+    pub(super) async fn find_by_network_alias(
+        &self,
+        id: &str,
+        host: &str,
+        target: &ContainerView,
+        containers: &[ContainerSummaryView],
+    ) -> Option<ContainerView> {
+        const MAX_INSPECTED: usize = 30;
+        for summary in containers
+            .iter()
+            .filter(|s| s.id != target.id)
+            .take(MAX_INSPECTED)
+        {
+            let Ok(view) = self.executor.inspect(id, &summary.id).await else {
+                continue;
+            };
+            let shares_network = view.networks.iter().any(|n| target.networks.contains(n));
+            if shares_network && view.aliases.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+                return Some(view);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,218 @@
+//! Diagnose: the rules engine names the cause from the evidence; with a
+//! model configured, the model investigates with read-only tools and the
+//! rules engine stands behind it for whatever it cannot deliver.
+
+use serde_json::json;
+
+use super::{Engine, EngineJournal, Stop};
+use crate::llm::investigate::{self, Verdict};
+use crate::model::*;
+use crate::rules::{self, Observation};
+
+impl Engine {
+    /// The rules engine's reading of the target's newest evidence, with the
+    /// state of a dependency it points at; `None` without evidence.
+    async fn analyze(&self, req: &Request) -> Result<Option<Diagnosis>, Stop> {
+        let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
+            return Ok(None);
+        };
+        let finding = rules::diagnose(&Observation {
+            container: &c,
+            container_evidence: &ins,
+            logs: &logs,
+            logs_evidence: &logs_ev,
+        });
+        let mut diagnosis = finding.diagnosis.clone();
+        if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
+            diagnosis.causes.push(cause);
+        }
+        Ok(Some(diagnosis))
+    }
+
+    pub(super) async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
+        match self.config.llm.clone() {
+            Some(setup) => self.diagnose_with_model(req, &setup).await,
+            None => self.diagnose_with_rules(req, None, None).await,
+        }
+    }
+
+    /// The model investigates; whatever it cannot deliver, the rules engine
+    /// does, and the request says so (an `llm_fallback` event and a note in
+    /// the diagnosis).
+    pub(super) async fn diagnose_with_model(
+        &self,
+        req: &Request,
+        setup: &investigate::Setup,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        // The analyzer's view, as the rules path would have it, including
+        // the dependency's state.
+        let analyzer = self.analyze(req).await?;
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        self.update(
+            id,
+            "llm_started",
+            json!({"model": setup.provider.model, "analyzer": analyzer.as_ref().map(|d| &d.summary)}),
+            |_| {},
+        )
+        .await?;
+        let mut cancel = self.control(id).cancel.subscribe();
+        let journal = EngineJournal { engine: self, id };
+        let report = investigate::investigate(
+            setup,
+            investigate::Input {
+                request: &req,
+                analyzer: analyzer.as_ref(),
+                policy: Self::latest_policy(&req),
+            },
+            &self.executor,
+            &journal,
+            &mut cancel,
+        )
+        .await;
+        let usage = report.usage;
+        let turns = report.turns;
+        self.update(
+            id,
+            "llm_usage",
+            json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "model_calls": turns}),
+            |r| {
+                let u = r.llm_usage.get_or_insert_with(LlmUsage::default);
+                u.prompt_tokens += usage.prompt_tokens;
+                u.completion_tokens += usage.completion_tokens;
+                u.model_calls += turns;
+            },
+        )
+        .await?;
+        match report.verdict {
+            Verdict::Canceled => Err(Stop::Canceled),
+            Verdict::Answer {
+                answer,
+                evidence_ids,
+            } => {
+                self.update(
+                    id,
+                    "answer",
+                    json!({"answer": answer, "evidence_ids": evidence_ids}),
+                    |_| {},
+                )
+                .await?;
+                self.finish(id, Status::Completed, answer).await?;
+                Ok(false)
+            }
+            Verdict::Clarify { question } => {
+                self.finish(id, Status::NeedsClarification, question)
+                    .await?;
+                Ok(false)
+            }
+            Verdict::Fallback { reason } => {
+                tracing::warn!(request_id = %id, reason = %reason, "falling back to the rules engine");
+                self.update(
+                    id,
+                    "llm_fallback",
+                    json!({"message": format!("{reason}; the rules engine decides")}),
+                    |_| {},
+                )
+                .await?;
+                if req.target.is_none() {
+                    let outcome = Self::clarification(&req.message, &req.candidates);
+                    self.finish(id, Status::NeedsClarification, outcome).await?;
+                    return Ok(false);
+                }
+                self.diagnose_with_rules(&req, Some(reason), analyzer).await
+            }
+            Verdict::Diagnosis {
+                mut diagnosis,
+                plan,
+                note,
+            } => {
+                if let Some(note) = &note {
+                    self.update(
+                        id,
+                        "llm_fallback",
+                        json!({"message": format!("{note}; the rules planner plans from the model's diagnosis")}),
+                        |_| {},
+                    )
+                    .await?;
+                }
+                if let Some(note) = &note {
+                    diagnosis.summary = format!(
+                        "{} (planned by the rules planner: {note})",
+                        diagnosis.summary
+                    );
+                }
+                self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
+                    r.diagnosis = Some(diagnosis.clone())
+                })
+                .await?;
+                if req.options.diagnose_only || req.target.is_none() {
+                    let outcome = format!(
+                        "diagnosis: {} (confidence {:.0}%). {}",
+                        diagnosis.summary,
+                        diagnosis.confidence * 100.0,
+                        if req.options.diagnose_only {
+                            "Suggest-only mode: no plan was proposed."
+                        } else {
+                            "No single target container, so no plan."
+                        }
+                    );
+                    self.finish(id, Status::Completed, outcome).await?;
+                    return Ok(false);
+                }
+                if let Some(plan) = plan {
+                    self.llm_plans
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id.clone(), plan);
+                }
+                self.set_status(id, Status::Planning, "planning").await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The rules engine's diagnosis. `model_note` says why a configured model
+    /// did not decide (it is appended to the summary).
+    pub(super) async fn diagnose_with_rules(
+        &self,
+        req: &Request,
+        model_note: Option<String>,
+        analyzed: Option<Diagnosis>,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        // The model path already ran the rules (and looked at the
+        // dependency); do not look twice.
+        let mut diagnosis = match analyzed {
+            Some(d) => d,
+            None => match self.analyze(req).await? {
+                Some(d) => d,
+                None => {
+                    self.finish(id, Status::Failed, "no evidence to diagnose".into())
+                        .await?;
+                    return Ok(false);
+                }
+            },
+        };
+        if let Some(note) = model_note {
+            diagnosis.summary = format!(
+                "{} (diagnosed by the rules engine: {note})",
+                diagnosis.summary
+            );
+        }
+        self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
+            r.diagnosis = Some(diagnosis.clone())
+        })
+        .await?;
+        if req.options.diagnose_only {
+            let outcome = format!(
+                "diagnosis: {} (confidence {:.0}%). Suggest-only mode: no plan was proposed.",
+                diagnosis.summary,
+                diagnosis.confidence * 100.0
+            );
+            self.finish(id, Status::Completed, outcome).await?;
+            return Ok(false);
+        }
+        self.set_status(id, Status::Planning, "planning").await?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,459 @@
+//! The request engine: one worker per request walks it through the
+//! lifecycle (`lifecycle.rs` holds the table), one module per phase:
+//!
+//! - `observe`: find the target, read its state, logs, stats and the
+//!   executor's policy as evidence;
+//! - `diagnose`: the rules engine (and the model, when configured) name the
+//!   cause; `dependency` examines a dependency the cause points at;
+//! - `plan`: steps the executor's policy allows, or advice instead of a write;
+//! - `approve`: exact claims for each write, then waiting for a human's
+//!   signature (and the API side of approving and rejecting);
+//! - `execute`: send each approved write once, never again;
+//! - `verify`: running, healthy, stable, then the HTTP check.
+//!
+//! Each transition is saved with its event before the next step starts, so a
+//! restarted agent resumes from the store: waiting approvals keep waiting,
+//! and a request caught mid-execution is re-verified, never re-executed.
+
+mod approve;
+mod dependency;
+mod diagnose;
+mod execute;
+pub mod lifecycle;
+mod observe;
+mod plan;
+mod verify;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::{broadcast, watch, Notify};
+
+use crate::executor_client::{ExecutorClient, ExecutorError};
+use crate::llm::investigate;
+use crate::llm::tools::Journal;
+use crate::model::*;
+use crate::runbook::Runbook;
+use crate::store::{Store, StoreError};
+
+/// Without a healthcheck, a container must stay up this long after an action.
+const STABLE_FOR: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub approval_ttl: Duration,
+    pub max_iterations: u32,
+    pub verify_max_wait: Duration,
+    pub verify_poll: Duration,
+    pub logs_tail: u32,
+    pub runbook: Arc<Runbook>,
+    /// Model-backed investigation; `None` (the default) is rules only.
+    pub llm: Option<Arc<investigate::Setup>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("request {0} not found")]
+    RequestNotFound(String),
+    #[error("approval {0} not found")]
+    ApprovalNotFound(String),
+    #[error("approval {id} is {status}, not pending")]
+    ApprovalNotPending { id: String, status: String },
+    #[error("invalid approval: {0}")]
+    InvalidApproval(String),
+    #[error("request {id} is already {status}")]
+    AlreadyFinished { id: String, status: String },
+}
+
+/// How a worker learns that something changed under it.
+struct Control {
+    notify: Notify,
+    canceled: AtomicBool,
+    /// The same cancellation, for code that must be interrupted mid-await
+    /// (a streaming model answer, a retry backoff).
+    cancel: watch::Sender<bool>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control {
+            notify: Notify::new(),
+            canceled: AtomicBool::new(false),
+            cancel: watch::channel(false).0,
+        }
+    }
+}
+
+pub struct Engine {
+    store: Arc<Store>,
+    executor: ExecutorClient,
+    config: EngineConfig,
+    events: broadcast::Sender<Event>,
+    controls: Mutex<HashMap<String, Arc<Control>>>,
+    /// Serializes read-modify-write of one request's document between its
+    /// worker and API calls (approve, reject, cancel).
+    doc_lock: tokio::sync::Mutex<()>,
+    /// Validated model plans between diagnosis and planning. In memory on
+    /// purpose: a restarted agent observes again from scratch.
+    llm_plans: Mutex<HashMap<String, Plan>>,
+}
+
+/// Why a worker stopped early.
+enum Stop {
+    Canceled,
+    Store(StoreError),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Stop::Store(e)
+    }
+}
+
+impl Engine {
+    pub fn new(store: Arc<Store>, executor: ExecutorClient, config: EngineConfig) -> Arc<Engine> {
+        let (events, _) = broadcast::channel(1024);
+        Arc::new(Engine {
+            store,
+            executor,
+            config,
+            events,
+            controls: Mutex::new(HashMap::new()),
+            doc_lock: tokio::sync::Mutex::new(()),
+            llm_plans: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    fn control(&self, id: &str) -> Arc<Control> {
+        let mut map = self.controls.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(id.to_string()).or_default().clone()
+    }
+
+    /// Load, change and save one request atomically with its event.
+    async fn update(
+        &self,
+        id: &str,
+        kind: &str,
+        data: serde_json::Value,
+        change: impl FnOnce(&mut Request),
+    ) -> Result<Request, StoreError> {
+        let result = self
+            .try_update(id, kind, data, |r| {
+                change(r);
+                Ok::<(), StoreError>(())
+            })
+            .await?;
+        Ok(result)
+    }
+
+    /// Like `update`, but the change may refuse (checked under the same lock
+    /// as the write, so two decisions on one approval cannot both win).
+    async fn try_update<E: From<StoreError>>(
+        &self,
+        id: &str,
+        kind: &str,
+        data: serde_json::Value,
+        change: impl FnOnce(&mut Request) -> Result<(), E>,
+    ) -> Result<Request, E> {
+        let _guard = self.doc_lock.lock().await;
+        let mut req = self.store.get(id)?.ok_or_else(|| {
+            StoreError::Corrupt(serde::de::Error::custom(format!("request {id} vanished")))
+        })?;
+        if req.status.is_terminal() {
+            // A finished request (canceled, say) is never changed again; the
+            // worker notices at its next check and stops.
+            return Ok(req);
+        }
+        let from = req.status;
+        change(&mut req)?;
+        if !lifecycle::allowed(from, req.status) {
+            // A bug, not an input: say so loudly in tests, and never save it.
+            debug_assert!(false, "illegal transition {from:?} -> {:?}", req.status);
+            tracing::error!(
+                request_id = id,
+                from = from.as_str(),
+                to = req.status.as_str(),
+                "illegal transition refused"
+            );
+            req.status = from;
+        }
+        req.updated_at = now_rfc3339();
+        let event = self.store.save(&req, kind, data)?;
+        let _ = self.events.send(event);
+        Ok(req)
+    }
+
+    async fn set_status(
+        &self,
+        id: &str,
+        status: Status,
+        message: &str,
+    ) -> Result<Request, StoreError> {
+        tracing::info!(
+            request_id = id,
+            status = status.as_str(),
+            message,
+            "transition"
+        );
+        self.update(
+            id,
+            "status",
+            json!({"status": status, "message": message}),
+            |r| r.status = status,
+        )
+        .await
+    }
+
+    /// Finish a request with its outcome; the `final` event closes streams.
+    async fn finish(
+        &self,
+        id: &str,
+        status: Status,
+        outcome: String,
+    ) -> Result<Request, StoreError> {
+        tracing::info!(request_id = id, status = status.as_str(), outcome = %outcome, "finished");
+        let req = self
+            .update(
+                id,
+                "final",
+                json!({"status": status, "outcome": outcome}),
+                |r| {
+                    r.status = status;
+                    r.outcome = Some(outcome.clone());
+                },
+            )
+            .await?;
+        self.controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        Ok(req)
+    }
+
+    pub async fn create(
+        self: &Arc<Self>,
+        message: String,
+        options: RequestOptions,
+    ) -> Result<Request, EngineError> {
+        let now = now_rfc3339();
+        let req = Request {
+            id: format!("req-{}", uuid::Uuid::new_v4().simple()),
+            message,
+            status: Status::Observing,
+            created_at: now.clone(),
+            updated_at: now,
+            options,
+            target: None,
+            candidates: vec![],
+            evidence: vec![],
+            diagnosis: None,
+            plan: None,
+            approvals: vec![],
+            execution: vec![],
+            verification: None,
+            iterations: 0,
+            outcome: None,
+            error: None,
+            llm_usage: None,
+        };
+        let event = self.store.save(
+            &req,
+            "created",
+            json!({"message": req.message, "options": req.options}),
+        )?;
+        let _ = self.events.send(event);
+        self.spawn(req.id.clone());
+        Ok(req)
+    }
+
+    fn spawn(self: &Arc<Self>, id: String) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            match engine.run(&id).await {
+                Ok(()) => {}
+                Err(Stop::Canceled) => tracing::info!(request_id = %id, "worker stopped: canceled"),
+                Err(Stop::Store(e)) => {
+                    tracing::error!(request_id = %id, error = %e, "worker stopped: store error")
+                }
+            }
+        });
+    }
+
+    /// Resume every unfinished request after a restart.
+    pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
+        let unfinished = self.store.unfinished()?;
+        for req in &unfinished {
+            if let Some((status, why)) = lifecycle::resume(req.status) {
+                self.update(
+                    &req.id,
+                    "interrupted",
+                    json!({"status": status, "message": why}),
+                    |r| r.status = status,
+                )
+                .await?;
+            }
+            self.spawn(req.id.clone());
+        }
+        Ok(unfinished.len())
+    }
+
+    fn check_canceled(&self, id: &str) -> Result<(), Stop> {
+        let finished = self.store.get(id)?.is_none_or(|r| r.status.is_terminal());
+        if finished || self.control(id).canceled.load(Ordering::SeqCst) {
+            Err(Stop::Canceled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The one place where a failed executor call ends a request: the call
+    /// is named in the outcome. `None` means the request was failed and the
+    /// phase must stop.
+    async fn required<T>(
+        &self,
+        id: &str,
+        call: &str,
+        result: Result<T, ExecutorError>,
+    ) -> Result<Option<T>, Stop> {
+        let e = match result {
+            Ok(value) => return Ok(Some(value)),
+            Err(e) => e,
+        };
+        let outcome = format!("could not {call}: {e}");
+        self.update(id, "error", json!({"message": outcome}), |r| {
+            r.error = Some(outcome.clone())
+        })
+        .await?;
+        self.finish(id, Status::Failed, outcome).await?;
+        Ok(None)
+    }
+
+    async fn add_evidence(
+        &self,
+        id: &str,
+        kind: &str,
+        source: &str,
+        data: serde_json::Value,
+        summary: String,
+    ) -> Result<String, Stop> {
+        let ev = Evidence {
+            id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+            kind: kind.into(),
+            source: source.into(),
+            timestamp: now_rfc3339(),
+            data,
+        };
+        let ev_id = ev.id.clone();
+        self.update(
+            id,
+            "evidence",
+            json!({"id": ev.id, "type": ev.kind, "source": ev.source, "summary": summary}),
+            move |r| r.evidence.push(ev),
+        )
+        .await?;
+        Ok(ev_id)
+    }
+
+    fn latest_policy(req: &Request) -> Option<PolicyView> {
+        let ev = req.evidence.iter().rev().find(|e| e.kind == "policy")?;
+        serde_json::from_value(ev.data.clone()).ok()
+    }
+
+    /// The newest inspect and logs evidence of the target.
+    fn latest(req: &Request) -> Option<(ContainerView, String, LogsView, String)> {
+        let ins = req.evidence.iter().rev().find(|e| e.kind == "inspect")?;
+        let logs = req.evidence.iter().rev().find(|e| e.kind == "logs")?;
+        let c: ContainerView = serde_json::from_value(ins.data.clone()).ok()?;
+        let l: LogsView = serde_json::from_value(logs.data.clone()).ok()?;
+        Some((c, ins.id.clone(), l, logs.id.clone()))
+    }
+
+    /// The newest evidence of one kind, decoded.
+    fn latest_of<T: serde::de::DeserializeOwned>(req: &Request, kind: &str) -> Option<T> {
+        let ev = req.evidence.iter().rev().find(|e| e.kind == kind)?;
+        serde_json::from_value(ev.data.clone()).ok()
+    }
+
+    // ---- Called by the API. ----
+
+    /// The executor's policy, asked now (not from a request's evidence).
+    pub async fn executor_policy(&self) -> Result<PolicyView, ExecutorError> {
+        self.executor.policy("req-doctor").await
+    }
+
+    pub async fn cancel(&self, id: &str) -> Result<Request, EngineError> {
+        let req = self
+            .store
+            .get(id)?
+            .ok_or_else(|| EngineError::RequestNotFound(id.into()))?;
+        if req.status.is_terminal() {
+            return Err(EngineError::AlreadyFinished {
+                id: id.into(),
+                status: req.status.as_str().into(),
+            });
+        }
+        let control = self.control(id);
+        control.canceled.store(true, Ordering::SeqCst);
+        control.cancel.send_replace(true);
+        control.notify.notify_one();
+        let note = if req.status == Status::Executing {
+            "canceled; an action already sent to the executor may still complete"
+        } else {
+            "canceled by the operator"
+        };
+        Ok(self.finish(id, Status::Canceled, note.into()).await?)
+    }
+}
+
+/// The runbook entry for the target, as recorded in evidence.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct RunbookEvidence {
+    service: String,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    #[serde(default)]
+    http_check: Option<String>,
+    #[serde(default)]
+    notes: Option<String>,
+}
+
+/// The engine's side of an investigation's trace: evidence and events go to
+/// the request's store and stream like every other step's.
+struct EngineJournal<'a> {
+    engine: &'a Engine,
+    id: &'a str,
+}
+
+impl Journal for EngineJournal<'_> {
+    async fn evidence(&self, evidence: Evidence, summary: String) {
+        let data = json!({"id": evidence.id, "type": evidence.kind, "source": evidence.source, "summary": summary});
+        if let Err(e) = self
+            .engine
+            .update(self.id, "evidence", data, move |r| {
+                r.evidence.push(evidence)
+            })
+            .await
+        {
+            tracing::error!(request_id = %self.id, error = %e, "cannot save evidence");
+        }
+    }
+
+    async fn event(&self, kind: &'static str, data: serde_json::Value) {
+        if let Err(e) = self.engine.update(self.id, kind, data, |_| {}).await {
+            tracing::error!(request_id = %self.id, error = %e, "cannot save event");
+        }
+    }
+}

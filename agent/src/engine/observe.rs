@@ -1,0 +1,234 @@
+//! Observe: find the target among the containers the executor shows, then
+//! read what a person on call would look at first — its state, the
+//! executor's policy, its logs and (when it runs) its resource use — each as
+//! evidence.
+
+use serde_json::json;
+
+use super::{Engine, RunbookEvidence, Stop};
+use crate::discovery::{self, Discovery};
+use crate::model::*;
+use crate::planner;
+
+impl Engine {
+    /// Observe: find the target, then gather its state and logs.
+    pub(super) async fn observe(&self, req: &Request) -> Result<bool, Stop> {
+        let id = &req.id;
+        if req.target.is_none() {
+            let listed = self.executor.list(id, true).await;
+            let Some(containers) = self.required(id, "list containers", listed).await? else {
+                return Ok(false);
+            };
+            let summary = format!("{} containers visible", containers.len());
+            self.add_evidence(
+                id,
+                "container_list",
+                "ListContainers",
+                serde_json::to_value(&containers).unwrap_or_default(),
+                summary,
+            )
+            .await?;
+            let found = match &req.options.container {
+                Some(name) => discovery::exact(name, &containers),
+                None => discovery::discover(&req.message, &containers),
+            };
+            match found {
+                Discovery::Found(c) => {
+                    let target = Target {
+                        kind: "container".into(),
+                        container_id: c.container_id.clone(),
+                        container_name: c.container_name.clone(),
+                        service: c.service.clone(),
+                    };
+                    self.update(id, "target", json!({"target": target, "why": c.why}), |r| {
+                        r.target = Some(target.clone())
+                    })
+                    .await?;
+                }
+                Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => {
+                    let outcome = Self::clarification(&req.message, &cands);
+                    self.update(id, "candidates", json!({"candidates": cands}), |r| {
+                        r.candidates = cands.clone()
+                    })
+                    .await?;
+                    if self.config.llm.is_some() && req.options.container.is_none() {
+                        // A question ("which containers use the most
+                        // memory?") names no container: the model may
+                        // answer it from evidence, or ask its own question.
+                        if self.observe_policy(id).await?.is_none() {
+                            return Ok(false);
+                        }
+                        self.set_status(
+                            id,
+                            Status::Diagnosing,
+                            "no single target; the model investigates",
+                        )
+                        .await?;
+                        return Ok(true);
+                    }
+                    self.finish(id, Status::NeedsClarification, outcome).await?;
+                    return Ok(false);
+                }
+            }
+        }
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let Some(target) = req.target.clone() else {
+            return Ok(false);
+        };
+        if !req.evidence.iter().any(|e| e.kind == "runbook") {
+            if let Some((service, notes)) = self
+                .config
+                .runbook
+                .lookup(target.service.as_deref(), &target.container_name)
+            {
+                let entry = RunbookEvidence {
+                    service: service.to_string(),
+                    depends_on: notes.depends_on.clone(),
+                    http_check: notes.http_check.clone(),
+                    notes: notes.notes.clone(),
+                };
+                let summary = format!(
+                    "runbook entry `{service}`: depends on [{}]{}",
+                    entry.depends_on.join(", "),
+                    entry
+                        .notes
+                        .as_ref()
+                        .map(|n| format!("; notes: {n}"))
+                        .unwrap_or_default()
+                );
+                self.add_evidence(
+                    id,
+                    "runbook",
+                    "runbook",
+                    serde_json::to_value(&entry).unwrap_or_default(),
+                    summary,
+                )
+                .await?;
+            }
+        }
+        let inspected = self.executor.inspect(id, &target.container_id).await;
+        let call = format!("inspect {}", target.container_name);
+        let Some(container) = self.required(id, &call, inspected).await? else {
+            return Ok(false);
+        };
+        let summary = format!(
+            "state={} exit={} health={} oom_killed={} restarts={}",
+            container.status,
+            container.exit_code,
+            container.health_status,
+            container.oom_killed,
+            container.restart_count
+        );
+        self.add_evidence(
+            id,
+            "inspect",
+            "InspectContainer",
+            serde_json::to_value(&container).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        let policy = self.observe_policy(id).await?;
+        let Some(policy) = policy else {
+            return Ok(false);
+        };
+        // Never ask for more than the executor allows: it refuses, not clamps.
+        let tail = match policy.logs_max_lines {
+            0 => self.config.logs_tail,
+            max => self.config.logs_tail.min(max),
+        };
+        let read = self.executor.logs(id, &target.container_id, tail).await;
+        let call = format!("read logs of {}", target.container_name);
+        let Some(logs) = self.required(id, &call, read).await? else {
+            return Ok(false);
+        };
+        let summary = format!(
+            "{} lines{}{}",
+            logs.lines.len(),
+            if logs.truncated { ", truncated" } else { "" },
+            if logs.redactions > 0 {
+                format!(", {} secrets redacted", logs.redactions)
+            } else {
+                String::new()
+            }
+        );
+        self.add_evidence(
+            id,
+            "logs",
+            "ContainerLogs",
+            serde_json::to_value(&logs).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        if container.running {
+            // Resource usage backs memory and CPU advice; a failure here is
+            // not worth failing the request over.
+            match self.executor.stats(id, &target.container_id).await {
+                Ok(stats) => {
+                    let summary = format!(
+                        "cpu {:.1}%, memory {} of {} ({:.0}%)",
+                        stats.cpu_percent,
+                        planner::human_bytes(stats.memory_usage_bytes),
+                        planner::human_bytes(stats.memory_limit_bytes),
+                        stats.memory_percent
+                    );
+                    self.add_evidence(
+                        id,
+                        "stats",
+                        "ContainerStats",
+                        serde_json::to_value(&stats).unwrap_or_default(),
+                        summary,
+                    )
+                    .await?;
+                }
+                Err(e) => tracing::warn!(request_id = %id, error = %e, "stats unavailable"),
+            }
+        }
+        self.set_status(id, Status::Diagnosing, "evidence gathered")
+            .await?;
+        Ok(true)
+    }
+
+    /// The executor's policy, recorded as evidence; `None` when the request
+    /// was failed because it could not be read.
+    pub(super) async fn observe_policy(&self, id: &str) -> Result<Option<PolicyView>, Stop> {
+        let read = self.executor.policy(id).await;
+        let Some(policy) = self
+            .required(id, "read the executor's policy", read)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let summary = format!(
+            "start={} restart={} stop={} http_checks=[{}]",
+            policy.start_enabled,
+            policy.restart_enabled,
+            policy.stop_enabled,
+            policy.http_checks.join(", ")
+        );
+        self.add_evidence(
+            id,
+            "policy",
+            "GetPolicy",
+            serde_json::to_value(&policy).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        Ok(Some(policy))
+    }
+
+    /// What to ask the operator when no single container fits.
+    pub(super) fn clarification(message: &str, cands: &[Candidate]) -> String {
+        let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
+        let names: Vec<String> = cands.iter().map(|c| c.container_name.clone()).collect();
+        if ambiguous {
+            format!(
+                "more than one container fits: {}. Ask again with --container NAME.",
+                names.join(", ")
+            )
+        } else if names.is_empty() {
+            "no container matches and none is visible to the executor".to_string()
+        } else {
+            format!("no container matches \"{}\". Visible containers: {}. Ask again with --container NAME.", message, names.join(", "))
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Plan: steps the executor's policy enables on containers seen in this
+//! request's evidence, or advice when a restart cannot fix the fault.
+
+use serde_json::json;
+
+use super::{Engine, RunbookEvidence, Stop};
+use crate::model::*;
+use crate::planner;
+use crate::rules::{self, Observation};
+
+impl Engine {
+    pub(super) async fn plan(&self, req: &Request) -> Result<bool, Stop> {
+        let id = &req.id;
+        let model_plan = self
+            .llm_plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let (Some(plan), Some(diagnosis)) = (model_plan, req.diagnosis.clone()) {
+            return self.propose(req, plan, &diagnosis).await;
+        }
+        let (Some((c, ins, logs, logs_ev)), Some(target)) = (Self::latest(req), req.target.clone())
+        else {
+            self.finish(id, Status::Failed, "no evidence to plan from".into())
+                .await?;
+            return Ok(false);
+        };
+        let Some(policy) = Self::latest_policy(req) else {
+            self.finish(
+                id,
+                Status::Failed,
+                "the executor's policy was not observed".into(),
+            )
+            .await?;
+            return Ok(false);
+        };
+        let finding = rules::diagnose(&Observation {
+            container: &c,
+            container_evidence: &ins,
+            logs: &logs,
+            logs_evidence: &logs_ev,
+        });
+        // The saved diagnosis includes what diagnosis learned beyond the
+        // rules (the dependency's state).
+        let mut finding = finding;
+        if let Some(d) = &req.diagnosis {
+            finding.diagnosis = d.clone();
+        }
+        let context = Self::context(req, &finding, &c);
+        let plan = planner::plan(&finding, &c, &target, &policy, &req.execution, &context);
+        self.propose(req, plan, &finding.diagnosis).await
+    }
+
+    /// Save the plan; finish when it has no step, else request approvals.
+    pub(super) async fn propose(
+        &self,
+        req: &Request,
+        plan: Plan,
+        diagnosis: &Diagnosis,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        self.update(id, "plan", json!({"plan": plan}), |r| {
+            r.plan = Some(plan.clone())
+        })
+        .await?;
+        let class = diagnosis
+            .causes
+            .first()
+            .map(|c| c.class)
+            .unwrap_or(FaultClass::Unknown);
+        if plan.steps.is_empty() {
+            let tried = Self::tried(req);
+            let (status, outcome) = if !req.execution.is_empty() {
+                (
+                    Status::Failed,
+                    format!("not recovered after {tried}. {}", plan.advice.join(" ")),
+                )
+            } else if class == FaultClass::Healthy {
+                (
+                    Status::Completed,
+                    format!("nothing wrong found: {}", diagnosis.summary),
+                )
+            } else {
+                (
+                    Status::Completed,
+                    format!(
+                        "no automatic fix: {} {}",
+                        diagnosis.summary,
+                        plan.advice.join(" ")
+                    ),
+                )
+            };
+            self.finish(id, status, outcome.trim().to_string()).await?;
+            return Ok(false);
+        }
+        let approvals = self.approval_requests(id, &plan);
+        for a in &approvals {
+            let a = a.clone();
+            self.update(
+                id,
+                "approval_requested",
+                json!({"approval": a, "step": plan.steps.get(a.step)}),
+                |r| r.approvals.push(a.clone()),
+            )
+            .await?;
+        }
+        self.set_status(id, Status::WaitingApproval, "waiting for approval")
+            .await?;
+        Ok(true)
+    }
+
+    pub(super) fn tried(req: &Request) -> String {
+        let done: Vec<String> = req
+            .execution
+            .iter()
+            .map(|e| format!("{} ({})", e.action, if e.ok { "done" } else { "failed" }))
+            .collect();
+        if done.is_empty() {
+            "no action".into()
+        } else {
+            done.join(", ")
+        }
+    }
+
+    /// What the planner needs beyond the target's own state, all taken from
+    /// this request's evidence.
+    pub(super) fn context(
+        req: &Request,
+        finding: &rules::Finding,
+        c: &ContainerView,
+    ) -> planner::Context {
+        let containers: Vec<ContainerSummaryView> =
+            Self::latest_of(req, "container_list").unwrap_or_default();
+        let port = c.requested_host_ports.first().copied().or_else(|| {
+            let text = finding
+                .detail
+                .clone()
+                .or(finding.matched_line.clone())
+                .unwrap_or_default();
+            port_in(&text)
+        });
+        let port_holder = port.and_then(|p| {
+            containers
+                .iter()
+                .find(|o| o.id != c.id && o.public_ports.contains(&p))
+                .map(|o| o.name.clone())
+        });
+        let memory_usage_bytes =
+            Self::latest_of::<StatsView>(req, "stats").map(|s| s.memory_usage_bytes);
+        let notes = Self::latest_of::<RunbookEvidence>(req, "runbook").and_then(|r| r.notes);
+        planner::Context {
+            dependency: Self::latest_of(req, "dependency"),
+            port_holder,
+            port,
+            memory_usage_bytes,
+            notes,
+        }
+    }
+}
+
+/// A port number in text like `listen tcp :8080`, `0.0.0.0:8080 failed`.
+fn port_in(text: &str) -> Option<u32> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .filter_map(|t| t.rsplit_once(':').map(|(_, p)| p))
+        .find_map(|p| p.parse::<u32>().ok().filter(|n| (1..=65535).contains(n)))
+}

@@ -1,0 +1,222 @@
+//! Verify: success of the Docker call is not success. The container must
+//! be running, healthy when it has a healthcheck, stay so for a while, and
+//! answer its HTTP check when one is configured. A failed verification
+//! starts another round, within the iteration budget.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Engine, RunbookEvidence, Stop, STABLE_FOR};
+use crate::model::*;
+
+impl Engine {
+    /// Poll one container until it is running (and healthy, when it has a
+    /// healthcheck, waiting out its probe schedule; stable for a few seconds
+    /// when it has none), or until the deadline. Returns the last checks
+    /// and the last inspect.
+    pub(super) async fn wait_ready(
+        &self,
+        id: &str,
+        container_id: &str,
+    ) -> Result<(Vec<VerificationCheck>, Option<ContainerView>), Stop> {
+        let started = Instant::now();
+        let mut deadline = self.config.verify_max_wait;
+        let mut last: Option<ContainerView> = None;
+        // Every check must hold for a while, not at one lucky moment: a
+        // process that wedges again a second after a restart is not fixed.
+        let mut ok_since: Option<Instant> = None;
+        let mut hold = STABLE_FOR;
+        loop {
+            self.check_canceled(id)?;
+            let mut checks = Vec::new();
+            match self.executor.inspect(id, container_id).await {
+                Ok(c) => {
+                    if let Some(hc) = &c.healthcheck {
+                        hold = STABLE_FOR
+                            .max(Duration::from_millis(
+                                hc.interval_ms * u64::from(hc.retries.max(1)),
+                            ))
+                            .min(Duration::from_secs(30));
+                        let needed = Duration::from_millis(
+                            hc.start_period_ms
+                                + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
+                        ) + Duration::from_secs(5);
+                        deadline =
+                            needed.clamp(Duration::from_secs(10), self.config.verify_max_wait);
+                    } else {
+                        deadline = deadline.min(Duration::from_secs(15));
+                    }
+                    let running = c.running && !c.restarting;
+                    checks.push(VerificationCheck {
+                        level: "running".into(),
+                        ok: running,
+                        detail: format!("{}: state={} exit={}", c.name, c.status, c.exit_code),
+                    });
+                    if c.healthcheck.is_some() {
+                        checks.push(VerificationCheck {
+                            level: "healthy".into(),
+                            ok: c.health_status == "healthy",
+                            detail: format!("{}: health={}", c.name, c.health_status),
+                        });
+                    }
+                    last = Some(c);
+                }
+                Err(e) => checks.push(VerificationCheck {
+                    level: "running".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                }),
+            }
+            let all_ok = checks.iter().all(|c| c.ok);
+            if all_ok {
+                ok_since.get_or_insert_with(Instant::now);
+            } else {
+                ok_since = None;
+            }
+            let held = ok_since.is_some_and(|t| t.elapsed() >= hold);
+            if let Some(t) = ok_since {
+                checks.push(VerificationCheck {
+                    level: "stable".into(),
+                    ok: held,
+                    detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
+                });
+            }
+            if held || started.elapsed() >= deadline + hold {
+                return Ok((checks, last));
+            }
+            tokio::time::sleep(self.config.verify_poll).await;
+        }
+    }
+
+    /// Success of the Docker call is not success: the container must be
+    /// running, then healthy when it has a healthcheck (waiting out its
+    /// interval), and must stay up; then the HTTP check, if one is set.
+    pub(super) async fn verify(&self, req: &Request) -> Result<bool, Stop> {
+        let id = &req.id;
+        let Some(target) = req.target.clone() else {
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let (mut checks, last) = self.wait_ready(id, &target.container_id).await?;
+        let mut evidence_ids = Vec::new();
+        // Level 3: the operator-configured HTTP check, once the container is
+        // running (and healthy); polled until it answers 2xx or time is up.
+        let runbook_check =
+            Self::latest_of::<RunbookEvidence>(req, "runbook").and_then(|r| r.http_check);
+        let http_service = Self::latest_policy(req).and_then(|p| {
+            [
+                runbook_check.clone(),
+                target.service.clone(),
+                Some(target.container_name.clone()),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|s| p.http_checks.contains(s))
+        });
+        if let (Some(service), true) = (http_service, checks.iter().all(|c| c.ok)) {
+            let http_deadline = started.elapsed() + Duration::from_secs(20);
+            let last_check = loop {
+                self.check_canceled(id)?;
+                let result = self.executor.check_http(id, &service).await;
+                if matches!(&result, Ok(r) if r.ok) || started.elapsed() >= http_deadline {
+                    break result;
+                }
+                tokio::time::sleep(self.config.verify_poll).await;
+            };
+            match last_check {
+                Ok(r) => {
+                    let detail = if r.ok {
+                        format!("{service}: HTTP {} in {} ms", r.status_code, r.latency_ms)
+                    } else {
+                        format!("{service}: {}", r.error)
+                    };
+                    evidence_ids.push(
+                        self.add_evidence(
+                            id,
+                            "http_check",
+                            "CheckHttp",
+                            serde_json::to_value(&r).unwrap_or_default(),
+                            detail.clone(),
+                        )
+                        .await?,
+                    );
+                    checks.push(VerificationCheck {
+                        level: "http".into(),
+                        ok: r.ok,
+                        detail,
+                    });
+                }
+                Err(e) => checks.push(VerificationCheck {
+                    level: "http".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                }),
+            }
+        }
+        let ok = checks.iter().all(|c| c.ok);
+        if let Some(c) = &last {
+            let summary = format!(
+                "after the action: state={} health={}",
+                c.status, c.health_status
+            );
+            evidence_ids.push(
+                self.add_evidence(
+                    id,
+                    "verification",
+                    "InspectContainer",
+                    serde_json::to_value(c).unwrap_or_default(),
+                    summary,
+                )
+                .await?,
+            );
+        }
+        let verification = Verification {
+            ok,
+            checks: checks.clone(),
+            evidence_ids,
+        };
+        self.update(
+            id,
+            "verification",
+            json!({"verification": verification}),
+            |r| r.verification = Some(verification.clone()),
+        )
+        .await?;
+        if ok {
+            let levels: Vec<&str> = checks.iter().map(|c| c.level.as_str()).collect();
+            self.finish(
+                id,
+                Status::Completed,
+                format!(
+                    "{} recovered: verified {}",
+                    target.container_name,
+                    levels.join(", ")
+                ),
+            )
+            .await?;
+            return Ok(false);
+        }
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let iterations = req.iterations + 1;
+        if iterations >= self.config.max_iterations {
+            let outcome = format!(
+                "not recovered after {} round(s); tried {}",
+                iterations,
+                Self::tried(&req)
+            );
+            self.update(id, "iteration", json!({"iterations": iterations}), |r| {
+                r.iterations = iterations
+            })
+            .await?;
+            self.finish(id, Status::Failed, outcome).await?;
+            return Ok(false);
+        }
+        self.update(id, "iteration", json!({"iterations": iterations, "message": "verification failed; diagnosing again with new evidence"}), |r| {
+            r.iterations = iterations;
+            r.status = Status::Observing;
+        })
+        .await?;
+        Ok(true)
+    }
+}

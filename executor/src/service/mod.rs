@@ -1,0 +1,416 @@
+//! The gRPC service: every call runs the same pipeline, top to bottom,
+//! authenticate → validate → resolve → policy (a `Permit`) → approval →
+//! execute → shape (redact) → audit.
+//!
+//! This file holds the pipeline's frame: `begin` (identity), the per-RPC
+//! body, `finish` (audit, then answer), and at the bottom the tonic trait,
+//! where each RPC is exactly those three lines. The bodies live by kind:
+//! `reads` (T0), `writes` (T1/T2, the approval check and the nonce), `shape`
+//! (domain values to redacted wire values) and `validate` (bounded input).
+//! The single conversion of errors into `tonic::Status` is `to_status`.
+
+mod reads;
+mod shape;
+mod validate;
+mod writes;
+
+use validate::*;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use drydock_proto::approval::WriteAction;
+use drydock_proto::pb;
+use tonic::{Request, Response, Status};
+
+use crate::approval::{ApprovalError, ApprovalInput, ApprovalVerifier};
+use crate::audit::{AuditEntry, AuditError, AuditLog, NonceRecord};
+use crate::config::LimitsConfig;
+use crate::docker::{
+    ContainerDetails, ContainerSummary, DockerAdapter, DockerError, Health, HealthcheckSpec,
+    LogQuery, LogStream,
+};
+use crate::http_check::{self, HttpTarget};
+use crate::policy::{Permit, Policy, PolicyError, ResolvedTarget, Tier};
+use crate::redact;
+
+/// Everything that can stop a call, each mapped to one status code.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    #[error(transparent)]
+    Docker(#[from] DockerError),
+    #[error("audit log unavailable: {0}")]
+    Audit(#[from] AuditError),
+    /// A container outside the selectors: reported exactly like a missing
+    /// one, so reads cannot probe what exists; the audit keeps the reason.
+    #[error("container {container} not found")]
+    Invisible { container: String, why: PolicyError },
+    /// Something the operator did not configure (an HTTP check).
+    #[error("{0}")]
+    NotConfigured(String),
+}
+
+impl ExecError {
+    fn code(&self) -> tonic::Code {
+        use tonic::Code;
+        match self {
+            ExecError::Unauthenticated(_) => Code::Unauthenticated,
+            ExecError::InvalidArgument(_) => Code::InvalidArgument,
+            ExecError::Policy(_) => Code::PermissionDenied,
+            ExecError::Approval(_) => Code::FailedPrecondition,
+            ExecError::Docker(DockerError::NotFound(_)) => Code::NotFound,
+            ExecError::Docker(DockerError::Timeout { .. }) => Code::DeadlineExceeded,
+            ExecError::Docker(DockerError::Unavailable(_)) => Code::Unavailable,
+            ExecError::Docker(DockerError::Rejected { .. }) => Code::FailedPrecondition,
+            ExecError::Audit(_) => Code::Unavailable,
+            ExecError::Invisible { .. } => Code::NotFound,
+            ExecError::NotConfigured(_) => Code::NotFound,
+        }
+    }
+
+    /// What the audit log records: the whole truth, including what the
+    /// caller is not told.
+    fn audit_reason(&self) -> String {
+        match self {
+            ExecError::Invisible { why, .. } => {
+                format!("hidden from the caller as not found: {why}")
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// `denied` for refusals by drydock's own rules, `error` for failures.
+    fn decision(&self) -> &'static str {
+        match self {
+            ExecError::Unauthenticated(_)
+            | ExecError::InvalidArgument(_)
+            | ExecError::Policy(_)
+            | ExecError::Approval(_)
+            | ExecError::Invisible { .. }
+            | ExecError::NotConfigured(_) => "denied",
+            _ => "error",
+        }
+    }
+}
+
+pub struct ExecutorService {
+    docker: DockerAdapter,
+    policy: Policy,
+    approvals: ApprovalVerifier,
+    audit: Arc<AuditLog>,
+    allowed_clients: HashSet<String>,
+    limits: LimitsConfig,
+    http_checks: BTreeMap<String, HttpTarget>,
+    http_timeout: Duration,
+}
+
+/// One call in flight: who made it and what will be audited.
+struct Call {
+    started: Instant,
+    caller: Result<String, String>,
+    entry: AuditEntry,
+}
+
+impl Call {
+    /// What the caller asked for, recorded before any check so that even an
+    /// unauthenticated or malformed call leaves a useful audit row.
+    fn record(&mut self, request_id: &str, target: &str) {
+        self.entry.request_id = truncate_for_audit(request_id);
+        self.entry.target = truncate_for_audit(target);
+    }
+
+    fn authenticated(&self) -> Result<(), ExecError> {
+        self.caller
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| ExecError::Unauthenticated(e.clone()))
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The client certificate's common name is its identity.
+pub fn identity_from_cert(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    Some(cn)
+}
+
+/// Everything the service is made of, assembled at start-up.
+pub struct ServiceParts {
+    pub docker: DockerAdapter,
+    pub policy: Policy,
+    pub approvals: ApprovalVerifier,
+    pub audit: Arc<AuditLog>,
+    pub allowed_clients: HashSet<String>,
+    pub limits: LimitsConfig,
+    pub http_checks: BTreeMap<String, HttpTarget>,
+    pub http_timeout: Duration,
+}
+
+impl ExecutorService {
+    pub fn new(p: ServiceParts) -> ExecutorService {
+        ExecutorService {
+            docker: p.docker,
+            policy: p.policy,
+            approvals: p.approvals,
+            audit: p.audit,
+            allowed_clients: p.allowed_clients,
+            limits: p.limits,
+            http_checks: p.http_checks,
+            http_timeout: p.http_timeout,
+        }
+    }
+
+    /// The interceptor for the gRPC health service: it reveals nothing, but
+    /// it still answers only known identities.
+    // `tonic::Status` is large, but it is what interceptors return.
+    #[allow(clippy::result_large_err)]
+    pub fn health_gate(
+        allowed: HashSet<String>,
+        audit: Arc<AuditLog>,
+    ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+        move |req: Request<()>| {
+            let certs = req.peer_certs();
+            match Self::check_identity(&allowed, certs.as_deref().map(Vec::as_slice)) {
+                // Successful probes run on a timer and reveal nothing: not
+                // audited. Refusals are.
+                Ok(_) => Ok(req),
+                Err((caller, why)) => {
+                    let entry = AuditEntry {
+                        caller,
+                        action: "health".into(),
+                        decision: "denied".into(),
+                        code: "Unauthenticated".into(),
+                        reason: why.clone(),
+                        ..Default::default()
+                    };
+                    if let Err(e) = audit.append(&entry) {
+                        tracing::error!(error = %e, "audit write failed for a refused health check");
+                    }
+                    Err(Status::unauthenticated(why))
+                }
+            }
+        }
+    }
+
+    /// The identity of the caller if it is on the allow list. Also used by
+    /// the health service's interceptor.
+    pub fn check_identity(
+        allowed: &HashSet<String>,
+        certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+    ) -> Result<String, (String, String)> {
+        match certs.and_then(|c| c.first()) {
+            None => Err((
+                "unknown".into(),
+                "no client certificate presented".to_string(),
+            )),
+            Some(cert) => match identity_from_cert(cert.as_ref()) {
+                None => Err((
+                    "unknown".into(),
+                    "client certificate has no common name".to_string(),
+                )),
+                Some(id) if allowed.contains(&id) => Ok(id),
+                Some(id) => {
+                    let shown = truncate_for_audit(&redact::neutralise_controls(&id));
+                    Err((
+                        shown.clone(),
+                        format!("client identity `{shown}` is not on the executor's allow list"),
+                    ))
+                }
+            },
+        }
+    }
+
+    pub fn allowed_clients(&self) -> HashSet<String> {
+        self.allowed_clients.clone()
+    }
+
+    /// Step 1 of the pipeline. The TLS layer already required a certificate
+    /// from the configured CA; here its identity must be on the allow list.
+    fn begin<T>(&self, request: &Request<T>, action: &str, tier: Tier) -> Call {
+        let certs = request.peer_certs();
+        let (caller_name, caller) = match Self::check_identity(
+            &self.allowed_clients,
+            certs.as_deref().map(Vec::as_slice),
+        ) {
+            Ok(id) => (id.clone(), Ok(id)),
+            Err((name, why)) => (name, Err(why)),
+        };
+        Call {
+            started: Instant::now(),
+            caller,
+            entry: AuditEntry {
+                caller: caller_name,
+                action: action.to_string(),
+                tier: tier as u32,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Step 7: audit the outcome, then answer. If the audit row cannot be
+    /// written the caller gets an error, never an unaudited success.
+    // `tonic::Status` is large, but it is the type tonic's handlers return.
+    #[allow(clippy::result_large_err)]
+    fn finish<T>(
+        &self,
+        mut call: Call,
+        result: Result<T, ExecError>,
+    ) -> Result<Response<T>, Status> {
+        call.entry.duration_ms = call.started.elapsed().as_millis() as u64;
+        match &result {
+            Ok(_) => {
+                call.entry.decision = "allowed".into();
+                call.entry.code = "OK".into();
+            }
+            Err(e) => {
+                call.entry.decision = e.decision().into();
+                call.entry.code = format!("{:?}", e.code());
+                call.entry.reason = e.audit_reason();
+            }
+        }
+        let e = &call.entry;
+        match self.audit.append(e) {
+            Ok(seq) => {
+                tracing::info!(
+                    audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
+                    container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
+                    duration_ms = e.duration_ms, "call"
+                );
+            }
+            Err(err) => {
+                tracing::error!(request_id = %e.request_id, action = %e.action, error = %err, "audit write failed");
+                return Err(Status::unavailable(
+                    "audit log unavailable; the call's outcome could not be recorded",
+                ));
+            }
+        }
+        result.map(Response::new).map_err(to_status)
+    }
+}
+
+/// The one place errors become gRPC statuses. Messages are precise but do not
+/// include engine internals beyond what the error variant carries.
+fn to_status(e: ExecError) -> Status {
+    Status::new(e.code(), e.to_string())
+}
+
+#[tonic::async_trait]
+impl pb::executor_server::Executor for ExecutorService {
+    async fn list_containers(
+        &self,
+        request: Request<pb::ListContainersRequest>,
+    ) -> Result<Response<pb::ListContainersResponse>, Status> {
+        let mut call = self.begin(&request, "list", Tier::Read);
+        let result = self.list(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+
+    async fn inspect_container(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::InspectContainerResponse>, Status> {
+        let mut call = self.begin(&request, "inspect", Tier::Read);
+        let result = self.inspect(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+
+    async fn container_logs(
+        &self,
+        request: Request<pb::LogsRequest>,
+    ) -> Result<Response<pb::LogsResponse>, Status> {
+        let mut call = self.begin(&request, "logs", Tier::Read);
+        let result = self.logs(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+
+    async fn container_health(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::HealthResponse>, Status> {
+        let mut call = self.begin(&request, "health", Tier::Read);
+        let result = self.health(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+
+    async fn get_policy(
+        &self,
+        request: Request<pb::GetPolicyRequest>,
+    ) -> Result<Response<pb::PolicyResponse>, Status> {
+        let mut call = self.begin(&request, "get_policy", Tier::Read);
+        let result = self.get_policy(&mut call, request.into_inner());
+        self.finish(call, result)
+    }
+
+    async fn start_container(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let mut call = self.begin(&request, "start", Tier::Change);
+        let result = self
+            .write(&mut call, request.into_inner(), WriteAction::Start)
+            .await;
+        self.finish(call, result)
+    }
+
+    async fn restart_container(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let mut call = self.begin(&request, "restart", Tier::Change);
+        let result = self
+            .write(&mut call, request.into_inner(), WriteAction::Restart)
+            .await;
+        self.finish(call, result)
+    }
+
+    async fn stop_container(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let mut call = self.begin(&request, "stop", Tier::Disruptive);
+        let result = self
+            .write(&mut call, request.into_inner(), WriteAction::Stop)
+            .await;
+        self.finish(call, result)
+    }
+
+    async fn container_stats(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::StatsResponse>, Status> {
+        let mut call = self.begin(&request, "stats", Tier::Read);
+        let result = self.stats(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+
+    async fn check_http(
+        &self,
+        request: Request<pb::CheckHttpRequest>,
+    ) -> Result<Response<pb::CheckHttpResponse>, Status> {
+        let mut call = self.begin(&request, "check_http", Tier::Read);
+        let result = self.check_http(&mut call, request.into_inner()).await;
+        self.finish(call, result)
+    }
+}

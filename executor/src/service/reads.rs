@@ -1,0 +1,322 @@
+//! T0 reads. Each resolves the caller's reference among visible
+//! containers, gets a read `Permit` from policy, calls Docker through the
+//! adapter (which retries reads at most twice) and shapes the answer.
+
+use super::shape::*;
+use super::*;
+
+impl ExecutorService {
+    /// Resolve a name or id to the container as it is now. A target outside
+    /// the selectors is reported exactly like a missing one, for reads and
+    /// writes alike, so a caller cannot learn what exists beyond its policy.
+    pub(super) async fn resolve(
+        &self,
+        call: &mut Call,
+        container: &str,
+    ) -> Result<ResolvedTarget, ExecError> {
+        validate_container_ref(container)?;
+        let target = self.docker.resolve(container).await?;
+        call.entry.container_id = target.id.clone();
+        Ok(target)
+    }
+
+    pub(super) async fn permit_read(
+        &self,
+        call: &mut Call,
+        container: &str,
+    ) -> Result<Permit, ExecError> {
+        let target = self.resolve(call, container).await?;
+        self.policy
+            .permit_read(&target)
+            .map_err(|why| invisible(container, why))
+    }
+
+    pub(super) async fn inspect(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::InspectContainerResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let permit = self.permit_read(call, &req.container).await?;
+        let details = self.docker.inspect(&permit).await?;
+        let shaped = shape_inspect(details);
+        call.entry.result = format!(
+            "state={} redactions={}",
+            shaped
+                .state
+                .as_ref()
+                .map(|s| s.status.as_str())
+                .unwrap_or(""),
+            shaped.redactions
+        );
+        Ok(shaped)
+    }
+
+    pub(super) async fn health(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::HealthResponse, ExecError> {
+        let inspected = self.inspect(call, req).await?;
+        call.entry.result = format!(
+            "health={}",
+            inspected
+                .health
+                .as_ref()
+                .map(|h| h.status.as_str())
+                .unwrap_or("none")
+        );
+        Ok(pb::HealthResponse {
+            container_id: inspected.id,
+            health: inspected.health,
+            healthcheck: inspected.healthcheck,
+            redactions: inspected.redactions,
+        })
+    }
+
+    pub(super) async fn stats(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::StatsResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let permit = self.permit_read(call, &req.container).await?;
+        let s = self.docker.stats(&permit).await?;
+        let memory_percent = if s.memory_limit > 0 {
+            s.memory_usage as f64 / s.memory_limit as f64 * 100.0
+        } else {
+            0.0
+        };
+        call.entry.result = format!("cpu={:.1}% mem={}B", s.cpu_percent, s.memory_usage);
+        Ok(pb::StatsResponse {
+            container_id: permit.container_id().to_string(),
+            cpu_percent: s.cpu_percent,
+            online_cpus: s.online_cpus,
+            memory_usage_bytes: s.memory_usage,
+            memory_limit_bytes: s.memory_limit,
+            memory_percent,
+            network_rx_bytes: s.network_rx,
+            network_tx_bytes: s.network_tx,
+            block_read_bytes: s.block_read,
+            block_write_bytes: s.block_write,
+            pids: s.pids,
+        })
+    }
+
+    pub(super) async fn logs(
+        &self,
+        call: &mut Call,
+        req: pb::LogsRequest,
+    ) -> Result<pb::LogsResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.entry.input = format!(
+            "tail={} since={} streams={}",
+            req.tail, req.since, req.streams
+        );
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        if req.tail > self.limits.logs_max_lines {
+            return Err(ExecError::InvalidArgument(format!(
+                "tail {} exceeds the executor's limit of {} lines",
+                req.tail, self.limits.logs_max_lines
+            )));
+        }
+        if req.since < 0 || req.since > unix_now() + 86_400 {
+            return Err(ExecError::InvalidArgument(format!(
+                "since {} must be a unix time in seconds, 0 for no bound",
+                req.since
+            )));
+        }
+        let (stdout, stderr) = match pb::LogStreams::try_from(req.streams) {
+            Ok(pb::LogStreams::Both) => (true, true),
+            Ok(pb::LogStreams::Stdout) => (true, false),
+            Ok(pb::LogStreams::Stderr) => (false, true),
+            Err(_) => {
+                return Err(ExecError::InvalidArgument(format!(
+                    "streams {} is not a known value",
+                    req.streams
+                )))
+            }
+        };
+        let tail = if req.tail == 0 {
+            self.limits.logs_default_tail
+        } else {
+            req.tail
+        };
+        let permit = self.permit_read(call, &req.container).await?;
+        let query = LogQuery {
+            tail,
+            since: req.since,
+            stdout,
+            stderr,
+        };
+        let (raw, truncated) = self
+            .docker
+            .logs(&permit, query, self.limits.logs_max_bytes as usize)
+            .await?;
+        let mut shaper = redact::LogShaper::for_window(raw.iter().map(|l| l.bytes.as_slice()));
+        let lines: Vec<pb::LogLine> = raw
+            .into_iter()
+            .map(|l| pb::LogLine {
+                stream: if l.stream == LogStream::Stderr {
+                    "stderr"
+                } else {
+                    "stdout"
+                }
+                .into(),
+                text: shaper.line(&l.bytes),
+            })
+            .collect();
+        let redactions = shaper.redactions();
+        call.entry.result = format!(
+            "lines={} truncated={truncated} redactions={redactions}",
+            lines.len()
+        );
+        Ok(pb::LogsResponse {
+            lines,
+            truncated,
+            redactions,
+        })
+    }
+
+    pub(super) async fn list(
+        &self,
+        call: &mut Call,
+        req: pb::ListContainersRequest,
+    ) -> Result<pb::ListContainersResponse, ExecError> {
+        call.record(&req.request_id, &req.name);
+        call.entry.input = format!(
+            "all={} name={} labels={} compose_project={} status={}",
+            req.all,
+            truncate_for_audit(&req.name),
+            req.labels.len(),
+            truncate_for_audit(&req.compose_project),
+            truncate_for_audit(&req.status)
+        );
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        validate_filters(&req)?;
+        let containers: Vec<pb::ContainerSummary> = self
+            .docker
+            .list(req.all)
+            .await?
+            .into_iter()
+            .filter(|c| self.policy.target_allowed(&c.name, &c.labels))
+            .filter(|c| matches_filters(c, &req))
+            .map(|c| {
+                let (labels, _) = shape_labels(c.labels);
+                pb::ContainerSummary {
+                    id: c.id,
+                    name: redact::neutralise_controls(&c.name),
+                    image: redact::neutralise_controls(&c.image),
+                    state: c.state,
+                    status: c.status,
+                    labels,
+                    public_ports: c.public_ports,
+                    ip_addresses: c.ip_addresses,
+                }
+            })
+            .collect();
+        call.entry.result = format!("containers={}", containers.len());
+        Ok(pb::ListContainersResponse { containers })
+    }
+
+    pub(super) fn get_policy(
+        &self,
+        call: &mut Call,
+        req: pb::GetPolicyRequest,
+    ) -> Result<pb::PolicyResponse, ExecError> {
+        call.record(&req.request_id, "");
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let actions = [WriteAction::Start, WriteAction::Restart, WriteAction::Stop]
+            .into_iter()
+            .map(|a| pb::ActionPolicy {
+                action: a.as_str().into(),
+                enabled: self.policy.action_enabled(a),
+                tier: Policy::tier(a) as u32,
+                approval_required: true,
+            })
+            .collect();
+        Ok(pb::PolicyResponse {
+            actions,
+            logs_max_lines: self.limits.logs_max_lines,
+            logs_max_bytes: self.limits.logs_max_bytes,
+            approver_ids: self.approvals.approver_ids(),
+            http_checks: self.http_checks.keys().cloned().collect(),
+            approvers: self
+                .approvals
+                .approver_keys()
+                .into_iter()
+                .map(|(id, public_key)| pb::Approver { id, public_key })
+                .collect(),
+            scope: Some(pb::TargetScope {
+                allow_names: self.policy.targets().allow_names.clone(),
+                allow_labels: self
+                    .policy
+                    .targets()
+                    .allow_labels
+                    .clone()
+                    .into_iter()
+                    .collect(),
+                allow_compose_projects: self.policy.targets().allow_compose_projects.clone(),
+            }),
+        })
+    }
+
+    /// Only endpoints from the executor's config: the caller names a service.
+    pub(super) async fn check_http(
+        &self,
+        call: &mut Call,
+        req: pb::CheckHttpRequest,
+    ) -> Result<pb::CheckHttpResponse, ExecError> {
+        call.record(&req.request_id, &req.service);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let Some(target) = self.http_checks.get(&req.service) else {
+            return Err(ExecError::NotConfigured(format!(
+                "no HTTP check is configured for service `{}`",
+                truncate_for_audit(&redact::neutralise_controls(&req.service))
+            )));
+        };
+        let outcome = http_check::check(target, self.http_timeout).await;
+        call.entry.result = format!(
+            "ok={} status={} latency_ms={} {}",
+            outcome.ok,
+            outcome.status_code,
+            outcome.latency.as_millis(),
+            outcome.error
+        );
+        Ok(pb::CheckHttpResponse {
+            service: req.service,
+            ok: outcome.ok,
+            status_code: outcome.status_code,
+            latency_ms: outcome.latency.as_millis() as u64,
+            error: outcome.error,
+            body_snippet: outcome.body_snippet,
+        })
+    }
+}
+
+pub(super) fn invisible(container: &str, why: PolicyError) -> ExecError {
+    ExecError::Invisible {
+        container: truncate_for_audit(container),
+        why,
+    }
+}
+
+pub(super) fn matches_filters(c: &ContainerSummary, req: &pb::ListContainersRequest) -> bool {
+    (req.name.is_empty() || glob_match::glob_match(&req.name, &c.name))
+        && req.labels.iter().all(|(k, v)| {
+            c.labels
+                .get(k)
+                .is_some_and(|have| v.is_empty() || have == v)
+        })
+        && (req.compose_project.is_empty()
+            || c.labels.get(crate::policy::COMPOSE_PROJECT_LABEL) == Some(&req.compose_project))
+        && (req.status.is_empty() || c.state == req.status)
+}

@@ -1,0 +1,111 @@
+//! Domain values become wire values here, and nothing leaves without
+//! passing the redactor: labels, environment, health output.
+
+use super::*;
+
+/// Label values of secret-looking keys are withheld, others redacted.
+pub(super) fn shape_labels(labels: BTreeMap<String, String>) -> (HashMap<String, String>, u32) {
+    let mut redactions = 0;
+    let shaped = labels
+        .into_iter()
+        .map(|(k, v)| {
+            let (v, n) = if redact::is_secret_key(&k) && !v.is_empty() {
+                (redact::REDACTED.to_string(), 1)
+            } else {
+                redact::redact_text(&redact::neutralise_controls(&v))
+            };
+            redactions += n;
+            (redact::neutralise_controls(&k), v)
+        })
+        .collect();
+    (shaped, redactions)
+}
+
+pub(super) fn shape_health(h: Health) -> (pb::HealthState, u32) {
+    let mut redactions = 0;
+    let log = h
+        .log
+        .into_iter()
+        .map(|p| {
+            let (output, n) = redact::shape_multiline(&p.output);
+            redactions += n;
+            pb::HealthLogEntry {
+                exit_code: p.exit_code,
+                output,
+                start: p.start,
+                end: p.end,
+            }
+        })
+        .collect();
+    (
+        pb::HealthState {
+            status: h.status,
+            failing_streak: h.failing_streak,
+            log,
+        },
+        redactions,
+    )
+}
+
+pub(super) fn shape_healthcheck(h: HealthcheckSpec) -> pb::HealthcheckConfig {
+    pb::HealthcheckConfig {
+        test: h
+            .test
+            .iter()
+            .map(|t| redact::redact_text(&redact::neutralise_controls(t)).0)
+            .collect(),
+        interval_ms: h.interval.as_millis() as u64,
+        timeout_ms: h.timeout.as_millis() as u64,
+        retries: h.retries,
+        start_period_ms: h.start_period.as_millis() as u64,
+    }
+}
+
+/// Step 6 for inspect: nothing secret or terminal-hostile leaves.
+pub(super) fn shape_inspect(d: ContainerDetails) -> pb::InspectContainerResponse {
+    let mut redactions = 0;
+    let env = d
+        .env
+        .iter()
+        .map(|e| {
+            let (line, n) = redact::redact_env(e);
+            redactions += n;
+            line
+        })
+        .collect();
+    let (labels, n) = shape_labels(d.labels);
+    redactions += n;
+    let (health, n) = shape_health(d.health);
+    redactions += n;
+    let (error, n) = redact::redact_text(&redact::neutralise_controls(&d.state.error));
+    redactions += n;
+    pb::InspectContainerResponse {
+        id: d.id,
+        name: redact::neutralise_controls(&d.name),
+        image: redact::neutralise_controls(&d.image),
+        state: Some(pb::ContainerState {
+            status: d.state.status,
+            running: d.state.running,
+            restarting: d.state.restarting,
+            oom_killed: d.state.oom_killed,
+            dead: d.state.dead,
+            exit_code: d.state.exit_code,
+            error,
+            started_at: d.state.started_at,
+            finished_at: d.state.finished_at,
+        }),
+        health: Some(health),
+        healthcheck: d.healthcheck.map(shape_healthcheck),
+        labels,
+        env,
+        restart_count: d.restart_count,
+        restart_policy: d.restart_policy,
+        networks: d.networks,
+        aliases: d.aliases,
+        created: d.created,
+        memory_limit_bytes: d.memory_limit,
+        requested_host_ports: d.requested_host_ports,
+        ip_addresses: d.ip_addresses,
+        redactions,
+    }
+}

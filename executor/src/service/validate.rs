@@ -1,0 +1,114 @@
+//! Bounded, well-formed input, checked before anything else looks at it.
+
+use super::*;
+
+pub(super) const MAX_REQUEST_ID_LEN: usize = 128;
+
+pub(super) const MAX_CONTAINER_REF_LEN: usize = 128;
+
+pub(super) fn validate_request_id(id: &str) -> Result<(), ExecError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_REQUEST_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ExecError::InvalidArgument(format!(
+            "request_id must be 1 to {MAX_REQUEST_ID_LEN} characters of [A-Za-z0-9-_.:]"
+        )))
+    }
+}
+
+/// Docker names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, ids: hex. A leading `/` is
+/// accepted because inspect output carries one.
+pub(super) fn validate_container_ref(name: &str) -> Result<(), ExecError> {
+    let body = name.strip_prefix('/').unwrap_or(name);
+    let ok = !body.is_empty()
+        && body.len() <= MAX_CONTAINER_REF_LEN
+        && body.as_bytes()[0].is_ascii_alphanumeric()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ExecError::InvalidArgument(format!(
+            "container must be a container name or id (1 to {MAX_CONTAINER_REF_LEN} characters of [a-zA-Z0-9_.-])"
+        )))
+    }
+}
+
+pub(super) fn truncate_for_audit(s: &str) -> String {
+    const MAX: usize = 512;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+pub(super) fn validate_filters(req: &pb::ListContainersRequest) -> Result<(), ExecError> {
+    const STATUSES: &[&str] = &[
+        "",
+        "created",
+        "running",
+        "paused",
+        "restarting",
+        "removing",
+        "exited",
+        "dead",
+    ];
+    if !STATUSES.contains(&req.status.as_str()) {
+        return Err(ExecError::InvalidArgument(format!(
+            "status filter must be one of {}",
+            STATUSES[1..].join(", ")
+        )));
+    }
+    if req.name.len() > MAX_CONTAINER_REF_LEN || req.compose_project.len() > MAX_CONTAINER_REF_LEN {
+        return Err(ExecError::InvalidArgument(format!(
+            "name and compose_project filters are at most {MAX_CONTAINER_REF_LEN} characters"
+        )));
+    }
+    if req.labels.len() > 16
+        || req
+            .labels
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.len() > 256 || v.len() > 256)
+    {
+        return Err(ExecError::InvalidArgument(
+            "at most 16 label filters, keys 1 to 256 and values up to 256 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_validation_table() {
+        for good in [
+            "backend",
+            "/shop-prod-backend-1",
+            "a.b_c-d",
+            &"f".repeat(64),
+        ] {
+            assert!(validate_container_ref(good).is_ok(), "{good}");
+        }
+        for bad in ["", "/", "-x", "a b", "a/b", "x;rm", &"a".repeat(129), "ü"] {
+            assert!(validate_container_ref(bad).is_err(), "{bad}");
+        }
+        for good in ["req-1", "01J:abc.def_1"] {
+            assert!(validate_request_id(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a b", "x\n", &"r".repeat(129)] {
+            assert!(validate_request_id(bad).is_err(), "{bad}");
+        }
+    }
+}
