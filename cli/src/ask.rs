@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::client::AgentClient;
 use crate::home::CliConfig;
+use crate::term::{confirm, paint, Spinner, Style};
 
 /// Exit codes, in one place.
 pub mod exit {
@@ -26,6 +27,8 @@ pub mod exit {
     pub const NEEDS_CLARIFICATION: u8 = 4;
     pub const REJECTED: u8 = 5;
     pub const CANCELED: u8 = 6;
+    /// Ctrl-C while following, and the request was left running.
+    pub const INTERRUPTED: u8 = 130;
 }
 
 #[derive(Debug, Clone, Default)]
@@ -144,14 +147,33 @@ pub async fn sign_and_approve(
     Ok(())
 }
 
-fn prompt_yes(question: &str) -> bool {
-    print!("{question} [y/N] ");
-    let _ = std::io::stdout().flush();
-    let mut line = String::new();
-    if std::io::stdin().lock().read_line(&mut line).is_err() {
-        return false;
+/// The last line of a followed or shown request.
+pub fn print_outcome(status: &str, outcome: &str) {
+    let mark = if status == "completed" {
+        paint("✔", Style::Good)
+    } else {
+        paint("✘", Style::Bad)
+    };
+    println!(
+        "{mark} {}: {}",
+        paint(&safe(status), Style::Bold),
+        safe(outcome)
+    );
+}
+
+/// How to decide the request's pending approvals.
+pub fn print_pending_approvals(request: &Value) {
+    println!("… waiting for approval:");
+    for a in request
+        .get("approvals")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a.get("status").and_then(Value::as_str) == Some("pending"))
+    {
+        let id = safe(a.get("id").and_then(Value::as_str).unwrap_or(""));
+        println!("  approve it with: drydock approve {id}   (or reject: drydock reject {id})");
     }
-    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 /// Print one event for a human.
@@ -161,7 +183,11 @@ pub fn render(event: &Value) {
     let s = |v: &Value, k: &str| safe(v.get(k).and_then(Value::as_str).unwrap_or(""));
     match kind {
         "created" => {}
-        "status" => println!("→ {}: {}", s(&d, "status"), s(&d, "message")),
+        "status" => println!(
+            "→ {}: {}",
+            paint(&s(&d, "status"), Style::Bold),
+            s(&d, "message")
+        ),
         "evidence" => println!(
             "  evidence {} [{} via {}]: {}",
             s(&d, "id"),
@@ -278,7 +304,11 @@ pub fn render(event: &Value) {
                 println!(
                     "  verify {}: {} ({})",
                     s(c, "level"),
-                    if ok { "ok" } else { "FAILED" },
+                    if ok {
+                        paint("ok", Style::Good)
+                    } else {
+                        paint("FAILED", Style::Bad)
+                    },
                     s(c, "detail")
                 );
             }
@@ -334,67 +364,88 @@ pub async fn follow_request(
 ) -> anyhow::Result<AskResult> {
     let pending: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let rejected_names: RefCell<Vec<String>> = RefCell::new(Vec::new());
-    agent
-        .follow(request_id, |event| {
-            let (pending, rejected_names) = (&pending, &rejected_names);
-            async move {
-                if !quiet {
-                    render(&event);
+    let spinner = if quiet {
+        Spinner::none()
+    } else {
+        Spinner::start()
+    };
+    let followed = agent.follow(request_id, |event| {
+        let (pending, rejected_names, spinner) = (&pending, &rejected_names, &spinner);
+        async move {
+            spinner.clear();
+            if !quiet {
+                render(&event);
+            }
+            if let Some(phase) = event
+                .get("data")
+                .and_then(|d| d.get("status"))
+                .and_then(Value::as_str)
+            {
+                spinner.set_phase(phase);
+            }
+            if event.get("kind").and_then(Value::as_str) != Some("approval_requested") {
+                return Ok(true);
+            }
+            let approval = event
+                .get("data")
+                .and_then(|d| d.get("approval"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let (claims, bytes) = decode_claims(&approval, Some(request_id))?;
+            // A replayed stream (reconnect, `drydock follow`) shows
+            // approvals decided long ago: only a pending one is asked.
+            if !approval_still_pending(agent, request_id, &claims.approval_id).await? {
+                return Ok(true);
+            }
+            match mode {
+                ApprovalMode::AutoApprove => {
+                    if !quiet {
+                        println!("  approving (--yes): {}", describe_claims(&claims));
+                    }
+                    sign_and_approve(agent, cfg, &claims, &bytes).await?;
+                    Ok(true)
                 }
-                if event.get("kind").and_then(Value::as_str) != Some("approval_requested") {
-                    return Ok(true);
-                }
-                let approval = event
-                    .get("data")
-                    .and_then(|d| d.get("approval"))
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let (claims, bytes) = decode_claims(&approval, Some(request_id))?;
-                // A replayed stream (reconnect, `drydock follow`) shows
-                // approvals decided long ago: only a pending one is asked.
-                if !approval_still_pending(agent, request_id, &claims.approval_id).await? {
-                    return Ok(true);
-                }
-                match mode {
-                    ApprovalMode::AutoApprove => {
-                        if !quiet {
-                            println!("  approving (--yes): {}", describe_claims(&claims));
-                        }
+                ApprovalMode::Prompt => {
+                    println!("  approval needed: {}", describe_claims(&claims));
+                    if confirm(&format!(
+                        "{} {}?",
+                        capitalized(claims.action.as_str()),
+                        safe(&claims.container_name)
+                    ))
+                    .await
+                    {
                         sign_and_approve(agent, cfg, &claims, &bytes).await?;
-                        Ok(true)
+                    } else {
+                        agent
+                            .post(
+                                &format!("/api/v1/approvals/{}/reject", claims.approval_id),
+                                json!({}),
+                            )
+                            .await?;
+                        rejected_names
+                            .borrow_mut()
+                            .push(claims.container_name.clone());
                     }
-                    ApprovalMode::Prompt => {
+                    Ok(true)
+                }
+                ApprovalMode::LeavePending => {
+                    pending.borrow_mut().push(claims.approval_id.clone());
+                    if !quiet {
                         println!("  approval needed: {}", describe_claims(&claims));
-                        if prompt_yes(&format!(
-                            "{} {}?",
-                            capitalized(claims.action.as_str()),
-                            safe(&claims.container_name)
-                        )) {
-                            sign_and_approve(agent, cfg, &claims, &bytes).await?;
-                        } else {
-                            agent
-                                .post(
-                                    &format!("/api/v1/approvals/{}/reject", claims.approval_id),
-                                    json!({}),
-                                )
-                                .await?;
-                            rejected_names
-                                .borrow_mut()
-                                .push(claims.container_name.clone());
-                        }
-                        Ok(true)
                     }
-                    ApprovalMode::LeavePending => {
-                        pending.borrow_mut().push(claims.approval_id.clone());
-                        if !quiet {
-                            println!("  approval needed: {}", describe_claims(&claims));
-                        }
-                        Ok(false)
-                    }
+                    Ok(false)
                 }
             }
-        })
-        .await?;
+        }
+    });
+    tokio::select! {
+        followed = followed => followed?,
+        _ = tokio::signal::ctrl_c() => {
+            spinner.stop();
+            return interrupted(agent, request_id).await;
+        }
+    }
+    spinner.stop();
     let (pending, rejected_names) = (pending.into_inner(), rejected_names.into_inner());
     let request = agent.get(&format!("/api/v1/requests/{request_id}")).await?;
     if !pending.is_empty() {
@@ -422,8 +473,7 @@ pub async fn follow_request(
         .unwrap_or("")
         .to_string();
     if !quiet {
-        let mark = if status == "completed" { "✔" } else { "✘" };
-        println!("{mark} {}: {}", safe(&status), safe(&outcome));
+        print_outcome(&status, &outcome);
         for name in &rejected_names {
             println!("Left {} untouched: no change was made.", safe(name));
         }
@@ -431,6 +481,36 @@ pub async fn follow_request(
     Ok(AskResult {
         exit_code: exit_code_for(&status),
         request,
+    })
+}
+
+/// Ctrl-C while following: offer to cancel the request; otherwise leave it
+/// running and say how to come back to it. A second Ctrl-C at the question
+/// means "just stop following".
+async fn interrupted(agent: &AgentClient, request_id: &str) -> anyhow::Result<AskResult> {
+    let id = safe(request_id);
+    let question = format!("\nCancel request {id}?");
+    let cancel = std::io::stdin().is_terminal()
+        && tokio::select! {
+            yes = confirm(&question) => yes,
+            _ = tokio::signal::ctrl_c() => false,
+        };
+    if cancel {
+        let request = crate::show::cancel(agent, request_id).await?;
+        println!(
+            "canceled {id}: {}",
+            safe(request.get("outcome").and_then(Value::as_str).unwrap_or(""))
+        );
+        return Ok(AskResult {
+            request,
+            exit_code: exit::CANCELED,
+        });
+    }
+    println!("\nstopped following; {id} goes on. `drydock follow {id}` resumes, `drydock cancel {id}` stops it.");
+    let request = agent.get(&format!("/api/v1/requests/{request_id}")).await?;
+    Ok(AskResult {
+        request,
+        exit_code: exit::INTERRUPTED,
     })
 }
 

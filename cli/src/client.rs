@@ -115,6 +115,21 @@ impl AgentClient {
         Self::check(resp).await
     }
 
+    /// The agent's clock, from the `Date` header of its health answer.
+    pub async fn server_time(&self) -> Option<std::time::SystemTime> {
+        let resp = self
+            .http
+            .get(format!("{}/healthz", self.base))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        let date = resp.headers().get(reqwest::header::DATE)?.to_str().ok()?;
+        humantime::parse_rfc3339_weak(date)
+            .ok()
+            .or_else(|| httpdate(date))
+    }
+
     pub async fn healthy(&self) -> bool {
         matches!(self.http.get(format!("{}/healthz", self.base)).timeout(Duration::from_secs(2)).send().await, Ok(r) if r.status().is_success())
     }
@@ -207,5 +222,33 @@ mod tests {
             }
         );
         assert_eq!(frames[1].event, "final");
+    }
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form HTTP servers
+/// send in `Date`.
+fn httpdate(text: &str) -> Option<std::time::SystemTime> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, clock, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| m == month)? + 1;
+    let iso = format!("{year}-{month:02}-{day:0>2}T{clock}Z");
+    humantime::parse_rfc3339(&iso).ok()
+}
+
+#[cfg(test)]
+mod date_tests {
+    #[test]
+    fn http_dates_parse() {
+        let t = super::httpdate("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
+            784_111_777
+        );
+        assert!(super::httpdate("yesterday").is_none());
     }
 }

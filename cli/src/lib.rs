@@ -4,11 +4,14 @@
 //! workload set-up uses the `docker` CLI, outside drydock's control path).
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod ask;
 pub mod client;
 pub mod daemons;
 pub mod demo;
+pub mod doctor;
 pub mod fixture;
 pub mod home;
 pub mod pki;
+pub mod show;
 pub mod term;

@@ -5,98 +5,13 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::Parser as _;
+use drydock::args::{AuditCommand, Cli, Command};
 use drydock::ask::{self, exit, AskOptions};
 use drydock::client::AgentClient;
 use drydock::home::{self, Home, InitOptions};
 use drydock::{daemons, demo};
 use serde_json::{json, Value};
-
-#[derive(Parser)]
-#[command(
-    name = "drydock",
-    version,
-    about = "Find out why a Docker container is broken and fix it safely"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Write the CA, certificates, approver key, agent token and configs into $DRYDOCK_HOME.
-    Init {
-        /// Replace an existing home's keys and configs.
-        #[arg(long)]
-        force: bool,
-        #[arg(long, default_value_t = home::DEFAULT_EXECUTOR_PORT)]
-        executor_port: u16,
-        #[arg(long, default_value_t = home::DEFAULT_AGENT_PORT)]
-        agent_port: u16,
-        /// Extra DNS names for the executor's certificate (for example the compose service name).
-        #[arg(long = "executor-name")]
-        executor_names: Vec<String>,
-        /// The approver id the executor knows this operator's key by.
-        #[arg(long, default_value = home::DEFAULT_APPROVER_ID)]
-        approver_id: String,
-    },
-    /// Start the executor and the agent in the background.
-    Up,
-    /// Stop both daemons.
-    Down,
-    /// Ask drydock about a broken service: diagnose, plan, approve, fix, verify.
-    Ask {
-        /// The exact container (name or id) instead of discovery from the message.
-        #[arg(long)]
-        container: Option<String>,
-        /// Diagnose only: never propose a change.
-        #[arg(long)]
-        diagnose_only: bool,
-        /// Approve the proposed plan without asking (still signed with the local approver key).
-        #[arg(long)]
-        yes: bool,
-        /// Print only the final request as one JSON object.
-        #[arg(long)]
-        json: bool,
-        /// What is wrong, in your words: "backend is down".
-        #[arg(required = true, num_args = 1..)]
-        message: Vec<String>,
-    },
-    /// Follow an existing request until it finishes.
-    Follow {
-        id: String,
-        #[arg(long)]
-        yes: bool,
-    },
-    /// Approve a pending approval (signs its claims with your key).
-    Approve {
-        id: String,
-        /// Do not ask for confirmation.
-        #[arg(long)]
-        yes: bool,
-    },
-    /// Reject a pending approval; nothing is changed.
-    Reject { id: String },
-    /// List pending approvals.
-    Approvals,
-    /// List recent requests.
-    Requests {
-        #[arg(long)]
-        status: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run the whole loop on a local demo service (builds what it needs).
-    Demo {
-        /// Approve the fix without asking.
-        #[arg(long)]
-        yes: bool,
-        /// Keep the demo container and the daemons running afterwards.
-        #[arg(long)]
-        keep: bool,
-    },
-}
 
 fn agent(home: &Home) -> anyhow::Result<(AgentClient, home::CliConfig)> {
     let cfg = home.load_cli_config()?;
@@ -268,13 +183,76 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(exit::COMPLETED)
         }
+        Command::Show { id, json } => {
+            let (agent, _) = agent(&home)?;
+            drydock::show::show(&agent, &id, json).await
+        }
+        Command::Cancel { id } => {
+            let (agent, _) = agent(&home)?;
+            let request = drydock::show::cancel(&agent, &id).await?;
+            println!(
+                "canceled {}: {}",
+                ask::safe(&id),
+                ask::safe(request.get("outcome").and_then(Value::as_str).unwrap_or(""))
+            );
+            Ok(exit::COMPLETED)
+        }
+        Command::Doctor => Ok(drydock::doctor::run(&home).await),
+        Command::Audit { command } => audit(&home, command),
+        Command::Completions { shell } => {
+            let mut cmd = drydock::args::command();
+            clap_complete::generate(shell, &mut cmd, "drydock", &mut std::io::stdout());
+            Ok(exit::COMPLETED)
+        }
+        Command::Man { out } => {
+            let cmd = drydock::args::command();
+            match out {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
+                    clap_mangen::generate_to(cmd, &dir).with_context(|| {
+                        format!("cannot write man pages into {}", dir.display())
+                    })?;
+                    println!("man pages written to {}", dir.display());
+                }
+                None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+            }
+            Ok(exit::COMPLETED)
+        }
         Command::Demo { yes, keep } => demo::run(&demo::DemoOptions { yes, keep }).await,
     }
 }
 
+/// The local layout's audit log, through the executor's own audit tools
+/// (the CLI never opens the executor's store itself).
+fn audit(home: &Home, command: AuditCommand) -> anyhow::Result<u8> {
+    let bin = drydock::daemons::find_binary("drydock-executor").context(
+        "drydock-executor not found (looked at $DRYDOCK_EXECUTOR_BIN, next to drydock, and on PATH)",
+    )?;
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("audit");
+    match command {
+        AuditCommand::Verify => cmd.arg("verify"),
+        AuditCommand::Export => cmd.arg("export"),
+        AuditCommand::Tail { lines } => cmd.arg("tail").arg("--lines").arg(lines.to_string()),
+    };
+    let status = cmd
+        .arg("--config")
+        .arg(home.executor_config())
+        .status()
+        .context("cannot run drydock-executor")?;
+    Ok(match status.code() {
+        Some(0) => exit::COMPLETED,
+        Some(1) => exit::FAILED,
+        _ => exit::USAGE,
+    })
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    drydock::term::init_color(cli.color);
+    match run(cli).await {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("drydock: {}", ask::safe_lines(&format!("{e:#}")));

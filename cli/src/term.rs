@@ -83,6 +83,11 @@ struct SpinnerState {
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 impl Spinner {
+    /// A spinner that never draws (quiet or JSON output).
+    pub fn none() -> Spinner {
+        Spinner { inner: None }
+    }
+
     /// Running only when both standard output and error are terminals.
     pub fn start() -> Spinner {
         if !(std::io::stderr().is_terminal() && std::io::stdout().is_terminal()) {

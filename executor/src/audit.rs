@@ -255,12 +255,23 @@ impl AuditLog {
     }
 
     pub fn rows(&self) -> Result<Vec<AuditRow>, AuditError> {
+        self.select("ORDER BY seq", i64::MAX)
+    }
+
+    /// The newest `n` rows, oldest first.
+    pub fn tail(&self, n: u32) -> Result<Vec<AuditRow>, AuditError> {
+        let mut rows = self.select("ORDER BY seq DESC", i64::from(n))?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    fn select(&self, order: &'static str, limit: i64) -> Result<Vec<AuditRow>, AuditError> {
         let conn = self.lock();
-        let mut stmt = conn.prepare(
-            "SELECT seq, ts, request_id, caller, action, target, container_id, tier, approval_id, key_id, decision, code, reason, duration_ms, input, result, prev_hash, hash FROM audit ORDER BY seq",
-        )?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT seq, ts, request_id, caller, action, target, container_id, tier, approval_id, key_id, decision, code, reason, duration_ms, input, result, prev_hash, hash FROM audit {order} LIMIT ?1",
+        ))?;
         let rows = stmt
-            .query_map([], |r| {
+            .query_map([limit], |r| {
                 Ok(AuditRow {
                     seq: r.get(0)?,
                     ts: r.get(1)?,

@@ -64,6 +64,14 @@ enum AuditCommand {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
         config: PathBuf,
     },
+    /// Print the newest rows as JSON lines, oldest first.
+    Tail {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+        /// How many rows.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        lines: u32,
+    },
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -95,15 +103,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit { command } => {
-            let (config, export) = match command {
-                AuditCommand::Verify { config } => (config, false),
-                AuditCommand::Export { config } => (config, true),
+            let config = match &command {
+                AuditCommand::Verify { config }
+                | AuditCommand::Export { config }
+                | AuditCommand::Tail { config, .. } => Config::load(config)?,
             };
-            let config = Config::load(&config)?;
             let log =
                 AuditLog::open_existing(&config.audit.path).context("opening the audit log")?;
-            if export {
-                for row in log.rows()? {
+            let rows = match command {
+                AuditCommand::Verify { .. } => None,
+                AuditCommand::Export { .. } => Some(log.rows()?),
+                AuditCommand::Tail { lines, .. } => Some(log.tail(lines)?),
+            };
+            if let Some(rows) = rows {
+                for row in rows {
                     println!("{}", serde_json::to_string(&row)?);
                 }
                 return Ok(ExitCode::SUCCESS);

@@ -9,3 +9,5 @@ mod executor_behaviour;
 mod executor_boundary;
 mod fault_classes;
 mod llm_injection;
+mod operator_cli;
+mod reference_docs;

@@ -1,0 +1,153 @@
+//! The command line, defined once: `main` dispatches on it, and the shell
+//! completions and man pages are generated from the same definitions, so
+//! help, completion and manual cannot disagree.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::home;
+use crate::term::ColorChoice;
+
+#[derive(Parser)]
+#[command(
+    name = "drydock",
+    version,
+    about = "Find out why a Docker container is broken and fix it safely"
+)]
+pub struct Cli {
+    /// Colour: auto (a terminal and NO_COLOR unset), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Write the CA, certificates, approver key, agent token and configs into $DRYDOCK_HOME.
+    Init {
+        /// Replace an existing home's keys and configs.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, default_value_t = home::DEFAULT_EXECUTOR_PORT)]
+        executor_port: u16,
+        #[arg(long, default_value_t = home::DEFAULT_AGENT_PORT)]
+        agent_port: u16,
+        /// Extra DNS names for the executor's certificate (for example the compose service name).
+        #[arg(long = "executor-name")]
+        executor_names: Vec<String>,
+        /// The approver id the executor knows this operator's key by.
+        #[arg(long, default_value = home::DEFAULT_APPROVER_ID)]
+        approver_id: String,
+    },
+    /// Start the executor and the agent in the background.
+    Up,
+    /// Stop both daemons.
+    Down,
+    /// Ask drydock about a broken service: diagnose, plan, approve, fix, verify.
+    Ask {
+        /// The exact container (name or id) instead of discovery from the message.
+        #[arg(long)]
+        container: Option<String>,
+        /// Diagnose only: never propose a change.
+        #[arg(long)]
+        diagnose_only: bool,
+        /// Approve the proposed plan without asking (still signed with the local approver key).
+        #[arg(long)]
+        yes: bool,
+        /// Print only the final request as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// What is wrong, in your words: "backend is down".
+        #[arg(required = true, num_args = 1..)]
+        message: Vec<String>,
+    },
+    /// Follow an existing request until it finishes.
+    Follow {
+        id: String,
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Approve a pending approval (signs its claims with your key).
+    Approve {
+        id: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Reject a pending approval; nothing is changed.
+    Reject { id: String },
+    /// List pending approvals.
+    Approvals,
+    /// List recent requests.
+    Requests {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a request as `ask` renders it: its timeline, diagnosis, plan and outcome.
+    Show {
+        id: String,
+        /// Print the request as one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel an unfinished request (an action already sent may still complete).
+    Cancel { id: String },
+    /// Check the installation: one verdict line per check, non-zero exit on any failure.
+    Doctor,
+    /// The executor's audit log (local layout): verify the chain, export or tail rows.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (drydock.1 and one per subcommand) into a folder, or print drydock.1.
+    Man {
+        /// The folder to write into; without it, drydock.1 goes to standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run the whole loop on a local demo service (builds what it needs).
+    Demo {
+        /// Approve the fix without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Keep the demo container and the daemons running afterwards.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AuditCommand {
+    /// Verify the hash chain; exit 1 and name the first bad row if it is broken.
+    Verify,
+    /// Print every row as one JSON object per line.
+    Export,
+    /// Print the newest rows as JSON lines.
+    Tail {
+        /// How many rows.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        lines: u32,
+    },
+}
+
+/// The clap command, for completions and man pages.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_definitions_are_consistent() {
+        super::command().debug_assert();
+    }
+}

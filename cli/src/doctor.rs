@@ -1,0 +1,466 @@
+//! `drydock doctor`: one verdict line per check of the local installation,
+//! and a non-zero exit when any check fails. Each check says what it found
+//! and, when it fails, what to do.
+//!
+//! The checks look where an operator would: the files in `$DRYDOCK_HOME`
+//! (modes, certificates, configs through the daemons' own `check-config`),
+//! the running daemons, and — through the agent — what the running executor
+//! actually trusts, which is the only thing that decides whether a
+//! signature will be accepted.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::client::AgentClient;
+use crate::daemons;
+use crate::home::Home;
+use crate::term::{paint, Style};
+
+/// Certificates closer than this to their end are reported as a warning.
+const EXPIRY_WARNING_DAYS: i64 = 30;
+/// Approvals carry absolute times: more skew than this between the CLI and
+/// the agent makes them expire early or late.
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+fn check(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        verdict,
+        detail: detail.into(),
+    }
+}
+
+impl Check {
+    pub fn line(&self) -> String {
+        let tag = match self.verdict {
+            Verdict::Ok => paint("ok  ", Style::Good),
+            Verdict::Warn => paint("warn", Style::Warn),
+            Verdict::Fail => paint("FAIL", Style::Bad),
+        };
+        format!(
+            "{tag}  {:<12} {}",
+            self.name,
+            crate::ask::safe(&self.detail)
+        )
+    }
+}
+
+/// Run every check, print a line for each, and return the exit code.
+pub async fn run(home: &Home) -> u8 {
+    let checks = checks(home).await;
+    for c in &checks {
+        println!("{}", c.line());
+    }
+    let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    if failed > 0 {
+        println!("{failed} check(s) failed");
+        1
+    } else {
+        0
+    }
+}
+
+pub async fn checks(home: &Home) -> Vec<Check> {
+    let mut out = Vec::new();
+    if !home.is_initialized() {
+        out.push(check(
+            "home",
+            Verdict::Fail,
+            format!(
+                "{} is not initialized: run `drydock init`",
+                home.root.display()
+            ),
+        ));
+        return out;
+    }
+    out.push(check("home", Verdict::Ok, home.root.display().to_string()));
+    out.extend(key_modes(home));
+    out.extend(certificates(home));
+    out.extend(configs(home));
+    out.push(docker());
+    out.push(executor_running(home));
+    let cfg = match home.load_cli_config() {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(check("cli config", Verdict::Fail, format!("{e:#}")));
+            return out;
+        }
+    };
+    let agent = match cfg
+        .token()
+        .and_then(|t| AgentClient::new(&cfg.agent_url, t))
+    {
+        Ok(a) => a,
+        Err(e) => {
+            out.push(check("agent", Verdict::Fail, format!("{e:#}")));
+            return out;
+        }
+    };
+    if !agent.healthy().await {
+        out.push(check(
+            "agent",
+            Verdict::Fail,
+            format!(
+                "no answer at {}: start it with `drydock up` (log: {})",
+                cfg.agent_url,
+                home.log("drydock-agent").display()
+            ),
+        ));
+        return out;
+    }
+    out.push(check(
+        "agent",
+        Verdict::Ok,
+        format!("healthy at {}", cfg.agent_url),
+    ));
+    out.push(clock(&agent).await);
+    let status = match agent.get("/api/v1/executor").await {
+        Ok(s) => s,
+        Err(e) => {
+            out.push(check(
+                "mtls",
+                Verdict::Fail,
+                format!("the agent cannot use the executor: {e:#}"),
+            ));
+            return out;
+        }
+    };
+    out.push(check(
+        "mtls",
+        Verdict::Ok,
+        format!(
+            "agent → executor over mutual TLS in {} ms",
+            status
+                .get("latency_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        ),
+    ));
+    let policy = status.get("policy").cloned().unwrap_or(Value::Null);
+    out.push(approver(&cfg, &policy));
+    out.push(scope(&policy));
+    out
+}
+
+/// Private files must be readable by their owner only.
+fn key_modes(home: &Home) -> Vec<Check> {
+    let mut files = vec![home.path("approver.key"), home.path("agent.token")];
+    if let Ok(dir) = std::fs::read_dir(home.path("pki")) {
+        let mut keys: Vec<_> = dir
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "key"))
+            .collect();
+        keys.sort();
+        files.extend(keys);
+    }
+    let mut bad = Vec::new();
+    for f in &files {
+        if let Err(e) = drydock_daemon::files::check_private("key file", f) {
+            bad.push(check("key modes", Verdict::Fail, e.to_string()));
+        }
+    }
+    if bad.is_empty() {
+        vec![check(
+            "key modes",
+            Verdict::Ok,
+            format!("{} private files, owner-only", files.len()),
+        )]
+    } else {
+        bad
+    }
+}
+
+fn certificates(home: &Home) -> Vec<Check> {
+    let Ok(dir) = std::fs::read_dir(home.path("pki")) else {
+        return vec![check(
+            "certificates",
+            Verdict::Fail,
+            format!(
+                "{} is missing: run `drydock init`",
+                home.path("pki").display()
+            ),
+        )];
+    };
+    let mut certs: Vec<_> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "crt"))
+        .collect();
+    certs.sort();
+    let now = unix_now();
+    certs
+        .iter()
+        .map(|path| match validity(path) {
+            Err(e) => check("certificates", Verdict::Fail, e),
+            Ok((not_before, not_after)) => {
+                let name = path.file_name().map(|n| n.to_string_lossy().to_string());
+                let name = name.unwrap_or_default();
+                let days = (not_after - now).div_euclid(86_400);
+                if now < not_before {
+                    check(
+                        "certificates",
+                        Verdict::Fail,
+                        format!("{name} is not valid yet (check the clock)"),
+                    )
+                } else if now >= not_after {
+                    check(
+                        "certificates",
+                        Verdict::Fail,
+                        format!(
+                            "{name} expired {} days ago: renew with `drydock init --force`",
+                            -days
+                        ),
+                    )
+                } else if days < EXPIRY_WARNING_DAYS {
+                    check(
+                        "certificates",
+                        Verdict::Warn,
+                        format!("{name} expires in {days} days: renew soon"),
+                    )
+                } else {
+                    check(
+                        "certificates",
+                        Verdict::Ok,
+                        format!("{name} valid, expires in {days} days"),
+                    )
+                }
+            }
+        })
+        .collect()
+}
+
+/// `(not_before, not_after)` in Unix seconds.
+fn validity(path: &Path) -> Result<(i64, i64), String> {
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem)
+        .map_err(|e| format!("{} is not a PEM certificate: {e}", path.display()))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("{} is not an X.509 certificate: {e}", path.display()))?;
+    let v = cert.validity();
+    Ok((v.not_before.timestamp(), v.not_after.timestamp()))
+}
+
+/// Each daemon validates its own config, exactly as it would at start.
+fn configs(home: &Home) -> Vec<Check> {
+    [
+        ("drydock-executor", home.executor_config()),
+        ("drydock-agent", home.agent_config()),
+    ]
+    .into_iter()
+    .map(|(daemon, config)| {
+        let Some(bin) = daemons::find_binary(daemon) else {
+            return check(
+                "config",
+                Verdict::Fail,
+                format!("{daemon} not found: build it with `cargo build --release -p {daemon}`"),
+            );
+        };
+        match Command::new(bin)
+            .arg("check-config")
+            .arg("--config")
+            .arg(&config)
+            .output()
+        {
+            Ok(out) if out.status.success() => check(
+                "config",
+                Verdict::Ok,
+                format!("{} is valid", config.display()),
+            ),
+            Ok(out) => check(
+                "config",
+                Verdict::Fail,
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ),
+            Err(e) => check("config", Verdict::Fail, format!("cannot run {daemon}: {e}")),
+        }
+    })
+    .collect()
+}
+
+/// The engine as the operator's own docker CLI sees it (drydock itself
+/// reaches Docker only through the executor).
+fn docker() -> Check {
+    match Command::new("docker")
+        .args([
+            "version",
+            "--format",
+            "{{.Server.Version}} (API {{.Server.APIVersion}})",
+        ])
+        .output()
+    {
+        Ok(out) if out.status.success() => check(
+            "docker",
+            Verdict::Ok,
+            format!("engine {}", String::from_utf8_lossy(&out.stdout).trim()),
+        ),
+        Ok(out) => check(
+            "docker",
+            Verdict::Fail,
+            format!(
+                "engine unreachable: {}",
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
+        ),
+        Err(e) => check(
+            "docker",
+            Verdict::Warn,
+            format!("no docker CLI to ask ({e})"),
+        ),
+    }
+}
+
+/// The executor answers its gRPC health service over mTLS (with the
+/// health-only certificate), as a container healthcheck would ask it.
+fn executor_running(home: &Home) -> Check {
+    let listen = std::fs::read_to_string(home.executor_config())
+        .ok()
+        .and_then(|t| serde_yaml_ng::from_str::<Value>(&t).ok())
+        .and_then(|v| v.get("listen").and_then(Value::as_str).map(String::from))
+        .unwrap_or_else(|| "127.0.0.1:7443".into());
+    let Some(bin) = daemons::find_binary("drydock-executor") else {
+        return check("executor", Verdict::Fail, "drydock-executor not found");
+    };
+    let out = Command::new(bin)
+        .arg("health")
+        .arg("--addr")
+        .arg(&listen)
+        .arg("--ca")
+        .arg(home.path("pki/ca.crt"))
+        .arg("--cert")
+        .arg(home.path("pki/healthcheck.crt"))
+        .arg("--key")
+        .arg(home.path("pki/healthcheck.key"))
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            check("executor", Verdict::Ok, format!("serving at {listen}"))
+        }
+        Ok(o) => check(
+            "executor",
+            Verdict::Fail,
+            format!(
+                "not serving at {listen}: {}; start it with `drydock up` (log: {})",
+                String::from_utf8_lossy(&o.stderr).trim(),
+                home.log("drydock-executor").display()
+            ),
+        ),
+        Err(e) => check("executor", Verdict::Fail, format!("cannot ask: {e}")),
+    }
+}
+
+async fn clock(agent: &AgentClient) -> Check {
+    match agent.server_time().await {
+        Some(server) => {
+            let skew = SystemTime::now()
+                .duration_since(server)
+                .unwrap_or_else(|e| e.duration());
+            if skew > MAX_CLOCK_SKEW {
+                check(
+                    "clock",
+                    Verdict::Fail,
+                    format!("this machine and the agent differ by {}s: approvals would expire early or late; fix NTP", skew.as_secs()),
+                )
+            } else {
+                check("clock", Verdict::Ok, "agrees with the agent's")
+            }
+        }
+        None => check(
+            "clock",
+            Verdict::Warn,
+            "the agent sent no Date header to compare",
+        ),
+    }
+}
+
+/// The key this CLI signs with must be one the running executor trusts,
+/// under the same id; otherwise every approval is refused.
+fn approver(cfg: &crate::home::CliConfig, policy: &Value) -> Check {
+    let key = match cfg.signing_key() {
+        Ok(k) => k,
+        Err(e) => return check("approver", Verdict::Fail, format!("{e:#}")),
+    };
+    let public = drydock_proto::approval::format_public_key(&key.verifying_key());
+    let trusted: Vec<(String, String)> = policy
+        .get("approvers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let s = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            (s("id"), s("public_key"))
+        })
+        .collect();
+    match trusted.iter().find(|(_, k)| *k == public) {
+        Some((id, _)) if *id == cfg.approver.id => check(
+            "approver",
+            Verdict::Ok,
+            format!("the executor trusts your key as `{id}`"),
+        ),
+        Some((id, _)) => check(
+            "approver",
+            Verdict::Fail,
+            format!(
+                "the executor knows your key as `{id}`, but cli.yaml signs as `{}`: set approver.id to `{id}`",
+                cfg.approver.id
+            ),
+        ),
+        None => check(
+            "approver",
+            Verdict::Fail,
+            format!(
+                "the executor does not trust your key ({public}); trusted: [{}]. Add it to approvers in executor.yaml and restart the executor",
+                trusted.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        ),
+    }
+}
+
+fn scope(policy: &Value) -> Check {
+    let names: Vec<&str> = policy
+        .get("allow_names")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if names.contains(&"*") {
+        check(
+            "scope",
+            Verdict::Warn,
+            "targets.allow_names includes `*`: every container on this host is in scope; name the services drydock may touch",
+        )
+    } else {
+        check(
+            "scope",
+            Verdict::Ok,
+            format!("name selectors [{}]", names.join(", ")),
+        )
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,137 @@
+//! The reference docs stay true mechanically: every key of the config
+//! structs is in docs/configuration.md (in the section of its file), and
+//! every subcommand of the CLI is in docs/cli.md.
+
+use std::collections::BTreeMap;
+
+use drydock_e2e::workspace_root;
+
+/// `struct Name { field: Type, ... }` of every `Deserialize` struct in a
+/// source file: a small reader for this project's own config files, which
+/// declare one `pub field: Type,` per line.
+fn structs(source: &str) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut out = BTreeMap::new();
+    let mut lines = source.lines().peekable();
+    let mut deserialize = false;
+    while let Some(line) = lines.next() {
+        let t = line.trim();
+        if t.starts_with("#[derive(") && t.contains("Deserialize") {
+            deserialize = true;
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("pub struct ") {
+            let name = rest.split([' ', '{']).next().unwrap_or("").to_string();
+            let mut fields = Vec::new();
+            if deserialize && t.ends_with('{') {
+                for l in lines.by_ref() {
+                    let l = l.trim();
+                    if l == "}" {
+                        break;
+                    }
+                    if let Some(f) = l.strip_prefix("pub ") {
+                        if let Some((field, ty)) = f.split_once(':') {
+                            fields.push((
+                                field.trim().to_string(),
+                                ty.trim().trim_end_matches(',').to_string(),
+                            ));
+                        }
+                    }
+                }
+                out.insert(name, fields);
+            }
+            deserialize = false;
+        } else if !t.starts_with("#[") && !t.starts_with("///") && !t.is_empty() {
+            deserialize = false;
+        }
+    }
+    out
+}
+
+/// Dotted key paths under `root`, descending into nested config structs
+/// (`Option<T>` and `Vec<T>` included, the latter as `key[].field`).
+fn keys(
+    all: &BTreeMap<String, Vec<(String, String)>>,
+    root: &str,
+    prefix: &str,
+    out: &mut Vec<String>,
+) {
+    for (field, ty) in all.get(root).into_iter().flatten() {
+        let path = format!("{prefix}{field}");
+        out.push(path.clone());
+        let inner = ty
+            .trim_start_matches("Option<")
+            .trim_start_matches("Vec<")
+            .trim_end_matches('>');
+        if all.contains_key(inner) && inner != root {
+            let sep = if ty.starts_with("Vec<") { "[]." } else { "." };
+            keys(all, inner, &format!("{path}{sep}"), out);
+        }
+    }
+}
+
+/// The part of a Markdown file from heading `start` to the next heading of
+/// the same level.
+fn section<'a>(doc: &'a str, start: &str) -> &'a str {
+    let Some(at) = doc.find(start) else {
+        panic!("docs/configuration.md has no heading {start}")
+    };
+    let rest = &doc[at + start.len()..];
+    let end = rest.find("\n## ").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[test]
+fn every_config_key_is_in_the_configuration_reference() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    let cases = [
+        ("executor/src/config.rs", "Config", "## `executor.yaml`"),
+        ("agent/src/config.rs", "Config", "## `agent.yaml`"),
+        ("cli/src/home.rs", "CliConfig", "## `cli.yaml`"),
+    ];
+    let mut missing = Vec::new();
+    for (file, root_struct, heading) in cases {
+        let source = std::fs::read_to_string(root.join(file)).unwrap();
+        let all = structs(&source);
+        let mut found = Vec::new();
+        keys(&all, root_struct, "", &mut found);
+        assert!(found.len() >= 5, "{file}: read only {found:?}");
+        let text = section(&doc, heading);
+        for key in found {
+            if !text.contains(&format!("`{key}`")) {
+                missing.push(format!("{heading}: `{key}` (from {file})"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "config keys missing from docs/configuration.md:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn every_subcommand_is_in_the_cli_reference() {
+    let doc = std::fs::read_to_string(workspace_root().join("docs/cli.md")).unwrap();
+    let cmd = drydock::args::command();
+    let mut missing = Vec::new();
+    for sub in cmd.get_subcommands() {
+        let name = format!("drydock {}", sub.get_name());
+        if !doc.contains(&format!("### `{name}`")) {
+            missing.push(name.clone());
+        }
+        for nested in sub.get_subcommands() {
+            let full = format!("{name} {}", nested.get_name());
+            if !doc.contains(&full) && !doc.contains(&format!("{name} {{")) {
+                missing.push(full);
+            }
+        }
+        for arg in sub.get_arguments().filter(|a| a.get_long().is_some()) {
+            let flag = format!("--{}", arg.get_long().unwrap_or_default());
+            if flag != "--help" && !doc.contains(&flag) {
+                missing.push(format!("{name} {flag}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "missing from docs/cli.md: {missing:?}");
+}
