@@ -62,6 +62,7 @@ impl SseParser {
 
 impl AgentClient {
     pub fn new(base: &str, token: String) -> anyhow::Result<AgentClient> {
+        drydock_daemon::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()?;

@@ -14,5 +14,6 @@ pub mod files;
 pub mod logging;
 pub mod process;
 pub mod signals;
+pub mod tls;
 
 pub use config::{invalid, load_yaml, ConfigError};

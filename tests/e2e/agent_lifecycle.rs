@@ -237,7 +237,7 @@ async fn sse_replays_every_event_exactly_once_after_a_reconnect() {
     dd.up();
     let (_, req) = dd.ask_json(&["--diagnose-only", "--container", &c.name, "is it down?"]);
     let id = req["id"].as_str().unwrap();
-    let http = reqwest::Client::new();
+    let http = http_client();
     let events_url = format!("{}/api/v1/requests/{id}/events", agent_url(&dd));
     let read_all = |resp: reqwest::Response| async move {
         let mut body = String::new();
@@ -290,7 +290,7 @@ async fn the_api_requires_the_token_and_answers_problem_details() {
     let dd = Drydock::init();
     dd.up();
     let base = agent_url(&dd);
-    let http = reqwest::Client::new();
+    let http = http_client();
     let health = http
         .get(format!("{base}/healthz"))
         .send()

@@ -76,6 +76,12 @@ pub fn prepare() {
     }
 }
 
+/// An HTTP client for talking to the agent's API directly.
+pub fn http_client() -> reqwest::Client {
+    drydock_daemon::tls::install_crypto_provider();
+    reqwest::Client::new()
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

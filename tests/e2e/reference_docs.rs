@@ -23,10 +23,19 @@ fn structs(source: &str) -> BTreeMap<String, Vec<(String, String)>> {
             let name = rest.split([' ', '{']).next().unwrap_or("").to_string();
             let mut fields = Vec::new();
             if deserialize && t.ends_with('{') {
+                let mut skipped = false;
                 for l in lines.by_ref() {
                     let l = l.trim();
                     if l == "}" {
                         break;
+                    }
+                    // Not a key of the file: `#[serde(skip)]` fields are
+                    // filled in by code.
+                    if l.starts_with("#[serde(skip") {
+                        skipped = true;
+                    }
+                    if l.starts_with("pub ") && std::mem::take(&mut skipped) {
+                        continue;
                     }
                     if let Some(f) = l.strip_prefix("pub ") {
                         if let Some((field, ty)) = f.split_once(':') {
@@ -47,7 +56,7 @@ fn structs(source: &str) -> BTreeMap<String, Vec<(String, String)>> {
     out
 }
 
-/// Dotted key paths under `root`, descending into nested config structs
+/// Dotted paths of the leaf keys under `root`, descending into nested config structs
 /// (`Option<T>` and `Vec<T>` included, the latter as `key[].field`).
 fn keys(
     all: &BTreeMap<String, Vec<(String, String)>>,
@@ -57,14 +66,16 @@ fn keys(
 ) {
     for (field, ty) in all.get(root).into_iter().flatten() {
         let path = format!("{prefix}{field}");
-        out.push(path.clone());
         let inner = ty
             .trim_start_matches("Option<")
             .trim_start_matches("Vec<")
             .trim_end_matches('>');
+        // A section (a nested struct) is documented through its keys.
         if all.contains_key(inner) && inner != root {
             let sep = if ty.starts_with("Vec<") { "[]." } else { "." };
             keys(all, inner, &format!("{path}{sep}"), out);
+        } else {
+            out.push(path);
         }
     }
 }

@@ -47,11 +47,9 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(config: &LlmConfig, key: ApiKey) -> Result<Provider, LlmError> {
-        // reqwest is built without a crypto provider of its own: https to a
-        // model API uses the same ring provider as the executor client. An
-        // error here means another provider was installed first, which is
-        // just as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // https to a model API uses the same ring provider as the executor
+        // client.
+        drydock_daemon::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
