@@ -115,10 +115,84 @@ pub fn decode_claims(
     Ok((claims, bytes))
 }
 
-pub fn describe_claims(c: &ApprovalClaims) -> String {
-    let expires = humantime::format_rfc3339_seconds(
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.expires_at.max(0) as u64),
+/// The latest time humantime (and RFC 3339) can write: 9999-12-31T23:59:59Z.
+const LAST_WRITABLE_SECOND: i64 = 253_402_300_799;
+/// Claims are signed only if their lifetime is at most this long, whatever
+/// the agent asks: the agent's own `approval_ttl` cannot be set higher.
+pub const MAX_SIGNED_LIFETIME_SECS: i64 = 3600;
+/// How far the agent's clock may be ahead of ours when it issued claims.
+const ISSUED_AT_SKEW_SECS: i64 = 60;
+
+/// `2026-11-30T21:09:00Z (in 9 min)`: absolute and relative, and never a
+/// panic, whatever the agent put in the claims.
+pub fn describe_time(t: i64, now: i64) -> String {
+    if !(0..=LAST_WRITABLE_SECOND).contains(&t) {
+        return format!("at unix time {t}, which is not a real date");
+    }
+    let absolute = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.unsigned_abs()),
     );
+    let delta = t.saturating_sub(now);
+    let span = |secs: i64| {
+        let secs = secs.unsigned_abs();
+        match secs {
+            0..=89 => format!("{secs} s"),
+            90..=5399 => format!("{} min", (secs + 30) / 60),
+            5400..=129_599 => format!("{} h", (secs + 1800) / 3600),
+            _ => format!("{} days", (secs + 43_200) / 86_400),
+        }
+    };
+    let relative = if delta >= 0 {
+        format!("in {}", span(delta))
+    } else {
+        format!("{} ago", span(delta))
+    };
+    format!("{absolute} ({relative})")
+}
+
+/// Refuse to sign claims a careful human would not: an empty or inverted
+/// window, a lifetime longer than any the agent may give
+/// (`max_lifetime` seconds), an `issued_at` not close to now, or claims
+/// already expired. The executor checks the same, but a signature that
+/// is never made cannot be misused.
+pub fn check_signable(c: &ApprovalClaims, now: i64, max_lifetime: i64) -> anyhow::Result<()> {
+    if c.expires_at <= c.issued_at {
+        bail!("refusing to sign: the claims' expiry is not after their issue time");
+    }
+    let lifetime = c.expires_at.checked_sub(c.issued_at);
+    if lifetime.is_none_or(|l| l > max_lifetime) {
+        bail!(
+            "refusing to sign: the claims would stay valid for longer than {} (expires {})",
+            humantime::format_duration(std::time::Duration::from_secs(max_lifetime.unsigned_abs())),
+            describe_time(c.expires_at, now)
+        );
+    }
+    if c.expires_at <= now {
+        bail!(
+            "refusing to sign: the approval expired {}",
+            describe_time(c.expires_at, now)
+        );
+    }
+    if c.issued_at > now.saturating_add(ISSUED_AT_SKEW_SECS)
+        || c.issued_at < now.saturating_sub(max_lifetime.saturating_add(ISSUED_AT_SKEW_SECS))
+    {
+        bail!(
+            "refusing to sign: the claims say they were issued {}, which is not close to now; check the agent's clock",
+            describe_time(c.issued_at, now)
+        );
+    }
+    Ok(())
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub fn describe_claims(c: &ApprovalClaims) -> String {
+    let expires = describe_time(c.expires_at, unix_now());
     format!(
         "{} container {} (id {}) — request {}, approval {}, expires {expires}",
         c.action,
@@ -136,6 +210,7 @@ pub async fn sign_and_approve(
     claims: &ApprovalClaims,
     bytes: &[u8],
 ) -> anyhow::Result<()> {
+    check_signable(claims, unix_now(), cfg.max_signed_lifetime())?;
     let key = cfg.signing_key()?;
     let sig = approval::sign(bytes, &key);
     agent
@@ -575,4 +650,67 @@ fn pick_candidate(request: &Value) -> Option<String> {
     std::io::stdin().lock().read_line(&mut line).ok()?;
     let n: usize = line.trim().parse().ok()?;
     candidates.get(n.checked_sub(1)?).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drydock_proto::approval::{WriteAction, CLAIMS_VERSION};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn claims(issued_at: i64, expires_at: i64) -> ApprovalClaims {
+        ApprovalClaims {
+            version: CLAIMS_VERSION,
+            approval_id: "apr-1".into(),
+            request_id: "req-1".into(),
+            action: WriteAction::Restart,
+            container_id: "c".repeat(64),
+            container_name: "web".into(),
+            plan_digest: "0".repeat(64),
+            issued_at,
+            expires_at,
+            nonce: "n".into(),
+        }
+    }
+
+    #[test]
+    fn extreme_times_are_described_not_panicked_on() {
+        for t in [
+            i64::MIN,
+            -1,
+            0,
+            LAST_WRITABLE_SECOND,
+            LAST_WRITABLE_SECOND + 1,
+            253_402_300_800 * 4,
+            i64::MAX,
+        ] {
+            let text = describe_claims(&claims(NOW, t));
+            assert!(text.contains("expires"), "{text}");
+        }
+        assert_eq!(
+            describe_time(NOW + 540, NOW),
+            "2027-01-15T08:09:00Z (in 9 min)"
+        );
+        assert!(describe_time(NOW - 120, NOW).ends_with("(2 min ago)"));
+        assert!(describe_time(LAST_WRITABLE_SECOND + 1, NOW).contains("not a real date"));
+    }
+
+    #[test]
+    fn only_sane_windows_are_signed() {
+        assert!(check_signable(&claims(NOW, NOW + 600), NOW, 600).is_ok());
+        let wrapped = (NOW + 300).wrapping_sub(i64::MIN);
+        for (issued, expires, why) in [
+            (wrapped, NOW + 300, "longer than"),
+            (NOW, NOW + 601, "longer than"),
+            (NOW + 10, NOW + 5, "not after"),
+            (NOW + 3600, NOW + 3700, "not close to now"),
+            (NOW - 700, NOW - 100, "expired"),
+            (i64::MIN, i64::MAX, "longer than"),
+            (NOW, i64::MAX, "longer than"),
+        ] {
+            let err = check_signable(&claims(issued, expires), NOW, 600).unwrap_err();
+            assert!(err.to_string().contains(why), "{issued}..{expires}: {err}");
+        }
+    }
 }

@@ -81,9 +81,23 @@ impl Home {
                 *p = self.root.join(&*p);
             }
         }
+        c.agent_approval_ttl = std::fs::read_to_string(self.agent_config())
+            .ok()
+            .and_then(|t| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&t).ok())
+            .map(|v| {
+                v.get("approval_ttl")
+                    .and_then(|d| d.as_str())
+                    .and_then(|d| humantime::parse_duration(d).ok())
+                    .map(|d| d.as_secs())
+                    .unwrap_or(DEFAULT_AGENT_APPROVAL_TTL_SECS)
+            });
         Ok(c)
     }
 }
+
+/// The agent's default `approval_ttl` (agent/src/config.rs), for a local
+/// `agent.yaml` that does not set it.
+const DEFAULT_AGENT_APPROVAL_TTL_SECS: u64 = 600;
 
 /// What the CLI needs: where the agent is, its token, the operator's key.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -93,6 +107,10 @@ pub struct CliConfig {
     pub token_file: PathBuf,
     pub approver: ApproverKey,
     pub executor_port: u16,
+    /// The local agent's `approval_ttl` in seconds, read from `agent.yaml`
+    /// in the same home when there is one; not a key of `cli.yaml`.
+    #[serde(skip)]
+    pub agent_approval_ttl: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -108,6 +126,16 @@ impl CliConfig {
             .with_context(|| format!("cannot read the agent token {}", self.token_file.display()))?
             .trim()
             .to_string())
+    }
+
+    /// The longest approval this CLI signs: the agent's `approval_ttl` when
+    /// its config is in this home (the local layout), else the most any
+    /// agent may be configured with.
+    pub fn max_signed_lifetime(&self) -> i64 {
+        let cap = crate::ask::MAX_SIGNED_LIFETIME_SECS;
+        self.agent_approval_ttl
+            .map(|t| i64::try_from(t).unwrap_or(cap).min(cap))
+            .unwrap_or(cap)
     }
 
     pub fn signing_key(&self) -> anyhow::Result<ed25519_dalek::SigningKey> {

@@ -40,6 +40,16 @@ pub enum ApprovalError {
     NotYetValid { issued_at: i64, now: i64 },
     #[error("approval lifetime of {lifetime}s exceeds the executor's maximum of {max}s")]
     LifetimeTooLong { lifetime: i64, max: i64 },
+    #[error("approval window is empty or inverted: expires_at {expires_at} is not after issued_at {issued_at}")]
+    EmptyWindow { issued_at: i64, expires_at: i64 },
+    #[error("approval lifetime from issued_at {issued_at} to expires_at {expires_at} exceeds the executor's maximum of {max}s")]
+    LifetimeOverflow {
+        issued_at: i64,
+        expires_at: i64,
+        max: i64,
+    },
+    #[error("approval was issued at {issued_at}, longer ago than the executor's maximum lifetime of {max}s (now {now})")]
+    IssuedTooLongAgo { issued_at: i64, now: i64, max: i64 },
     #[error("approval was already used (nonce replayed)")]
     Replayed,
 }
@@ -147,23 +157,7 @@ impl ApprovalVerifier {
                 called: request_id.to_string(),
             });
         }
-        if now >= claims.expires_at {
-            return Err(ApprovalError::Expired {
-                expires_at: claims.expires_at,
-                now,
-            });
-        }
-        if claims.issued_at > now + CLOCK_SKEW_SECS {
-            return Err(ApprovalError::NotYetValid {
-                issued_at: claims.issued_at,
-                now,
-            });
-        }
-        let lifetime = claims.expires_at - claims.issued_at;
-        let max = self.max_lifetime.as_secs() as i64;
-        if lifetime > max {
-            return Err(ApprovalError::LifetimeTooLong { lifetime, max });
-        }
+        check_window(claims.issued_at, claims.expires_at, now, self.max_lifetime)?;
         Ok(VerifiedApproval {
             claims,
             key_id: input.key_id.to_string(),
@@ -171,10 +165,86 @@ impl ApprovalVerifier {
     }
 }
 
+/// The validity window, in checked arithmetic: the claims' times are chosen
+/// by whoever signed (or forged the request around) them, so no subtraction
+/// may wrap. An approval is valid when `issued_at < expires_at`, the
+/// lifetime is at most `max_lifetime`, now is before `expires_at`, and
+/// `issued_at` is neither in the future (beyond the clock skew) nor further
+/// in the past than `max_lifetime` plus the skew.
+pub fn check_window(
+    issued_at: i64,
+    expires_at: i64,
+    now: i64,
+    max_lifetime: std::time::Duration,
+) -> Result<(), ApprovalError> {
+    let max = i64::try_from(max_lifetime.as_secs()).unwrap_or(i64::MAX);
+    if expires_at <= issued_at {
+        return Err(ApprovalError::EmptyWindow {
+            issued_at,
+            expires_at,
+        });
+    }
+    let lifetime = expires_at
+        .checked_sub(issued_at)
+        .ok_or(ApprovalError::LifetimeOverflow {
+            issued_at,
+            expires_at,
+            max,
+        })?;
+    if lifetime > max {
+        return Err(ApprovalError::LifetimeTooLong { lifetime, max });
+    }
+    if now >= expires_at {
+        return Err(ApprovalError::Expired { expires_at, now });
+    }
+    if issued_at > now.saturating_add(CLOCK_SKEW_SECS) {
+        return Err(ApprovalError::NotYetValid { issued_at, now });
+    }
+    let oldest = now.saturating_sub(max.saturating_add(CLOCK_SKEW_SECS));
+    if issued_at < oldest {
+        return Err(ApprovalError::IssuedTooLongAgo {
+            issued_at,
+            now,
+            max,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use drydock_proto::approval::{generate_signing_key, CLAIMS_VERSION};
+
+    #[test]
+    fn the_window_is_checked_without_wrapping() {
+        let max = std::time::Duration::from_secs(3600);
+        let now = NOW;
+        assert!(check_window(now, now + 600, now, max).is_ok());
+        // issued_at = expires_at − 2^63: the subtraction would wrap to a
+        // negative lifetime and pass a `lifetime > max` test.
+        let expires = now + 300;
+        let issued = expires.wrapping_sub(i64::MIN);
+        assert!(issued < 0, "{issued}");
+        let err = check_window(issued, expires, now, max).unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+        for (issued, expires) in [
+            (i64::MIN, i64::MAX),
+            (i64::MIN, now + 10),
+            (now + 20, now + 10),
+            (now + 10, now + 10),
+            (i64::MAX, i64::MIN),
+            (now - 7200, now + 10),
+            (now + 3_000_000_000, now + 3_000_000_100),
+        ] {
+            assert!(
+                check_window(issued, expires, now, max).is_err(),
+                "{issued}..{expires} accepted"
+            );
+        }
+        let err = check_window(now - 5000, now + 10, now, max).unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+    }
 
     const NOW: i64 = 1_800_000_000;
 

@@ -18,6 +18,8 @@ pub const DEFAULT_LOGS_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// An approval may not be valid for longer than this, whatever it claims.
 pub const DEFAULT_MAX_APPROVAL_TTL: Duration = Duration::from_secs(3600);
+/// `timeouts.max_approval_ttl` itself may not be set above this.
+pub const MAX_APPROVAL_TTL_BOUND: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub use drydock_daemon::logging::LogFormat;
@@ -359,6 +361,15 @@ impl Config {
                 return Err(invalid(key, "must be greater than zero"));
             }
         }
+        if self.timeouts.max_approval_ttl > MAX_APPROVAL_TTL_BOUND {
+            return Err(invalid(
+                "timeouts.max_approval_ttl",
+                format!(
+                    "{} is longer than the bound of 24h: an approval is a one-off signature, not a standing grant",
+                    humantime::format_duration(self.timeouts.max_approval_ttl)
+                ),
+            ));
+        }
         for (service, url) in &self.http_checks {
             if service.is_empty() || service.len() > 64 {
                 return Err(invalid(
@@ -427,6 +438,10 @@ mod tests {
             ("docker: {endpoint: 'ftp://x'}\n", "docker.endpoint"),
             ("http_checks: {web: 'https://x/'}\n", "http_checks"),
             ("actions: {exec: {enabled: true}}\n", "exec"),
+            (
+                "timeouts: {max_approval_ttl: 25h}\n",
+                "timeouts.max_approval_ttl",
+            ),
         ];
         for (extra, needle) in cases {
             let err = load(extra).unwrap_err().to_string();

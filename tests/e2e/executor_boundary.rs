@@ -170,6 +170,32 @@ async fn write_refusal_matrix() {
         Code::FailedPrecondition,
         "exceeds",
     ));
+    // issued_at = expires_at − 2^63: `expires_at − issued_at` wraps to a
+    // negative lifetime, which once passed the `lifetime > max` check.
+    let mut c = claims("req-wrapped", WriteAction::Restart, &a_id);
+    c.issued_at = c.expires_at.wrapping_sub(i64::MIN);
+    cases.push((
+        "wrapped-lifetime",
+        write(
+            "req-wrapped",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "exceeds",
+    ));
+    let mut c = claims("req-inverted", WriteAction::Restart, &a_id);
+    c.issued_at = c.expires_at + 30;
+    cases.push((
+        "inverted-window",
+        write(
+            "req-inverted",
+            &a.name,
+            Some(sign(&c, &key, "local-operator")),
+        ),
+        Code::FailedPrecondition,
+        "not after issued_at",
+    ));
     let c = claims("req-tampered", WriteAction::Restart, &a_id);
     let mut tampered = sign(&c, &key, "local-operator");
     tampered.claims = String::from_utf8(tampered.claims)
