@@ -118,6 +118,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         engine,
         token: Arc::new(token),
     });
+    // TCP_NODELAY on every accepted connection: small JSON answers and SSE
+    // frames go out at once instead of waiting on the client's delayed ACK.
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;

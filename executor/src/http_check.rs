@@ -81,6 +81,8 @@ pub async fn check(target: &HttpTarget, timeout: Duration) -> HttpOutcome {
         let mut stream = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
             .await
             .map_err(|e| format!("connect {}:{}: {e}", target.host, target.port))?;
+        // One small request: send it now (the latency is measured).
+        let _ = stream.set_nodelay(true);
         let request = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: drydock-executor\r\nAccept: */*\r\nConnection: close\r\n\r\n",
             target.path, target.host
