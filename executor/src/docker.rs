@@ -45,6 +45,11 @@ pub enum DockerError {
         operation: &'static str,
         message: String,
     },
+    /// An id prefix that matches more than one container. Some of them may
+    /// be outside the caller's policy, so this never reaches the caller as
+    /// such: the service resolves the prefix among visible containers.
+    #[error("`{0}` matches more than one container")]
+    Ambiguous(String),
 }
 
 impl DockerError {
@@ -59,6 +64,13 @@ fn classify(operation: &'static str, target: &str, err: bollard::errors::Error) 
         E::DockerResponseServerError {
             status_code: 404, ..
         } => DockerError::NotFound(target.to_string()),
+        // Docker 20.10 answers an ambiguous prefix with a 500, later
+        // engines with a 400; the wording is the same.
+        E::DockerResponseServerError { message, .. }
+            if message.contains("Multiple IDs found with provided prefix") =>
+        {
+            DockerError::Ambiguous(target.to_string())
+        }
         E::DockerResponseServerError {
             status_code,
             message,

@@ -688,3 +688,131 @@ async fn any_configured_approver_may_sign_and_is_named_in_the_audit() {
         "local-operator"
     );
 }
+
+/// A stopped container (`docker create`), removed when the guard drops.
+fn created(test: &str, args: &[&str]) -> Container {
+    let name = unique(test);
+    let mut all = vec!["create", "--name", name.as_str()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[drydock::fixture::FIXTURE_IMAGE, "sleep"]);
+    docker_ok(&all);
+    Container { name }
+}
+
+/// Hidden containers must not change any answer: an id prefix shared with
+/// a hidden container resolves among the visible ones, a hidden container
+/// looks exactly like a missing one, and a list filter cannot confirm a
+/// guessed value of a label the executor withholds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_containers_leave_no_trace_in_answers() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace(
+            "allow_names: [\"*\"]",
+            "allow_names: [\"*\"]\n  allow_labels: {drydock.oracle: \"visible\"}",
+        )
+    });
+    let p = pki(&dd);
+    let visible = created(
+        "oracle-visible",
+        &[
+            "--label",
+            "drydock.oracle=visible",
+            "--label",
+            "db_password=hunter2",
+        ],
+    );
+    let visible_id = visible.id();
+    // Hidden containers until one shares the visible one's first id digit
+    // (1 in 16 each; 200 tries leave a one-in-400,000 chance of none).
+    let mut hidden = Vec::new();
+    let twin = loop {
+        assert!(
+            hidden.len() < 200,
+            "no id prefix collision in 200 containers"
+        );
+        let h = created("oracle-hidden", &[]);
+        let id = h.id();
+        hidden.push(h);
+        if id[..1] == visible_id[..1] {
+            break id;
+        }
+    };
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+    let inspect = |container: &str| pb::ContainerRequest {
+        request_id: "req-oracle".into(),
+        container: container.into(),
+    };
+
+    // The engine finds the prefix ambiguous; among visible containers it is
+    // unique, and that is the only answer the caller may get.
+    let found = client
+        .inspect_container(inspect(&visible_id[..1]))
+        .await
+        .expect("a prefix unique among visible containers resolves")
+        .into_inner();
+    assert_eq!(found.id, visible_id);
+
+    // A hidden container and a missing one: the same code and message.
+    let miss = |r: Result<tonic::Response<pb::InspectContainerResponse>, tonic::Status>,
+                reference: &str| {
+        let e = r.expect_err("must not be found");
+        (e.code(), e.message().replace(reference, "REF"))
+    };
+    let hidden_ref = twin[..12].to_string();
+    let hidden_answer = miss(
+        client.inspect_container(inspect(&hidden_ref)).await,
+        &hidden_ref,
+    );
+    let missing_ref = "0123456789ab0123".to_string();
+    let missing_answer = miss(
+        client.inspect_container(inspect(&missing_ref)).await,
+        &missing_ref,
+    );
+    assert_eq!(hidden_answer.0, Code::NotFound, "{hidden_answer:?}");
+    assert_eq!(hidden_answer, missing_answer);
+    let by_name = hidden[0].name.clone();
+    let name_answer = miss(client.inspect_container(inspect(&by_name)).await, &by_name);
+    assert_eq!(name_answer, missing_answer);
+
+    // List filters see only what the caller is shown.
+    let list = |labels: &[(&str, &str)]| pb::ListContainersRequest {
+        request_id: "req-oracle-list".into(),
+        all: true,
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let count = |r: pb::ListContainersResponse| r.containers.len();
+    let mut answers = Vec::new();
+    for guess in ["hunter2", "wrong-guess"] {
+        let r = client
+            .list_containers(list(&[("db_password", guess)]))
+            .await
+            .expect("list")
+            .into_inner();
+        answers.push(count(r));
+    }
+    assert_eq!(
+        answers,
+        vec![0, 0],
+        "a guess of a withheld value is not confirmed"
+    );
+    let present = client
+        .list_containers(list(&[("db_password", "")]))
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(count(present), 1, "presence of the key stays filterable");
+    let shown = client
+        .list_containers(list(&[("drydock.oracle", "visible")]))
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(shown.containers.len(), 1);
+    assert_ne!(shown.containers[0].labels["db_password"], "hunter2");
+}

@@ -71,6 +71,7 @@ impl ExecError {
             ExecError::Docker(DockerError::Timeout { .. }) => Code::DeadlineExceeded,
             ExecError::Docker(DockerError::Unavailable(_)) => Code::Unavailable,
             ExecError::Docker(DockerError::Rejected { .. }) => Code::FailedPrecondition,
+            ExecError::Docker(DockerError::Ambiguous(_)) => Code::InvalidArgument,
             ExecError::Audit(_) => Code::Unavailable,
             ExecError::Invisible { .. } => Code::NotFound,
             ExecError::NotConfigured(_) => Code::NotFound,

@@ -15,9 +15,44 @@ impl ExecutorService {
         container: &str,
     ) -> Result<ResolvedTarget, ExecError> {
         validate_container_ref(container)?;
-        let target = self.docker.resolve(container).await?;
+        let target = match self.docker.resolve(container).await {
+            Ok(target) => target,
+            // Every miss looks the same, whatever the engine said.
+            Err(DockerError::NotFound(_)) => return Err(not_found(container)),
+            // An id prefix that matches several containers. Some of them may
+            // be hidden, so the answer must not depend on them: resolve the
+            // prefix among the visible containers only.
+            Err(DockerError::Ambiguous(_)) => self.resolve_among_visible(container).await?,
+            Err(e) => return Err(e.into()),
+        };
         call.entry.container_id = target.id.clone();
         Ok(target)
+    }
+
+    /// An exact name or a unique id prefix among the containers the policy
+    /// shows. Anything else is "not found", exactly like a missing one.
+    async fn resolve_among_visible(&self, reference: &str) -> Result<ResolvedTarget, ExecError> {
+        let name = reference.trim_start_matches('/');
+        let visible: Vec<ContainerSummary> = self
+            .docker
+            .list(true)
+            .await?
+            .into_iter()
+            .filter(|c| self.policy.target_allowed(&c.name, &c.labels))
+            .filter(|c| c.name == name || c.id.starts_with(&name.to_ascii_lowercase()))
+            .collect();
+        match visible.as_slice() {
+            [one] => match self.docker.resolve(&one.id).await {
+                Ok(target) => Ok(target),
+                Err(DockerError::NotFound(_)) => Err(not_found(reference)),
+                Err(e) => Err(e.into()),
+            },
+            [] => Err(not_found(reference)),
+            _ => Err(ExecError::InvalidArgument(format!(
+                "`{}` matches more than one container; use a longer id prefix or the name",
+                truncate_for_audit(reference)
+            ))),
+        }
     }
 
     pub(super) async fn permit_read(
@@ -206,19 +241,22 @@ impl ExecutorService {
             .await?
             .into_iter()
             .filter(|c| self.policy.target_allowed(&c.name, &c.labels))
-            .filter(|c| matches_filters(c, &req))
-            .map(|c| {
-                let (labels, _) = shape_labels(c.labels);
-                pb::ContainerSummary {
-                    id: c.id,
-                    name: redact::neutralise_controls(&c.name),
-                    image: redact::neutralise_controls(&c.image),
-                    state: c.state,
-                    status: c.status,
-                    labels,
-                    public_ports: c.public_ports,
-                    ip_addresses: c.ip_addresses,
-                }
+            .filter_map(|c| {
+                // Filters compare against what the caller may see: a label
+                // value the redactor withholds cannot be confirmed by
+                // guessing it in a filter.
+                let (labels, _) = shape_labels(c.labels.clone());
+                matches_filters(&c, &labels, &req).then_some((c, labels))
+            })
+            .map(|(c, labels)| pb::ContainerSummary {
+                id: c.id,
+                name: redact::neutralise_controls(&c.name),
+                image: redact::neutralise_controls(&c.image),
+                state: c.state,
+                status: c.status,
+                labels,
+                public_ports: c.public_ports,
+                ip_addresses: c.ip_addresses,
             })
             .collect();
         call.entry.result = format!("containers={}", containers.len());
@@ -302,6 +340,12 @@ impl ExecutorService {
     }
 }
 
+/// A reference that matches no container at all; the caller sees the same
+/// answer as for a hidden one.
+pub(super) fn not_found(container: &str) -> ExecError {
+    ExecError::Docker(DockerError::NotFound(truncate_for_audit(container)))
+}
+
 pub(super) fn invisible(container: &str, why: PolicyError) -> ExecError {
     ExecError::Invisible {
         container: truncate_for_audit(container),
@@ -309,14 +353,18 @@ pub(super) fn invisible(container: &str, why: PolicyError) -> ExecError {
     }
 }
 
-pub(super) fn matches_filters(c: &ContainerSummary, req: &pb::ListContainersRequest) -> bool {
+/// `labels` are the shaped (redacted) labels, the ones the caller is shown.
+pub(super) fn matches_filters(
+    c: &ContainerSummary,
+    labels: &HashMap<String, String>,
+    req: &pb::ListContainersRequest,
+) -> bool {
     (req.name.is_empty() || glob_match::glob_match(&req.name, &c.name))
-        && req.labels.iter().all(|(k, v)| {
-            c.labels
-                .get(k)
-                .is_some_and(|have| v.is_empty() || have == v)
-        })
+        && req
+            .labels
+            .iter()
+            .all(|(k, v)| labels.get(k).is_some_and(|have| v.is_empty() || have == v))
         && (req.compose_project.is_empty()
-            || c.labels.get(crate::policy::COMPOSE_PROJECT_LABEL) == Some(&req.compose_project))
+            || labels.get(crate::policy::COMPOSE_PROJECT_LABEL) == Some(&req.compose_project))
         && (req.status.is_empty() || c.state == req.status)
 }
