@@ -40,6 +40,11 @@ pub enum Command {
         /// The approver id the executor knows this operator's key by.
         #[arg(long, default_value = home::DEFAULT_APPROVER_ID)]
         approver_id: String,
+        /// A container-name glob drydock may see and act on (repeatable, for
+        /// example 'shop-*'); without it, every container on the host
+        /// except drydock's own.
+        #[arg(long = "target")]
+        targets: Vec<String>,
     },
     /// Start the executor and the agent in the background.
     Up,

@@ -158,6 +158,9 @@ pub struct InitOptions {
     pub executor_names: Vec<String>,
     pub approver_id: String,
     pub docker_endpoint: String,
+    /// Name globs for `targets.allow_names`; empty means every container
+    /// on the host (drydock's own are always excepted by the executor).
+    pub targets: Vec<String>,
 }
 
 impl Default for InitOptions {
@@ -169,8 +172,47 @@ impl Default for InitOptions {
             executor_names: vec![],
             approver_id: DEFAULT_APPROVER_ID.into(),
             docker_endpoint: default_docker_endpoint(),
+            targets: vec![],
         }
     }
+}
+
+impl InitOptions {
+    /// The name globs written to `targets.allow_names`.
+    pub fn allow_names(&self) -> Vec<String> {
+        if self.targets.is_empty() {
+            vec!["*".into()]
+        } else {
+            self.targets.clone()
+        }
+    }
+
+    /// What `drydock init` tells the operator about the scope it wrote.
+    pub fn scope_note(&self) -> String {
+        if self.targets.is_empty() {
+            "targets: every container on this host (allow_names: [\"*\"]), except drydock's own. \
+             Narrow it with `drydock init --force --target 'shop-*'` or by editing targets in executor.yaml."
+                .into()
+        } else {
+            format!(
+                "targets: containers named {} (allow_names), except drydock's own.",
+                self.targets.join(", ")
+            )
+        }
+    }
+}
+
+/// A name glob safe to write into YAML and meaningful to the executor.
+fn check_target_glob(glob: &str) -> anyhow::Result<()> {
+    let ok = !glob.is_empty()
+        && glob.len() <= 128
+        && glob
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-*?[]!".contains(&b));
+    if !ok {
+        bail!("--target `{glob}` is not a container-name glob: use 1 to 128 of [A-Za-z0-9_.-] and the wildcards * ? [ ] (for example 'shop-*')");
+    }
+    Ok(())
 }
 
 /// `DOCKER_HOST` when it names a unix socket or tcp endpoint, else the
@@ -217,6 +259,9 @@ fn random_token() -> String {
 pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
     if home.is_initialized() && !opts.force {
         bail!("{} is already initialized; use `drydock init --force` to replace its keys and configs (running daemons must be restarted)", home.root.display());
+    }
+    for glob in &opts.targets {
+        check_target_glob(glob)?;
     }
     let bundle = pki::generate(&opts.executor_names)?;
     let approver = drydock_proto::approval::generate_signing_key();
@@ -271,12 +316,12 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
 fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
     format!(
         "# drydock-executor configuration (written by `drydock init`).\n\
-         # Relative paths are relative to this file. Every key is documented in README.md.\n\
+         # Relative paths are relative to this file. Every key is documented in docs/configuration.md.\n\
          listen: 127.0.0.1:{port}\n\
          tls:\n  cert: pki/executor.crt\n  key: pki/executor.key\n  client_ca: pki/ca.crt\n  allowed_clients: [{agent}]\n  health_clients: [{health}]\n\
          docker:\n  endpoint: {docker}\n\
          approvers:\n  - id: {approver}\n    public_key: \"{approver_public}\"\n\
-         targets:\n  allow_names: [\"*\"]\n\
+         targets:\n  allow_names: [{targets}]\n\
          actions:\n  restart: {{enabled: true}}\n  start: {{enabled: true}}\n\
          limits:\n  logs_max_lines: 500\n  logs_max_bytes: 262144\n\
          timeouts:\n  read: 5s\n  logs: 10s\n  write: 30s\n\
@@ -286,6 +331,12 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
         health = pki::HEALTHCHECK_IDENTITY,
         docker = opts.docker_endpoint,
         approver = opts.approver_id,
+        targets = opts
+            .allow_names()
+            .iter()
+            .map(|g| format!("\"{g}\""))
+            .collect::<Vec<_>>()
+            .join(", "),
     )
 }
 
@@ -364,5 +415,36 @@ mod tests {
         .unwrap();
         let c = home.load_cli_config().unwrap();
         assert!(c.signing_key().is_ok());
+    }
+
+    #[test]
+    fn init_writes_an_explicit_scope_and_refuses_bad_globs() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home {
+            root: dir.path().to_path_buf(),
+        };
+        let opts = InitOptions {
+            targets: vec!["shop-*".into(), "db".into()],
+            ..Default::default()
+        };
+        init(&home, &opts).unwrap();
+        let yaml = std::fs::read_to_string(home.executor_config()).unwrap();
+        assert!(yaml.contains("allow_names: [\"shop-*\", \"db\"]"), "{yaml}");
+        assert!(opts.scope_note().contains("shop-*, db"));
+        let every = InitOptions::default();
+        assert_eq!(every.allow_names(), vec!["*".to_string()]);
+        assert!(every.scope_note().contains("every container"));
+        for bad in ["", "a\"b", "x: y", "a\nb"] {
+            let err = init(
+                &home,
+                &InitOptions {
+                    force: true,
+                    targets: vec![bad.into()],
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("--target"), "{err}");
+        }
     }
 }

@@ -27,22 +27,23 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             agent_port,
             executor_names,
             approver_id,
+            targets,
         } => {
-            let written = home::init(
-                &home,
-                &InitOptions {
-                    force,
-                    executor_port,
-                    agent_port,
-                    executor_names,
-                    approver_id,
-                    docker_endpoint: home::default_docker_endpoint(),
-                },
-            )?;
+            let opts = InitOptions {
+                force,
+                executor_port,
+                agent_port,
+                executor_names,
+                approver_id,
+                docker_endpoint: home::default_docker_endpoint(),
+                targets,
+            };
+            let written = home::init(&home, &opts)?;
             println!("initialized {}:", home.root.display());
             for p in written {
                 println!("  {}", p.display());
             }
+            println!("{}", opts.scope_note());
             println!("next: `drydock up`, then `drydock ask \"<what is wrong>\"`");
             Ok(exit::COMPLETED)
         }

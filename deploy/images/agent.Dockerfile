@@ -11,5 +11,7 @@ USER 65533:65533
 ENV DRYDOCK_AGENT_CONFIG=/etc/drydock/agent.yaml \
     DRYDOCK_AGENT_LISTEN=0.0.0.0:7420
 EXPOSE 7420
+# drydock never shows or acts on a container with this label.
+LABEL io.drydock.role="agent"
 ENTRYPOINT ["/drydock-agent"]
 CMD ["serve"]

@@ -13,5 +13,7 @@ ENV DRYDOCK_EXECUTOR_CONFIG=/etc/drydock/executor.yaml \
     DRYDOCK_AUDIT_PATH=/var/lib/drydock/audit.db \
     DRYDOCK_DOCKER_ENDPOINT=unix:///var/run/docker.sock
 EXPOSE 7443
+# drydock never shows or acts on a container with this label.
+LABEL io.drydock.role="executor"
 ENTRYPOINT ["/drydock-executor"]
 CMD ["serve"]

@@ -312,7 +312,10 @@ mod tests {
             ("expired", |c| c.expires_at = NOW - 1, true, Some("expired")),
             (
                 "from the future",
-                |c| c.issued_at = NOW + 3600,
+                |c| {
+                    c.issued_at = NOW + 3600;
+                    c.expires_at = NOW + 3900;
+                },
                 true,
                 Some("not valid before"),
             ),

@@ -36,8 +36,10 @@ pub struct Config {
     pub docker: DockerConfig,
     #[serde(default)]
     pub approvers: Vec<ApproverConfig>,
+    /// No default: which containers drydock may see and touch is a decision
+    /// the operator writes down (`drydock init` writes one and says so).
     #[serde(default)]
-    pub targets: TargetsConfig,
+    pub targets: Option<TargetsConfig>,
     #[serde(default)]
     pub actions: ActionsConfig,
     #[serde(default)]
@@ -95,11 +97,12 @@ pub struct ApproverConfig {
     pub public_key: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetsConfig {
     /// Glob patterns over container names (without the leading slash).
-    #[serde(default = "default_allow_names")]
+    /// Empty: names do not restrict (another selector must be set).
+    #[serde(default)]
     pub allow_names: Vec<String>,
     /// Every listed label must be present with this value.
     #[serde(default)]
@@ -107,20 +110,6 @@ pub struct TargetsConfig {
     /// When non-empty, only containers of these compose projects.
     #[serde(default)]
     pub allow_compose_projects: Vec<String>,
-}
-
-impl Default for TargetsConfig {
-    fn default() -> Self {
-        TargetsConfig {
-            allow_names: default_allow_names(),
-            allow_labels: BTreeMap::new(),
-            allow_compose_projects: Vec::new(),
-        }
-    }
-}
-
-fn default_allow_names() -> Vec<String> {
-    vec!["*".to_string()]
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -321,13 +310,19 @@ impl Config {
                 )
             })?;
         }
-        if self.targets.allow_names.is_empty()
-            && self.targets.allow_labels.is_empty()
-            && self.targets.allow_compose_projects.is_empty()
+        let Some(targets) = &self.targets else {
+            return Err(invalid(
+                "targets",
+                "is required: name the containers drydock may see and act on, for example `targets: {allow_names: [\"shop-*\"]}` or `{allow_compose_projects: [shop]}` (`drydock init` writes one)",
+            ));
+        };
+        if targets.allow_names.is_empty()
+            && targets.allow_labels.is_empty()
+            && targets.allow_compose_projects.is_empty()
         {
             return Err(invalid(
                 "targets",
-                "no selector set: use allow_names: [\"*\"] to allow every container",
+                "no selector set: set allow_names, allow_labels or allow_compose_projects (allow_names: [\"*\"] is every container on the host)",
             ));
         }
         if self.limits.logs_max_lines == 0 || self.limits.logs_max_lines > 10_000 {
@@ -404,7 +399,7 @@ mod tests {
         }
     }
 
-    const BASE: &str = "tls: {cert: server.crt, key: server.key, client_ca: ca.crt, allowed_clients: [drydock-agent]}\naudit: {path: audit.db}\n";
+    const BASE: &str = "tls: {cert: server.crt, key: server.key, client_ca: ca.crt, allowed_clients: [drydock-agent]}\naudit: {path: audit.db}\ntargets: {allow_names: [\"shop-*\"]}\n";
 
     fn load(extra: &str) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
@@ -446,6 +441,22 @@ mod tests {
         for (extra, needle) in cases {
             let err = load(extra).unwrap_err().to_string();
             assert!(err.contains(needle), "{extra:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn targets_have_no_default() {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(dir.path());
+        let path = dir.path().join("executor.yaml");
+        let without = BASE.replace("targets: {allow_names: [\"shop-*\"]}\n", "");
+        for (yaml, needle) in [
+            (without.clone(), "is required"),
+            (format!("{without}targets: {{}}\n"), "no selector set"),
+        ] {
+            std::fs::write(&path, yaml).unwrap();
+            let err = Config::load(&path).unwrap_err().to_string();
+            assert!(err.contains("`targets`") && err.contains(needle), "{err}");
         }
     }
 

@@ -9,6 +9,10 @@ use drydock_proto::approval::WriteAction;
 use crate::config::{ActionsConfig, TargetsConfig};
 
 pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+/// Set on drydock's own containers (the images carry it, and so do the
+/// compose services): the executor never shows or acts on them, so neither
+/// a confused model nor a compromised agent can restart or stop drydock.
+pub const DRYDOCK_ROLE_LABEL: &str = "io.drydock.role";
 
 /// Risk tiers from the executor contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +36,8 @@ pub enum PolicyError {
     ActionDisabled { action: &'static str },
     #[error("container {name} is outside the executor's target selectors")]
     TargetNotAllowed { name: String },
+    #[error("container {name} is one of drydock's own ({DRYDOCK_ROLE_LABEL}={role}); drydock never shows or acts on itself")]
+    Drydock { name: String, role: String },
 }
 
 /// Proof that policy allowed an operation on one container id.
@@ -85,12 +91,17 @@ impl Policy {
     /// A container outside the selectors is invisible to reads and refused
     /// for writes.
     pub fn target_allowed(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        if labels.contains_key(DRYDOCK_ROLE_LABEL) {
+            return false;
+        }
         let name = name.trim_start_matches('/');
         let t = &self.targets;
-        let name_ok = t
-            .allow_names
-            .iter()
-            .any(|g| glob_match::glob_match(g, name));
+        // An empty selector list does not restrict; the config refuses a
+        // `targets` section with all three empty.
+        let name_ok = t.allow_names.is_empty()
+            || t.allow_names
+                .iter()
+                .any(|g| glob_match::glob_match(g, name));
         let labels_ok = t.allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
         let project_ok = t.allow_compose_projects.is_empty()
             || labels
@@ -130,6 +141,12 @@ impl Policy {
     }
 
     fn check_target(&self, target: &ResolvedTarget) -> Result<(), PolicyError> {
+        if let Some(role) = target.labels.get(DRYDOCK_ROLE_LABEL) {
+            return Err(PolicyError::Drydock {
+                name: target.name.clone(),
+                role: role.chars().take(64).collect(),
+            });
+        }
         if self.target_allowed(&target.name, &target.labels) {
             Ok(())
         } else {
@@ -161,7 +178,31 @@ mod tests {
         let managed: BTreeMap<String, String> =
             [("drydock.managed".to_string(), "true".to_string())].into();
         let rows: &[(TargetsConfig, ResolvedTarget, bool)] = &[
-            (TargetsConfig::default(), target("/anything", &[]), true),
+            (
+                TargetsConfig {
+                    allow_names: vec!["*".into()],
+                    ..Default::default()
+                },
+                target("/anything", &[]),
+                true,
+            ),
+            // drydock's own containers, whatever the selectors say.
+            (
+                TargetsConfig {
+                    allow_names: vec!["*".into()],
+                    ..Default::default()
+                },
+                target("/drydock-executor-1", &[(DRYDOCK_ROLE_LABEL, "executor")]),
+                false,
+            ),
+            (
+                TargetsConfig {
+                    allow_labels: [("a".to_string(), "b".to_string())].into(),
+                    ..Default::default()
+                },
+                target("/agent", &[("a", "b"), (DRYDOCK_ROLE_LABEL, "agent")]),
+                false,
+            ),
             (
                 TargetsConfig {
                     allow_names: vec!["shop-*".into()],

@@ -73,9 +73,20 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     if pruned > 0 {
         tracing::info!(pruned, "forgot nonces of long-expired approvals");
     }
+    // Validation refuses a config without targets; never fall back to a
+    // default scope here either.
+    let targets = config
+        .targets
+        .clone()
+        .context("targets: the executor's scope is required")?;
+    if targets.allow_names.iter().any(|g| g == "*") {
+        tracing::warn!(
+            "targets.allow_names includes \"*\": every container on this host is in scope (drydock's own excepted); name the services drydock may touch"
+        );
+    }
     let service = ExecutorService::new(ServiceParts {
         docker,
-        policy: Policy::new(config.targets.clone(), config.actions.clone()),
+        policy: Policy::new(targets, config.actions.clone()),
         approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl),
         audit: audit.clone(),
         allowed_clients: config.tls.allowed_clients.iter().cloned().collect(),

@@ -816,3 +816,74 @@ async fn hidden_containers_leave_no_trace_in_answers() {
     assert_eq!(shown.containers.len(), 1);
     assert_ne!(shown.containers[0].labels["db_password"], "hunter2");
 }
+
+/// drydock's own containers (labelled `io.drydock.role`, as its images
+/// are) are out of scope whatever the selectors say, and a `*` name
+/// selector is warned about at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drydocks_own_containers_are_never_in_scope() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let log = std::fs::read_to_string(&exec.log).unwrap_or_default();
+    assert!(
+        log.contains("targets.allow_names includes"),
+        "no scope warning in the log:\n{log}"
+    );
+    let p = pki(&dd);
+    let key = approver(&dd);
+    let own = Container::run(
+        "own-agent",
+        &[
+            "--label",
+            "io.drydock.role=agent",
+            drydock::fixture::FIXTURE_IMAGE,
+            "sleep",
+        ],
+    );
+    let own_id = own.id();
+    let started_at = own.inspect("{{.State.StartedAt}}");
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+    let listed = client
+        .list_containers(pb::ListContainersRequest {
+            request_id: "req-own-list".into(),
+            all: true,
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(
+        listed.containers.iter().all(|c| c.id != own_id),
+        "drydock's own container is listed"
+    );
+    let err = client
+        .inspect_container(pb::ContainerRequest {
+            request_id: "req-own-inspect".into(),
+            container: own.name.clone(),
+        })
+        .await
+        .expect_err("own container hidden");
+    assert_eq!(err.code(), Code::NotFound);
+    let c = claims("req-own-restart", WriteAction::Restart, &own_id);
+    let err = client
+        .restart_container(write(
+            "req-own-restart",
+            &own.name,
+            Some(sign(&c, &key, "local-operator")),
+        ))
+        .await
+        .expect_err("own container never restarted");
+    assert_eq!(err.code(), Code::NotFound);
+    let row = audit_for(&dd, "req-own-restart");
+    assert_eq!(row["decision"], "denied");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("drydock's own"),
+        "{row}"
+    );
+    assert_eq!(own.inspect("{{.State.StartedAt}}"), started_at);
+}

@@ -30,7 +30,9 @@ impl ExecutorService {
             .policy
             .permit_write(action, &target)
             .map_err(|e| match e {
-                PolicyError::TargetNotAllowed { .. } => invisible(&req.container, e),
+                PolicyError::TargetNotAllowed { .. } | PolicyError::Drydock { .. } => {
+                    invisible(&req.container, e)
+                }
                 other => ExecError::Policy(other),
             })?;
         let input = req.approval.as_ref().map(|a| ApprovalInput {
