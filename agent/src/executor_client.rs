@@ -26,6 +26,16 @@ impl ExecutorError {
     pub fn is_not_found(&self) -> bool {
         self.code == "NotFound"
     }
+
+    /// Whether a write that failed this way may still have happened: the
+    /// answer was lost or the executor could not finish recording it, as
+    /// opposed to a refusal, which changes nothing.
+    pub fn outcome_in_doubt(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "Unavailable" | "DeadlineExceeded" | "Unknown" | "Cancelled" | "Internal" | "Aborted"
+        )
+    }
 }
 
 impl From<tonic::Status> for ExecutorError {

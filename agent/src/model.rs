@@ -194,6 +194,11 @@ pub struct ExecutionRecord {
     pub ok: bool,
     pub message: String,
     pub at: String,
+    /// The executor's answer was lost (it stopped, or the connection did):
+    /// the write may or may not have happened. It is never sent again; the
+    /// container's state decides.
+    #[serde(default)]
+    pub in_doubt: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -473,6 +473,7 @@ mod tests {
             ok: true,
             message: String::new(),
             at: String::new(),
+            in_doubt: false,
         };
         let p = plan(
             &finding(FaultClass::Unhealthy, None),

@@ -200,20 +200,109 @@ impl AuditLog {
     pub fn append(&self, entry: &AuditEntry) -> Result<i64, AuditError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let last: Option<(i64, String)> = tx
-            .query_row(
-                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        let (seq, prev) = match last {
-            Some((s, h)) => (s + 1, h),
-            None => (1, GENESIS_HASH.to_string()),
+        let seq = append_in(&tx, entry)?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// Spend an approval: record its nonce (refused if it was used before,
+    /// by this run or an earlier one) and append the write's **intent** row
+    /// to the chain, in one transaction, before Docker is called. The chain
+    /// itself then proves the approval was spent, and a write whose caller
+    /// or executor died mid-call still has its row.
+    pub fn spend_approval(
+        &self,
+        r: &NonceRecord<'_>,
+        intent: &AuditEntry,
+    ) -> Result<i64, AuditError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let ts = now_ts();
+        match tx.execute(
+            "INSERT INTO nonces (nonce, approval_id, expires_at, used_at, request_id, action, container_id, caller, key_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![r.nonce, r.approval_id, r.expires_at, ts, r.request_id, r.action, r.container_id, r.caller, r.key_id],
+        ) {
+            Ok(_) => {}
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                return Err(AuditError::NonceReplayed)
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let seq = append_in(&tx, intent)?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// Intent rows with no later outcome row for the same approval: writes
+    /// that were in flight when the executor stopped. Each gets an explicit
+    /// "outcome unknown" row; returns how many.
+    pub fn close_dangling_intents(&self) -> Result<usize, AuditError> {
+        let dangling: Vec<AuditEntry> = {
+            let conn = self.lock();
+            let mut stmt = conn.prepare(
+                "SELECT request_id, caller, action, target, container_id, tier, approval_id, key_id, input
+                 FROM audit i WHERE i.decision = 'intent' AND NOT EXISTS (
+                   SELECT 1 FROM audit o WHERE o.seq > i.seq AND o.approval_id = i.approval_id
+                     AND o.decision != 'intent')
+                 ORDER BY seq",
+            )?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(AuditEntry {
+                        request_id: r.get(0)?,
+                        caller: r.get(1)?,
+                        action: r.get(2)?,
+                        target: r.get(3)?,
+                        container_id: r.get(4)?,
+                        tier: r.get(5)?,
+                        approval_id: r.get(6)?,
+                        key_id: r.get(7)?,
+                        input: r.get(8)?,
+                        ..Default::default()
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            rows
         };
-        let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        let hash = row_hash(seq, &ts, entry, &prev);
-        tx.execute(
+        for mut entry in dangling.iter().cloned() {
+            entry.decision = OUTCOME_UNKNOWN.into();
+            entry.code = "Unknown".into();
+            entry.reason = "outcome unknown: the executor stopped after the approval was spent and before Docker answered; the container's state tells what happened".into();
+            self.append(&entry)?;
+        }
+        Ok(dangling.len())
+    }
+}
+
+/// The decision of a row that says a write was about to be sent to Docker.
+pub const INTENT: &str = "intent";
+/// The decision of a row that closes an intent the executor never saw
+/// answered.
+pub const OUTCOME_UNKNOWN: &str = "unknown";
+
+fn now_ts() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Append within an open transaction.
+fn append_in(tx: &rusqlite::Transaction<'_>, entry: &AuditEntry) -> Result<i64, AuditError> {
+    let last: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (seq, prev) = match last {
+        Some((s, h)) => (s + 1, h),
+        None => (1, GENESIS_HASH.to_string()),
+    };
+    let ts = now_ts();
+    let hash = row_hash(seq, &ts, entry, &prev);
+    tx.execute(
             "INSERT INTO audit (seq, ts, request_id, caller, action, target, container_id, tier, approval_id, key_id, decision, code, reason, duration_ms, input, result, prev_hash, hash)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             params![
@@ -222,29 +311,10 @@ impl AuditLog {
                 entry.duration_ms as i64, entry.input, entry.result, prev, hash
             ],
         )?;
-        tx.commit()?;
-        Ok(seq)
-    }
+    Ok(seq)
+}
 
-    /// Record an approval as used, with what it authorizes. Fails with
-    /// `NonceReplayed` if its nonce was used before, including by an earlier
-    /// run of the executor. Committed before Docker is called, so every
-    /// write that reaches Docker has a durable record even if the final
-    /// audit row could not be written.
-    pub fn consume_nonce(&self, r: &NonceRecord<'_>) -> Result<(), AuditError> {
-        let conn = self.lock();
-        let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        match conn.execute(
-            "INSERT INTO nonces (nonce, approval_id, expires_at, used_at, request_id, action, container_id, caller, key_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![r.nonce, r.approval_id, r.expires_at, ts, r.request_id, r.action, r.container_id, r.caller, r.key_id],
-        ) {
-            Ok(_) => Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => Err(AuditError::NonceReplayed),
-            Err(e) => Err(e.into()),
-        }
-    }
-
+impl AuditLog {
     /// Forget nonces of approvals that expired before `before` (unix
     /// seconds): an expired approval is refused before its nonce is looked
     /// at, so keeping them forever buys nothing.
@@ -403,19 +473,65 @@ mod tests {
         let path = dir.path().join("audit.db");
         AuditLog::open(&path)
             .unwrap()
-            .consume_nonce(&nonce("n1", 100))
+            .spend_approval(&nonce("n1", 100), &intent())
             .unwrap();
         let reopened = AuditLog::open(&path).unwrap();
         assert!(matches!(
-            reopened.consume_nonce(&nonce("n1", 100)),
+            reopened.spend_approval(&nonce("n1", 100), &intent()),
             Err(AuditError::NonceReplayed)
         ));
-        reopened.consume_nonce(&nonce("n2", 300)).unwrap();
+        reopened
+            .spend_approval(&nonce("n2", 300), &intent())
+            .unwrap();
         assert_eq!(reopened.prune_nonces(200).unwrap(), 1);
         assert!(matches!(
-            reopened.consume_nonce(&nonce("n2", 300)),
+            reopened.spend_approval(&nonce("n2", 300), &intent()),
             Err(AuditError::NonceReplayed)
         ));
+    }
+
+    fn intent() -> AuditEntry {
+        AuditEntry {
+            action: "restart".into(),
+            approval_id: "a".into(),
+            decision: INTENT.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn spending_an_approval_chains_its_intent_and_a_dangling_one_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let log = AuditLog::open(&path).unwrap();
+        log.spend_approval(&nonce("n1", 100), &intent()).unwrap();
+        // A replay adds neither a nonce nor a row.
+        assert!(matches!(
+            log.spend_approval(&nonce("n1", 100), &intent()),
+            Err(AuditError::NonceReplayed)
+        ));
+        assert_eq!(log.rows().unwrap().len(), 1);
+        // Answered: nothing dangles.
+        log.append(&AuditEntry {
+            approval_id: "a".into(),
+            decision: "allowed".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(log.close_dangling_intents().unwrap(), 0);
+        // Not answered (the executor died): closed once, explicitly.
+        let other = AuditEntry {
+            approval_id: "b".into(),
+            ..intent()
+        };
+        log.spend_approval(&nonce("n2", 100), &other).unwrap();
+        assert_eq!(log.close_dangling_intents().unwrap(), 1);
+        assert_eq!(log.close_dangling_intents().unwrap(), 0);
+        let rows = log.rows().unwrap();
+        let last = rows.last().unwrap();
+        assert_eq!(last.entry.decision, OUTCOME_UNKNOWN);
+        assert_eq!(last.entry.approval_id, "b");
+        assert!(matches!(log.verify().unwrap(), Ok(4)));
     }
 
     #[test]
@@ -429,12 +545,12 @@ mod tests {
         let log = AuditLog::open(&path).unwrap();
         assert!(
             matches!(
-                log.consume_nonce(&nonce("old", 1)),
+                log.spend_approval(&nonce("old", 1), &intent()),
                 Err(AuditError::NonceReplayed)
             ),
             "old nonces still count"
         );
-        log.consume_nonce(&nonce("new", 1)).unwrap();
+        log.spend_approval(&nonce("new", 1), &intent()).unwrap();
     }
 
     #[test]

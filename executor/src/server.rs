@@ -68,6 +68,15 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         .iter()
         .map(|(k, v)| crate::http_check::parse_url(v).map(|t| (k.clone(), t)))
         .collect::<Result<_, _>>()?;
+    // Writes that were in flight when the executor last stopped: their
+    // outcome is unknown, and the chain says so explicitly.
+    let unknown = audit.close_dangling_intents()?;
+    if unknown > 0 {
+        tracing::warn!(
+            writes = unknown,
+            "writes were in flight when the executor stopped; recorded as outcome unknown"
+        );
+    }
     let pruned = audit
         .prune_nonces(unix_now() - config.timeouts.max_approval_ttl.as_secs() as i64 - 86_400)?;
     if pruned > 0 {

@@ -91,10 +91,17 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
     let approval_id = s(&req["approvals"][0], &["id"]).to_string();
     assert!(approval_id.starts_with("apr-"));
     let rows = dd.audit_rows();
-    let restart = rows
-        .iter()
-        .find(|r| r["action"] == "restart")
-        .expect("a restart row in the audit log");
+    let restarts: Vec<_> = rows.iter().filter(|r| r["action"] == "restart").collect();
+    assert_eq!(
+        restarts
+            .iter()
+            .map(|r| r["decision"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>(),
+        ["intent", "allowed"],
+        "the approval is spent in the chain before Docker is called, then the outcome: {restarts:#?}"
+    );
+    assert_eq!(restarts[0]["approval_id"], approval_id.as_str());
+    let restart = restarts[1];
     assert_eq!(restart["approval_id"], approval_id.as_str());
     assert_eq!(restart["container_id"], id.as_str());
     assert_eq!(restart["decision"], "allowed");

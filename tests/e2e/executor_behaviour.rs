@@ -135,12 +135,17 @@ async fn reads_are_retried_twice_and_writes_never() {
         1,
         "a write is attempted exactly once"
     );
-    let row = dd
+    let decisions: Vec<String> = dd
         .audit_rows()
         .into_iter()
-        .find(|r| r["request_id"] == "req-write-once")
-        .expect("audited");
-    assert_eq!(row["decision"], "error");
+        .filter(|r| r["request_id"] == "req-write-once")
+        .map(|r| r["decision"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["intent", "error"],
+        "intent before Docker, then the outcome"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

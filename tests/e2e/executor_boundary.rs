@@ -325,9 +325,11 @@ async fn write_refusal_matrix() {
             .iter()
             .map(|r| r["decision"].as_str().unwrap())
             .collect::<Vec<_>>(),
-        ["allowed", "denied", "denied"]
+        ["intent", "allowed", "denied", "denied"],
+        "the approval is spent (intent) once; replays are denied without a new intent"
     );
     assert_eq!(valid[0]["approval_id"], c.approval_id.as_str());
+    assert_eq!(valid[1]["approval_id"], c.approval_id.as_str());
     let verify = dd.audit_verify();
     assert!(
         verify.status.success(),

@@ -11,3 +11,4 @@ mod fault_classes;
 mod llm_injection;
 mod operator_cli;
 mod reference_docs;
+mod writes_in_doubt;

@@ -53,6 +53,7 @@ impl Engine {
                     &key_id,
                 )
                 .await;
+            let in_doubt = matches!(&result, Err(e) if e.outcome_in_doubt());
             let record = ExecutionRecord {
                 step: approval.step,
                 action: step.action.clone(),
@@ -61,9 +62,14 @@ impl Engine {
                 ok: result.is_ok(),
                 message: match &result {
                     Ok(()) => format!("{} {}: done", step.action, step.target.container_name),
+                    Err(e) if in_doubt => format!(
+                        "{} {}: outcome in doubt ({e}); it is not sent again, the container's state decides",
+                        step.action, step.target.container_name
+                    ),
                     Err(e) => e.to_string(),
                 },
                 at: now_rfc3339(),
+                in_doubt,
             };
             let approval_id = approval.id.clone();
             self.update(id, "execution", json!({"execution": record}), |r| {
@@ -74,6 +80,17 @@ impl Engine {
                 }
             })
             .await?;
+            if in_doubt {
+                // An unknown outcome is not a failure: look at the
+                // container instead of guessing, and never re-send.
+                self.set_status(
+                    id,
+                    Status::Verifying,
+                    "the executor's answer was lost: the outcome is in doubt; verifying",
+                )
+                .await?;
+                return Ok(true);
+            }
             if let Err(e) = result {
                 self.finish(
                     id,

@@ -189,9 +189,14 @@ impl Engine {
                 id,
                 Status::Completed,
                 format!(
-                    "{} recovered: verified {}",
+                    "{} recovered: verified {}{}",
                     target.container_name,
-                    levels.join(", ")
+                    levels.join(", "),
+                    if req.execution.iter().any(|e| e.in_doubt) {
+                        " (the executor's answer to the write was lost, so the outcome was in doubt until verified)"
+                    } else {
+                        ""
+                    }
                 ),
             )
             .await?;

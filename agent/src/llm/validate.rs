@@ -284,6 +284,7 @@ mod tests {
             ok: true,
             message: String::new(),
             at: String::new(),
+            in_doubt: false,
         }];
         assert!(plan(&step("restart", "web"), &ev, &policy, &done).is_err());
     }

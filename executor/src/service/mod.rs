@@ -270,45 +270,69 @@ impl ExecutorService {
         }
     }
 
-    /// Step 7: audit the outcome, then answer. If the audit row cannot be
-    /// written the caller gets an error, never an unaudited success.
+    /// Step 7: audit the outcome, then answer.
     // `tonic::Status` is large, but it is the type tonic's handlers return.
     #[allow(clippy::result_large_err)]
-    fn finish<T>(
-        &self,
-        mut call: Call,
-        result: Result<T, ExecError>,
-    ) -> Result<Response<T>, Status> {
-        call.entry.duration_ms = call.started.elapsed().as_millis() as u64;
-        match &result {
-            Ok(_) => {
-                call.entry.decision = "allowed".into();
-                call.entry.code = "OK".into();
-            }
-            Err(e) => {
-                call.entry.decision = e.decision().into();
-                call.entry.code = format!("{:?}", e.code());
-                call.entry.reason = e.audit_reason();
-            }
-        }
-        let e = &call.entry;
-        match self.audit.append(e) {
-            Ok(seq) => {
-                tracing::info!(
-                    audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
-                    container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
-                    duration_ms = e.duration_ms, "call"
-                );
-            }
-            Err(err) => {
-                tracing::error!(request_id = %e.request_id, action = %e.action, error = %err, "audit write failed");
-                return Err(Status::unavailable(
-                    "audit log unavailable; the call's outcome could not be recorded",
-                ));
-            }
-        }
-        result.map(Response::new).map_err(to_status)
+    fn finish<T>(&self, call: Call, result: Result<T, ExecError>) -> Result<Response<T>, Status> {
+        finish_call(&self.audit, call, result)
     }
+
+    /// Every write RPC: authorise (which spends the approval), then run the
+    /// write to completion.
+    async fn write_rpc(
+        &self,
+        request: Request<pb::WriteRequest>,
+        action: WriteAction,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let tier = Policy::tier(action);
+        let mut call = self.begin(&request, action.as_str(), tier);
+        match self
+            .authorize_write(&mut call, request.into_inner(), action)
+            .await
+        {
+            Ok(write) => self.run_write(call, write).await,
+            Err(e) => self.finish(call, Err(e)),
+        }
+    }
+}
+
+/// Audit the outcome, then answer. If the audit row cannot be written the
+/// caller gets an error, never an unaudited success.
+#[allow(clippy::result_large_err)]
+fn finish_call<T>(
+    audit: &AuditLog,
+    mut call: Call,
+    result: Result<T, ExecError>,
+) -> Result<Response<T>, Status> {
+    call.entry.duration_ms = call.started.elapsed().as_millis() as u64;
+    match &result {
+        Ok(_) => {
+            call.entry.decision = "allowed".into();
+            call.entry.code = "OK".into();
+        }
+        Err(e) => {
+            call.entry.decision = e.decision().into();
+            call.entry.code = format!("{:?}", e.code());
+            call.entry.reason = e.audit_reason();
+        }
+    }
+    let e = &call.entry;
+    match audit.append(e) {
+        Ok(seq) => {
+            tracing::info!(
+                audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
+                container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
+                duration_ms = e.duration_ms, "call"
+            );
+        }
+        Err(err) => {
+            tracing::error!(request_id = %e.request_id, action = %e.action, error = %err, "audit write failed");
+            return Err(Status::unavailable(
+                "audit log unavailable; the call's outcome could not be recorded",
+            ));
+        }
+    }
+    result.map(Response::new).map_err(to_status)
 }
 
 /// The one place errors become gRPC statuses. Messages are precise but do not
@@ -368,33 +392,21 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let mut call = self.begin(&request, "start", Tier::Change);
-        let result = self
-            .write(&mut call, request.into_inner(), WriteAction::Start)
-            .await;
-        self.finish(call, result)
+        self.write_rpc(request, WriteAction::Start).await
     }
 
     async fn restart_container(
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let mut call = self.begin(&request, "restart", Tier::Change);
-        let result = self
-            .write(&mut call, request.into_inner(), WriteAction::Restart)
-            .await;
-        self.finish(call, result)
+        self.write_rpc(request, WriteAction::Restart).await
     }
 
     async fn stop_container(
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let mut call = self.begin(&request, "stop", Tier::Disruptive);
-        let result = self
-            .write(&mut call, request.into_inner(), WriteAction::Stop)
-            .await;
-        self.finish(call, result)
+        self.write_rpc(request, WriteAction::Stop).await
     }
 
     async fn container_stats(

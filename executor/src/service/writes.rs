@@ -1,6 +1,9 @@
 //! T1/T2 writes: policy, then the signed approval bound to this action and
-//! this container id, then the nonce recorded before Docker is called. A
-//! write is attempted once.
+//! this container id, then the approval spent (its nonce recorded and an
+//! intent row appended to the chain) before Docker is called. A write is
+//! attempted once and, once authorised, runs to completion and is audited
+//! whatever the caller does: a caller that disconnects mid-write cannot
+//! leave a write that happened without its row.
 
 use super::reads::invisible;
 use super::*;
@@ -13,12 +16,12 @@ impl ExecutorService {
     /// a valid approval, and consuming it commits a record of who may do what
     /// to which container before Docker is called (a store that cannot be
     /// written stops the write).
-    pub(super) async fn write(
+    pub(super) async fn authorize_write(
         &self,
         call: &mut Call,
         req: pb::WriteRequest,
         action: WriteAction,
-    ) -> Result<pb::WriteResponse, ExecError> {
+    ) -> Result<AuthorizedWrite, ExecError> {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
@@ -59,20 +62,71 @@ impl ExecutorService {
             caller: &call.entry.caller,
             key_id: &approved.key_id,
         };
-        self.audit.consume_nonce(&record).map_err(|e| match e {
-            AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
-            other => ExecError::Audit(other),
-        })?;
-        match action {
-            WriteAction::Restart => self.docker.restart(&permit).await?,
-            WriteAction::Start => self.docker.start(&permit).await?,
-            WriteAction::Stop => self.docker.stop(&permit).await?,
-        }
-        call.entry.result = format!("{action} done");
-        Ok(pb::WriteResponse {
-            container_id: target.id,
-            action: action.as_str().into(),
-            approval_id: approved.claims.approval_id,
+        let mut intent = call.entry.clone();
+        intent.decision = crate::audit::INTENT.into();
+        intent.code = String::new();
+        intent.reason = format!(
+            "approval {} spent (nonce {}); calling Docker",
+            truncate_for_audit(&approved.claims.approval_id),
+            truncate_for_audit(&approved.claims.nonce)
+        );
+        self.audit
+            .spend_approval(&record, &intent)
+            .map_err(|e| match e {
+                AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
+                other => ExecError::Audit(other),
+            })?;
+        Ok(AuthorizedWrite {
+            permit,
+            action,
+            response: pb::WriteResponse {
+                container_id: target.id,
+                action: action.as_str().into(),
+                approval_id: approved.claims.approval_id,
+            },
         })
     }
+
+    /// Call Docker for an authorised write and audit the outcome, in a task
+    /// of its own: if the caller goes away (its connection drops and tonic
+    /// drops this handler), the task still finishes and writes its row.
+    pub(super) async fn run_write(
+        &self,
+        mut call: Call,
+        write: AuthorizedWrite,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let docker = self.docker.clone();
+        let audit = self.audit.clone();
+        let task = tokio::spawn(async move {
+            let AuthorizedWrite {
+                permit,
+                action,
+                response,
+            } = write;
+            let done = match action {
+                WriteAction::Restart => docker.restart(&permit).await,
+                WriteAction::Start => docker.start(&permit).await,
+                WriteAction::Stop => docker.stop(&permit).await,
+            };
+            let result = done.map_err(ExecError::from).map(|()| {
+                call.entry.result = format!("{action} done");
+                response
+            });
+            finish_call(&audit, call, result)
+        });
+        task.await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "write task failed");
+            Err(Status::internal(
+                "the write task failed; its intent row is in the audit log",
+            ))
+        })
+    }
+}
+
+/// A write that policy and a verified approval allow, whose approval is
+/// spent: all that is left is to call Docker.
+pub(super) struct AuthorizedWrite {
+    permit: Permit,
+    action: WriteAction,
+    response: pb::WriteResponse,
 }
