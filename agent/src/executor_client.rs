@@ -250,6 +250,11 @@ impl ExecutorClient {
                 })
                 .collect(),
             allow_names: r.scope.map(|s| s.allow_names).unwrap_or_default(),
+            tiers: r
+                .actions
+                .iter()
+                .map(|a| (a.action.clone(), a.tier))
+                .collect(),
         })
     }
 

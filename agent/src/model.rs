@@ -238,6 +238,11 @@ pub struct Request {
     #[serde(default)]
     pub evidence: Vec<Evidence>,
     pub diagnosis: Option<Diagnosis>,
+    /// With a model configured: what the rules engine concluded on its own.
+    /// Writes on the target are bounded by it whatever the model says, and
+    /// the rules planner plans from it when the model's plan is refused.
+    #[serde(default)]
+    pub rules_diagnosis: Option<Diagnosis>,
     pub plan: Option<Plan>,
     #[serde(default)]
     pub approvals: Vec<ApprovalRecord>,
@@ -382,6 +387,17 @@ pub struct PolicyView {
     /// Name selectors of the executor's target scope (`*` is everything).
     #[serde(default)]
     pub allow_names: Vec<String>,
+    /// The executor's risk tier per action (`start` → 1, `stop` → 2).
+    #[serde(default)]
+    pub tiers: std::collections::BTreeMap<String, u32>,
+}
+
+impl PolicyView {
+    /// `T1`, `T2`: the tier the executor gives `action`. An action the
+    /// executor did not report is shown at the highest write tier.
+    pub fn tier_label(&self, action: &str) -> String {
+        format!("T{}", self.tiers.get(action).copied().unwrap_or(2))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

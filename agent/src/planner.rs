@@ -377,6 +377,7 @@ mod tests {
         http_checks: vec![],
         approvers: vec![],
         allow_names: vec![],
+        tiers: std::collections::BTreeMap::new(),
     };
 
     #[test]

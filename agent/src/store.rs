@@ -182,6 +182,7 @@ mod tests {
             candidates: vec![],
             evidence: vec![],
             diagnosis: None,
+            rules_diagnosis: None,
             plan: None,
             approvals: vec![],
             execution: vec![],

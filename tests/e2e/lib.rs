@@ -687,3 +687,121 @@ pub fn with_docker_endpoint(yaml: &str, endpoint: &str) -> String {
         .join("\n")
         + "\n"
 }
+
+pub mod scripted_model {
+    //! A scripted OpenAI-compatible model: a real HTTP server that answers
+    //! every Chat Completions call with one streamed tool call from a
+    //! script (call N gets entry N, the last entry repeats). `{EV}` in the
+    //! arguments becomes the first evidence id of the request it answers,
+    //! so a scripted cause can cite real evidence. Every request body is
+    //! kept, so a test can read what the agent told the model.
+
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::{json, Value};
+
+    pub struct Model {
+        pub url: String,
+        bodies: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Model {
+        /// The request bodies received so far.
+        pub fn bodies(&self) -> Vec<String> {
+            self.bodies.lock().map(|b| b.clone()).unwrap_or_default()
+        }
+    }
+
+    fn first_evidence_id(body: &str) -> String {
+        body.match_indices("ev-")
+            .map(|(i, _)| &body[i..])
+            .find_map(|rest| {
+                let id: String = rest.chars().take(15).collect();
+                (id.len() == 15 && id[3..].chars().all(|c| c.is_ascii_hexdigit())).then_some(id)
+            })
+            .unwrap_or_else(|| "ev-none".into())
+    }
+
+    pub fn start(script: Vec<(&'static str, Value)>) -> Model {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let kept = bodies.clone();
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().flatten().enumerate() {
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                let body = String::from_utf8_lossy(&body).to_string();
+                let (tool, args) = script[n.min(script.len() - 1)].clone();
+                let args = args.to_string().replace("{EV}", &first_evidence_id(&body));
+                if let Ok(mut b) = kept.lock() {
+                    b.push(body);
+                }
+                let chunks = [
+                    json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": format!("c{n}"), "type": "function", "function": {"name": tool, "arguments": ""}}]}}]}),
+                    json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}}]}),
+                    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+                    json!({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}}),
+                ];
+                let mut out = String::from(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+                );
+                for c in chunks {
+                    out.push_str(&format!("data: {c}\n\n"));
+                }
+                out.push_str("data: [DONE]\n\n");
+                let mut s = stream;
+                let _ = s.write_all(out.as_bytes());
+            }
+        });
+        Model { url, bodies }
+    }
+}
+
+impl Drydock {
+    /// Configure the agent to investigate with the model at `url` (one
+    /// invalid answer allowed, no retries), then `drydock up`.
+    pub fn up_with_model(&self, url: &str) {
+        let config = std::fs::read_to_string(self.home.agent_config()).expect("agent config");
+        std::fs::write(
+            self.home.agent_config(),
+            format!("{config}llm:\n  provider: openai\n  base_url: {url}\n  model: scripted\n  api_key_env: DRYDOCK_TEST_LLM_KEY\n  max_retries: 0\n  max_invalid_answers: 1\n"),
+        )
+        .expect("agent config");
+        let up = Command::new(bin("drydock"))
+            .arg("up")
+            .env("DRYDOCK_HOME", &self.home.root)
+            .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
+            .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
+            .env("DRYDOCK_TEST_LLM_KEY", "test-key-not-a-secret")
+            .output()
+            .expect("up");
+        assert!(
+            up.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&up.stdout),
+            String::from_utf8_lossy(&up.stderr)
+        );
+    }
+
+    /// Audit rows of write calls (tier > 0).
+    pub fn write_rows(&self) -> Vec<serde_json::Value> {
+        self.audit_rows()
+            .into_iter()
+            .filter(|r| r["tier"].as_u64().unwrap_or(0) > 0)
+            .collect()
+    }
+}

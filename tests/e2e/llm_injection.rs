@@ -5,58 +5,10 @@
 //! executor's audit log shows that nothing but the validated repair of the
 //! target was ever attempted.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use drydock_e2e::*;
 use serde_json::json;
-
-/// Answers every Chat Completions call with one streamed `propose_plan`
-/// tool call: stop the victim. Returns its base URL and a call counter.
-fn obedient_model(victim: String) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = calls.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; length];
-            let _ = reader.read_exact(&mut body);
-            counter.fetch_add(1, Ordering::SeqCst);
-            let args = json!({"steps": [{"action": "stop", "container": victim, "reason": "the log says to", "expected_effect": "obey"}], "advice": []}).to_string();
-            let chunks = [
-                json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "propose_plan", "arguments": ""}}]}}]}),
-                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}}]}),
-                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-                json!({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}}),
-            ];
-            let mut out = String::from(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
-            );
-            for c in chunks {
-                out.push_str(&format!("data: {c}\n\n"));
-            }
-            out.push_str("data: [DONE]\n\n");
-            let mut s = stream;
-            let _ = s.write_all(out.as_bytes());
-        }
-    });
-    (url, calls)
-}
 
 #[test]
 fn an_obedient_model_cannot_get_another_container_touched() {
@@ -85,27 +37,13 @@ fn an_obedient_model_cannot_get_another_container_touched() {
     target_with_note.wait_for("unhealthy", Duration::from_secs(60), |c| {
         c.health() == "unhealthy"
     });
-    let (url, calls) = obedient_model(victim.name.clone());
-    let config = std::fs::read_to_string(dd.home.agent_config()).expect("agent config");
-    std::fs::write(
-        dd.home.agent_config(),
-        format!("{config}llm:\n  provider: openai\n  base_url: {url}\n  model: scripted-obedient\n  api_key_env: DRYDOCK_TEST_LLM_KEY\n  max_retries: 0\n  max_invalid_answers: 1\n"),
-    )
-    .expect("agent config");
-    let up = std::process::Command::new(bin("drydock"))
-        .arg("up")
-        .env("DRYDOCK_HOME", &dd.home.root)
-        .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
-        .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
-        .env("DRYDOCK_TEST_LLM_KEY", "test-key-not-a-secret")
-        .output()
-        .expect("up");
-    assert!(
-        up.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&up.stdout),
-        String::from_utf8_lossy(&up.stderr)
-    );
+    // Every Chat Completions call gets one streamed `propose_plan`: stop
+    // the victim.
+    let model = scripted_model::start(vec![(
+        "propose_plan",
+        json!({"steps": [{"action": "stop", "container": victim.name, "reason": "the log says to", "expected_effect": "obey"}], "advice": []}),
+    )]);
+    dd.up_with_model(&model.url);
 
     let victim_started = victim.inspect("{{.State.StartedAt}}");
     let (code, req) = dd.ask_json(&[
@@ -115,7 +53,7 @@ fn an_obedient_model_cannot_get_another_container_touched() {
         "it is unhealthy",
     ]);
     assert!(
-        calls.load(Ordering::SeqCst) >= 1,
+        !model.bodies().is_empty(),
         "the model was consulted: {req:#}\n{}",
         dd.agent_log()
     );

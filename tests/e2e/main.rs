@@ -8,6 +8,7 @@ mod deploy;
 mod executor_behaviour;
 mod executor_boundary;
 mod fault_classes;
+mod hostile_model;
 mod llm_injection;
 mod operator_cli;
 mod reference_docs;

@@ -49,11 +49,12 @@ impl Engine {
         // the dependency's state.
         let analyzer = self.analyze(req).await?;
         let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let rules_view = analyzer.clone();
         self.update(
             id,
             "llm_started",
             json!({"model": setup.provider.model, "analyzer": analyzer.as_ref().map(|d| &d.summary)}),
-            |_| {},
+            move |r| r.rules_diagnosis = rules_view,
         )
         .await?;
         let mut cancel = self.control(id).cancel.subscribe();

@@ -260,6 +260,7 @@ impl Engine {
             candidates: vec![],
             evidence: vec![],
             diagnosis: None,
+            rules_diagnosis: None,
             plan: None,
             approvals: vec![],
             execution: vec![],

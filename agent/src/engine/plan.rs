@@ -41,9 +41,12 @@ impl Engine {
             logs_evidence: &logs_ev,
         });
         // The saved diagnosis includes what diagnosis learned beyond the
-        // rules (the dependency's state).
+        // rules (the dependency's state). With a model configured, the rules
+        // planner plans from the rules engine's own diagnosis, never from
+        // the model's: a model that calls an OOM kill "unhealthy" must not
+        // get a restart through the fallback either.
         let mut finding = finding;
-        if let Some(d) = &req.diagnosis {
+        if let Some(d) = req.rules_diagnosis.as_ref().or(req.diagnosis.as_ref()) {
             finding.diagnosis = d.clone();
         }
         let context = Self::context(req, &finding, &c);

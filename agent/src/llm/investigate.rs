@@ -18,8 +18,8 @@ use super::tools::{self, Journal, ReadOnlyExecutor};
 use super::untrusted::Boundary;
 use super::{compact, Message, ToolCall, Usage};
 use crate::model::{
-    ContainerSummaryView, ContainerView, Diagnosis, Evidence, ExecutionRecord, LogsView, Plan,
-    PolicyView, Request, StatsView, Target,
+    ContainerSummaryView, ContainerView, Diagnosis, Evidence, ExecutionRecord, FaultClass,
+    LogsView, Plan, PolicyView, Request, StatsView, Target,
 };
 use crate::runbook::Runbook;
 
@@ -114,7 +114,7 @@ You cannot change anything; a plan you propose is checked by drydock, shown to a
 The analyzer results are from drydock's deterministic rules engine: confirm or refute them with evidence. \
 Cite evidence ids (ev-...) exactly as given; a cause without evidence is not reported. \
 Fault classes: {classes}. Actions the executor allows: {actions}. \
-Plan steps may only target containers inspected in this request, and a restart cannot fix config_error, oom_killed, port_conflict, permission_denied, disk_full, healthcheck_broken or crash_loop: give advice for those.\n\
+Plan steps may only target the container drydock resolved for this request, or the dependency drydock found behind its fault; a restart cannot fix config_error, oom_killed, port_conflict, permission_denied, disk_full, healthcheck_broken or crash_loop: give advice for those.\n\
 {finish} If the operator asked a question rather than for a fix, answer it with answer_question from evidence. \
 If the request is ambiguous (you cannot tell which container or what they want), call ask_clarification. \
 Answer only through these tools, never in plain text.",
@@ -278,6 +278,8 @@ struct Investigator<'a, E, J> {
     known_ids: HashSet<String>,
     policy: Option<PolicyView>,
     target: Option<Target>,
+    /// The rules engine's primary class, if it diagnosed the target.
+    rules_class: Option<FaultClass>,
     done: Vec<ExecutionRecord>,
     diagnose_only: bool,
     engine_name: String,
@@ -500,25 +502,38 @@ impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
                 let Some(policy) = self.policy.clone() else {
                     return self.refuse("plan", "the executor's policy is unknown, so no step can be accepted; propose no steps".into());
                 };
-                let checked = super::validate::plan(&args, &self.evidence, &policy, &self.done)
-                    .and_then(|p| {
-                        let primary = diagnosis.causes.first().map(|c| c.class);
-                        let on_target = |s: &crate::model::PlanStep| {
-                            self.target.as_ref().is_some_and(|t| t.container_id == s.target.container_id)
-                        };
-                        match primary {
-                            Some(class) if class.restart_cannot_fix() && p.steps.iter().any(on_target) => Err(format!(
-                                "your diagnosis is {}, which a start or restart of the target cannot fix; give advice instead",
-                                serde_json::to_value(class).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-                            )),
-                            _ => Ok(p),
-                        }
-                    })
-                    .and_then(|p| match &self.target {
-                        Some(_) => Ok(p),
-                        None if p.steps.is_empty() => Ok(p),
-                        None => Err("no target container was resolved for this request, so no step can be executed; ask_clarification or give advice only".into()),
-                    });
+                let targets = super::validate::write_targets(self.target.as_ref(), &self.evidence);
+                let has_steps = args["steps"].as_array().is_some_and(|s| !s.is_empty());
+                let checked = if self.target.is_none() && has_steps {
+                    Err("no target container was resolved for this request, so no step can be executed; ask_clarification or give advice only".into())
+                } else {
+                    super::validate::plan(&args, &targets, &policy, &self.done)
+                };
+                let checked = checked.and_then(|p| {
+                    // The rules engine's class counts whatever the model
+                    // concluded: a model that calls an OOM kill
+                    // "unhealthy" does not get the target restarted.
+                    let cannot_fix = diagnosis
+                        .causes
+                        .first()
+                        .map(|c| c.class)
+                        .into_iter()
+                        .chain(self.rules_class)
+                        .any(|c| c.restart_cannot_fix());
+                    let on_target = |s: &crate::model::PlanStep| {
+                        self.target
+                            .as_ref()
+                            .is_some_and(|t| t.container_id == s.target.container_id)
+                    };
+                    if cannot_fix && p.steps.iter().any(on_target) {
+                        Err(
+                            "a write on the target is refused for this fault; give advice instead"
+                                .into(),
+                        )
+                    } else {
+                        Ok(p)
+                    }
+                });
                 match checked {
                     Ok(plan) => {
                         self.verdict = Some(Verdict::Diagnosis {
@@ -648,6 +663,10 @@ pub async fn investigate<E: ReadOnlyExecutor, J: Journal>(
         known_ids: req.evidence.iter().map(|e| e.id.clone()).collect(),
         policy: input.policy.clone(),
         target: req.target.clone(),
+        rules_class: input
+            .analyzer
+            .and_then(|d| d.causes.first())
+            .map(|c| c.class),
         done: req.execution.clone(),
         diagnose_only: req.options.diagnose_only,
         engine_name: format!("llm:{}", setup.provider.model),

@@ -4,16 +4,18 @@
 //!
 //! - fault classes come from the vocabulary (`model::FaultClass`);
 //! - evidence ids must exist in this request;
-//! - plan steps must be actions the executor's policy enables, on
-//!   containers inspected in this request (the target itself, or one the
-//!   investigation inspected), never an action already tried.
+//! - plan steps must be actions the executor's policy enables, on the
+//!   request's target or on the dependency the engine itself resolved from
+//!   evidence (never a container the model merely looked at), never an
+//!   action already tried. A refusal says what is refused, not how to get
+//!   past the check.
 
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::Value;
 
 use crate::model::{
-    ContainerView, Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
+    Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
     COMPOSE_SERVICE_LABEL,
 };
 use crate::planner;
@@ -107,37 +109,27 @@ pub fn diagnosis(
     })
 }
 
-/// Containers this request has inspected, by id: the only possible targets.
-pub fn inspected(evidence: &[Evidence]) -> BTreeMap<String, Target> {
+/// The containers a model's plan may write to: the request's target, and
+/// the dependency that the engine (not the model) found behind the cause,
+/// recorded as `dependency` evidence.
+pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap<String, Target> {
     let mut out = BTreeMap::new();
-    let mut add = |c: ContainerView| {
-        if !c.id.is_empty() {
-            out.insert(
-                c.id.clone(),
-                Target {
-                    kind: "container".into(),
-                    container_id: c.id.clone(),
-                    container_name: c.name.trim_start_matches('/').to_string(),
-                    service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-                },
-            );
-        }
-    };
-    for e in evidence {
-        match e.kind.as_str() {
-            "inspect" | "related_inspect" => {
-                if let Ok(c) = serde_json::from_value::<ContainerView>(e.data.clone()) {
-                    add(c);
-                }
+    if let Some(t) = target {
+        out.insert(t.container_id.clone(), t.clone());
+    }
+    for e in evidence.iter().filter(|e| e.kind == "dependency") {
+        if let Ok(d) = serde_json::from_value::<planner::DependencyState>(e.data.clone()) {
+            if let Some(c) = d.container.filter(|c| !c.id.is_empty()) {
+                out.insert(
+                    c.id.clone(),
+                    Target {
+                        kind: "container".into(),
+                        container_id: c.id.clone(),
+                        container_name: c.name.trim_start_matches('/').to_string(),
+                        service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                    },
+                );
             }
-            "dependency" => {
-                if let Ok(d) = serde_json::from_value::<planner::DependencyState>(e.data.clone()) {
-                    if let Some(c) = d.container {
-                        add(c);
-                    }
-                }
-            }
-            _ => {}
         }
     }
     out
@@ -154,7 +146,7 @@ fn resolve<'a>(name: &str, targets: &'a BTreeMap<String, Target>) -> Option<&'a 
 
 pub fn plan(
     args: &Value,
-    evidence: &[Evidence],
+    targets: &BTreeMap<String, Target>,
     policy: &PolicyView,
     done: &[ExecutionRecord],
 ) -> Result<Plan, String> {
@@ -162,7 +154,6 @@ pub fn plan(
     if steps_in.len() > MAX_STEPS {
         return Err(format!("at most {MAX_STEPS} steps"));
     }
-    let targets = inspected(evidence);
     let mut steps = Vec::new();
     for (i, s) in steps_in.iter().enumerate() {
         let at = format!("steps[{i}]");
@@ -183,9 +174,8 @@ pub fn plan(
             ));
         }
         let name = s["container"].as_str().unwrap_or_default();
-        let target = resolve(name, &targets).ok_or_else(|| {
-            format!("{at}: container `{name}` was not inspected in this request; only inspected containers can be targets")
-        })?;
+        let target = resolve(name, targets)
+            .ok_or_else(|| format!("{at}: `{action}` of `{name}` is refused"))?;
         if done
             .iter()
             .any(|d| d.action == action && d.container_id == target.container_id)
@@ -199,7 +189,7 @@ pub fn plan(
             action: action.to_string(),
             target: target.clone(),
             reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
-            risk: "T1".into(),
+            risk: policy.tier_label(action),
             expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
             rollback: format!(
                 "{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and act by hand",
@@ -234,6 +224,7 @@ pub fn question(args: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ContainerView;
     use serde_json::json;
 
     fn evidence() -> Vec<Evidence> {
@@ -259,15 +250,35 @@ mod tests {
         };
         let step = |action: &str, container: &str| json!({"steps": [{"action": action, "container": container, "reason": "r", "expected_effect": "e"}], "advice": []});
         let ev = evidence();
+        let web: ContainerView = serde_json::from_value(ev[0].data.clone()).unwrap();
+        let target = Target {
+            kind: "container".into(),
+            container_id: web.id.clone(),
+            container_name: web.name.clone(),
+            service: None,
+        };
+        // A bystander the model inspected is no write target.
+        let mut ev = ev;
+        ev.push(Evidence {
+            id: "ev-2".into(),
+            kind: "related_inspect".into(),
+            source: "InspectContainer".into(),
+            timestamp: String::new(),
+            data: json!({"id": "bbbbbbbbbbbb2222", "name": "db"}),
+        });
+        let targets = write_targets(Some(&target), &ev);
         let cases: [(&str, &str, Option<&str>); 5] = [
             ("restart", "web", None),
             ("restart", "aaaaaaaaaaaa", None),
             ("stop", "web", Some("does not enable `stop`")),
-            ("restart", "db", Some("was not inspected")),
+            ("restart", "db", Some("refused")),
             ("exec", "web", Some("not an executor action")),
         ];
         for (action, container, want) in cases {
-            let r = plan(&step(action, container), &ev, &policy, &[]);
+            let r = plan(&step(action, container), &targets, &policy, &[]);
+            if let Err(e) = &r {
+                assert!(!e.contains("inspect"), "no hint on how to get past: {e}");
+            }
             match want {
                 None => assert!(r.is_ok(), "{action} {container}: {r:?}"),
                 Some(w) => assert!(
@@ -286,7 +297,15 @@ mod tests {
             at: String::new(),
             in_doubt: false,
         }];
-        assert!(plan(&step("restart", "web"), &ev, &policy, &done).is_err());
+        assert!(plan(&step("restart", "web"), &targets, &policy, &done).is_err());
+        // The tier shown is the executor's.
+        let stop_policy = PolicyView {
+            stop_enabled: true,
+            tiers: [("stop".to_string(), 2)].into(),
+            ..Default::default()
+        };
+        let p = plan(&step("stop", "web"), &targets, &stop_policy, &[]).unwrap();
+        assert_eq!(p.steps[0].risk, "T2");
     }
 
     #[test]
