@@ -157,6 +157,35 @@ pub struct LimitsConfig {
     pub logs_max_bytes: u32,
     #[serde(default = "default_logs_tail")]
     pub logs_default_tail: u32,
+    /// Calls per second each caller identity may make, on average.
+    #[serde(default = "default_calls_per_second")]
+    pub calls_per_second: u32,
+    /// Calls a caller may make at once above that rate.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+    /// Calls in flight on one connection.
+    #[serde(default = "default_calls_per_connection")]
+    pub max_concurrent_calls_per_connection: u32,
+    /// HTTP/2 streams one connection may open at once.
+    #[serde(default = "default_streams")]
+    pub max_concurrent_streams: u32,
+}
+
+pub const DEFAULT_CALLS_PER_SECOND: u32 = 200;
+pub const DEFAULT_BURST: u32 = 400;
+pub const DEFAULT_CALLS_PER_CONNECTION: u32 = 32;
+pub const DEFAULT_STREAMS: u32 = 64;
+fn default_calls_per_second() -> u32 {
+    DEFAULT_CALLS_PER_SECOND
+}
+fn default_burst() -> u32 {
+    DEFAULT_BURST
+}
+fn default_calls_per_connection() -> u32 {
+    DEFAULT_CALLS_PER_CONNECTION
+}
+fn default_streams() -> u32 {
+    DEFAULT_STREAMS
 }
 
 impl Default for LimitsConfig {
@@ -165,6 +194,10 @@ impl Default for LimitsConfig {
             logs_max_lines: DEFAULT_LOGS_MAX_LINES,
             logs_max_bytes: DEFAULT_LOGS_MAX_BYTES,
             logs_default_tail: DEFAULT_LOGS_TAIL,
+            calls_per_second: DEFAULT_CALLS_PER_SECOND,
+            burst: DEFAULT_BURST,
+            max_concurrent_calls_per_connection: DEFAULT_CALLS_PER_CONNECTION,
+            max_concurrent_streams: DEFAULT_STREAMS,
         }
     }
 }
@@ -344,6 +377,22 @@ impl Config {
                 "limits.logs_default_tail",
                 "must be between 1 and limits.logs_max_lines",
             ));
+        }
+        for (key, n) in [
+            ("limits.calls_per_second", self.limits.calls_per_second),
+            ("limits.burst", self.limits.burst),
+            (
+                "limits.max_concurrent_calls_per_connection",
+                self.limits.max_concurrent_calls_per_connection,
+            ),
+            (
+                "limits.max_concurrent_streams",
+                self.limits.max_concurrent_streams,
+            ),
+        ] {
+            if n == 0 || n > 100_000 {
+                return Err(invalid(key, format!("{n} is outside 1..=100000")));
+            }
         }
         for (key, d) in [
             ("timeouts.read", self.timeouts.read),

@@ -102,6 +102,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         limits: config.limits.clone(),
         http_checks,
         http_timeout: config.timeouts.http,
+        rate: crate::ratelimit::RateLimiter::new(
+            config.limits.calls_per_second,
+            config.limits.burst,
+        ),
     });
     let mut allowed = service.allowed_clients();
     allowed.extend(config.tls.health_clients.iter().cloned());
@@ -150,8 +154,27 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         }
     });
 
+    let limits = config.limits.clone();
+    let server_deadline = [
+        config.timeouts.read,
+        config.timeouts.logs,
+        config.timeouts.write,
+        config.timeouts.http,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(Duration::from_secs(30))
+        + Duration::from_secs(5);
     let task = tokio::spawn(async move {
         tonic::transport::Server::builder()
+            // Bounds for a compromised or buggy agent: calls and streams in
+            // flight per connection, a server-side deadline above every
+            // per-action timeout, and HTTP/2 keepalive to drop dead peers.
+            .concurrency_limit_per_connection(limits.max_concurrent_calls_per_connection as usize)
+            .max_concurrent_streams(Some(limits.max_concurrent_streams))
+            .timeout(server_deadline)
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .add_service(tonic::service::interceptor::InterceptedService::new(
                 health_service,
                 ExecutorService::health_gate(allowed, audit.clone()),
@@ -177,6 +200,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
 async fn accept(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
     let (tcp, peer) = listener.accept().await?;
     tcp.set_nodelay(true)?;
+    // Keepalive: a peer that vanished without a FIN does not hold a
+    // connection (and its share of the limits) forever.
+    nix::sys::socket::setsockopt(&tcp, nix::sys::socket::sockopt::KeepAlive, &true)?;
     Ok((tcp, peer))
 }
 

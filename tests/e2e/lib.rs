@@ -410,6 +410,10 @@ impl ExecutorProcess {
         p
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGTERM and wait: the graceful path.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")

@@ -7,6 +7,7 @@ mod closed_loop;
 mod deploy;
 mod executor_behaviour;
 mod executor_boundary;
+mod executor_load;
 mod fault_classes;
 mod hostile_model;
 mod llm_injection;

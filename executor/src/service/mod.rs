@@ -33,6 +33,7 @@ use crate::docker::{
 };
 use crate::http_check::{self, HttpTarget};
 use crate::policy::{Permit, Policy, PolicyError, ResolvedTarget, Tier};
+use crate::ratelimit::{Admission, RateLimiter};
 use crate::redact;
 
 /// Everything that can stop a call, each mapped to one status code.
@@ -57,6 +58,9 @@ pub enum ExecError {
     /// Something the operator did not configure (an HTTP check).
     #[error("{0}")]
     NotConfigured(String),
+    /// Over the caller's rate limit; nothing was done.
+    #[error("rate limit exceeded for {0}; slow down")]
+    RateLimited(String),
 }
 
 impl ExecError {
@@ -75,6 +79,7 @@ impl ExecError {
             ExecError::Audit(_) => Code::Unavailable,
             ExecError::Invisible { .. } => Code::NotFound,
             ExecError::NotConfigured(_) => Code::NotFound,
+            ExecError::RateLimited(_) => Code::ResourceExhausted,
         }
     }
 
@@ -97,7 +102,8 @@ impl ExecError {
             | ExecError::Policy(_)
             | ExecError::Approval(_)
             | ExecError::Invisible { .. }
-            | ExecError::NotConfigured(_) => "denied",
+            | ExecError::NotConfigured(_)
+            | ExecError::RateLimited(_) => "denied",
             _ => "error",
         }
     }
@@ -112,12 +118,18 @@ pub struct ExecutorService {
     limits: LimitsConfig,
     http_checks: BTreeMap<String, HttpTarget>,
     http_timeout: Duration,
+    rate: RateLimiter,
 }
 
 /// One call in flight: who made it and what will be audited.
 struct Call {
     started: Instant,
     caller: Result<String, String>,
+    /// Refused by the rate limiter; `Some(false)` means this refusal is
+    /// counted, not written (a summary row covers it).
+    limited: Option<bool>,
+    /// Refusals of this caller counted since the last summary.
+    suppressed: u64,
     entry: AuditEntry,
 }
 
@@ -130,6 +142,9 @@ impl Call {
     }
 
     fn authenticated(&self) -> Result<(), ExecError> {
+        if self.limited.is_some() {
+            return Err(ExecError::RateLimited(self.entry.caller.clone()));
+        }
         self.caller
             .as_ref()
             .map(|_| ())
@@ -167,6 +182,7 @@ pub struct ServiceParts {
     pub limits: LimitsConfig,
     pub http_checks: BTreeMap<String, HttpTarget>,
     pub http_timeout: Duration,
+    pub rate: RateLimiter,
 }
 
 impl ExecutorService {
@@ -180,6 +196,7 @@ impl ExecutorService {
             limits: p.limits,
             http_checks: p.http_checks,
             http_timeout: p.http_timeout,
+            rate: p.rate,
         }
     }
 
@@ -258,9 +275,21 @@ impl ExecutorService {
             Ok(id) => (id.clone(), Ok(id)),
             Err((name, why)) => (name, Err(why)),
         };
+        let limited = match self.rate.admit(&caller_name) {
+            Admission::Allowed => None,
+            Admission::Limited { audit } => Some(audit),
+        };
+        // Counted refusals are summarized by the next row this caller gets.
+        let suppressed = if limited == Some(false) {
+            0
+        } else {
+            self.rate.take_suppressed(&caller_name)
+        };
         Call {
             started: Instant::now(),
             caller,
+            limited,
+            suppressed,
             entry: AuditEntry {
                 caller: caller_name,
                 action: action.to_string(),
@@ -305,6 +334,26 @@ fn finish_call<T>(
     result: Result<T, ExecError>,
 ) -> Result<Response<T>, Status> {
     call.entry.duration_ms = call.started.elapsed().as_millis() as u64;
+    if call.limited == Some(false) {
+        // Counted for the next summary row; a flood cannot fill the disk.
+        return result.map(Response::new).map_err(to_status);
+    }
+    if call.suppressed > 0 {
+        let summary = AuditEntry {
+            caller: call.entry.caller.clone(),
+            action: "rate_limit".into(),
+            decision: "denied".into(),
+            code: "ResourceExhausted".into(),
+            reason: format!(
+                "{} further calls from {} refused by the rate limit (counted, not written one by one)",
+                call.suppressed, call.entry.caller
+            ),
+            ..Default::default()
+        };
+        if let Err(err) = audit.append(&summary) {
+            tracing::error!(error = %err, "audit write failed for a rate-limit summary");
+        }
+    }
     match &result {
         Ok(_) => {
             call.entry.decision = "allowed".into();

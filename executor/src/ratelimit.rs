@@ -1,0 +1,188 @@
+//! Per-identity rate limiting, and coalescing of the refusals it causes, so
+//! a compromised or buggy agent (or anyone holding a certificate of the
+//! drydock CA) can neither starve the executor nor fill the audit disk.
+//!
+//! Each caller identity (the certificate's CN, allowed or not) has a token
+//! bucket. A call that finds the bucket empty is refused with
+//! RESOURCE_EXHAUSTED before any work. Its audit row is written only for the
+//! first few refusals of a window; the rest are counted and written as one
+//! summary row when the next window opens.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Identities remembered at once; the least recently seen is forgotten
+/// first (a forgotten identity starts again with a full bucket).
+const MAX_IDENTITIES: usize = 1024;
+/// Refusal rows written per identity and window before they are summarized.
+pub const REFUSAL_ROWS_PER_WINDOW: u32 = 10;
+pub const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
+
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+    window_start: Instant,
+    written: u32,
+    suppressed: u64,
+    /// When the last summary row was handed out: at most one per window.
+    summarized_at: Option<Instant>,
+}
+
+pub struct RateLimiter {
+    per_second: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+/// What the limiter decided for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Allowed,
+    /// Refused; `audit` says whether this refusal gets its own row.
+    Limited {
+        audit: bool,
+    },
+}
+
+impl RateLimiter {
+    pub fn new(per_second: u32, burst: u32) -> RateLimiter {
+        RateLimiter {
+            per_second: f64::from(per_second),
+            burst: f64::from(burst.max(1)),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Take one token for `identity`.
+    pub fn admit(&self, identity: &str) -> Admission {
+        self.admit_at(identity, Instant::now())
+    }
+
+    fn admit_at(&self, identity: &str, now: Instant) -> Admission {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if !buckets.contains_key(identity) && buckets.len() >= MAX_IDENTITIES {
+            if let Some(oldest) = buckets
+                .iter()
+                .min_by_key(|(_, b)| b.last)
+                .map(|(k, _)| k.clone())
+            {
+                buckets.remove(&oldest);
+            }
+        }
+        let b = buckets.entry(identity.to_string()).or_insert(Bucket {
+            tokens: self.burst,
+            last: now,
+            window_start: now,
+            written: 0,
+            suppressed: 0,
+            summarized_at: None,
+        });
+        let elapsed = now.saturating_duration_since(b.last).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * self.per_second).min(self.burst);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            return Admission::Allowed;
+        }
+        if now.saturating_duration_since(b.window_start) >= REFUSAL_WINDOW {
+            b.window_start = now;
+            b.written = 0;
+        }
+        if b.written < REFUSAL_ROWS_PER_WINDOW {
+            b.written += 1;
+            Admission::Limited { audit: true }
+        } else {
+            b.suppressed += 1;
+            Admission::Limited { audit: false }
+        }
+    }
+
+    /// Refusals of `identity` that were counted but not written, for a
+    /// summary row: at most one summary per identity and window, so the
+    /// summaries themselves cannot become the flood. Resets the count.
+    pub fn take_suppressed(&self, identity: &str) -> u64 {
+        self.take_suppressed_at(identity, Instant::now())
+    }
+
+    fn take_suppressed_at(&self, identity: &str, now: Instant) -> u64 {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(b) = buckets.get_mut(identity) else {
+            return 0;
+        };
+        let due = b
+            .summarized_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_WINDOW);
+        if b.suppressed == 0 || !due {
+            return 0;
+        }
+        b.summarized_at = Some(now);
+        std::mem::take(&mut b.suppressed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_then_the_rate_and_refusal_rows_are_bounded() {
+        let limiter = RateLimiter::new(10, 5);
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            assert_eq!(limiter.admit_at("a", t0), Admission::Allowed);
+        }
+        let mut audited = 0;
+        for _ in 0..100 {
+            match limiter.admit_at("a", t0) {
+                Admission::Limited { audit: true } => audited += 1,
+                Admission::Limited { audit: false } => {}
+                Admission::Allowed => panic!("over the burst"),
+            }
+        }
+        assert_eq!(audited, REFUSAL_ROWS_PER_WINDOW);
+        assert_eq!(
+            limiter.take_suppressed_at("a", t0),
+            100 - u64::from(REFUSAL_ROWS_PER_WINDOW)
+        );
+        assert_eq!(limiter.take_suppressed_at("a", t0), 0);
+        // More refusals in the same window wait for the next one.
+        for _ in 0..5 {
+            let _ = limiter.admit_at("a", t0);
+        }
+        assert_eq!(limiter.take_suppressed_at("a", t0), 0);
+        assert_eq!(limiter.take_suppressed_at("a", t0 + REFUSAL_WINDOW), 5);
+        // Another identity has its own bucket.
+        assert_eq!(limiter.admit_at("b", t0), Admission::Allowed);
+        // Half a second later, five tokens again (10 per second).
+        let later = t0 + Duration::from_millis(500);
+        for _ in 0..5 {
+            assert_eq!(limiter.admit_at("a", later), Admission::Allowed);
+        }
+        assert!(matches!(
+            limiter.admit_at("a", later),
+            Admission::Limited { .. }
+        ));
+        // A new window writes rows again.
+        let next = t0 + REFUSAL_WINDOW + Duration::from_millis(1);
+        let _ = limiter.admit_at("a", next);
+        let mut rows = 0;
+        for _ in 0..20 {
+            if limiter.admit_at("a", next) == (Admission::Limited { audit: true }) {
+                rows += 1;
+            }
+        }
+        assert!(rows > 0 && rows <= REFUSAL_ROWS_PER_WINDOW);
+    }
+
+    #[test]
+    fn the_identity_table_is_bounded() {
+        let limiter = RateLimiter::new(1, 1);
+        let t0 = Instant::now();
+        for i in 0..(MAX_IDENTITIES + 50) {
+            let _ = limiter.admit_at(&format!("id-{i}"), t0 + Duration::from_micros(i as u64));
+        }
+        let len = limiter.buckets.lock().unwrap().len();
+        assert_eq!(len, MAX_IDENTITIES);
+    }
+}

@@ -1,0 +1,176 @@
+//! A flood of refused calls from a certificate of the drydock CA that is not
+//! allowed (the health-check identity), at 64 in flight, while the agent's
+//! identity keeps making legitimate calls. The executor must keep answering
+//! the agent, its memory must stay bounded, and the audit log must grow only
+//! as the rate limit allows, not by a row per refused call.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drydock_e2e::*;
+use drydock_proto::pb;
+use tonic::Code;
+
+const FLOOD: usize = 10_000;
+const IN_FLIGHT: usize = 64;
+const RATE: u64 = 50;
+const BURST: u64 = 50;
+/// Rate-limit refusals written one by one per identity and 10 s window
+/// (`REFUSAL_ROWS_PER_WINDOW` in executor/src/ratelimit.rs).
+const REFUSAL_ROWS_PER_WINDOW: usize = 10;
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refused_calls_leaves_the_executor_answering() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace(
+            "limits:\n",
+            &format!("limits:\n  calls_per_second: {RATE}\n  burst: {BURST}\n"),
+        )
+    });
+    let ca = read(&dd.home.path("pki/ca.crt"));
+    let agent = grpc::connect(
+        exec.port,
+        &ca,
+        Some((
+            &read(&dd.home.path("pki/agent.crt")),
+            &read(&dd.home.path("pki/agent.key")),
+        )),
+    )
+    .await
+    .expect("agent connects");
+    let intruder = grpc::connect(
+        exec.port,
+        &ca,
+        Some((
+            &read(&dd.home.path("pki/healthcheck.crt")),
+            &read(&dd.home.path("pki/healthcheck.key")),
+        )),
+    )
+    .await
+    .expect("intruder connects");
+    let pid = exec.pid();
+    let rows_before = dd.audit_rows().len();
+    let rss_before = rss_kib(pid);
+    let started = Instant::now();
+
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for _ in 0..IN_FLIGHT {
+        let mut client = intruder.clone();
+        let next = next.clone();
+        flood.push(tokio::spawn(async move {
+            let mut codes = std::collections::BTreeMap::<String, usize>::new();
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < FLOOD {
+                let code = match client
+                    .get_policy(pb::GetPolicyRequest {
+                        request_id: "req-flood".into(),
+                    })
+                    .await
+                {
+                    Ok(_) => Code::Ok,
+                    Err(s) => s.code(),
+                };
+                *codes.entry(format!("{code:?}")).or_default() += 1;
+            }
+            codes
+        }));
+    }
+    // Meanwhile the agent keeps asking, and is answered.
+    let mut latencies = Vec::new();
+    let mut agent_client = agent.clone();
+    while !flood.iter().all(|h| h.is_finished()) {
+        let t = Instant::now();
+        let answer = agent_client
+            .get_policy(pb::GetPolicyRequest {
+                request_id: "req-legit".into(),
+            })
+            .await;
+        assert!(
+            answer.is_ok(),
+            "the agent is answered during the flood: {answer:?}"
+        );
+        latencies.push(t.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut codes = std::collections::BTreeMap::<String, usize>::new();
+    for h in flood {
+        for (k, v) in h.await.expect("flood task") {
+            *codes.entry(k).or_default() += v;
+        }
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(codes.values().sum::<usize>(), FLOOD, "{codes:?}");
+    assert!(
+        !codes.contains_key("Ok"),
+        "no refused identity got an answer: {codes:?}"
+    );
+    assert!(
+        codes.get("ResourceExhausted").copied().unwrap_or(0) > FLOOD / 2,
+        "most of the flood was rate limited: {codes:?}"
+    );
+
+    // One more call after the flood flushes the summary of counted refusals.
+    let _ = intruder
+        .clone()
+        .get_policy(pb::GetPolicyRequest {
+            request_id: "req-flood".into(),
+        })
+        .await;
+    let rows = dd.audit_rows();
+    let grown = rows.len() - rows_before;
+    let secs = elapsed.as_secs() + 1;
+    // Admitted calls (refused later, each audited) are bounded by the rate,
+    // rate-limit refusals by 10 rows per 10 s window, plus summaries.
+    let bound = (BURST + RATE * secs) as usize
+        + REFUSAL_ROWS_PER_WINDOW * (secs as usize / 10 + 2)
+        + latencies.len()
+        + 16;
+    assert!(
+        grown <= bound,
+        "audit grew by {grown} rows for {FLOOD} refused calls in {elapsed:?} (bound {bound})"
+    );
+    let summarized: u64 = rows
+        .iter()
+        .filter(|r| r["action"] == "rate_limit")
+        .filter_map(|r| {
+            r["reason"]
+                .as_str()?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(
+        summarized > 0,
+        "counted refusals are summarized in the chain"
+    );
+    assert!(dd.audit_verify().status.success());
+    let rss_after = rss_kib(pid);
+    assert!(
+        rss_after < rss_before + 64 * 1024,
+        "executor memory grew from {rss_before} KiB to {rss_after} KiB"
+    );
+    latencies.sort();
+    let p = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    eprintln!(
+        "load: {FLOOD} refused calls at {IN_FLIGHT} in flight in {elapsed:?} ({:.0}/s); {codes:?}; \
+         legitimate GetPolicy during the flood: n={} median={:?} p99={:?} max={:?}; \
+         audit +{grown} rows ({summarized} refusals summarized); RSS {rss_before} -> {rss_after} KiB",
+        FLOOD as f64 / elapsed.as_secs_f64(),
+        latencies.len(),
+        p(0.5),
+        p(0.99),
+        latencies.last().copied().unwrap_or_default()
+    );
+}
