@@ -300,6 +300,12 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
         write_file(&path, &content, private)?;
         written.push(path);
     }
+    // Tells the executor to create its audit store at the first start;
+    // without it a missing store is refused (a new store forgets used
+    // nonces). The path is executor.yaml's `audit.path` plus `.init`.
+    let marker = home.path("state/audit.db.init");
+    write_file(&marker, "created by drydock init\n", true)?;
+    written.push(marker);
     for dir in ["state", "logs", "run"] {
         let path = home.path(dir);
         std::fs::create_dir_all(&path)?;

@@ -25,6 +25,23 @@ pub enum AuditError {
     NonceReplayed,
     #[error("no audit log at {0}")]
     Missing(String),
+    #[error("no audit store at {path}: a new, empty store would forget which approvals were already used (so they could be replayed), and the executor does not create one by itself. For a new installation run `drydock-executor audit init --config FILE` (drydock init prepares it for you); if a store should be there, restore it")]
+    Uninitialised { path: String },
+    #[error("{path} already holds an audit store; it is never replaced")]
+    AlreadyInitialised { path: String },
+}
+
+/// A file next to the store, `<audit.path>.init`, that tells the executor to
+/// create the store at its first start (and is removed then). `drydock init`
+/// writes it; without it, a missing store is refused.
+pub fn init_marker(path: &Path) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push(".init");
+    std::path::PathBuf::from(p)
+}
+
+fn holds_a_store(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
 }
 
 /// What one call did, as recorded.
@@ -136,10 +153,51 @@ impl AuditLog {
             )));
         }
         drop(probe);
-        Self::open(path)
+        Self::open_or_create(path)
     }
 
+    /// Open the store the executor serves with. A missing or empty store is
+    /// refused unless its init marker is there (then it is created and the
+    /// marker removed): a silently recreated store would forget the used
+    /// nonces, and unexpired approvals could be replayed after a restore or
+    /// a volume mix-up.
     pub fn open(path: &Path) -> Result<AuditLog, AuditError> {
+        if holds_a_store(path) {
+            return Self::open_or_create(path);
+        }
+        let marker = init_marker(path);
+        if !marker.is_file() {
+            return Err(AuditError::Uninitialised {
+                path: path.display().to_string(),
+            });
+        }
+        let log = Self::create(path)?;
+        if let Err(e) = std::fs::remove_file(&marker) {
+            tracing::warn!(marker = %marker.display(), error = %e, "cannot remove the audit init marker");
+        }
+        Ok(log)
+    }
+
+    /// Create a new store (`audit init`); an existing one is never replaced.
+    /// Its first row says when it was initialised.
+    pub fn create(path: &Path) -> Result<AuditLog, AuditError> {
+        if holds_a_store(path) {
+            return Err(AuditError::AlreadyInitialised {
+                path: path.display().to_string(),
+            });
+        }
+        let log = Self::open_or_create(path)?;
+        log.append(&AuditEntry {
+            caller: "drydock-executor".into(),
+            action: "init".into(),
+            decision: "init".into(),
+            reason: "audit store initialised".into(),
+            ..Default::default()
+        })?;
+        Ok(log)
+    }
+
+    fn open_or_create(path: &Path) -> Result<AuditLog, AuditError> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir)
@@ -420,7 +478,7 @@ mod tests {
     fn chain_detects_edit_delete_and_reorder() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
-        let log = AuditLog::open(&path).unwrap();
+        let log = AuditLog::open_or_create(&path).unwrap();
         for a in ["list", "inspect", "restart", "logs"] {
             log.append(&entry(a)).unwrap();
         }
@@ -471,11 +529,11 @@ mod tests {
     fn nonces_are_single_use_across_reopen_and_pruned_after_expiry() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
-        AuditLog::open(&path)
+        AuditLog::open_or_create(&path)
             .unwrap()
             .spend_approval(&nonce("n1", 100), &intent())
             .unwrap();
-        let reopened = AuditLog::open(&path).unwrap();
+        let reopened = AuditLog::open_or_create(&path).unwrap();
         assert!(matches!(
             reopened.spend_approval(&nonce("n1", 100), &intent()),
             Err(AuditError::NonceReplayed)
@@ -503,7 +561,7 @@ mod tests {
     fn spending_an_approval_chains_its_intent_and_a_dangling_one_is_closed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
-        let log = AuditLog::open(&path).unwrap();
+        let log = AuditLog::open_or_create(&path).unwrap();
         log.spend_approval(&nonce("n1", 100), &intent()).unwrap();
         // A replay adds neither a nonce nor a row.
         assert!(matches!(
@@ -535,6 +593,30 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_store_is_refused_unless_its_init_marker_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let err = AuditLog::open(&path).err().unwrap().to_string();
+        assert!(
+            err.contains("audit init") && err.contains("replayed"),
+            "{err}"
+        );
+        assert!(!path.exists(), "nothing was created");
+        std::fs::write(&path, b"").unwrap();
+        assert!(AuditLog::open(&path).is_err(), "an empty file is no store");
+        std::fs::write(init_marker(&path), b"").unwrap();
+        let log = AuditLog::open(&path).unwrap();
+        assert!(!init_marker(&path).exists(), "the marker is used once");
+        assert_eq!(log.rows().unwrap()[0].entry.decision, "init");
+        drop(log);
+        assert!(AuditLog::open(&path).is_ok(), "an existing store opens");
+        assert!(matches!(
+            AuditLog::create(&path),
+            Err(AuditError::AlreadyInitialised { .. })
+        ));
+    }
+
+    #[test]
     fn a_first_version_store_is_migrated() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.db");
@@ -542,7 +624,7 @@ mod tests {
             .unwrap()
             .execute_batch("CREATE TABLE nonces (nonce TEXT PRIMARY KEY, approval_id TEXT NOT NULL, expires_at INTEGER NOT NULL, used_at TEXT NOT NULL); INSERT INTO nonces VALUES ('old', 'a', 1, 't');")
             .unwrap();
-        let log = AuditLog::open(&path).unwrap();
+        let log = AuditLog::open_or_create(&path).unwrap();
         assert!(
             matches!(
                 log.spend_approval(&nonce("old", 1), &intent()),

@@ -54,6 +54,11 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AuditCommand {
+    /// Create the audit store of a new installation (refused if one exists).
+    Init {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+    },
     /// Verify the hash chain; exit 1 and name the first bad row if broken.
     Verify {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
@@ -103,15 +108,26 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit { command } => {
+            if let AuditCommand::Init { config } = &command {
+                let config = Config::load(config)?;
+                AuditLog::create(&config.audit.path)
+                    .with_context(|| format!("audit.path {}", config.audit.path.display()))?;
+                println!(
+                    "initialised the audit store at {}",
+                    config.audit.path.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let config = match &command {
-                AuditCommand::Verify { config }
+                AuditCommand::Init { config }
+                | AuditCommand::Verify { config }
                 | AuditCommand::Export { config }
                 | AuditCommand::Tail { config, .. } => Config::load(config)?,
             };
             let log =
                 AuditLog::open_existing(&config.audit.path).context("opening the audit log")?;
             let rows = match command {
-                AuditCommand::Verify { .. } => None,
+                AuditCommand::Init { .. } | AuditCommand::Verify { .. } => None,
                 AuditCommand::Export { .. } => Some(log.rows()?),
                 AuditCommand::Tail { lines, .. } => Some(log.tail(lines)?),
             };

@@ -152,6 +152,14 @@ impl Stack {
                 ("DRYDOCK_HEALTH_INTERVAL", "1s".to_string()),
             ],
         };
+        // docs/deploy.md: a new installation initialises the executor's
+        // audit store once (the executor never creates a missing one).
+        let out = stack.compose(&["run", "--rm", "executor", "audit", "init"]);
+        assert!(
+            out.status.success(),
+            "docker-compose run executor audit init failed: {}",
+            output_text(&out)
+        );
         // `up` returns once the executor is healthy (the agent depends on it).
         let out = stack.compose(&["up", "-d", "--no-build"]);
         assert!(
@@ -635,11 +643,20 @@ fn compose_stack_repairs_through_locked_down_containers() {
     // from the agent's identity, the refused handshake is recorded, the
     // chain is intact.
     let rows = audit_rows_in_container(&stack);
-    let restart = rows
-        .iter()
-        .find(|r| r["action"] == "restart")
-        .unwrap_or_else(|| panic!("a restart row: {rows:#?}"));
-    assert_eq!(restart["decision"], "allowed");
+    let restarts: Vec<_> = rows.iter().filter(|r| r["action"] == "restart").collect();
+    assert_eq!(
+        restarts
+            .iter()
+            .map(|r| r["decision"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>(),
+        ["intent", "allowed"],
+        "the approval spent before Docker, then the outcome: {rows:#?}"
+    );
+    let restart = restarts[1];
+    assert_eq!(
+        rows[0]["decision"], "init",
+        "the store was initialised deliberately"
+    );
     assert_eq!(restart["caller"], "drydock-agent");
     assert_eq!(restart["container_id"], broken.id().as_str());
     assert!(

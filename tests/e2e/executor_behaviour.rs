@@ -621,3 +621,59 @@ fn an_invalid_config_stops_the_executor_and_names_the_key() {
         assert!(stderr.contains(key), "{key}: {stderr}");
     }
 }
+
+/// A missing audit store is never silently recreated: the used nonces would
+/// vanish with it and unexpired approvals could be replayed. `drydock init`
+/// leaves a one-time marker for the first start; after that, a missing store
+/// stops the executor until an operator runs `audit init` deliberately.
+#[test]
+fn a_missing_audit_store_is_refused_not_recreated() {
+    let dd = Drydock::init();
+    let store = dd.audit_db();
+    let marker = dd.home.path("state/audit.db.init");
+    assert!(marker.is_file(), "drydock init leaves the marker");
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    assert!(
+        store.is_file() && !marker.exists(),
+        "first start: created, marker used"
+    );
+    assert!(exec.stop().success());
+
+    // The store goes missing (a restore, a volume mix-up).
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", store.display()));
+    }
+    let out = std::process::Command::new(bin("drydock-executor"))
+        .args(["serve", "--config"])
+        .arg(dd.home.executor_config())
+        .output()
+        .expect("run the executor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "refuses to start: {stderr}");
+    assert!(
+        stderr.contains("no audit store") && stderr.contains("audit init"),
+        "{stderr}"
+    );
+    assert!(!store.exists(), "nothing was recreated");
+
+    // Deliberately initialised: it serves again, and init never replaces.
+    let init = std::process::Command::new(bin("drydock-executor"))
+        .args(["audit", "init", "--config"])
+        .arg(dd.home.executor_config())
+        .output()
+        .expect("audit init");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let again = std::process::Command::new(bin("drydock-executor"))
+        .args(["audit", "init", "--config"])
+        .arg(dd.home.executor_config())
+        .output()
+        .expect("audit init");
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("never replaced"));
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    assert!(exec.stop().success());
+}
