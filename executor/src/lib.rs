@@ -12,6 +12,7 @@ pub mod config;
 pub mod docker;
 pub mod http_check;
 pub mod policy;
+pub mod prehandler;
 pub mod ratelimit;
 pub mod redact;
 pub mod server;

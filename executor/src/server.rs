@@ -93,6 +93,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
             "targets.allow_names includes \"*\": every container on this host is in scope (drydock's own excepted); name the services drydock may touch"
         );
     }
+    let rate = Arc::new(crate::ratelimit::RateLimiter::new(
+        config.limits.calls_per_second,
+        config.limits.burst,
+    ));
+    let pre_handler = crate::prehandler::PreHandlerAuditLayer::new(audit.clone(), rate.clone());
     let service = ExecutorService::new(ServiceParts {
         docker,
         policy: Policy::new(targets, config.actions.clone()),
@@ -102,10 +107,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         limits: config.limits.clone(),
         http_checks,
         http_timeout: config.timeouts.http,
-        rate: crate::ratelimit::RateLimiter::new(
-            config.limits.calls_per_second,
-            config.limits.burst,
-        ),
+        rate: rate.clone(),
     });
     let mut allowed = service.allowed_clients();
     allowed.extend(config.tls.health_clients.iter().cloned());
@@ -175,6 +177,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
             .timeout(server_deadline)
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+            .layer(pre_handler)
             .add_service(tonic::service::interceptor::InterceptedService::new(
                 health_service,
                 ExecutorService::health_gate(allowed, audit.clone()),

@@ -889,3 +889,91 @@ async fn drydocks_own_containers_are_never_in_scope() {
     );
     assert_eq!(own.inspect("{{.State.StartedAt}}"), started_at);
 }
+
+/// Calls tonic refuses before any handler runs (an unknown method, a message
+/// that does not decode) leave an audit row too; a call the pipeline itself
+/// refuses still leaves exactly one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_refused_before_a_handler_are_audited() {
+    use tonic::codegen::http::uri::PathAndQuery;
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let p = pki(&dd);
+    let channel = grpc::channel(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+    let mut raw = tonic::client::Grpc::new(channel.clone());
+
+    raw.ready().await.expect("ready");
+    let err = raw
+        .unary::<_, pb::InspectContainerResponse, _>(
+            tonic::Request::new(pb::ContainerRequest {
+                request_id: "req-raw".into(),
+                container: "x".into(),
+            }),
+            PathAndQuery::from_static("/drydock.executor.v1.Executor/ExecInContainer"),
+            tonic_prost::ProstCodec::default(),
+        )
+        .await
+        .expect_err("no such method");
+    assert_eq!(err.code(), Code::Unimplemented);
+
+    // A ListContainersRequest where an InspectContainer request is expected:
+    // field 2 is a bool (varint) there and a string here, so it cannot decode.
+    raw.ready().await.expect("ready");
+    let err = raw
+        .unary::<_, pb::InspectContainerResponse, _>(
+            tonic::Request::new(pb::ListContainersRequest {
+                request_id: "req-raw".into(),
+                all: true,
+                ..Default::default()
+            }),
+            PathAndQuery::from_static("/drydock.executor.v1.Executor/InspectContainer"),
+            tonic_prost::ProstCodec::default(),
+        )
+        .await
+        .expect_err("undecodable");
+    assert_ne!(err.code(), Code::Ok);
+
+    let rows = dd.audit_rows();
+    let before_handler: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r["reason"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("refused before any handler ran"))
+        })
+        .collect();
+    let actions: Vec<&str> = before_handler
+        .iter()
+        .filter_map(|r| r["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        ["ExecInContainer", "InspectContainer"],
+        "{rows:#?}"
+    );
+    assert_eq!(before_handler[0]["code"], "Unimplemented");
+    assert!(before_handler
+        .iter()
+        .all(|r| r["caller"] == "drydock-agent" && r["decision"] == "denied"));
+
+    // Refused by the pipeline: one row, not two.
+    let mut client = grpc::connect(exec.port, &p.ca, Some((&p.agent_cert, &p.agent_key)))
+        .await
+        .expect("connect");
+    let _ = client
+        .inspect_container(pb::ContainerRequest {
+            request_id: "req-once".into(),
+            container: "no-such-container-x".into(),
+        })
+        .await
+        .expect_err("missing");
+    let once = dd
+        .audit_rows()
+        .into_iter()
+        .filter(|r| r["request_id"] == "req-once")
+        .count();
+    assert_eq!(once, 1);
+    assert!(dd.audit_verify().status.success());
+}

@@ -451,19 +451,27 @@ pub mod grpc {
         ca_pem: &[u8],
         identity: Option<(&[u8], &[u8])>,
     ) -> Result<ExecutorClient<Channel>, tonic::transport::Error> {
+        Ok(ExecutorClient::new(channel(port, ca_pem, identity).await?))
+    }
+
+    /// The mTLS channel itself, for calls no generated client would make.
+    pub async fn channel(
+        port: u16,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<Channel, tonic::transport::Error> {
         let mut tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca_pem))
             .domain_name("drydock-executor");
         if let Some((cert, key)) = identity {
             tls = tls.identity(Identity::from_pem(cert, key));
         }
-        let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
+        Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
             .tls_config(tls)?
             .connect_timeout(std::time::Duration::from_secs(5))
             .timeout(std::time::Duration::from_secs(60))
             .connect()
-            .await?;
-        Ok(ExecutorClient::new(channel))
+            .await
     }
 }
 

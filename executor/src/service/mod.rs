@@ -118,7 +118,7 @@ pub struct ExecutorService {
     limits: LimitsConfig,
     http_checks: BTreeMap<String, HttpTarget>,
     http_timeout: Duration,
-    rate: RateLimiter,
+    rate: Arc<RateLimiter>,
 }
 
 /// One call in flight: who made it and what will be audited.
@@ -182,7 +182,7 @@ pub struct ServiceParts {
     pub limits: LimitsConfig,
     pub http_checks: BTreeMap<String, HttpTarget>,
     pub http_timeout: Duration,
-    pub rate: RateLimiter,
+    pub rate: Arc<RateLimiter>,
 }
 
 impl ExecutorService {
@@ -209,6 +209,9 @@ impl ExecutorService {
         audit: Arc<AuditLog>,
     ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
         move |req: Request<()>| {
+            if let Some(h) = req.extensions().get::<crate::prehandler::Handled>() {
+                h.mark();
+            }
             let certs = req.peer_certs();
             match Self::check_identity(&allowed, certs.as_deref().map(Vec::as_slice)) {
                 // Successful probes run on a timer and reveal nothing: not
@@ -267,6 +270,10 @@ impl ExecutorService {
     /// Step 1 of the pipeline. The TLS layer already required a certificate
     /// from the configured CA; here its identity must be on the allow list.
     fn begin<T>(&self, request: &Request<T>, action: &str, tier: Tier) -> Call {
+        // From here on this call is audited by the pipeline itself.
+        if let Some(h) = request.extensions().get::<crate::prehandler::Handled>() {
+            h.mark();
+        }
         let certs = request.peer_certs();
         let (caller_name, caller) = match Self::check_identity(
             &self.allowed_clients,
