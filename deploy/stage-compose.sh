@@ -5,7 +5,7 @@
 #
 #   <dest>/executor/executor.yaml                 root 0644  (from the home: approvers, policy)
 #   <dest>/executor/pki/{ca,executor,healthcheck}.crt  root 0644
-#   <dest>/executor/pki/{executor,healthcheck}.key     65532 0600  (the executor refuses
+#   <dest>/executor/pki/{executor,healthcheck,audit}.key  65532 0600  (the executor refuses
 #                                                        a key readable by others)
 #   <dest>/agent/agent.yaml                       root 0644  (deploy/compose/agent.yaml)
 #   <dest>/agent/pki/{ca,agent}.crt               root 0644
@@ -55,6 +55,11 @@ install -m 0644 "$home/executor.yaml" "$e/executor.yaml"
 install -m 0644 "$home/pki/ca.crt" "$home/pki/executor.crt" "$home/pki/healthcheck.crt" "$e/pki/"
 install -m 0600 -o "$executor_uid" -g "$executor_uid" \
   "$home/pki/executor.key" "$home/pki/healthcheck.key" "$e/pki/"
+# The key that signs audit checkpoints (executor.yaml: audit.signing_key).
+# Its public half, pki/audit.pub, stays with the operator for `audit verify`.
+if [ -f "$home/pki/audit.key" ]; then
+  install -m 0600 -o "$executor_uid" -g "$executor_uid" "$home/pki/audit.key" "$e/pki/"
+fi
 
 a="$dest/agent.new"
 install -d -m 0755 "$a" "$a/pki"

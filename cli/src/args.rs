@@ -132,8 +132,14 @@ pub enum Command {
 
 #[derive(Subcommand)]
 pub enum AuditCommand {
-    /// Verify the hash chain; exit 1 and name the first bad row if it is broken.
-    Verify,
+    /// Verify the hash chain and its signed checkpoints (with pki/audit.pub);
+    /// exit 1 and say what is wrong if the store was altered.
+    Verify {
+        /// A checkpoint recorded earlier, as SEQ:HASH (verify prints the
+        /// last one): a store truncated or rewritten since then fails.
+        #[arg(long)]
+        expect: Option<String>,
+    },
     /// Print every row as one JSON object per line.
     Export,
     /// Print the newest rows as JSON lines.

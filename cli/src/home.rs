@@ -265,6 +265,9 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
     }
     let bundle = pki::generate(&opts.executor_names)?;
     let approver = drydock_proto::approval::generate_signing_key();
+    // Signs the executor's audit checkpoints. Its public half is for
+    // whoever verifies the chain, outside the store.
+    let audit_key = drydock_proto::approval::generate_signing_key();
     let public = drydock_proto::approval::format_public_key(&approver.verifying_key());
     let files: Vec<(&str, String, bool)> = vec![
         ("pki/ca.crt", bundle.ca.cert_pem(), false),
@@ -289,6 +292,19 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
             true,
         ),
         ("approver.pub", format!("{public}\n"), false),
+        (
+            "pki/audit.key",
+            drydock_proto::approval::format_secret_key(&audit_key),
+            true,
+        ),
+        (
+            "pki/audit.pub",
+            format!(
+                "{}\n",
+                drydock_proto::approval::format_public_key(&audit_key.verifying_key())
+            ),
+            false,
+        ),
         ("agent.token", format!("{}\n", random_token()), true),
         ("executor.yaml", executor_yaml(opts, &public), false),
         ("agent.yaml", agent_yaml(opts), false),
@@ -331,7 +347,7 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          actions:\n  restart: {{enabled: true}}\n  start: {{enabled: true}}\n\
          limits:\n  logs_max_lines: 500\n  logs_max_bytes: 262144\n\
          timeouts:\n  read: 5s\n  logs: 10s\n  write: 30s\n\
-         audit:\n  path: state/audit.db\n",
+         audit:\n  path: state/audit.db\n  signing_key: pki/audit.key\n",
         port = opts.executor_port,
         agent = pki::AGENT_IDENTITY,
         health = pki::HEALTHCHECK_IDENTITY,

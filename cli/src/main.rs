@@ -233,7 +233,17 @@ fn audit(home: &Home, command: AuditCommand) -> anyhow::Result<u8> {
     let mut cmd = std::process::Command::new(bin);
     cmd.arg("audit");
     match command {
-        AuditCommand::Verify => cmd.arg("verify"),
+        AuditCommand::Verify { expect } => {
+            cmd.arg("verify");
+            let public = home.path("pki/audit.pub");
+            if public.is_file() {
+                cmd.arg("--public-key").arg(public);
+            }
+            if let Some(e) = expect {
+                cmd.arg("--expect").arg(e);
+            }
+            &mut cmd
+        }
         AuditCommand::Export => cmd.arg("export"),
         AuditCommand::Tail { lines } => cmd.arg("tail").arg("--lines").arg(lines.to_string()),
     };

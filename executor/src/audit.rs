@@ -77,6 +77,39 @@ pub struct AuditRow {
 
 pub struct AuditLog {
     conn: Mutex<Connection>,
+    checkpoints: Option<Checkpointer>,
+}
+
+/// Signs the chain's head every `every` rows and on demand (at shutdown),
+/// with a key whose public half lives outside the store: whoever rewrites a
+/// row and every later hash (the chain alone has no key) breaks every
+/// signed checkpoint after it, and a truncated tail is caught against the
+/// last checkpoint an operator exported.
+struct Checkpointer {
+    key: ed25519_dalek::SigningKey,
+    every: u32,
+    since: std::sync::atomic::AtomicU32,
+}
+
+/// Domain separation for checkpoint signatures (approvals use their own).
+pub const CHECKPOINT_CONTEXT: &[u8] = b"drydock-audit-checkpoint-v1\0";
+
+fn checkpoint_message(seq: i64, hash: &str) -> Vec<u8> {
+    let mut m = CHECKPOINT_CONTEXT.to_vec();
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(hash.as_bytes());
+    m
+}
+
+/// What a signed verification found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedReport {
+    pub rows: usize,
+    pub checkpoints: usize,
+    /// The newest attested head: `(seq, hash)`.
+    pub last_checkpoint: Option<(i64, String)>,
+    /// Rows after the newest checkpoint (not yet attested).
+    pub unattested: usize,
 }
 
 /// What consuming an approval records.
@@ -245,7 +278,71 @@ impl AuditLog {
         drydock_daemon::files::restrict_sqlite(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
+            checkpoints: None,
         })
+    }
+
+    /// Sign a checkpoint of the chain head every `every` rows.
+    pub fn with_checkpoints(mut self, key: ed25519_dalek::SigningKey, every: u32) -> AuditLog {
+        self.checkpoints = Some(Checkpointer {
+            key,
+            every: every.max(1),
+            since: std::sync::atomic::AtomicU32::new(0),
+        });
+        self
+    }
+
+    /// Append a signed checkpoint of the current head, if there is a key and
+    /// anything new to attest. Returns the attested `(seq, hash)`.
+    pub fn checkpoint(&self) -> Result<Option<(i64, String)>, AuditError> {
+        let Some(cp) = &self.checkpoints else {
+            return Ok(None);
+        };
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let head: Option<(i64, String, String)> = tx
+            .query_row(
+                "SELECT seq, hash, decision FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        let Some((seq, hash, decision)) = head else {
+            return Ok(None);
+        };
+        if decision == CHECKPOINT {
+            return Ok(None);
+        }
+        use ed25519_dalek::Signer as _;
+        let signature = cp.key.sign(&checkpoint_message(seq, &hash));
+        append_in(
+            &tx,
+            &AuditEntry {
+                caller: "drydock-executor".into(),
+                action: CHECKPOINT.into(),
+                decision: CHECKPOINT.into(),
+                reason: format!("head seq={seq} hash={hash}"),
+                result: base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    signature.to_bytes(),
+                ),
+                ..Default::default()
+            },
+        )?;
+        tx.commit()?;
+        cp.since.store(0, std::sync::atomic::Ordering::SeqCst);
+        Ok(Some((seq, hash)))
+    }
+
+    fn count_for_checkpoint(&self) {
+        if let Some(cp) = &self.checkpoints {
+            let n = cp.since.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if n >= cp.every {
+                if let Err(e) = self.checkpoint() {
+                    tracing::error!(error = %e, "cannot write an audit checkpoint");
+                }
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -260,6 +357,8 @@ impl AuditLog {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let seq = append_in(&tx, entry)?;
         tx.commit()?;
+        drop(conn);
+        self.count_for_checkpoint();
         Ok(seq)
     }
 
@@ -291,6 +390,8 @@ impl AuditLog {
         }
         let seq = append_in(&tx, intent)?;
         tx.commit()?;
+        drop(conn);
+        self.count_for_checkpoint();
         Ok(seq)
     }
 
@@ -334,6 +435,9 @@ impl AuditLog {
         Ok(dangling.len())
     }
 }
+
+/// The decision (and action) of a signed checkpoint row.
+pub const CHECKPOINT: &str = "checkpoint";
 
 /// The decision of a row that says a write was about to be sent to Docker.
 pub const INTENT: &str = "intent";
@@ -432,6 +536,83 @@ impl AuditLog {
     pub fn verify(&self) -> Result<Result<usize, String>, AuditError> {
         Ok(verify_rows(&self.rows()?))
     }
+}
+
+/// The chain, then every checkpoint's signature with `key`, then (when the
+/// operator kept one) that an exported checkpoint `(seq, hash)` is still in
+/// the store: a store cut back to before it, or rewritten since, fails.
+pub fn verify_signed(
+    rows: &[AuditRow],
+    key: &ed25519_dalek::VerifyingKey,
+    expect: Option<(i64, &str)>,
+) -> Result<SignedReport, String> {
+    verify_rows(rows)?;
+    let mut report = SignedReport {
+        rows: rows.len(),
+        checkpoints: 0,
+        last_checkpoint: None,
+        unattested: rows.len(),
+    };
+    for (i, row) in rows.iter().enumerate() {
+        if row.entry.decision != CHECKPOINT {
+            continue;
+        }
+        let at = row.seq;
+        let parsed = row
+            .entry
+            .reason
+            .strip_prefix("head seq=")
+            .and_then(|r| r.split_once(" hash="))
+            .and_then(|(s, h)| Some((s.parse::<i64>().ok()?, h.to_string())));
+        let Some((seq, hash)) = parsed else {
+            return Err(format!("checkpoint row {at} is malformed"));
+        };
+        let attested = rows.iter().find(|r| r.seq == seq);
+        if attested.map(|r| r.hash.as_str()) != Some(hash.as_str()) {
+            return Err(format!(
+                "checkpoint row {at} attests row {seq} with a hash the store no longer has: rows up to {seq} were rewritten"
+            ));
+        }
+        let sig: Option<[u8; 64]> = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            &row.entry.result,
+        )
+        .ok()
+        .and_then(|b| b.try_into().ok());
+        let ok = sig.is_some_and(|s| {
+            key.verify_strict(
+                &checkpoint_message(seq, &hash),
+                &ed25519_dalek::Signature::from_bytes(&s),
+            )
+            .is_ok()
+        });
+        if !ok {
+            return Err(format!(
+                "checkpoint row {at} is not signed by the audit key: the chain was rewritten from row {seq} or earlier"
+            ));
+        }
+        report.checkpoints += 1;
+        report.last_checkpoint = Some((seq, hash));
+        report.unattested = rows.len() - (i + 1);
+    }
+    if let Some((seq, hash)) = expect {
+        let found = rows.iter().find(|r| r.seq == seq);
+        match found {
+            None => {
+                return Err(format!(
+                    "row {seq} of the exported checkpoint is gone: the store was truncated (it ends at row {})",
+                    rows.len()
+                ))
+            }
+            Some(r) if r.hash != hash => {
+                return Err(format!(
+                    "row {seq} no longer has the exported checkpoint's hash: the store was rewritten"
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(report)
 }
 
 pub fn verify_rows(rows: &[AuditRow]) -> Result<usize, String> {
@@ -614,6 +795,79 @@ mod tests {
             AuditLog::create(&path),
             Err(AuditError::AlreadyInitialised { .. })
         ));
+    }
+
+    /// What an attacker with write access to the file can do without the
+    /// audit key: edit a row and recompute every later hash.
+    fn rewrite_row(path: &Path, seq: i64, reason: &str) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute(
+            "UPDATE audit SET reason = ?1 WHERE seq = ?2",
+            params![reason, seq],
+        )
+        .unwrap();
+        let log = AuditLog::open_or_create(path).unwrap();
+        let mut prev = GENESIS_HASH.to_string();
+        for row in log.rows().unwrap() {
+            let hash = row_hash(row.seq, &row.ts, &row.entry, &prev);
+            conn.execute(
+                "UPDATE audit SET prev_hash = ?1, hash = ?2 WHERE seq = ?3",
+                params![prev, hash, row.seq],
+            )
+            .unwrap();
+            prev = hash;
+        }
+    }
+
+    #[test]
+    fn signed_checkpoints_catch_a_recomputed_chain_and_a_truncated_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let key = drydock_proto::approval::generate_signing_key();
+        let public = key.verifying_key();
+        let log = AuditLog::create(&path).unwrap().with_checkpoints(key, 3);
+        for i in 0..7 {
+            log.append(&AuditEntry {
+                action: format!("call-{i}"),
+                decision: "allowed".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        let attested = log.checkpoint().unwrap().expect("a final checkpoint");
+        assert!(log.checkpoint().unwrap().is_none(), "nothing new to attest");
+        let rows = log.rows().unwrap();
+        let report = verify_signed(&rows, &public, None).unwrap();
+        assert_eq!(report.checkpoints, 3, "{rows:#?}");
+        assert_eq!(report.last_checkpoint, Some(attested.clone()));
+        assert_eq!(report.unattested, 0);
+        // Another key does not verify them.
+        let other = drydock_proto::approval::generate_signing_key().verifying_key();
+        assert!(verify_signed(&rows, &other, None).is_err());
+        drop(log);
+
+        // Rewritten with the chain recomputed: the chain alone cannot tell.
+        let copy = dir.path().join("copy.db");
+        std::fs::copy(&path, &copy).unwrap();
+        rewrite_row(&copy, 2, "nothing happened here");
+        let rewritten = AuditLog::open_or_create(&copy).unwrap().rows().unwrap();
+        assert!(
+            verify_rows(&rewritten).is_ok(),
+            "the unsigned chain verifies"
+        );
+        let err = verify_signed(&rewritten, &public, None).unwrap_err();
+        assert!(err.contains("rewritten"), "{err}");
+
+        // Truncated back to before the exported checkpoint.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("DELETE FROM audit WHERE seq > 4", []).unwrap();
+        let truncated = AuditLog::open_or_create(&path).unwrap().rows().unwrap();
+        assert!(
+            verify_signed(&truncated, &public, None).is_ok(),
+            "a clean cut verifies alone"
+        );
+        let err = verify_signed(&truncated, &public, Some((attested.0, &attested.1))).unwrap_err();
+        assert!(err.contains("truncated"), "{err}");
     }
 
     #[test]

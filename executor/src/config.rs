@@ -259,9 +259,38 @@ fn default_http() -> Duration {
 #[serde(deny_unknown_fields)]
 pub struct AuditConfig {
     pub path: PathBuf,
+    /// `ed25519-secret:` key that signs checkpoints of the chain head. Its
+    /// public half (`audit.pub`) belongs outside the store, with whoever
+    /// verifies. Without it the chain is unsigned.
+    #[serde(default)]
+    pub signing_key: Option<PathBuf>,
+    /// A signed checkpoint after this many rows (and at shutdown).
+    #[serde(default = "default_checkpoint_every")]
+    pub checkpoint_every: u32,
+}
+
+pub const DEFAULT_CHECKPOINT_EVERY: u32 = 100;
+fn default_checkpoint_every() -> u32 {
+    DEFAULT_CHECKPOINT_EVERY
 }
 
 impl Config {
+    /// The checkpoint signing key, if configured.
+    pub fn audit_signing_key(&self) -> Result<Option<ed25519_dalek::SigningKey>, ConfigError> {
+        let Some(path) = &self.audit.signing_key else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            invalid(
+                "audit.signing_key",
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        drydock_proto::approval::parse_secret_key(&text)
+            .map(Some)
+            .map_err(|e| invalid("audit.signing_key", format!("{}: {e}", path.display())))
+    }
+
     /// Read, apply environment overrides, resolve relative paths against the
     /// config file's folder, and validate.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -276,6 +305,9 @@ impl Config {
                 &mut config.audit.path,
             ],
         );
+        if let Some(key) = config.audit.signing_key.as_mut() {
+            resolve_relative(path, &mut [key]);
+        }
         config.validate()?;
         Ok(config)
     }
@@ -404,6 +436,16 @@ impl Config {
             if d.is_zero() {
                 return Err(invalid(key, "must be greater than zero"));
             }
+        }
+        if let Some(key) = &self.audit.signing_key {
+            drydock_daemon::files::check_private("audit.signing_key", key)?;
+            self.audit_signing_key()?;
+        }
+        if self.audit.checkpoint_every == 0 || self.audit.checkpoint_every > 1_000_000 {
+            return Err(invalid(
+                "audit.checkpoint_every",
+                format!("{} is outside 1..=1000000", self.audit.checkpoint_every),
+            ));
         }
         if self.timeouts.max_approval_ttl > MAX_APPROVAL_TTL_BOUND {
             return Err(invalid(

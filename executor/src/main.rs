@@ -59,10 +59,20 @@ enum AuditCommand {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
         config: PathBuf,
     },
-    /// Verify the hash chain; exit 1 and name the first bad row if broken.
+    /// Verify the hash chain, and with --public-key every signed checkpoint;
+    /// exit 1 and say what is wrong if the store was altered.
     Verify {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
         config: PathBuf,
+        /// The audit key's public half (`ed25519:...`, or a file holding it),
+        /// kept outside the store.
+        #[arg(long)]
+        public_key: Option<String>,
+        /// A checkpoint exported earlier, as SEQ:HASH (what verify prints as
+        /// "last signed checkpoint"): a store truncated or rewritten since
+        /// fails.
+        #[arg(long)]
+        expect: Option<String>,
     },
     /// Print every row as one JSON object per line.
     Export {
@@ -120,7 +130,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let config = match &command {
                 AuditCommand::Init { config }
-                | AuditCommand::Verify { config }
+                | AuditCommand::Verify { config, .. }
                 | AuditCommand::Export { config }
                 | AuditCommand::Tail { config, .. } => Config::load(config)?,
             };
@@ -137,16 +147,81 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            match log.verify()? {
-                Ok(n) => {
-                    println!("audit log intact: {n} rows");
-                    Ok(ExitCode::SUCCESS)
+            let AuditCommand::Verify {
+                public_key, expect, ..
+            } = command
+            else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            verify(&log, public_key.as_deref(), expect.as_deref())
+        }
+    }
+}
+
+fn verify(
+    log: &AuditLog,
+    public_key: Option<&str>,
+    expect: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let rows = log.rows()?;
+    let Some(public_key) = public_key else {
+        if expect.is_some() {
+            anyhow::bail!("--expect needs --public-key (the checkpoint's signature is what makes it evidence)");
+        }
+        return Ok(match drydock_executor::audit::verify_rows(&rows) {
+            Ok(n) => {
+                let signed = rows
+                    .iter()
+                    .filter(|r| r.entry.decision == drydock_executor::audit::CHECKPOINT)
+                    .count();
+                println!("audit log intact: {n} rows");
+                if signed > 0 {
+                    println!("{signed} signed checkpoints not checked: pass --public-key");
                 }
-                Err(problem) => {
-                    println!("audit log TAMPERED: {problem}");
-                    Ok(ExitCode::from(1))
-                }
+                ExitCode::SUCCESS
             }
+            Err(problem) => {
+                println!("audit log TAMPERED: {problem}");
+                ExitCode::from(1)
+            }
+        });
+    };
+    let text = if public_key.starts_with("ed25519:") {
+        public_key.to_string()
+    } else {
+        std::fs::read_to_string(public_key)
+            .with_context(|| format!("--public-key: cannot read {public_key}"))?
+    };
+    let key = drydock_proto::approval::parse_public_key(&text)
+        .with_context(|| "--public-key is not an ed25519: public key")?;
+    let expect = match expect {
+        None => None,
+        Some(e) => {
+            let (seq, hash) = e
+                .split_once(':')
+                .and_then(|(s, h)| Some((s.parse::<i64>().ok()?, h)))
+                .context("--expect takes SEQ:HASH, as verify prints it")?;
+            Some((seq, hash))
+        }
+    };
+    match drydock_executor::audit::verify_signed(&rows, &key, expect) {
+        Ok(report) => {
+            println!(
+                "audit log intact: {} rows, {} signed checkpoints",
+                report.rows, report.checkpoints
+            );
+            match report.last_checkpoint {
+                Some((seq, hash)) => {
+                    println!("last signed checkpoint: {seq}:{hash}");
+                    println!("rows after it (not yet attested): {}", report.unattested);
+                }
+                None => println!("no signed checkpoint yet"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(problem) => {
+            println!("audit log TAMPERED: {problem}");
+            Ok(ExitCode::from(1))
         }
     }
 }

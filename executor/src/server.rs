@@ -49,10 +49,14 @@ impl RunningExecutor {
 /// fails before binding), then Docker, then the listener.
 pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     use anyhow::Context as _;
-    let audit = Arc::new(
-        AuditLog::open(&config.audit.path)
-            .with_context(|| format!("audit.path {}", config.audit.path.display()))?,
-    );
+    let mut log = AuditLog::open(&config.audit.path)
+        .with_context(|| format!("audit.path {}", config.audit.path.display()))?;
+    if let Some(key) = config.audit_signing_key()? {
+        log = log.with_checkpoints(key, config.audit.checkpoint_every);
+    } else {
+        tracing::warn!("audit.signing_key is not set: the audit chain has no signed checkpoints");
+    }
+    let audit = Arc::new(log);
     let tls = crate::tls::server_config(&config.tls.cert, &config.tls.key, &config.tls.client_ca)?;
     let timeouts = Timeouts {
         read: config.timeouts.read,
@@ -167,6 +171,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     .max()
     .unwrap_or(Duration::from_secs(30))
         + Duration::from_secs(5);
+    let final_checkpoint = audit.clone();
     let task = tokio::spawn(async move {
         tonic::transport::Server::builder()
             // Bounds for a compromised or buggy agent: calls and streams in
@@ -187,6 +192,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
                 let _ = shutdown_rx.changed().await;
             })
             .await?;
+        // In-flight calls are done: attest the final head.
+        if let Some((seq, hash)) = final_checkpoint.checkpoint()? {
+            tracing::info!(seq, hash = %hash, "signed the audit chain's head at shutdown");
+        }
         Ok(())
     });
     tracing::info!(%local_addr, "drydock-executor listening (mTLS required)");

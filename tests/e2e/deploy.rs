@@ -354,6 +354,7 @@ fn assert_staged_files(staged: &Path) {
             ("pki/executor.key", 65532, 0o600),
             ("pki/healthcheck.crt", 0, 0o644),
             ("pki/healthcheck.key", 65532, 0o600),
+            ("pki/audit.key", 65532, 0o600),
         ]),
         "the executor's staged files"
     );

@@ -677,3 +677,74 @@ fn a_missing_audit_store_is_refused_not_recreated() {
     let exec = ExecutorProcess::start(&dd, |y| y);
     assert!(exec.stop().success());
 }
+
+/// The executor signs its chain's head at shutdown (and every N rows) with
+/// the audit key `drydock init` made; `drydock audit verify` checks the
+/// signatures with pki/audit.pub and prints the last checkpoint, and a
+/// store cut back to before a checkpoint an operator recorded fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_checkpoints_expose_a_truncated_audit_store() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let ca = read(&dd.home.path("pki/ca.crt"));
+    let mut client = grpc::connect(
+        exec.port,
+        &ca,
+        Some((
+            &read(&dd.home.path("pki/agent.crt")),
+            &read(&dd.home.path("pki/agent.key")),
+        )),
+    )
+    .await
+    .expect("connect");
+    for _ in 0..3 {
+        client
+            .get_policy(drydock_proto::pb::GetPolicyRequest {
+                request_id: "req-cp".into(),
+            })
+            .await
+            .expect("policy");
+    }
+    drop(client);
+    assert!(exec.stop().success());
+
+    let out = dd.cli(&["audit", "verify"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    let checkpoint = text
+        .lines()
+        .find_map(|l| l.strip_prefix("last signed checkpoint: "))
+        .unwrap_or_else(|| panic!("the shutdown checkpoint is reported: {text}"))
+        .trim()
+        .to_string();
+    let rows = dd.audit_rows();
+    assert_eq!(
+        rows.last().unwrap()["decision"],
+        "checkpoint",
+        "signed at shutdown"
+    );
+
+    // Still there: the recorded checkpoint verifies.
+    let out = dd.cli(&["audit", "verify", "--expect", &checkpoint]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Cut the store back to before it: the plain chain still verifies,
+    // the recorded checkpoint exposes the truncation.
+    let seq: i64 = checkpoint.split(':').next().unwrap().parse().unwrap();
+    let conn = rusqlite::Connection::open(dd.audit_db()).unwrap();
+    conn.execute("DELETE FROM audit WHERE seq >= ?1", [seq])
+        .unwrap();
+    drop(conn);
+    assert!(
+        dd.audit_verify().status.success(),
+        "the unsigned chain cannot tell"
+    );
+    let out = dd.cli(&["audit", "verify", "--expect", &checkpoint]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("truncated"), "{text}");
+}
