@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+/// A unix socket next to the config (in `run/`, a 0700 folder): no other
+/// local user can reach it, or squat its address while the agent is down.
+pub const DEFAULT_LISTEN: &str = "unix:run/agent.sock";
 pub const DEFAULT_EXECUTOR_ENDPOINT: &str = "https://127.0.0.1:7443";
 pub const DEFAULT_EXECUTOR_SERVER_NAME: &str = "drydock-executor";
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(600);
@@ -22,8 +24,12 @@ use drydock_daemon::{config::resolve_relative, invalid};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `unix:PATH` (relative to this file) or `HOST:PORT` (plain TCP, only
+    /// with `api.allow_plain_tcp`).
     #[serde(default = "default_listen")]
     pub listen: String,
+    #[serde(default)]
+    pub api: ApiConfig,
     pub token_file: PathBuf,
     pub executor: ExecutorConfig,
     pub store: StoreConfig,
@@ -177,6 +183,27 @@ pub struct ExecutorConfig {
     pub key: PathBuf,
 }
 
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Serve the API over plain TCP. A local user who binds the port while
+    /// the agent is down gets the bearer token of the next CLI call, so it
+    /// must be asked for (and is warned about at start).
+    #[serde(default)]
+    pub allow_plain_tcp: bool,
+    /// Besides the agent's own user, peers in this group may use the unix
+    /// socket (its folder may then be group-accessible).
+    #[serde(default)]
+    pub allowed_gid: Option<u32>,
+}
+
+/// Where the API listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(std::net::SocketAddr),
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
@@ -246,12 +273,39 @@ impl Config {
             paths.push(rb);
         }
         resolve_relative(path, &mut paths);
+        if let Some(socket) = c.listen.strip_prefix("unix:").filter(|p| !p.is_empty()) {
+            let mut socket = PathBuf::from(socket);
+            resolve_relative(path, &mut [&mut socket]);
+            c.listen = format!("unix:{}", socket.display());
+        }
         c.validate()?;
         Ok(c)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        drydock_daemon::config::socket_addr("listen", &self.listen)?;
+        match self.listen_on()? {
+            Listen::Unix(path) => {
+                if path.as_os_str().len() > 100 {
+                    return Err(invalid(
+                        "listen",
+                        format!(
+                            "{} is too long for a unix socket path (at most 100 bytes)",
+                            path.display()
+                        ),
+                    ));
+                }
+            }
+            Listen::Tcp(_) if !self.api.allow_plain_tcp => {
+                return Err(invalid(
+                    "listen",
+                    format!(
+                        "`{}` is plain TCP: a local user who binds it while the agent is down gets the CLI's token. Use `listen: unix:run/agent.sock`, or set `api.allow_plain_tcp: true` if you mean it",
+                        self.listen
+                    ),
+                ));
+            }
+            Listen::Tcp(_) => {}
+        }
         if !self.executor.endpoint.starts_with("https://") {
             return Err(invalid(
                 "executor.endpoint",
@@ -300,6 +354,15 @@ impl Config {
         Ok(())
     }
 
+    /// The parsed `listen` (relative unix paths were resolved at load).
+    pub fn listen_on(&self) -> Result<Listen, ConfigError> {
+        match self.listen.strip_prefix("unix:") {
+            Some("") => Err(invalid("listen", "`unix:` needs a path")),
+            Some(path) => Ok(Listen::Unix(PathBuf::from(path))),
+            None => drydock_daemon::config::socket_addr("listen", &self.listen).map(Listen::Tcp),
+        }
+    }
+
     pub fn token(&self) -> Result<String, ConfigError> {
         let t = std::fs::read_to_string(&self.token_file).map_err(|source| ConfigError::Read {
             path: self.token_file.clone(),
@@ -319,6 +382,38 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_tcp_is_refused_unless_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        let path = dir.path().join("agent.yaml");
+        let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+        std::fs::write(&path, base).unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(
+            c.listen_on().unwrap(),
+            Listen::Unix(dir.path().join("run/agent.sock")),
+            "the default is a unix socket next to the config"
+        );
+        std::fs::write(&path, format!("{base}listen: 127.0.0.1:7420\n")).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("`listen`") && err.contains("allow_plain_tcp"),
+            "{err}"
+        );
+        std::fs::write(
+            &path,
+            format!("{base}listen: 127.0.0.1:7420\napi: {{allow_plain_tcp: true}}\n"),
+        )
+        .unwrap();
+        assert!(matches!(
+            Config::load(&path).unwrap().listen_on().unwrap(),
+            Listen::Tcp(_)
+        ));
+    }
 
     fn llm(yaml: &str) -> Result<(), String> {
         let c: LlmConfig = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;

@@ -12,6 +12,7 @@ pub mod dependency;
 pub mod discovery;
 pub mod engine;
 pub mod executor_client;
+pub mod listen;
 pub mod llm;
 pub mod model;
 pub mod planner;

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use drydock_agent::api::{self, AppState};
-use drydock_agent::config::Config;
+use drydock_agent::config::{Config, Listen};
 use drydock_agent::engine::{Engine, EngineConfig};
 use drydock_agent::executor_client::ExecutorClient;
+use drydock_agent::listen::PeerCheckedListener;
 use drydock_agent::llm::agent_loop::Limits;
 use drydock_agent::llm::investigate;
 use drydock_agent::llm::provider::{ApiKey, Provider};
@@ -110,25 +111,42 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if resumed > 0 {
         tracing::info!(resumed, "resumed unfinished requests");
     }
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .with_context(|| format!("listen {}", config.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, "drydock-agent listening");
     let app = api::router(AppState {
         engine,
         token: Arc::new(token),
     });
-    // TCP_NODELAY on every accepted connection: small JSON answers and SSE
-    // frames go out at once instead of waiting on the client's delayed ACK.
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+    match config.listen_on()? {
+        Listen::Unix(path) => {
+            let listener = PeerCheckedListener::bind(&path, config.api.allowed_gid)?;
+            tracing::info!(socket = %listener.path().display(), "drydock-agent listening");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+            let _ = std::fs::remove_file(&path);
         }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+        Listen::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listen {addr}"))?;
+            tracing::warn!(
+                %addr,
+                "the agent API is on plain TCP (api.allow_plain_tcp): a local user who binds this port while the agent is down gets the CLI's token; prefer listen: unix:..."
+            );
+            tracing::info!(addr = %listener.local_addr()?, "drydock-agent listening");
+            // TCP_NODELAY on every accepted connection: small JSON answers
+            // and SSE frames go out at once instead of waiting on the
+            // client's delayed ACK.
+            use axum::serve::ListenerExt as _;
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+                }
+            });
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+        }
+    }
     Ok(())
 }
 

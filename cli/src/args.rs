@@ -45,6 +45,11 @@ pub enum Command {
         /// except drydock's own.
         #[arg(long = "target")]
         targets: Vec<String>,
+        /// The agent listens on plain TCP (127.0.0.1:--agent-port) instead of
+        /// a unix socket in $DRYDOCK_HOME/run: for the compose layout, where
+        /// the CLI reaches a published port.
+        #[arg(long)]
+        agent_tcp: bool,
     },
     /// Start the executor and the agent in the background.
     Up,

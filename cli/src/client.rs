@@ -61,15 +61,23 @@ impl SseParser {
 }
 
 impl AgentClient {
+    /// `base` is `unix:/path/to/agent.sock` (the local layout) or an
+    /// `http://` URL (an agent that listens on TCP by explicit choice).
     pub fn new(base: &str, token: String) -> anyhow::Result<AgentClient> {
         drydock_daemon::tls::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()?;
+        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+        let base = match base.strip_prefix("unix:") {
+            Some(socket) => {
+                builder = builder.unix_socket(std::path::PathBuf::from(socket));
+                // The host is not used on a unix socket; it names the peer.
+                "http://drydock-agent".to_string()
+            }
+            None => base.trim_end_matches('/').to_string(),
+        };
         Ok(AgentClient {
-            base: base.trim_end_matches('/').to_string(),
+            base,
             token,
-            http,
+            http: builder.build()?,
         })
     }
 

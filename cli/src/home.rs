@@ -81,6 +81,12 @@ impl Home {
                 *p = self.root.join(&*p);
             }
         }
+        if let Some(socket) = c.agent_url.strip_prefix("unix:") {
+            let socket = Path::new(socket);
+            if socket.is_relative() {
+                c.agent_url = format!("unix:{}", self.root.join(socket).display());
+            }
+        }
         c.agent_approval_ttl = std::fs::read_to_string(self.agent_config())
             .ok()
             .and_then(|t| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&t).ok())
@@ -161,6 +167,9 @@ pub struct InitOptions {
     /// Name globs for `targets.allow_names`; empty means every container
     /// on the host (drydock's own are always excepted by the executor).
     pub targets: Vec<String>,
+    /// The agent listens on plain TCP (`agent_port`) instead of a unix
+    /// socket in `run/`: for layouts where the CLI reaches it over TCP.
+    pub agent_tcp: bool,
 }
 
 impl Default for InitOptions {
@@ -173,6 +182,7 @@ impl Default for InitOptions {
             approver_id: DEFAULT_APPROVER_ID.into(),
             docker_endpoint: default_docker_endpoint(),
             targets: vec![],
+            agent_tcp: false,
         }
     }
 }
@@ -363,17 +373,28 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
 }
 
 fn agent_yaml(opts: &InitOptions) -> String {
+    let listen = if opts.agent_tcp {
+        format!(
+            "# Plain TCP, asked for with `drydock init --agent-tcp` (another layout\n\
+             # reaches the agent over the network).\n\
+             listen: 127.0.0.1:{}\napi:\n  allow_plain_tcp: true\n",
+            opts.agent_port
+        )
+    } else {
+        "# A unix socket in run/ (0700): no other local user can reach it.\n\
+         listen: unix:run/agent.sock\n"
+            .to_string()
+    };
     format!(
         "# drydock-agent configuration (written by `drydock init`).\n\
          # It names no approver private key on purpose: only the CLI signs.\n\
-         listen: 127.0.0.1:{agent_port}\n\
+         {listen}\
          token_file: agent.token\n\
          executor:\n  endpoint: https://127.0.0.1:{executor_port}\n  server_name: {server}\n  ca: pki/ca.crt\n  cert: pki/agent.crt\n  key: pki/agent.key\n\
          store:\n  path: state/agent.db\n\
          approval_ttl: 10m\n\
          max_iterations: 3\n\
          verify:\n  max_wait: 120s\n  poll_interval: 500ms\n",
-        agent_port = opts.agent_port,
         executor_port = opts.executor_port,
         server = pki::EXECUTOR_IDENTITY,
     )
@@ -382,11 +403,15 @@ fn agent_yaml(opts: &InitOptions) -> String {
 fn cli_yaml(opts: &InitOptions) -> String {
     format!(
         "# drydock CLI configuration (written by `drydock init`).\n\
-         agent_url: http://127.0.0.1:{agent_port}\n\
+         agent_url: {agent_url}\n\
          token_file: agent.token\n\
          executor_port: {executor_port}\n\
          approver:\n  id: {approver}\n  key: approver.key\n",
-        agent_port = opts.agent_port,
+        agent_url = if opts.agent_tcp {
+            format!("http://127.0.0.1:{}", opts.agent_port)
+        } else {
+            "unix:run/agent.sock".to_string()
+        },
         executor_port = opts.executor_port,
         approver = opts.approver_id,
     )

@@ -28,6 +28,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             executor_names,
             approver_id,
             targets,
+            agent_tcp,
         } => {
             let opts = InitOptions {
                 force,
@@ -37,6 +38,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 approver_id,
                 docker_endpoint: home::default_docker_endpoint(),
                 targets,
+                agent_tcp,
             };
             let written = home::init(&home, &opts)?;
             println!("initialized {}:", home.root.display());

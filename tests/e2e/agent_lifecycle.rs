@@ -19,8 +19,14 @@ fn token(dd: &Drydock) -> String {
         .to_string()
 }
 
+/// The agent's API address as cli.yaml has it: its unix socket.
 fn agent_url(dd: &Drydock) -> String {
-    format!("http://127.0.0.1:{}", dd.agent_port)
+    format!("unix:{}", dd.agent_socket().display())
+}
+
+/// A raw HTTP client on the agent's socket, and the base URL to use with it.
+fn raw_agent(dd: &Drydock) -> (reqwest::Client, String) {
+    (dd.agent_http(), "http://drydock-agent".to_string())
 }
 
 /// A container whose healthcheck fails again shortly after every restart.
@@ -237,8 +243,8 @@ async fn sse_replays_every_event_exactly_once_after_a_reconnect() {
     dd.up();
     let (_, req) = dd.ask_json(&["--diagnose-only", "--container", &c.name, "is it down?"]);
     let id = req["id"].as_str().unwrap();
-    let http = http_client();
-    let events_url = format!("{}/api/v1/requests/{id}/events", agent_url(&dd));
+    let (http, base) = raw_agent(&dd);
+    let events_url = format!("{base}/api/v1/requests/{id}/events");
     let read_all = |resp: reqwest::Response| async move {
         let mut body = String::new();
         let mut stream = resp.bytes_stream();
@@ -289,8 +295,7 @@ async fn sse_replays_every_event_exactly_once_after_a_reconnect() {
 async fn the_api_requires_the_token_and_answers_problem_details() {
     let dd = Drydock::init();
     dd.up();
-    let base = agent_url(&dd);
-    let http = http_client();
+    let (http, base) = raw_agent(&dd);
     let health = http
         .get(format!("{base}/healthz"))
         .send()
@@ -644,4 +649,70 @@ fn a_pending_approval_still_expires_on_time_across_an_agent_restart() {
         "an expired approval cannot be approved"
     );
     assert_eq!(c.health(), "unhealthy", "nothing was changed");
+}
+
+/// The local layout's API is a unix socket in `run/` (0700), and every
+/// connection's peer credentials are checked: even with the folder and the
+/// socket opened up, another user's connection is dropped. No TCP port is
+/// listened on, so there is none to squat.
+#[test]
+fn the_local_api_is_a_private_unix_socket() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dd = Drydock::init();
+    dd.up();
+    let socket = dd.agent_socket();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dd.home.path("run")), 0o700);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", dd.agent_port)).is_err(),
+        "nothing listens on the TCP port"
+    );
+    let probe = |user: &str| {
+        std::process::Command::new("runuser")
+            .args(["-u", user, "--", "/usr/bin/python3", "-c"])
+            .arg(format!(
+                "import socket,sys\n\
+                 s=socket.socket(socket.AF_UNIX)\n\
+                 s.settimeout(5)\n\
+                 s.connect({:?})\n\
+                 s.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: a\\r\\nConnection: close\\r\\n\\r\\n')\n\
+                 sys.stdout.write(s.recv(64).decode(errors='replace'))",
+                socket.display().to_string()
+            ))
+            .output()
+            .expect("runuser")
+    };
+    let own = probe("root");
+    assert!(
+        String::from_utf8_lossy(&own.stdout).starts_with("HTTP/1.1 200"),
+        "the agent's own user is served: {}",
+        String::from_utf8_lossy(&own.stderr)
+    );
+    // Another user cannot even enter run/.
+    let other = probe("nobody");
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    // Open the folder and the socket: the peer-credential check still
+    // drops the connection.
+    std::fs::set_permissions(dd.home.root.clone(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dd.home.path("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let other = probe("nobody");
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        other.stdout.is_empty()
+            && !stderr.contains("Permission denied")
+            && !stderr.contains("No such file"),
+        "another user reaches the socket and is dropped (EOF or reset), never answered: {} {stderr}",
+        String::from_utf8_lossy(&other.stdout)
+    );
+    assert!(
+        dd.agent_log()
+            .contains("refused an API connection from another user"),
+        "{}",
+        dd.agent_log()
+    );
 }

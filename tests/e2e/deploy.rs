@@ -76,7 +76,7 @@ fn images() {
 /// A home made as docs/deploy.md says (`drydock init --executor-name
 /// executor`), with its own loopback port for the agent.
 fn init_home() -> Drydock {
-    Drydock::init_with(vec!["executor".into()])
+    Drydock::init_for_compose(vec!["executor".into()])
 }
 
 /// `deploy/stage-compose.sh HOME DEST`; returns DEST.

@@ -76,10 +76,21 @@ pub fn prepare() {
     }
 }
 
-/// An HTTP client for talking to the agent's API directly.
-pub fn http_client() -> reqwest::Client {
-    drydock_daemon::tls::install_crypto_provider();
-    reqwest::Client::new()
+impl Drydock {
+    /// The agent's API socket in the local layout.
+    pub fn agent_socket(&self) -> PathBuf {
+        self.home.path("run/agent.sock")
+    }
+
+    /// An HTTP client on the agent's API socket (the host in URLs is not
+    /// used).
+    pub fn agent_http(&self) -> reqwest::Client {
+        drydock_daemon::tls::install_crypto_provider();
+        reqwest::Client::builder()
+            .unix_socket(self.agent_socket())
+            .build()
+            .expect("http client")
+    }
 }
 
 pub fn free_port() -> u16 {
@@ -232,6 +243,15 @@ impl Drydock {
     /// A home whose executor certificate also names `executor_names` (what
     /// `drydock init --executor-name` does).
     pub fn init_with(executor_names: Vec<String>) -> Drydock {
+        Self::init_layout(executor_names, false)
+    }
+
+    /// A home for the compose layout: the agent on TCP (`--agent-tcp`).
+    pub fn init_for_compose(executor_names: Vec<String>) -> Drydock {
+        Self::init_layout(executor_names, true)
+    }
+
+    fn init_layout(executor_names: Vec<String>, agent_tcp: bool) -> Drydock {
         prepare();
         let dir = tempfile::Builder::new()
             .prefix("drydock-e2e-")
@@ -247,6 +267,7 @@ impl Drydock {
                 executor_port,
                 agent_port,
                 executor_names,
+                agent_tcp,
                 ..Default::default()
             },
         )
