@@ -159,9 +159,13 @@ where
                         reason: format!("refused before any handler ran: {message}"),
                         ..Default::default()
                     };
-                    if let Err(e) = audit.append(&entry) {
-                        tracing::error!(error = %e, "audit write failed for a call refused before its handler");
-                    }
+                    // On a blocking thread, not the async workers; the
+                    // answer does not wait for it.
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = audit.append(&entry) {
+                            tracing::error!(error = %e, "audit write failed for a call refused before its handler");
+                        }
+                    });
                 }
             }
             Ok(response)

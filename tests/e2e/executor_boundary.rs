@@ -935,15 +935,24 @@ async fn calls_refused_before_a_handler_are_audited() {
         .expect_err("undecodable");
     assert_ne!(err.code(), Code::Ok);
 
-    let rows = dd.audit_rows();
-    let before_handler: Vec<_> = rows
-        .iter()
-        .filter(|r| {
-            r["reason"]
-                .as_str()
-                .is_some_and(|s| s.starts_with("refused before any handler ran"))
-        })
-        .collect();
+    // Written off the async workers, so give the rows a moment.
+    let before = |rows: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        rows.iter()
+            .filter(|r| {
+                r["reason"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("refused before any handler ran"))
+            })
+            .cloned()
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    let mut rows = dd.audit_rows();
+    while before(&rows).len() < 2 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rows = dd.audit_rows();
+    }
+    let before_handler = before(&rows);
     let actions: Vec<&str> = before_handler
         .iter()
         .filter_map(|r| r["action"].as_str())

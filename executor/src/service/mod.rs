@@ -309,8 +309,12 @@ impl ExecutorService {
     /// Step 7: audit the outcome, then answer.
     // `tonic::Status` is large, but it is the type tonic's handlers return.
     #[allow(clippy::result_large_err)]
-    fn finish<T>(&self, call: Call, result: Result<T, ExecError>) -> Result<Response<T>, Status> {
-        finish_call(&self.audit, call, result)
+    async fn finish<T>(
+        &self,
+        call: Call,
+        result: Result<T, ExecError>,
+    ) -> Result<Response<T>, Status> {
+        finish_call(self.audit.clone(), call, result).await
     }
 
     /// Every write RPC: authorise (which spends the approval), then run the
@@ -327,7 +331,7 @@ impl ExecutorService {
             .await
         {
             Ok(write) => self.run_write(call, write).await,
-            Err(e) => self.finish(call, Err(e)),
+            Err(e) => self.finish(call, Err(e)).await,
         }
     }
 }
@@ -335,8 +339,8 @@ impl ExecutorService {
 /// Audit the outcome, then answer. If the audit row cannot be written the
 /// caller gets an error, never an unaudited success.
 #[allow(clippy::result_large_err)]
-fn finish_call<T>(
-    audit: &AuditLog,
+async fn finish_call<T>(
+    audit: Arc<AuditLog>,
     mut call: Call,
     result: Result<T, ExecError>,
 ) -> Result<Response<T>, Status> {
@@ -345,22 +349,17 @@ fn finish_call<T>(
         // Counted for the next summary row; a flood cannot fill the disk.
         return result.map(Response::new).map_err(to_status);
     }
-    if call.suppressed > 0 {
-        let summary = AuditEntry {
-            caller: call.entry.caller.clone(),
-            action: "rate_limit".into(),
-            decision: "denied".into(),
-            code: "ResourceExhausted".into(),
-            reason: format!(
-                "{} further calls from {} refused by the rate limit (counted, not written one by one)",
-                call.suppressed, call.entry.caller
-            ),
-            ..Default::default()
-        };
-        if let Err(err) = audit.append(&summary) {
-            tracing::error!(error = %err, "audit write failed for a rate-limit summary");
-        }
-    }
+    let summary = (call.suppressed > 0).then(|| AuditEntry {
+        caller: call.entry.caller.clone(),
+        action: "rate_limit".into(),
+        decision: "denied".into(),
+        code: "ResourceExhausted".into(),
+        reason: format!(
+            "{} further calls from {} refused by the rate limit (counted, not written one by one)",
+            call.suppressed, call.entry.caller
+        ),
+        ..Default::default()
+    });
     match &result {
         Ok(_) => {
             call.entry.decision = "allowed".into();
@@ -372,8 +371,29 @@ fn finish_call<T>(
             call.entry.reason = e.audit_reason();
         }
     }
-    let e = &call.entry;
-    match audit.append(e) {
+    // SQLite with fsync: on a blocking thread, never on the async workers
+    // that serve the other calls.
+    let entry = call.entry;
+    let appended = tokio::task::spawn_blocking(move || {
+        if let Some(summary) = summary {
+            if let Err(err) = audit.append(&summary) {
+                tracing::error!(error = %err, "audit write failed for a rate-limit summary");
+            }
+        }
+        let seq = audit.append(&entry);
+        (seq, entry)
+    })
+    .await;
+    let (appended, e) = match appended {
+        Ok((seq, entry)) => (seq, entry),
+        Err(join) => {
+            tracing::error!(error = %join, "audit task failed");
+            return Err(Status::unavailable(
+                "audit log unavailable; the call's outcome could not be recorded",
+            ));
+        }
+    };
+    match appended {
         Ok(seq) => {
             tracing::info!(
                 audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
@@ -405,7 +425,7 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::ListContainersResponse>, Status> {
         let mut call = self.begin(&request, "list", Tier::Read);
         let result = self.list(&mut call, request.into_inner()).await;
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 
     async fn inspect_container(
@@ -414,7 +434,7 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::InspectContainerResponse>, Status> {
         let mut call = self.begin(&request, "inspect", Tier::Read);
         let result = self.inspect(&mut call, request.into_inner()).await;
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 
     async fn container_logs(
@@ -423,7 +443,7 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::LogsResponse>, Status> {
         let mut call = self.begin(&request, "logs", Tier::Read);
         let result = self.logs(&mut call, request.into_inner()).await;
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 
     async fn container_health(
@@ -432,7 +452,7 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::HealthResponse>, Status> {
         let mut call = self.begin(&request, "health", Tier::Read);
         let result = self.health(&mut call, request.into_inner()).await;
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 
     async fn get_policy(
@@ -441,7 +461,7 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::PolicyResponse>, Status> {
         let mut call = self.begin(&request, "get_policy", Tier::Read);
         let result = self.get_policy(&mut call, request.into_inner());
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 
     async fn start_container(
@@ -471,7 +491,7 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::StatsResponse>, Status> {
         let mut call = self.begin(&request, "stats", Tier::Read);
         let result = self.stats(&mut call, request.into_inner()).await;
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 
     async fn check_http(
@@ -480,6 +500,6 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::CheckHttpResponse>, Status> {
         let mut call = self.begin(&request, "check_http", Tier::Read);
         let result = self.check_http(&mut call, request.into_inner()).await;
-        self.finish(call, result)
+        self.finish(call, result).await
     }
 }

@@ -70,6 +70,11 @@ impl ExecutorService {
             truncate_for_audit(&approved.claims.approval_id),
             truncate_for_audit(&approved.claims.nonce)
         );
+        // Synchronous on purpose (the one audit write left on an async
+        // worker, and only for authorised writes): with an await between
+        // spending the approval and spawning the write, a caller that
+        // disconnected right then would leave an approval spent and a write
+        // never sent. Without one, cancellation cannot fall in between.
         self.audit
             .spend_approval(&record, &intent)
             .map_err(|e| match e {
@@ -112,7 +117,7 @@ impl ExecutorService {
                 call.entry.result = format!("{action} done");
                 response
             });
-            finish_call(&audit, call, result)
+            finish_call(audit, call, result).await
         });
         task.await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "write task failed");
