@@ -86,16 +86,26 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// What a daemon printed outside its log (start-up errors, panics).
+fn stderr_log(home: &Home, daemon: &str) -> PathBuf {
+    home.path(&format!("logs/{daemon}.stderr"))
+}
+
 fn spawn(home: &Home, daemon: &str, config: &Path) -> anyhow::Result<std::process::Child> {
     let bin = require_binary(daemon)?;
     let log_path = home.log(daemon);
     std::fs::create_dir_all(home.path("logs"))?;
     std::fs::create_dir_all(home.path("run"))?;
+    // The daemon writes its log itself, bounded (drydock-daemon rotates it
+    // at DRYDOCK_LOG_MAX_BYTES); only what bypasses logging (a start-up
+    // error, a panic) lands in the .stderr file.
+    let stderr_path = stderr_log(home, daemon);
     let log = std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open {}", log_path.display()))?;
+        .write(true)
+        .truncate(true)
+        .open(&stderr_path)
+        .with_context(|| format!("cannot open {}", stderr_path.display()))?;
     let mut cmd = Command::new(&bin);
     cmd.arg("serve")
         .arg("--config")
@@ -114,6 +124,7 @@ fn spawn(home: &Home, daemon: &str, config: &Path) -> anyhow::Result<std::proces
             cmd.env(&key, value);
         }
     }
+    cmd.env("DRYDOCK_LOG_FILE", &log_path);
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt as _;
@@ -130,10 +141,13 @@ fn spawn(home: &Home, daemon: &str, config: &Path) -> anyhow::Result<std::proces
 
 fn failed_to_start(home: &Home, daemon: &str, why: &str) -> anyhow::Error {
     let log = home.log(daemon);
+    let stderr = stderr_log(home, daemon);
     anyhow::anyhow!(
-        "{daemon} {why}. Last lines of {}:\n{}",
+        "{daemon} {why}. Last lines of {}:\n{}\n{}:\n{}",
         log.display(),
-        tail(&log, 15)
+        tail(&log, 15),
+        stderr.display(),
+        tail(&stderr, 15)
     )
 }
 

@@ -282,7 +282,14 @@ impl Drydock {
 
     /// Run the real `drydock` binary against this home.
     pub fn cli(&self, args: &[&str]) -> Output {
+        self.cli_with_env(args, &[])
+    }
+
+    /// `cli`, with extra environment variables (`DRYDOCK_*` ones reach the
+    /// daemons that `drydock up` starts).
+    pub fn cli_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(bin("drydock"))
+            .envs(env.iter().copied())
             .args(args)
             .env("DRYDOCK_HOME", &self.home.root)
             .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))

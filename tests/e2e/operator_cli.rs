@@ -200,3 +200,32 @@ fn completions_and_man_pages_are_generated() {
     let out = dd.cli(&["man"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains(".SH NAME"));
 }
+
+/// `drydock up` has the daemons write their own logs, bounded: past
+/// DRYDOCK_LOG_MAX_BYTES the file rotates to `.1`, so the logs cannot grow
+/// without limit.
+#[test]
+fn daemon_logs_are_bounded() {
+    let dd = Drydock::init();
+    let up = dd.cli_with_env(
+        &["up"],
+        &[("DRYDOCK_LOG_MAX_BYTES", "4096"), ("DRYDOCK_LOG", "debug")],
+    );
+    assert!(up.status.success(), "{}", text(&up));
+    for _ in 0..5 {
+        dd.ask_json(&["--diagnose-only", "--container", "no-such-container-x", "x"]);
+    }
+    let log = dd.home.log("drydock-agent");
+    let mut rotated = log.as_os_str().to_os_string();
+    rotated.push(".1");
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size(&log) <= 4096 + 4096,
+        "the live log is bounded: {}",
+        size(&log)
+    );
+    assert!(
+        size(std::path::Path::new(&rotated)) > 0,
+        "the log rotated at its bound"
+    );
+}
