@@ -195,6 +195,17 @@ pub struct ApiConfig {
     /// socket (its folder may then be group-accessible).
     #[serde(default)]
     pub allowed_gid: Option<u32>,
+    /// HTTPS on a TCP `listen`, with a certificate from drydock's CA that
+    /// the CLI pins (`agent_ca` in cli.yaml): for an agent reached remotely.
+    #[serde(default)]
+    pub tls: Option<ApiTlsConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiTlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// Where the API listens.
@@ -272,6 +283,10 @@ impl Config {
         if let Some(rb) = c.runbook.as_mut() {
             paths.push(rb);
         }
+        if let Some(tls) = c.api.tls.as_mut() {
+            paths.push(&mut tls.cert);
+            paths.push(&mut tls.key);
+        }
         resolve_relative(path, &mut paths);
         if let Some(socket) = c.listen.strip_prefix("unix:").filter(|p| !p.is_empty()) {
             let mut socket = PathBuf::from(socket);
@@ -285,6 +300,12 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         match self.listen_on()? {
             Listen::Unix(path) => {
+                if self.api.tls.is_some() {
+                    return Err(invalid(
+                        "api.tls",
+                        "TLS is for a TCP listen address; a unix socket is already private",
+                    ));
+                }
                 if path.as_os_str().len() > 100 {
                     return Err(invalid(
                         "listen",
@@ -293,6 +314,21 @@ impl Config {
                             path.display()
                         ),
                     ));
+                }
+            }
+            Listen::Tcp(_) if self.api.tls.is_some() => {
+                for (key, p) in self
+                    .api
+                    .tls
+                    .iter()
+                    .flat_map(|t| [("api.tls.cert", &t.cert), ("api.tls.key", &t.key)])
+                {
+                    if !p.is_file() {
+                        return Err(invalid(key, format!("file {} does not exist", p.display())));
+                    }
+                }
+                if let Some(t) = &self.api.tls {
+                    drydock_daemon::files::check_private("api.tls.key", &t.key)?;
                 }
             }
             Listen::Tcp(_) if !self.api.allow_plain_tcp => {

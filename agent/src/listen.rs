@@ -115,6 +115,98 @@ impl axum::serve::Listener for PeerCheckedListener {
     }
 }
 
+/// HTTPS on TCP: TLS handshakes run in tasks of their own (bounded in time),
+/// so a slow or silent client cannot hold up the others.
+pub struct TlsListener {
+    ready: tokio::sync::mpsc::Receiver<(
+        tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        std::net::SocketAddr,
+    )>,
+    local: std::net::SocketAddr,
+}
+
+/// rustls server config from PEM files (ring provider, TLS 1.2 and 1.3).
+pub fn tls_server_config(
+    cert: &Path,
+    key: &Path,
+) -> anyhow::Result<std::sync::Arc<tokio_rustls::rustls::ServerConfig>> {
+    use tokio_rustls::rustls::pki_types::{pem::PemObject as _, CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("api.tls.cert {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("api.tls.cert {}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("api.tls.key {}", key.display()))?;
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("api.tls: the certificate and key do not fit")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(std::sync::Arc::new(config))
+}
+
+impl TlsListener {
+    pub async fn bind(
+        addr: std::net::SocketAddr,
+        config: std::sync::Arc<tokio_rustls::rustls::ServerConfig>,
+    ) -> anyhow::Result<TlsListener> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listen {addr}"))?;
+        let local = listener.local_addr()?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        let (tx, ready) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, peer)) = listener.accept().await else {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        acceptor.accept(tcp),
+                    )
+                    .await
+                    {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer)).await;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(%peer, error = %e, "API TLS handshake refused")
+                        }
+                        Err(_) => tracing::warn!(%peer, "API TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { ready, local })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            if let Some(pair) = self.ready.recv().await {
+                return pair;
+            }
+            // The accept task ended (it never does): do not spin.
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -124,6 +124,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .await?;
             let _ = std::fs::remove_file(&path);
         }
+        Listen::Tcp(addr) if config.api.tls.is_some() => {
+            let tls = config.api.tls.clone().context("api.tls")?;
+            let server = drydock_agent::listen::tls_server_config(&tls.cert, &tls.key)?;
+            let listener = drydock_agent::listen::TlsListener::bind(addr, server).await?;
+            tracing::info!(%addr, "drydock-agent listening (HTTPS)");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+        }
         Listen::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await

@@ -50,6 +50,11 @@ pub enum Command {
         /// the CLI reaches a published port.
         #[arg(long)]
         agent_tcp: bool,
+        /// The agent serves HTTPS on --agent-port, on every interface, with a
+        /// certificate for NAME from drydock's CA; cli.yaml pins that CA.
+        /// For an agent the CLI reaches over the network.
+        #[arg(long, value_name = "NAME", conflicts_with = "agent_tcp")]
+        agent_tls: Option<String>,
     },
     /// Start the executor and the agent in the background.
     Up,

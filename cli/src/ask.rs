@@ -590,7 +590,7 @@ async fn interrupted(agent: &AgentClient, request_id: &str) -> anyhow::Result<As
 }
 
 pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult> {
-    let agent = AgentClient::new(&cfg.agent_url, cfg.token()?)?;
+    let agent = AgentClient::from_config(cfg)?;
     let created = agent
         .create(&opts.message, opts.container.as_deref(), opts.diagnose_only)
         .await?;

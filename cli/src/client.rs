@@ -61,11 +61,43 @@ impl SseParser {
 }
 
 impl AgentClient {
+    /// The agent `cli.yaml` names, with its token and (for https) the CA
+    /// the agent's certificate is pinned to.
+    pub fn from_config(cfg: &crate::home::CliConfig) -> anyhow::Result<AgentClient> {
+        let ca = match &cfg.agent_ca {
+            Some(path) => Some(
+                std::fs::read(path)
+                    .with_context(|| format!("agent_ca: cannot read {}", path.display()))?,
+            ),
+            None => None,
+        };
+        Self::connect(&cfg.agent_url, cfg.token()?, ca.as_deref())
+    }
+
     /// `base` is `unix:/path/to/agent.sock` (the local layout) or an
     /// `http://` URL (an agent that listens on TCP by explicit choice).
     pub fn new(base: &str, token: String) -> anyhow::Result<AgentClient> {
+        Self::connect(base, token, None)
+    }
+
+    /// As `new`; an `https://` base needs `ca_pem`, the only CA its
+    /// certificate may chain to (drydock's own), so no other CA's
+    /// certificate for that name is accepted.
+    pub fn connect(
+        base: &str,
+        token: String,
+        ca_pem: Option<&[u8]>,
+    ) -> anyhow::Result<AgentClient> {
         drydock_daemon::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+        if base.starts_with("https://") {
+            let ca = ca_pem.context(
+                "agent_url is https: set agent_ca in cli.yaml to drydock's CA (pki/ca.crt) to pin the agent's certificate",
+            )?;
+            let cert =
+                reqwest::Certificate::from_pem(ca).context("agent_ca is not a PEM certificate")?;
+            builder = builder.tls_certs_only([cert]).https_only(true);
+        }
         let base = match base.strip_prefix("unix:") {
             Some(socket) => {
                 builder = builder.unix_socket(std::path::PathBuf::from(socket));

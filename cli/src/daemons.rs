@@ -184,7 +184,7 @@ pub async fn up(home: &Home) -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let agent = AgentClient::new(&cli.agent_url, cli.token()?)?;
+    let agent = AgentClient::from_config(&cli)?;
     if running_pid(home, "drydock-agent").is_none() {
         let mut child = spawn(home, "drydock-agent", &home.agent_config())?;
         let started = Instant::now();

@@ -103,10 +103,7 @@ pub async fn checks(home: &Home) -> Vec<Check> {
             return out;
         }
     };
-    let agent = match cfg
-        .token()
-        .and_then(|t| AgentClient::new(&cfg.agent_url, t))
-    {
+    let agent = match AgentClient::from_config(&cfg) {
         Ok(a) => a,
         Err(e) => {
             out.push(check("agent", Verdict::Fail, format!("{e:#}")));

@@ -76,7 +76,10 @@ impl Home {
         if let Ok(url) = std::env::var("DRYDOCK_AGENT_URL") {
             c.agent_url = url;
         }
-        for p in [&mut c.token_file, &mut c.approver.key] {
+        for p in [&mut c.token_file, &mut c.approver.key]
+            .into_iter()
+            .chain(c.agent_ca.as_mut())
+        {
             if p.is_relative() {
                 *p = self.root.join(&*p);
             }
@@ -113,6 +116,10 @@ pub struct CliConfig {
     pub token_file: PathBuf,
     pub approver: ApproverKey,
     pub executor_port: u16,
+    /// The CA the agent's HTTPS certificate must chain to (an `https://`
+    /// `agent_url` needs it): drydock's own, so the CLI pins it.
+    #[serde(default)]
+    pub agent_ca: Option<PathBuf>,
     /// The local agent's `approval_ttl` in seconds, read from `agent.yaml`
     /// in the same home when there is one; not a key of `cli.yaml`.
     #[serde(skip)]
@@ -170,6 +177,9 @@ pub struct InitOptions {
     /// The agent listens on plain TCP (`agent_port`) instead of a unix
     /// socket in `run/`: for layouts where the CLI reaches it over TCP.
     pub agent_tcp: bool,
+    /// The agent serves HTTPS on `agent_port` with a certificate for this
+    /// name from drydock's CA, which the CLI pins: for remote use.
+    pub agent_tls: Option<String>,
 }
 
 impl Default for InitOptions {
@@ -183,6 +193,7 @@ impl Default for InitOptions {
             docker_endpoint: default_docker_endpoint(),
             targets: vec![],
             agent_tcp: false,
+            agent_tls: None,
         }
     }
 }
@@ -273,7 +284,27 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
     for glob in &opts.targets {
         check_target_glob(glob)?;
     }
+    if let Some(name) = &opts.agent_tls {
+        let ok = !name.is_empty()
+            && name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+        if !ok {
+            bail!("--agent-tls `{name}` is not a host name or IP address (letters, digits, '-' and '.')");
+        }
+    }
     let bundle = pki::generate(&opts.executor_names)?;
+    let agent_api = match &opts.agent_tls {
+        Some(name) => Some(bundle.ca.issue(
+            pki::AGENT_API_IDENTITY,
+            &[name.clone(), "localhost".into(), "127.0.0.1".into()],
+            pki::Usage::Server,
+            0,
+            825,
+        )?),
+        None => None,
+    };
     let approver = drydock_proto::approval::generate_signing_key();
     // Signs the executor's audit checkpoints. Its public half is for
     // whoever verifies the chain, outside the store.
@@ -320,6 +351,11 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
         ("agent.yaml", agent_yaml(opts), false),
         ("cli.yaml", cli_yaml(opts), false),
     ];
+    let mut files = files;
+    if let Some(api) = &agent_api {
+        files.push(("pki/agent-api.crt", api.cert_pem.clone(), false));
+        files.push(("pki/agent-api.key", api.key_pem.clone(), true));
+    }
     let mut written = Vec::new();
     for (rel, content, private) in files {
         let path = home.path(rel);
@@ -373,7 +409,14 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
 }
 
 fn agent_yaml(opts: &InitOptions) -> String {
-    let listen = if opts.agent_tcp {
+    let listen = if opts.agent_tls.is_some() {
+        format!(
+            "# HTTPS with a certificate from drydock's CA (`drydock init --agent-tls`);\n\
+             # the CLI pins that CA.\n\
+             listen: 0.0.0.0:{}\napi:\n  tls:\n    cert: pki/agent-api.crt\n    key: pki/agent-api.key\n",
+            opts.agent_port
+        )
+    } else if opts.agent_tcp {
         format!(
             "# Plain TCP, asked for with `drydock init --agent-tcp` (another layout\n\
              # reaches the agent over the network).\n\
@@ -407,10 +450,10 @@ fn cli_yaml(opts: &InitOptions) -> String {
          token_file: agent.token\n\
          executor_port: {executor_port}\n\
          approver:\n  id: {approver}\n  key: approver.key\n",
-        agent_url = if opts.agent_tcp {
-            format!("http://127.0.0.1:{}", opts.agent_port)
-        } else {
-            "unix:run/agent.sock".to_string()
+        agent_url = match (&opts.agent_tls, opts.agent_tcp) {
+            (Some(name), _) => format!("https://{name}:{}\nagent_ca: pki/ca.crt", opts.agent_port),
+            (None, true) => format!("http://127.0.0.1:{}", opts.agent_port),
+            (None, false) => "unix:run/agent.sock".to_string(),
         },
         executor_port = opts.executor_port,
         approver = opts.approver_id,

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 fn agent(home: &Home) -> anyhow::Result<(AgentClient, home::CliConfig)> {
     let cfg = home.load_cli_config()?;
-    Ok((AgentClient::new(&cfg.agent_url, cfg.token()?)?, cfg))
+    Ok((AgentClient::from_config(&cfg)?, cfg))
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -29,6 +29,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             approver_id,
             targets,
             agent_tcp,
+            agent_tls,
         } => {
             let opts = InitOptions {
                 force,
@@ -39,6 +40,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 docker_endpoint: home::default_docker_endpoint(),
                 targets,
                 agent_tcp,
+                agent_tls,
             };
             let written = home::init(&home, &opts)?;
             println!("initialized {}:", home.root.display());

@@ -12,6 +12,8 @@ use time::{Duration, OffsetDateTime};
 pub const EXECUTOR_IDENTITY: &str = "drydock-executor";
 pub const AGENT_IDENTITY: &str = "drydock-agent";
 pub const HEALTHCHECK_IDENTITY: &str = "drydock-healthcheck";
+/// The agent API's server certificate (`drydock init --agent-tls NAME`).
+pub const AGENT_API_IDENTITY: &str = "drydock-agent-api";
 
 #[derive(Debug, thiserror::Error)]
 #[error("certificate generation failed: {0}")]

@@ -252,6 +252,15 @@ impl Drydock {
     }
 
     fn init_layout(executor_names: Vec<String>, agent_tcp: bool) -> Drydock {
+        Self::init_options(|o| {
+            o.executor_names = executor_names;
+            o.agent_tcp = agent_tcp;
+        })
+    }
+
+    /// A home written with `InitOptions` as `edit` sets them (ports are
+    /// chosen here).
+    pub fn init_options(edit: impl FnOnce(&mut InitOptions)) -> Drydock {
         prepare();
         let dir = tempfile::Builder::new()
             .prefix("drydock-e2e-")
@@ -261,16 +270,15 @@ impl Drydock {
             root: dir.path().to_path_buf(),
         };
         let (executor_port, agent_port) = (free_port(), free_port());
-        home::init(
-            &home,
-            &InitOptions {
+        home::init(&home, &{
+            let mut o = InitOptions {
                 executor_port,
                 agent_port,
-                executor_names,
-                agent_tcp,
                 ..Default::default()
-            },
-        )
+            };
+            edit(&mut o);
+            o
+        })
         .expect("drydock init");
         Drydock {
             dir,

@@ -229,3 +229,41 @@ fn daemon_logs_are_bounded() {
         "the log rotated at its bound"
     );
 }
+
+/// `drydock init --agent-tls NAME`: the agent serves HTTPS with a
+/// certificate from drydock's CA, and the CLI pins that CA: plain HTTP gets
+/// nothing, and a CLI told to trust another CA refuses the agent.
+#[test]
+fn an_agent_over_tls_is_pinned_to_drydocks_ca() {
+    let dd = Drydock::init_options(|o| o.agent_tls = Some("localhost".into()));
+    dd.up();
+    let out = dd.cli(&["requests", "--json"]);
+    assert!(out.status.success(), "over HTTPS: {}", text(&out));
+    let cli_yaml = std::fs::read_to_string(dd.home.cli_config()).unwrap();
+    assert!(
+        cli_yaml.contains("https://localhost:") && cli_yaml.contains("agent_ca:"),
+        "{cli_yaml}"
+    );
+
+    // Plain HTTP to the same port: no answer from the API.
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", dd.agent_port)).unwrap();
+    use std::io::{Read as _, Write as _};
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _ = tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer);
+    assert!(!String::from_utf8_lossy(&answer).contains("200 OK"));
+
+    // Another CA: the CLI refuses the agent's certificate.
+    let other = drydock::pki::Authority::new("not drydock").unwrap();
+    let other_ca = dd.home.path("pki/other-ca.crt");
+    std::fs::write(&other_ca, other.cert_pem()).unwrap();
+    std::fs::write(
+        dd.home.cli_config(),
+        cli_yaml.replace("agent_ca: pki/ca.crt", "agent_ca: pki/other-ca.crt"),
+    )
+    .unwrap();
+    let out = dd.cli(&["requests"]);
+    assert!(!out.status.success(), "{}", text(&out));
+}
