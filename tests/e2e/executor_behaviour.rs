@@ -11,22 +11,11 @@ use drydock_proto::approval::WriteAction;
 use drydock_proto::pb;
 use tonic::Code;
 
-fn agent_identity(dd: &Drydock) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    (
-        read(&dd.home.path("pki/ca.crt")),
-        read(&dd.home.path("pki/agent.crt")),
-        read(&dd.home.path("pki/agent.key")),
-    )
-}
-
 async fn client(
     dd: &Drydock,
     exec: &ExecutorProcess,
 ) -> pb::executor_client::ExecutorClient<tonic::transport::Channel> {
-    let (ca, cert, key) = agent_identity(dd);
-    grpc::connect(exec.port, &ca, Some((&cert, &key)))
-        .await
-        .expect("connect")
+    exec.agent_client(dd).await
 }
 
 fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
@@ -686,17 +675,7 @@ fn a_missing_audit_store_is_refused_not_recreated() {
 async fn signed_checkpoints_expose_a_truncated_audit_store() {
     let dd = Drydock::init();
     let exec = ExecutorProcess::start(&dd, |y| y);
-    let ca = read(&dd.home.path("pki/ca.crt"));
-    let mut client = grpc::connect(
-        exec.port,
-        &ca,
-        Some((
-            &read(&dd.home.path("pki/agent.crt")),
-            &read(&dd.home.path("pki/agent.key")),
-        )),
-    )
-    .await
-    .expect("connect");
+    let mut client = client(&dd, &exec).await;
     for _ in 0..3 {
         client
             .get_policy(drydock_proto::pb::GetPolicyRequest {

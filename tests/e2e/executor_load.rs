@@ -38,16 +38,7 @@ async fn a_flood_of_refused_calls_leaves_the_executor_answering() {
         )
     });
     let ca = read(&dd.home.path("pki/ca.crt"));
-    let agent = grpc::connect(
-        exec.port,
-        &ca,
-        Some((
-            &read(&dd.home.path("pki/agent.crt")),
-            &read(&dd.home.path("pki/agent.key")),
-        )),
-    )
-    .await
-    .expect("agent connects");
+    let agent = exec.agent_client(&dd).await;
     let intruder = grpc::connect(
         exec.port,
         &ca,

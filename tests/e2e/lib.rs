@@ -450,6 +450,23 @@ impl ExecutorProcess {
         self.child.id()
     }
 
+    /// A gRPC client with the agent's identity, as the agent connects.
+    pub async fn agent_client(
+        &self,
+        dd: &Drydock,
+    ) -> drydock_proto::pb::executor_client::ExecutorClient<tonic::transport::Channel> {
+        grpc::connect(
+            self.port,
+            &read(&dd.home.path("pki/ca.crt")),
+            Some((
+                &read(&dd.home.path("pki/agent.crt")),
+                &read(&dd.home.path("pki/agent.key")),
+            )),
+        )
+        .await
+        .expect("connect as the agent")
+    }
+
     /// SIGTERM and wait: the graceful path.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
