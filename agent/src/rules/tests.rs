@@ -1,0 +1,303 @@
+use super::*;
+use crate::model::{HealthProbeView, LogLineView};
+
+#[test]
+fn log_pattern_table() {
+    // A pattern that does not compile is skipped at run time (logged),
+    // so check here that none is.
+    assert_eq!(compiled().len(), LOG_RULES.len(), "every log rule compiles");
+    // Real wording, at least two runtimes per class; sources are named
+    // in the e2e scenarios (tests/e2e/fault_classes.rs) and the commit.
+    let rows: &[(&str, FaultClass, Option<&str>)] = &[
+        // config_error
+        ("Error: missing required environment variable DATABASE_URL", FaultClass::ConfigError, Some("DATABASE_URL")),
+        ("panic: required env var REDIS_URL is not set", FaultClass::ConfigError, Some("REDIS_URL")),
+        ("environment variable \"API_KEY\" is not set", FaultClass::ConfigError, Some("API_KEY")),
+        ("environment variable \"KAFKA_PROCESS_ROLES\" is not set", FaultClass::ConfigError, Some("KAFKA_PROCESS_ROLES")),
+        ("Error: Missing SUPABASE_KEY environment variable", FaultClass::ConfigError, Some("SUPABASE_KEY")),
+        ("Error: Missing or invalid GROQ_DAILY_MESSAGE_LIMIT environment variable", FaultClass::ConfigError, Some("GROQ_DAILY_MESSAGE_LIMIT")),
+        ("django.core.exceptions.ImproperlyConfigured: Set the DATABASE_URL environment variable", FaultClass::ConfigError, Some("DATABASE_URL")),
+        ("/docker-entrypoint.sh: line 9: TF_STATE_BUCKET: parameter null or not set", FaultClass::ConfigError, Some("TF_STATE_BUCKET")),
+        ("KeyError: 'SECRET_KEY'", FaultClass::ConfigError, Some("SECRET_KEY")),
+        ("Caused by: java.lang.IllegalArgumentException: Could not resolve placeholder 'db.url' in value \"${db.url}\"", FaultClass::ConfigError, Some("db.url")),
+        ("Error: Cannot find module '/app/server.js'", FaultClass::ConfigError, Some("/app/server.js")),
+        ("ModuleNotFoundError: No module named 'flask'", FaultClass::ConfigError, Some("flask")),
+        ("Error: Unable to access jarfile /app/app.jar", FaultClass::ConfigError, Some("/app/app.jar")),
+        ("Error: Database is uninitialized and superuser password is not specified.", FaultClass::ConfigError, None),
+        ("       You must specify POSTGRES_PASSWORD to a non-empty value for the", FaultClass::ConfigError, Some("POSTGRES_PASSWORD")),
+        ("2020-08-20 07:45:48+00:00 [ERROR] [Entrypoint]: Database is uninitialized and password option is not specified", FaultClass::ConfigError, None),
+        ("\tYou need to specify one of MYSQL_ROOT_PASSWORD, MYSQL_ALLOW_EMPTY_PASSWORD and MYSQL_RANDOM_ROOT_PASSWORD", FaultClass::ConfigError, Some("MYSQL_ROOT_PASSWORD")),
+        ("\tYou need to specify one of MARIADB_ROOT_PASSWORD, MARIADB_ROOT_PASSWORD_HASH, MARIADB_ALLOW_EMPTY_ROOT_PASSWORD and MARIADB_RANDOM_ROOT_PASSWORD", FaultClass::ConfigError, Some("MARIADB_ROOT_PASSWORD")),
+        ("    - MYSQL_ROOT_PASSWORD", FaultClass::ConfigError, Some("MYSQL_ROOT_PASSWORD")),
+        ("2023-11-14 17:27:59.593 UTC [32] FATAL:  password authentication failed for user \"user\"", FaultClass::ConfigError, None),
+        ("psycopg2.OperationalError: connection to server at \"db\" (172.18.0.2), port 5432 failed: FATAL:  password authentication failed for user \"app\"", FaultClass::ConfigError, None),
+        ("2018-09-07T06:26:23.117937Z 2 [Note] Access denied for user 'root'@'172.18.0.3' (using password: [REDACTED])", FaultClass::ConfigError, None),
+        ("*** FATAL CONFIG FILE ERROR (Redis 6.2.6) ***", FaultClass::ConfigError, None),
+        ("Bad directive or wrong number of arguments", FaultClass::ConfigError, None),
+        ("nginx: [emerg] unknown directive \"more_set_headers\" in /etc/nginx/nginx.conf:10", FaultClass::ConfigError, None),
+        ("Failed to configure a DataSource: 'url' attribute is not specified and no embedded datasource could be configured.", FaultClass::ConfigError, None),
+        // port_conflict
+        ("listen tcp :8080: bind: address already in use", FaultClass::PortConflict, Some(":8080")),
+        ("Error: listen EADDRINUSE: address already in use :::3000", FaultClass::PortConflict, Some(":::3000")),
+        ("nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)", FaultClass::PortConflict, Some("0.0.0.0:80")),
+        ("Web server failed to start. Port 8080 was already in use.", FaultClass::PortConflict, Some("8080")),
+        ("The Tomcat connector configured to listen on port 8080 failed to start. The port may already be in use or the connector may be misconfigured.", FaultClass::PortConflict, Some("8080")),
+        ("OSError: [Errno 98] Address already in use", FaultClass::PortConflict, None),
+        ("[2023-07-12 15:39:15 +0000] [7749] [ERROR] Connection in use: ('0.0.0.0', 8000)", FaultClass::PortConflict, Some("8000")),
+        ("2023-07-05 16:16:31.548 UTC [1] LOG:  could not bind IPv4 address \"127.0.0.1\": Address already in use", FaultClass::PortConflict, None),
+        ("2023-07-05 16:16:31.548 UTC [1] HINT:  Is another postmaster already running on port 5432? If not, wait a few seconds and retry.", FaultClass::PortConflict, Some("5432")),
+        ("2019-07-17 00:07:39 23162 [ERROR] Can't start server: Bind on TCP/IP port: Address already in use", FaultClass::PortConflict, None),
+        ("2019-07-17 00:07:39 23162 [ERROR] Do you already have another mysqld server running on port: 3306 ?", FaultClass::PortConflict, Some("3306")),
+        ("1988:M 05 May 2025 11:23:04.084 # Warning: Could not create server TCP listening socket 127.0.0.1:6379: bind: Address already in use", FaultClass::PortConflict, Some("127.0.0.1:6379")),
+        // permission_denied
+        ("open /data/app.db: permission denied", FaultClass::PermissionDenied, None),
+        ("PermissionError: [Errno 13] Permission denied: '/var/log/app.log'", FaultClass::PermissionDenied, None),
+        ("Error: EACCES: permission denied, mkdir '/home/electerm/data/electerm_session_logs'", FaultClass::PermissionDenied, None),
+        ("2016/05/03 10:04:14 [emerg] 1#0: open() \"/var/log/access.log\" failed (13: Permission denied)", FaultClass::PermissionDenied, None),
+        ("initdb: error: could not change permissions of directory \"/var/lib/postgresql/data\": Operation not permitted", FaultClass::PermissionDenied, None),
+        ("mysqld: Can't create/write to file '/var/lib/mysql/is_writable' (Errcode: 13 - Permission denied)", FaultClass::PermissionDenied, None),
+        ("98:C 22 Jan 2019 18:40:10.098 # Failed opening the RDB file dump.rdb (in server root dir /var/lib/redis) for saving: Permission denied", FaultClass::PermissionDenied, None),
+        // disk_full
+        ("write /data/x: no space left on device", FaultClass::DiskFull, None),
+        ("PANIC:  could not write to file \"pg_wal/xlogtemp.32\": No space left on device", FaultClass::DiskFull, None),
+        ("ERROR:  could not extend file \"base/16384/16492\": No space left on device", FaultClass::DiskFull, None),
+        ("2017-08-22 8:22:53 140295123512064 [Warning] mysqld: Disk is full writing '/var/vcap/data/mysql/tmp/#sql_41a0_0.MAD' (Errcode: 28 \"No space left on device\"). Waiting for someone to free space...", FaultClass::DiskFull, None),
+        ("143730:C 08 Nov 2021 14:26:56.020 # Write error saving DB on disk: No space left on device", FaultClass::DiskFull, None),
+        ("Error: ENOSPC: no space left on device, write", FaultClass::DiskFull, None),
+        // oom_killed (the runtime's own error)
+        ("Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space", FaultClass::OomKilled, None),
+        ("FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory", FaultClass::OomKilled, None),
+        ("FATAL ERROR: Ineffective mark-compacts near heap limit Allocation failed - JavaScript heap out of memory", FaultClass::OomKilled, None),
+        ("fatal error: runtime: out of memory", FaultClass::OomKilled, None),
+        ("MemoryError", FaultClass::OomKilled, None),
+        ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 58.0 GiB for an array with shape (176351, 176460) and data type uint16", FaultClass::OomKilled, None),
+        ("ERROR:  out of memory", FaultClass::OomKilled, None),
+        // dependency_unavailable
+        ("dial tcp 172.18.0.2:5432: connect: connection refused", FaultClass::DependencyUnavailable, Some("172.18.0.2:5432")),
+        ("2023/12/09 17:09:23 init.go:277: error connecting to DB: dial tcp: lookup listmonk on 127.0.0.11:53: no such host", FaultClass::DependencyUnavailable, Some("listmonk")),
+        ("dial tcp: lookup db on 127.0.0.11:53: no such host", FaultClass::DependencyUnavailable, Some("db")),
+        ("dial tcp 10.0.0.5:5432: i/o timeout", FaultClass::DependencyUnavailable, Some("10.0.0.5:5432")),
+        ("Error: connect ECONNREFUSED 10.0.0.5:6379", FaultClass::DependencyUnavailable, Some("10.0.0.5:6379")),
+        ("Error: Redis connection to localhost:6379 failed - connect ECONNREFUSED 127.0.0.1:6379", FaultClass::DependencyUnavailable, Some("localhost:6379")),
+        ("[ioredis] Unhandled error event: Error: getaddrinfo ENOTFOUND redis", FaultClass::DependencyUnavailable, Some("redis")),
+        ("psycopg2.OperationalError: could not connect to server: Connection refused", FaultClass::DependencyUnavailable, None),
+        ("\tIs the server running on host \"db\" (172.18.0.2) and accepting", FaultClass::DependencyUnavailable, Some("db")),
+        ("psycopg2.OperationalError: connection to server at \"localhost\" (127.0.0.1), port 5432 failed: Connection refused", FaultClass::DependencyUnavailable, Some("localhost")),
+        ("psycopg2.OperationalError: could not translate host name \"db\" to address: Name or service not known", FaultClass::DependencyUnavailable, Some("db")),
+        ("redis.exceptions.ConnectionError: Error 111 connecting to redis:6379. Connection refused.", FaultClass::DependencyUnavailable, Some("redis:6379")),
+        ("org.postgresql.util.PSQLException: Connection to localhost:5432 refused. Check that the hostname and port are correct and that the postmaster is accepting TCP/IP connections.", FaultClass::DependencyUnavailable, Some("localhost:5432")),
+        ("java.net.ConnectException: Connection refused", FaultClass::DependencyUnavailable, None),
+        ("ERROR 2003 (HY000): Can't connect to MySQL server on 'klara-db' (111 \"Connection refused\")", FaultClass::DependencyUnavailable, Some("klara-db")),
+        ("nginx: [emerg] host not found in upstream \"pipedfrontend:80\" in /etc/nginx/conf.d/pipedfrontend.conf:2", FaultClass::DependencyUnavailable, Some("pipedfrontend:80")),
+        ("2024/01/01 00:00:00 [error] 29#29: *1 connect() failed (111: Connection refused) while connecting to upstream, client: 172.18.0.1, server: localhost, request: \"GET / HTTP/1.1\", upstream: \"http://172.18.0.3:8080/\", host: \"localhost\"", FaultClass::DependencyUnavailable, Some("172.18.0.3:8080")),
+        ("connect() failed (111: Connection refused) while connecting to upstream", FaultClass::DependencyUnavailable, None),
+        // crash
+        ("panic: runtime error: invalid memory address or nil pointer dereference", FaultClass::Crash, None),
+        ("[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x6fc2ff]", FaultClass::Crash, None),
+        ("thread 'main' panicked at src/main.rs:3:5", FaultClass::Crash, None),
+        ("Traceback (most recent call last):", FaultClass::Crash, None),
+        ("ZeroDivisionError: division by zero", FaultClass::Crash, None),
+        ("TypeError: Cannot read properties of undefined (reading 'detail')", FaultClass::Crash, None),
+        ("Node.js v18.16.0", FaultClass::Crash, None),
+        ("Exception in thread \"main\" java.lang.NullPointerException", FaultClass::Crash, None),
+        ("2024-01-01 12:00:00.000 ERROR 1 --- [           main] o.s.boot.SpringApplication               : Application run failed", FaultClass::Crash, None),
+        ("2026-04-14 10:32:05 UTC [1159124] LOG:  server process (PID 1163415) was terminated by signal 11: Segmentation fault", FaultClass::Crash, None),
+        ("1:M 08 Nov 2023 12:28:10.501 # Redis 7.0.12 crashed by signal: 11, si_code: 1", FaultClass::Crash, None),
+        // nothing
+        ("INFO server started", FaultClass::Unknown, None),
+        ("Server running on port 3000", FaultClass::Unknown, None),
+        ("2024-01-01 LOG:  database system is ready to accept connections", FaultClass::Unknown, None),
+    ];
+    for (line, class, detail) in rows {
+        let got = match_logs(&[line.to_string()]);
+        match got {
+            None => assert_eq!(*class, FaultClass::Unknown, "{line}: no match"),
+            Some(m) => {
+                assert_eq!(m.class, *class, "{line}");
+                if let Some(d) = detail {
+                    assert_eq!(m.detail.as_deref(), Some(*d), "{line}");
+                }
+            }
+        }
+    }
+
+    // Whole outputs, as `docker logs` returns them: the official images'
+    // entrypoints spread one error over several lines, and the advice
+    // must name the variable to set (not the last one listed).
+    let blocks: &[(&[&str], FaultClass, &str)] = &[
+        (
+            &[
+                "Error: Database is uninitialized and superuser password is not specified.",
+                "       You must specify POSTGRES_PASSWORD to a non-empty value for the",
+                "       superuser. For example, \"-e POSTGRES_PASSWORD=[REDACTED]\" on \"docker run\".",
+                "",
+                "       You may also use \"POSTGRES_HOST_AUTH_METHOD=trust\" to allow all",
+                "       connections without a password. This is *not* recommended.",
+                "",
+                "       See PostgreSQL documentation about \"trust\":",
+                "       https://www.postgresql.org/docs/current/auth-trust.html",
+            ],
+            FaultClass::ConfigError,
+            "POSTGRES_PASSWORD",
+        ),
+        (
+            &[
+                "2023-07-27 13:19:36+00:00 [Note] [Entrypoint]: Entrypoint script for MySQL Server 8.0.34-1.el8 started.",
+                "2023-07-27 13:19:36+00:00 [ERROR] [Entrypoint]: Database is uninitialized and password option is not specified",
+                "    You need to specify one of the following as an environment variable:",
+                "    - MYSQL_ROOT_PASSWORD",
+                "    - MYSQL_ALLOW_EMPTY_PASSWORD",
+                "    - MYSQL_RANDOM_ROOT_PASSWORD",
+            ],
+            FaultClass::ConfigError,
+            "MYSQL_ROOT_PASSWORD",
+        ),
+        (
+            &[
+                "psycopg2.OperationalError: could not connect to server: Connection refused",
+                "\tIs the server running on host \"db\" (172.18.0.2) and accepting",
+                "\tTCP/IP connections on port 5432?",
+            ],
+            FaultClass::DependencyUnavailable,
+            "db",
+        ),
+        (
+            // A disk-full PANIC is disk_full, not the crash it causes.
+            &[
+                "2024-01-01 00:00:00.000 UTC [27] PANIC:  could not write to file \"pg_wal/xlogtemp.27\": No space left on device",
+                "2024-01-01 00:00:00.001 UTC [1] LOG:  WAL writer process (PID 27) was terminated by signal 6: Aborted",
+                "2024-01-01 00:00:00.002 UTC [1] LOG:  terminating any other active server processes",
+            ],
+            FaultClass::DiskFull,
+            "",
+        ),
+    ];
+    for (lines, class, detail) in blocks {
+        let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        let m = match_logs(&lines).unwrap_or_else(|| panic!("no match: {lines:?}"));
+        assert_eq!(m.class, *class, "{lines:?}");
+        if !detail.is_empty() {
+            assert_eq!(m.detail.as_deref(), Some(*detail), "{lines:?}");
+        }
+    }
+
+    // A crash quotes the error itself, not the trailer after it.
+    for (lines, quoted) in [
+        (
+            &[
+                "TypeError: Cannot read properties of undefined (reading 'detail')",
+                "    at Object.bodyHasError (/app/node_modules/docker-hub-api/src/api.js:1310:45)",
+                "",
+                "Node.js v18.16.0",
+            ][..],
+            "TypeError: ",
+        ),
+        (
+            &[
+                "Traceback (most recent call last):",
+                "  File \"/app/worker.py\", line 12, in <module>",
+                "ZeroDivisionError: division by zero",
+            ],
+            "ZeroDivisionError: ",
+        ),
+        (
+            &[
+                "panic: runtime error: invalid memory address or nil pointer dereference",
+                "[signal SIGSEGV: segmentation violation code=0x1 addr=0x20 pc=0x6fc2ff]",
+            ],
+            "panic: ",
+        ),
+    ] {
+        let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        let m = match_logs(&lines).unwrap_or_else(|| panic!("no match: {lines:?}"));
+        assert_eq!(m.class, FaultClass::Crash, "{lines:?}");
+        assert!(m.line.starts_with(quoted), "quotes {quoted:?}: {}", m.line);
+    }
+}
+
+fn view() -> ContainerView {
+    ContainerView {
+        name: "web".into(),
+        status: "running".into(),
+        running: true,
+        health_status: "none".into(),
+        ..Default::default()
+    }
+}
+
+fn run(c: &ContainerView, lines: &[&str]) -> Finding {
+    let logs = LogsView {
+        lines: lines
+            .iter()
+            .map(|l| LogLineView {
+                stream: "stderr".into(),
+                text: l.to_string(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    diagnose(&Observation {
+        container: c,
+        container_evidence: "ev-1",
+        logs: &logs,
+        logs_evidence: "ev-2",
+    })
+}
+
+#[test]
+fn an_unhealthy_cause_quotes_the_newest_error_line() {
+    let c = ContainerView {
+        health_status: "unhealthy".into(),
+        failing_streak: 2,
+        ..view()
+    };
+    let f = run(
+        &c,
+        &[
+            "INFO ok",
+            "ERROR worker pool exhausted: all 8 workers blocked",
+            "INFO tick",
+        ],
+    );
+    let cause = &f.diagnosis.causes[0];
+    assert_eq!(cause.class, FaultClass::Unhealthy);
+    assert!(
+        cause.reason.contains("worker pool exhausted"),
+        "{}",
+        cause.reason
+    );
+    assert_eq!(cause.evidence_ids, ["ev-1", "ev-2"]);
+}
+
+#[test]
+fn state_rules_table() {
+    let exited = |code: i64| ContainerView {
+        running: false,
+        status: "exited".into(),
+        exit_code: code,
+        ..view()
+    };
+    let rows: Vec<(ContainerView, Vec<&str>, FaultClass)> = vec![
+        (view(), vec![], FaultClass::Healthy),
+        (ContainerView { health_status: "unhealthy".into(), failing_streak: 3, health_log: vec![HealthProbeView { exit_code: 1, output: "HTTP 503".into() }], ..view() }, vec![], FaultClass::Unhealthy),
+        (ContainerView { health_status: "unhealthy".into(), health_log: vec![HealthProbeView { exit_code: 127, output: "OCI runtime exec failed: exec: \"curl\": executable file not found in $PATH".into() }], ..view() }, vec![], FaultClass::HealthcheckBroken),
+        (exited(0), vec![], FaultClass::Stopped),
+        (exited(137), vec![], FaultClass::Stopped),
+        (ContainerView { oom_killed: true, ..exited(137) }, vec![], FaultClass::OomKilled),
+        (exited(1), vec!["Error: missing required environment variable DATABASE_URL"], FaultClass::ConfigError),
+        (exited(2), vec!["something odd"], FaultClass::Crash),
+        (ContainerView { restarting: true, restart_count: 5, ..exited(1) }, vec![], FaultClass::CrashLoop),
+        (ContainerView { error: "driver failed programming external connectivity on endpoint x: Bind for 0.0.0.0:8080 failed: port is already allocated".into(), ..exited(128) }, vec![], FaultClass::PortConflict),
+    ];
+    for (c, lines, want) in rows {
+        let f = run(&c, &lines);
+        assert_eq!(f.diagnosis.causes[0].class, want, "{c:?}");
+        assert!(!f.diagnosis.causes[0].evidence_ids.is_empty());
+    }
+    let f = run(
+        &exited(1),
+        &["Error: missing required environment variable DATABASE_URL"],
+    );
+    assert_eq!(f.detail.as_deref(), Some("DATABASE_URL"));
+    assert_eq!(f.diagnosis.causes[0].evidence_ids, ["ev-1", "ev-2"]);
+}
