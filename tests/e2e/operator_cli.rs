@@ -267,3 +267,69 @@ fn an_agent_over_tls_is_pinned_to_drydocks_ca() {
     let out = dd.cli(&["requests"]);
     assert!(!out.status.success(), "{}", text(&out));
 }
+
+/// Ctrl-C while `ask` follows a request, with no terminal to ask on: the
+/// CLI stops following and says how to come back, exits 130, and the
+/// request carries on in the agent.
+#[test]
+fn ctrl_c_without_a_terminal_stops_following_and_leaves_the_request_running() {
+    let dd = Drydock::init();
+    let c = Container::unhealthy_web("ctrl-c", &[]);
+    dd.up();
+    let ask = std::process::Command::new(bin("drydock"))
+        .args([
+            "ask",
+            "--yes",
+            "--container",
+            &c.name,
+            "the web service is unhealthy",
+        ])
+        .env("DRYDOCK_HOME", &dd.home.root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ask");
+    // Wait until the restart is in flight (the fixture ignores SIGTERM, so
+    // Docker waits out the stop grace), then interrupt.
+    let started = std::time::Instant::now();
+    while !dd
+        .audit_rows()
+        .iter()
+        .any(|r| r["decision"] == "intent" && r["action"] == "restart")
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no restart began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pid = nix::unistd::Pid::from_raw(ask.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let out = ask.wait_with_output().expect("ask ends");
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{shown}");
+    assert!(
+        shown.contains("stopped following") && shown.contains("drydock follow"),
+        "{shown}"
+    );
+    // The request goes on without the CLI and completes.
+    let id = shown
+        .split_whitespace()
+        .find(|w| w.starts_with("req-"))
+        .map(|w| w.trim_end_matches([':', '.', ',', ';']).to_string())
+        .expect("the request id is shown");
+    let done = std::time::Instant::now();
+    loop {
+        let out = dd.cli(&["show", "--json", &id]);
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if doc["status"] == "completed" {
+            break;
+        }
+        assert!(
+            done.elapsed() < std::time::Duration::from_secs(120),
+            "{doc:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
