@@ -365,9 +365,14 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
     // Tells the executor to create its audit store at the first start;
     // without it a missing store is refused (a new store forgets used
     // nonces). The path is executor.yaml's `audit.path` plus `.init`.
+    // Only for a home without a store: a marker left next to an existing
+    // store would let a later loss of that store pass unnoticed.
     let marker = home.path("state/audit.db.init");
-    write_file(&marker, "created by drydock init\n", true)?;
-    written.push(marker);
+    let store = home.path("state/audit.db");
+    if std::fs::metadata(&store).map_or(true, |m| m.len() == 0) {
+        write_file(&marker, "created by drydock init\n", true)?;
+        written.push(marker);
+    }
     for dir in ["state", "logs", "run"] {
         let path = home.path(dir);
         std::fs::create_dir_all(&path)?;
@@ -505,6 +510,31 @@ mod tests {
         .unwrap();
         let c = home.load_cli_config().unwrap();
         assert!(c.signing_key().is_ok());
+    }
+
+    #[test]
+    fn the_audit_init_marker_is_written_only_for_a_home_without_a_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home {
+            root: dir.path().to_path_buf(),
+        };
+        init(&home, &InitOptions::default()).unwrap();
+        assert!(home.path("state/audit.db.init").is_file());
+        // The executor created its store and used the marker.
+        std::fs::remove_file(home.path("state/audit.db.init")).unwrap();
+        std::fs::write(home.path("state/audit.db"), b"a store").unwrap();
+        init(
+            &home,
+            &InitOptions {
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            !home.path("state/audit.db.init").exists(),
+            "no marker next to an existing store"
+        );
     }
 
     #[test]
