@@ -48,7 +48,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 println!("  {}", p.display());
             }
             println!("{}", opts.scope_note());
-            println!("next: `drydock up`, then `drydock ask \"<what is wrong>\"`");
+            // The next step depends on where the daemons will run.
+            if opts.agent_tcp || opts.agent_tls.is_some() {
+                println!(
+                    "next: deploy the daemons as docs/deploy.md describes (compose: deploy/stage-compose.sh; systemd: the units in deploy/systemd), then `drydock doctor` and `drydock ask \"<what is wrong>\"`"
+                );
+            } else {
+                println!("next: `drydock up`, then `drydock ask \"<what is wrong>\"`");
+            }
             Ok(exit::COMPLETED)
         }
         Command::Up => {
