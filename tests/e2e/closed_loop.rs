@@ -93,10 +93,7 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
     let rows = dd.audit_rows();
     let restarts: Vec<_> = rows.iter().filter(|r| r["action"] == "restart").collect();
     assert_eq!(
-        restarts
-            .iter()
-            .map(|r| r["decision"].as_str().unwrap_or(""))
-            .collect::<Vec<_>>(),
+        decisions(restarts.iter().copied()),
         ["intent", "allowed"],
         "the approval is spent in the chain before Docker is called, then the outcome: {restarts:#?}"
     );
@@ -107,12 +104,7 @@ fn unhealthy_container_is_restarted_and_verified_healthy() {
     assert_eq!(restart["decision"], "allowed");
     assert_eq!(restart["caller"], "drydock-agent");
     assert_eq!(restart["key_id"], "local-operator");
-    let verify = dd.audit_verify();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    dd.assert_audit_intact();
 }
 
 #[test]

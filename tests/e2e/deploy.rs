@@ -646,10 +646,7 @@ fn compose_stack_repairs_through_locked_down_containers() {
     let rows = audit_rows_in_container(&stack);
     let restarts: Vec<_> = rows.iter().filter(|r| r["action"] == "restart").collect();
     assert_eq!(
-        restarts
-            .iter()
-            .map(|r| r["decision"].as_str().unwrap_or(""))
-            .collect::<Vec<_>>(),
+        decisions(restarts.iter().copied()),
         ["intent", "allowed"],
         "the approval spent before Docker, then the outcome: {rows:#?}"
     );

@@ -330,12 +330,7 @@ async fn write_refusal_matrix() {
     );
     assert_eq!(valid[0]["approval_id"], c.approval_id.as_str());
     assert_eq!(valid[1]["approval_id"], c.approval_id.as_str());
-    let verify = dd.audit_verify();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    dd.assert_audit_intact();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,6 +93,13 @@ impl Drydock {
     }
 }
 
+/// The `decision` of each audit row, in order.
+pub fn decisions<'a>(rows: impl IntoIterator<Item = &'a serde_json::Value>) -> Vec<&'a str> {
+    rows.into_iter()
+        .map(|r| r["decision"].as_str().unwrap_or(""))
+        .collect()
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -859,6 +866,16 @@ impl Drydock {
             "{}{}",
             String::from_utf8_lossy(&up.stdout),
             String::from_utf8_lossy(&up.stderr)
+        );
+    }
+
+    /// `audit verify` passes on this home's audit store.
+    pub fn assert_audit_intact(&self) {
+        let verify = self.audit_verify();
+        assert!(
+            verify.status.success(),
+            "audit verify: {}",
+            String::from_utf8_lossy(&verify.stdout)
         );
     }
 

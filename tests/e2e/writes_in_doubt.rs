@@ -84,12 +84,7 @@ async fn a_write_whose_caller_disconnects_is_finished_and_audited() {
         rows[0]
     );
     assert_eq!(rows[0]["approval_id"], rows[1]["approval_id"]);
-    let verify = dd.audit_verify();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    dd.assert_audit_intact();
 }
 
 /// The executor dies mid-write: Docker finishes the restart, the agent
