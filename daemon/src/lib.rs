@@ -1,5 +1,5 @@
 //! Plumbing that both daemons need and neither should own: reading a YAML
-//! config file with errors that name the key, human durations, shutdown
+//! config file with errors that name the key, human durations and sizes, shutdown
 //! signals, log set-up, private-file checks and process hardening.
 //!
 //! It exists so the executor and the agent cannot drift apart on these
@@ -14,6 +14,7 @@ pub mod files;
 pub mod logging;
 pub mod process;
 pub mod signals;
+pub mod size;
 pub mod tls;
 
 pub use config::{invalid, load_yaml, ConfigError};

@@ -4,7 +4,9 @@
 //! row's hash covers its content and the previous row's hash, so an edited,
 //! deleted or reordered row breaks the chain and `audit verify` reports where.
 //! Nonces live in the same file so that "the nonce was consumed" and "the
-//! audit log is writable" are facts about one store.
+//! audit log is writable" are facts about one store. Past `audit.max_size`
+//! the rows rotate into read-only segment files and the chain continues
+//! across them (see `segments`).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -77,8 +79,13 @@ pub struct AuditRow {
 
 pub struct AuditLog {
     conn: Mutex<Connection>,
+    path: std::path::PathBuf,
     checkpoints: Option<Checkpointer>,
+    rotation: Option<segments::Rotation>,
 }
+
+mod segments;
+pub use segments::{Segment, RETENTION, ROTATED};
 
 /// Signs the chain's head every `every` rows and on demand (at shutdown),
 /// with a key whose public half lives outside the store: whoever rewrites a
@@ -110,6 +117,9 @@ pub struct SignedReport {
     pub last_checkpoint: Option<(i64, String)>,
     /// Rows after the newest checkpoint (not yet attested).
     pub unattested: usize,
+    /// The exported checkpoint asked for was in a segment that retention
+    /// deleted since: it can no longer be compared. The chain's first row.
+    pub expect_removed: Option<i64>,
 }
 
 /// What consuming an approval records.
@@ -196,7 +206,9 @@ impl AuditLog {
     /// a volume mix-up.
     pub fn open(path: &Path) -> Result<AuditLog, AuditError> {
         if holds_a_store(path) {
-            return Self::open_or_create(path);
+            let log = Self::open_or_create(path)?;
+            log.recover_rotation()?;
+            return Ok(log);
         }
         let marker = init_marker(path);
         if !marker.is_file() {
@@ -272,13 +284,19 @@ impl AuditLog {
                container_id TEXT NOT NULL,
                caller TEXT NOT NULL,
                key_id TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS meta (
+               key TEXT PRIMARY KEY,
+               value TEXT NOT NULL
              );",
         )?;
         migrate(&conn)?;
         drydock_daemon::files::restrict_sqlite(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
+            path: path.to_path_buf(),
             checkpoints: None,
+            rotation: None,
         })
     }
 
@@ -295,10 +313,17 @@ impl AuditLog {
     /// Append a signed checkpoint of the current head, if there is a key and
     /// anything new to attest. Returns the attested `(seq, hash)`.
     pub fn checkpoint(&self) -> Result<Option<(i64, String)>, AuditError> {
+        let mut conn = self.lock();
+        self.checkpoint_locked(&mut conn)
+    }
+
+    fn checkpoint_locked(
+        &self,
+        conn: &mut Connection,
+    ) -> Result<Option<(i64, String)>, AuditError> {
         let Some(cp) = &self.checkpoints else {
             return Ok(None);
         };
-        let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let head: Option<(i64, String, String)> = tx
             .query_row(
@@ -359,6 +384,7 @@ impl AuditLog {
         tx.commit()?;
         drop(conn);
         self.count_for_checkpoint();
+        self.maybe_rotate();
         Ok(seq)
     }
 
@@ -392,6 +418,7 @@ impl AuditLog {
         tx.commit()?;
         drop(conn);
         self.count_for_checkpoint();
+        self.maybe_rotate();
         Ok(seq)
     }
 
@@ -460,7 +487,12 @@ fn append_in(tx: &rusqlite::Transaction<'_>, entry: &AuditEntry) -> Result<i64, 
         .optional()?;
     let (seq, prev) = match last {
         Some((s, h)) => (s + 1, h),
-        None => (1, GENESIS_HASH.to_string()),
+        // Empty: a new store, or one whose rows were all rotated out (its
+        // next row chains to the last row of the newest segment).
+        None => {
+            let base = segments::base(tx)?;
+            (base.0 + 1, base.1)
+        }
     };
     let ts = now_ts();
     let hash = row_hash(seq, &ts, entry, &prev);
@@ -486,51 +518,73 @@ impl AuditLog {
             .execute("DELETE FROM nonces WHERE expires_at < ?1", params![before])?)
     }
 
+    /// Every row still kept: the rotated segments', oldest first, then the
+    /// live store's.
     pub fn rows(&self) -> Result<Vec<AuditRow>, AuditError> {
-        self.select("ORDER BY seq", i64::MAX)
+        let mut rows = Vec::new();
+        for segment in segments::list(&self.path)? {
+            rows.extend(select(&segment.open()?, "ORDER BY seq", i64::MAX)?);
+        }
+        rows.extend(self.live_rows()?);
+        Ok(rows)
     }
 
-    /// The newest `n` rows, oldest first.
+    /// The live store's rows only.
+    pub fn live_rows(&self) -> Result<Vec<AuditRow>, AuditError> {
+        select(&self.lock(), "ORDER BY seq", i64::MAX)
+    }
+
+    /// The newest `n` rows, oldest first (reaching back into segments when
+    /// the live store holds fewer).
     pub fn tail(&self, n: u32) -> Result<Vec<AuditRow>, AuditError> {
-        let mut rows = self.select("ORDER BY seq DESC", i64::from(n))?;
+        let want = i64::from(n);
+        let mut rows = select(&self.lock(), "ORDER BY seq DESC", want)?;
+        for segment in segments::list(&self.path)?.iter().rev() {
+            let missing = want - rows.len() as i64;
+            if missing <= 0 {
+                break;
+            }
+            rows.extend(select(&segment.open()?, "ORDER BY seq DESC", missing)?);
+        }
         rows.reverse();
         Ok(rows)
     }
+}
 
-    fn select(&self, order: &'static str, limit: i64) -> Result<Vec<AuditRow>, AuditError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare(&format!(
+fn select(conn: &Connection, order: &'static str, limit: i64) -> Result<Vec<AuditRow>, AuditError> {
+    let mut stmt = conn.prepare(&format!(
             "SELECT seq, ts, request_id, caller, action, target, container_id, tier, approval_id, key_id, decision, code, reason, duration_ms, input, result, prev_hash, hash FROM audit {order} LIMIT ?1",
         ))?;
-        let rows = stmt
-            .query_map([limit], |r| {
-                Ok(AuditRow {
-                    seq: r.get(0)?,
-                    ts: r.get(1)?,
-                    entry: AuditEntry {
-                        request_id: r.get(2)?,
-                        caller: r.get(3)?,
-                        action: r.get(4)?,
-                        target: r.get(5)?,
-                        container_id: r.get(6)?,
-                        tier: r.get(7)?,
-                        approval_id: r.get(8)?,
-                        key_id: r.get(9)?,
-                        decision: r.get(10)?,
-                        code: r.get(11)?,
-                        reason: r.get(12)?,
-                        duration_ms: r.get::<_, i64>(13)?.max(0) as u64,
-                        input: r.get(14)?,
-                        result: r.get(15)?,
-                    },
-                    prev_hash: r.get(16)?,
-                    hash: r.get(17)?,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
-    }
+    let rows = stmt
+        .query_map([limit], |r| {
+            Ok(AuditRow {
+                seq: r.get(0)?,
+                ts: r.get(1)?,
+                entry: AuditEntry {
+                    request_id: r.get(2)?,
+                    caller: r.get(3)?,
+                    action: r.get(4)?,
+                    target: r.get(5)?,
+                    container_id: r.get(6)?,
+                    tier: r.get(7)?,
+                    approval_id: r.get(8)?,
+                    key_id: r.get(9)?,
+                    decision: r.get(10)?,
+                    code: r.get(11)?,
+                    reason: r.get(12)?,
+                    duration_ms: r.get::<_, i64>(13)?.max(0) as u64,
+                    input: r.get(14)?,
+                    result: r.get(15)?,
+                },
+                prev_hash: r.get(16)?,
+                hash: r.get(17)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
 
+impl AuditLog {
     /// Check the whole chain. `Ok(n)` is the number of intact rows; an error
     /// names the first row that does not fit.
     pub fn verify(&self) -> Result<Result<usize, String>, AuditError> {
@@ -552,7 +606,9 @@ pub fn verify_signed(
         checkpoints: 0,
         last_checkpoint: None,
         unattested: rows.len(),
+        expect_removed: None,
     };
+    let first = rows.first().map_or(1, |r| r.seq);
     for (i, row) in rows.iter().enumerate() {
         if row.entry.decision != CHECKPOINT {
             continue;
@@ -568,7 +624,9 @@ pub fn verify_signed(
             return Err(format!("checkpoint row {at} is malformed"));
         };
         let attested = rows.iter().find(|r| r.seq == seq);
-        if attested.map(|r| r.hash.as_str()) != Some(hash.as_str()) {
+        // A checkpoint never attests a row of an older segment, but if it
+        // did and that segment is gone, its signature still counts.
+        if seq >= first && attested.map(|r| r.hash.as_str()) != Some(hash.as_str()) {
             return Err(format!(
                 "checkpoint row {at} attests row {seq} with a hash the store no longer has: rows up to {seq} were rewritten"
             ));
@@ -598,10 +656,11 @@ pub fn verify_signed(
     if let Some((seq, hash)) = expect {
         let found = rows.iter().find(|r| r.seq == seq);
         match found {
+            None if seq < first => report.expect_removed = Some(first),
             None => {
                 return Err(format!(
                     "row {seq} of the exported checkpoint is gone: the store was truncated (it ends at row {})",
-                    rows.len()
+                    rows.last().map_or(0, |r| r.seq)
                 ))
             }
             Some(r) if r.hash != hash => {
@@ -615,10 +674,26 @@ pub fn verify_signed(
     Ok(report)
 }
 
+/// Check the chain. It starts at row 1 from the genesis hash, or, when
+/// retention deleted the oldest segments, at a later row whose deletion of
+/// everything before it a retention row in the chain records.
 pub fn verify_rows(rows: &[AuditRow]) -> Result<usize, String> {
+    let first = rows.first().map_or(1, |r| r.seq);
     let mut prev = GENESIS_HASH.to_string();
+    if first != 1 {
+        let recorded = rows
+            .iter()
+            .any(|r| segments::removed_through(r) == Some(first - 1));
+        if first < 1 || !recorded {
+            return Err(format!(
+                "rows 1 to {} are missing and no retention row in the chain says they were deleted",
+                first - 1
+            ));
+        }
+        prev = rows[0].prev_hash.clone();
+    }
     for (i, row) in rows.iter().enumerate() {
-        let expected_seq = i as i64 + 1;
+        let expected_seq = first + i as i64;
         if row.seq != expected_seq {
             return Err(format!(
                 "row {expected_seq} is missing (found seq {} in its place)",

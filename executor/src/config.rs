@@ -267,7 +267,28 @@ pub struct AuditConfig {
     /// A signed checkpoint after this many rows (and at shutdown).
     #[serde(default = "default_checkpoint_every")]
     pub checkpoint_every: u32,
+    /// When the live store passes this size, its rows move into a
+    /// read-only segment file next to it and the chain continues in the
+    /// live store (`64MiB`, `512KiB`, or bytes).
+    #[serde(default = "default_max_size", with = "drydock_daemon::size")]
+    pub max_size: u64,
+    /// How many rotated segments are kept; the oldest beyond this is
+    /// deleted, and the chain records that it was. The audit files never
+    /// take much more than `(keep_segments + 1) × max_size`.
+    #[serde(default = "default_keep_segments")]
+    pub keep_segments: u32,
 }
+
+pub const DEFAULT_AUDIT_MAX_SIZE: u64 = 64 << 20;
+fn default_max_size() -> u64 {
+    DEFAULT_AUDIT_MAX_SIZE
+}
+pub const DEFAULT_KEEP_SEGMENTS: u32 = 8;
+fn default_keep_segments() -> u32 {
+    DEFAULT_KEEP_SEGMENTS
+}
+/// Below this a segment would hold a handful of rows.
+pub const MIN_AUDIT_MAX_SIZE: u64 = 64 << 10;
 
 pub const DEFAULT_CHECKPOINT_EVERY: u32 = 100;
 fn default_checkpoint_every() -> u32 {
@@ -447,6 +468,24 @@ impl Config {
                 format!("{} is outside 1..=1000000", self.audit.checkpoint_every),
             ));
         }
+        if self.audit.max_size < MIN_AUDIT_MAX_SIZE {
+            return Err(invalid(
+                "audit.max_size",
+                format!(
+                    "{} bytes is below the minimum of 64KiB; write it like 64MiB",
+                    self.audit.max_size
+                ),
+            ));
+        }
+        if self.audit.keep_segments == 0 || self.audit.keep_segments > 100_000 {
+            return Err(invalid(
+                "audit.keep_segments",
+                format!(
+                    "{} is outside 1..=100000 (at least one rotated segment is kept)",
+                    self.audit.keep_segments
+                ),
+            ));
+        }
         if self.timeouts.max_approval_ttl > MAX_APPROVAL_TTL_BOUND {
             return Err(invalid(
                 "timeouts.max_approval_ttl",
@@ -498,6 +537,33 @@ mod tests {
         let path = dir.path().join("executor.yaml");
         std::fs::write(&path, format!("{BASE}{extra}")).unwrap();
         Config::load(&path)
+    }
+
+    #[test]
+    fn audit_rotation_sizes_are_read_and_checked() {
+        let with = |audit: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            write_files(dir.path());
+            let path = dir.path().join("executor.yaml");
+            std::fs::write(&path, BASE.replace("audit: {path: audit.db}", audit)).unwrap();
+            Config::load(&path)
+        };
+        let c = with("audit: {path: audit.db}").unwrap();
+        assert_eq!(c.audit.max_size, DEFAULT_AUDIT_MAX_SIZE);
+        assert_eq!(c.audit.keep_segments, DEFAULT_KEEP_SEGMENTS);
+        let c = with("audit: {path: audit.db, max_size: 256KiB, keep_segments: 3}").unwrap();
+        assert_eq!((c.audit.max_size, c.audit.keep_segments), (256 << 10, 3));
+        for (bad, says) in [
+            ("audit: {path: a.db, max_size: 1KiB}", "audit.max_size"),
+            ("audit: {path: a.db, max_size: lots}", "64MiB"),
+            (
+                "audit: {path: a.db, keep_segments: 0}",
+                "audit.keep_segments",
+            ),
+        ] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -174,7 +174,7 @@ fn verify(
                     .iter()
                     .filter(|r| r.entry.decision == drydock_executor::audit::CHECKPOINT)
                     .count();
-                println!("audit log intact: {n} rows");
+                println!("audit log intact: {n} rows{}", kept_note(&rows));
                 if signed > 0 {
                     println!("{signed} signed checkpoints not checked: pass --public-key");
                 }
@@ -205,10 +205,20 @@ fn verify(
         }
     };
     match drydock_executor::audit::verify_signed(&rows, &key, expect) {
+        Ok(report) if report.expect_removed.is_some() => {
+            println!(
+                "audit log NOT CONFIRMED: the exported checkpoint's row was in a segment that retention deleted since (the chain now starts at row {}); \
+                 the rows kept are intact, but the exported checkpoint can no longer be compared: export a newer one",
+                report.expect_removed.unwrap_or_default()
+            );
+            Ok(ExitCode::from(1))
+        }
         Ok(report) => {
             println!(
-                "audit log intact: {} rows, {} signed checkpoints",
-                report.rows, report.checkpoints
+                "audit log intact: {} rows{}, {} signed checkpoints",
+                report.rows,
+                kept_note(&rows),
+                report.checkpoints
             );
             match report.last_checkpoint {
                 Some((seq, hash)) => {
@@ -223,6 +233,19 @@ fn verify(
             println!("audit log TAMPERED: {problem}");
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+/// Where the kept chain starts, when retention deleted its oldest rows.
+fn kept_note(rows: &[drydock_executor::audit::AuditRow]) -> String {
+    match rows.first() {
+        Some(r) if r.seq > 1 => format!(
+            " (rows {} to {}; rows before {} were deleted by retention, as the chain records)",
+            r.seq,
+            rows.last().map_or(r.seq, |l| l.seq),
+            r.seq
+        ),
+        _ => String::new(),
     }
 }
 

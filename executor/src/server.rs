@@ -50,7 +50,8 @@ impl RunningExecutor {
 pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     use anyhow::Context as _;
     let mut log = AuditLog::open(&config.audit.path)
-        .with_context(|| format!("audit.path {}", config.audit.path.display()))?;
+        .with_context(|| format!("audit.path {}", config.audit.path.display()))?
+        .with_rotation(config.audit.max_size, config.audit.keep_segments);
     if let Some(key) = config.audit_signing_key()? {
         log = log.with_checkpoints(key, config.audit.checkpoint_every);
     } else {

@@ -28,6 +28,37 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+type Codes = std::collections::BTreeMap<String, usize>;
+type Client = pb::executor_client::ExecutorClient<tonic::transport::Channel>;
+
+/// `total` GetPolicy calls from `client`, `IN_FLIGHT` at a time; each task
+/// returns how many calls ended with which code.
+fn flood(client: &Client, total: usize) -> Vec<tokio::task::JoinHandle<Codes>> {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..IN_FLIGHT {
+        let mut client = client.clone();
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut codes = Codes::new();
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < total {
+                let code = match client
+                    .get_policy(pb::GetPolicyRequest {
+                        request_id: "req-flood".into(),
+                    })
+                    .await
+                {
+                    Ok(_) => Code::Ok,
+                    Err(s) => s.code(),
+                };
+                *codes.entry(format!("{code:?}")).or_default() += 1;
+            }
+            codes
+        }));
+    }
+    tasks
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_refused_calls_leaves_the_executor_answering() {
     let dd = Drydock::init();
@@ -54,28 +85,7 @@ async fn a_flood_of_refused_calls_leaves_the_executor_answering() {
     let rss_before = rss_kib(pid);
     let started = Instant::now();
 
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut flood = Vec::new();
-    for _ in 0..IN_FLIGHT {
-        let mut client = intruder.clone();
-        let next = next.clone();
-        flood.push(tokio::spawn(async move {
-            let mut codes = std::collections::BTreeMap::<String, usize>::new();
-            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < FLOOD {
-                let code = match client
-                    .get_policy(pb::GetPolicyRequest {
-                        request_id: "req-flood".into(),
-                    })
-                    .await
-                {
-                    Ok(_) => Code::Ok,
-                    Err(s) => s.code(),
-                };
-                *codes.entry(format!("{code:?}")).or_default() += 1;
-            }
-            codes
-        }));
-    }
+    let flood = flood(&intruder, FLOOD);
     // Meanwhile the agent keeps asking, and is answered.
     let mut latencies = Vec::new();
     let mut agent_client = agent.clone();
@@ -93,7 +103,7 @@ async fn a_flood_of_refused_calls_leaves_the_executor_answering() {
         latencies.push(t.elapsed());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut codes = std::collections::BTreeMap::<String, usize>::new();
+    let mut codes = Codes::new();
     for h in flood {
         for (k, v) in h.await.expect("flood task") {
             *codes.entry(k).or_default() += v;
@@ -163,5 +173,90 @@ async fn a_flood_of_refused_calls_leaves_the_executor_answering() {
         p(0.5),
         p(0.99),
         latencies.last().copied().unwrap_or_default()
+    );
+}
+
+/// With a small cap, a flood of audited refusals (no rate limit in the way:
+/// every call is a row) rotates the store into segments, deletes the oldest
+/// beyond `keep_segments`, keeps the files within the bound, and the chain
+/// still verifies, signed checkpoints included, across what is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_store_rotates_within_its_cap_and_stays_verifiable() {
+    const CAP: u64 = 64 << 10;
+    const KEEP: u64 = 2;
+    const CALLS: usize = 4_000;
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| {
+        y.replace(
+            "audit:\n",
+            &format!("audit:\n  max_size: {CAP}\n  keep_segments: {KEEP}\n"),
+        )
+        .replace(
+            "limits:\n",
+            "limits:\n  calls_per_second: 100000\n  burst: 100000\n",
+        )
+    });
+    let ca = read(&dd.home.path("pki/ca.crt"));
+    let intruder = grpc::connect(
+        exec.port,
+        &ca,
+        Some((
+            &read(&dd.home.path("pki/healthcheck.crt")),
+            &read(&dd.home.path("pki/healthcheck.key")),
+        )),
+    )
+    .await
+    .expect("intruder connects");
+    let mut codes = Codes::new();
+    for h in flood(&intruder, CALLS) {
+        for (k, v) in h.await.expect("flood task") {
+            *codes.entry(k).or_default() += v;
+        }
+    }
+    assert_eq!(
+        codes.get("Unauthenticated").copied(),
+        Some(CALLS),
+        "every call was refused one by one (so each is a row): {codes:?}"
+    );
+    exec.agent_client(&dd)
+        .await
+        .get_policy(pb::GetPolicyRequest {
+            request_id: "req-legit".into(),
+        })
+        .await
+        .expect("the agent is answered");
+
+    let state = dd.home.path("state");
+    let mut total = 0;
+    let mut segments = 0;
+    for e in std::fs::read_dir(&state).expect("state folder").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("audit.db") {
+            total += e.metadata().expect("metadata").len();
+            segments += usize::from(name.starts_with("audit.db.seg."));
+        }
+    }
+    assert_eq!(segments as u64, KEEP, "segments kept");
+    let bound = (KEEP + 2) * CAP + (32 << 10);
+    assert!(
+        total <= bound,
+        "audit files take {total} bytes after {CALLS} audited refusals (bound {bound})"
+    );
+    let rows = dd.audit_rows();
+    assert!(
+        rows.iter().any(|r| r["decision"] == "retention"),
+        "the chain records the deleted segments"
+    );
+    let verify = dd.cli(&["audit", "verify"]);
+    let said = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success(), "{said}");
+    assert!(
+        said.contains("deleted by retention") && said.contains("signed checkpoints"),
+        "{said}"
+    );
+    eprintln!(
+        "rotation: {CALLS} audited refusals; {} rows kept from seq {}; {segments} segments; {total} bytes on disk (bound {bound})",
+        rows.len(),
+        rows[0]["seq"]
     );
 }

@@ -260,3 +260,217 @@ fn verify_of_a_missing_log_is_an_error() {
         matches!(AuditLog::open_existing(&other), Err(AuditError::Missing(m)) if m.contains("not a drydock audit log"))
     );
 }
+
+fn spend(log: &AuditLog, nonce: &str) -> Result<i64, AuditError> {
+    let intent = AuditEntry {
+        action: "restart".into(),
+        decision: INTENT.into(),
+        approval_id: format!("appr-{nonce}"),
+        tier: 1,
+        ..Default::default()
+    };
+    log.spend_approval(
+        &NonceRecord {
+            nonce,
+            approval_id: &intent.approval_id,
+            expires_at: i64::MAX,
+            request_id: "req",
+            action: "restart",
+            container_id: "c1",
+            caller: "drydock-agent",
+            key_id: "k",
+        },
+        &intent,
+    )
+}
+
+fn outcome(log: &AuditLog, nonce: &str) {
+    log.append(&AuditEntry {
+        action: "restart".into(),
+        decision: "allowed".into(),
+        approval_id: format!("appr-{nonce}"),
+        tier: 1,
+        ..Default::default()
+    })
+    .unwrap();
+}
+
+#[test]
+fn rotation_moves_rows_into_segments_and_the_chain_continues_across_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let log = AuditLog::create(&path).unwrap().with_rotation(1 << 20, 10);
+    for i in 0..5 {
+        log.append(&entry(&format!("call-{i}"))).unwrap();
+    }
+    spend(&log, "n-1").unwrap();
+    outcome(&log, "n-1");
+    let segment = log.rotate().unwrap().expect("rotated");
+    assert_eq!((segment.first, segment.last), (1, 8));
+    assert!(segment.path.is_file());
+    let live = log.live_rows().unwrap();
+    assert_eq!(live.len(), 1, "only the rotated row is live: {live:#?}");
+    assert_eq!(live[0].entry.decision, ROTATED);
+    assert_eq!(live[0].seq, 9);
+    log.append(&entry("after")).unwrap();
+    let rows = log.rows().unwrap();
+    assert_eq!(rows.len(), 10);
+    assert_eq!(log.verify().unwrap(), Ok(10));
+    assert_eq!(
+        log.tail(3)
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect::<Vec<_>>(),
+        [8, 9, 10]
+    );
+    // The used nonce stayed in the live store: a replay is still refused.
+    assert!(matches!(spend(&log, "n-1"), Err(AuditError::NonceReplayed)));
+
+    // An edited row in a segment is caught like one in the live store.
+    let raw = Connection::open(&segment.path).unwrap();
+    raw.execute("UPDATE audit SET reason='edited' WHERE seq=3", [])
+        .unwrap();
+    let err = log.verify().unwrap().unwrap_err();
+    assert!(err.contains("row 3 was modified"), "{err}");
+}
+
+#[test]
+fn a_write_in_flight_postpones_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let log = AuditLog::create(&path).unwrap().with_rotation(1 << 20, 10);
+    spend(&log, "n-1").unwrap();
+    assert!(log.rotate().unwrap().is_none(), "intent without outcome");
+    outcome(&log, "n-1");
+    assert!(log.rotate().unwrap().is_some());
+}
+
+#[test]
+fn retention_deletes_the_oldest_segments_and_the_chain_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let key = drydock_proto::approval::generate_signing_key();
+    let public = key.verifying_key();
+    let log = AuditLog::create(&path)
+        .unwrap()
+        .with_checkpoints(key, 4)
+        .with_rotation(1 << 20, 2);
+    let mut exported = None;
+    for round in 0..5 {
+        for i in 0..6 {
+            log.append(&entry(&format!("r{round}-{i}"))).unwrap();
+        }
+        if round == 0 {
+            exported = log.checkpoint().unwrap();
+        }
+        log.rotate().unwrap().expect("rotated");
+    }
+    let segments = segments::list(&path).unwrap();
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    let rows = log.rows().unwrap();
+    assert!(rows[0].seq > 1);
+    let retention: Vec<_> = rows
+        .iter()
+        .filter(|r| r.entry.decision == RETENTION)
+        .collect();
+    assert_eq!(retention.len(), 3, "{rows:#?}");
+    assert_eq!(log.verify().unwrap(), Ok(rows.len()));
+    let report = verify_signed(&rows, &public, None).unwrap();
+    assert!(report.checkpoints >= 2, "{report:?}");
+    // The exported checkpoint's row is gone by retention: not comparable,
+    // and said so (not called tampering, not called intact).
+    let (seq, hash) = exported.expect("checkpoint");
+    let report = verify_signed(&rows, &public, Some((seq, &hash))).unwrap();
+    assert_eq!(report.expect_removed, Some(rows[0].seq));
+
+    // Deleting the oldest kept segment by hand: no retention row covers it.
+    let copy = dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::copy(
+        &segments[1].path,
+        copy.join(segments[1].path.file_name().unwrap()),
+    )
+    .unwrap();
+    let mut without_oldest: Vec<AuditRow> = rows
+        .iter()
+        .filter(|r| r.seq > segments[0].last)
+        .cloned()
+        .collect();
+    let err = verify_rows(&without_oldest).unwrap_err();
+    assert!(err.contains("no retention row"), "{err}");
+    // Deleting a segment in the middle: a gap.
+    without_oldest = rows
+        .iter()
+        .filter(|r| r.seq <= segments[0].last || r.seq > segments[1].last)
+        .cloned()
+        .collect();
+    let err = verify_rows(&without_oldest).unwrap_err();
+    assert!(err.contains("missing"), "{err}");
+    std::fs::remove_file(&segments[0].path).unwrap();
+    let err = log.verify().unwrap().unwrap_err();
+    assert!(err.contains("no retention row"), "{err}");
+}
+
+#[test]
+fn rotation_happens_by_itself_past_the_cap_and_bounds_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let cap = 64 << 10;
+    let keep = 3;
+    let log = AuditLog::create(&path).unwrap().with_rotation(cap, keep);
+    let big = "x".repeat(400);
+    for i in 0..3000 {
+        log.append(&AuditEntry {
+            action: format!("call-{i}"),
+            reason: big.clone(),
+            decision: "denied".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    let segments = segments::list(&path).unwrap();
+    assert_eq!(segments.len(), keep as usize, "{segments:?}");
+    let total: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    // The live store and each segment pass the cap by at most the rows
+    // between two size checks; the write-ahead log is bounded to a quarter
+    // of it between checkpoints; SQLite's shared-memory index is 32 KiB.
+    assert!(
+        total <= (u64::from(keep) + 2) * cap + (32 << 10),
+        "audit files take {total} bytes for a cap of {cap} and {keep} segments"
+    );
+    assert!(log.verify().unwrap().is_ok());
+}
+
+#[test]
+fn an_interrupted_rotation_is_undone_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let log = AuditLog::create(&path).unwrap().with_rotation(1 << 20, 4);
+    for i in 0..3 {
+        log.append(&entry(&format!("call-{i}"))).unwrap();
+    }
+    let segment = log.rotate().unwrap().expect("rotated");
+    log.append(&entry("live")).unwrap();
+    drop(log);
+    // A crash after the copy was renamed into place, before the live rows
+    // were deleted: the live store still holds rows 5.. and a segment
+    // claims them too. Simulated with a copy of the live store.
+    let stale = path.with_file_name(format!("audit.db.seg.{:012}-{:012}", 5, 6));
+    {
+        let live = Connection::open(&path).unwrap();
+        live.execute("VACUUM INTO ?1", [stale.to_str().unwrap()])
+            .unwrap();
+    }
+    let tmp = path.with_file_name("audit.db.seg.000000000007-000000000009.tmp");
+    std::fs::write(&tmp, b"half a copy").unwrap();
+    let log = AuditLog::open(&path).unwrap();
+    assert!(!stale.exists(), "the leftover copy is removed");
+    assert!(!tmp.exists(), "the half-written copy is removed");
+    assert!(segment.path.exists(), "the complete segment is kept");
+    assert_eq!(log.verify().unwrap(), Ok(6));
+}
