@@ -119,6 +119,44 @@ impl RateLimiter {
         b.summarized_at = Some(now);
         std::mem::take(&mut b.suppressed)
     }
+
+    /// Every identity's counted refusals that are due for a summary (for
+    /// the periodic flush, so a caller that stops calling still has its
+    /// last burst in the chain), or all of them at shutdown.
+    pub fn take_all_suppressed(&self, even_if_not_due: bool) -> Vec<(String, u64)> {
+        self.take_all_suppressed_at(Instant::now(), even_if_not_due)
+    }
+
+    fn take_all_suppressed_at(&self, now: Instant, even_if_not_due: bool) -> Vec<(String, u64)> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for (identity, b) in buckets.iter_mut() {
+            let due = even_if_not_due
+                || b.summarized_at
+                    .is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_WINDOW);
+            if b.suppressed > 0 && due {
+                b.summarized_at = Some(now);
+                out.push((identity.clone(), std::mem::take(&mut b.suppressed)));
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// The summary row for `count` refusals of `identity` that were counted,
+/// not written one by one.
+pub fn summary_entry(identity: &str, count: u64) -> crate::audit::AuditEntry {
+    crate::audit::AuditEntry {
+        caller: identity.to_string(),
+        action: "rate_limit".into(),
+        decision: "denied".into(),
+        code: "ResourceExhausted".into(),
+        reason: format!(
+            "{count} further calls from {identity} refused by the rate limit (counted, not written one by one)"
+        ),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
@@ -173,6 +211,32 @@ mod tests {
             }
         }
         assert!(rows > 0 && rows <= REFUSAL_ROWS_PER_WINDOW);
+    }
+
+    #[test]
+    fn the_flush_takes_every_due_count_once() {
+        let limiter = RateLimiter::new(1, 1);
+        let t0 = Instant::now();
+        for id in ["a", "b"] {
+            for _ in 0..(REFUSAL_ROWS_PER_WINDOW + 4) {
+                let _ = limiter.admit_at(id, t0);
+            }
+        }
+        assert_eq!(
+            limiter.take_all_suppressed_at(t0, false),
+            [("a".to_string(), 3), ("b".to_string(), 3)]
+        );
+        assert!(limiter.take_all_suppressed_at(t0, false).is_empty());
+        let _ = limiter.admit_at("a", t0);
+        assert!(
+            limiter.take_all_suppressed_at(t0, false).is_empty(),
+            "one summary per window"
+        );
+        assert_eq!(
+            limiter.take_all_suppressed_at(t0, true),
+            [("a".to_string(), 1)],
+            "at shutdown everything is written"
+        );
     }
 
     #[test]

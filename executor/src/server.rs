@@ -132,6 +132,23 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     let mut accept_shutdown = shutdown_rx.clone();
     let accept_audit = audit.clone();
     let limiter = Arc::new(HandshakeAuditLimiter::default());
+    let flush = (audit.clone(), rate.clone(), limiter.clone());
+    let mut flush_shutdown = shutdown_rx.clone();
+    {
+        let flush = flush.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(crate::ratelimit::REFUSAL_WINDOW);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = flush_shutdown.changed() => break,
+                    _ = tick.tick() => {}
+                }
+                flush_refusal_counts(flush.0.clone(), flush.1.clone(), flush.2.clone(), false)
+                    .await;
+            }
+        });
+    }
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = tokio::select! {
@@ -193,7 +210,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
                 let _ = shutdown_rx.changed().await;
             })
             .await?;
-        // In-flight calls are done: attest the final head.
+        // In-flight calls are done: write what was only counted, then
+        // attest the final head.
+        flush_refusal_counts(flush.0, flush.1, flush.2, true).await;
         if let Some((seq, hash)) = final_checkpoint.checkpoint()? {
             tracing::info!(seq, hash = %hash, "signed the audit chain's head at shutdown");
         }
@@ -257,6 +276,66 @@ impl HandshakeAuditLimiter {
             (false, closed)
         }
     }
+
+    /// Refusals counted in a window that has closed (or, at shutdown, in
+    /// the current one), for the periodic flush.
+    fn take_closed(&self, even_if_open: bool) -> u32 {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (start, _, suppressed) = &mut *s;
+        let closed = start.is_none_or(|t| t.elapsed() >= HANDSHAKE_AUDIT_WINDOW);
+        if closed || even_if_open {
+            std::mem::take(suppressed)
+        } else {
+            0
+        }
+    }
+}
+
+fn handshake_summary(count: u32) -> AuditEntry {
+    AuditEntry {
+        caller: "unauthenticated".into(),
+        action: "connect".into(),
+        decision: "denied".into(),
+        code: "Unauthenticated".into(),
+        reason: format!(
+            "{count} further refused TLS handshakes in the previous window (rate limited)"
+        ),
+        ..Default::default()
+    }
+}
+
+/// Write the summaries of refusals that were counted and not yet written:
+/// every window, so the last burst of a caller that stops calling is in the
+/// chain too, and everything at shutdown.
+async fn flush_refusal_counts(
+    audit: Arc<AuditLog>,
+    rate: Arc<crate::ratelimit::RateLimiter>,
+    handshakes: Arc<HandshakeAuditLimiter>,
+    shutting_down: bool,
+) {
+    let mut rows: Vec<AuditEntry> = rate
+        .take_all_suppressed(shutting_down)
+        .into_iter()
+        .map(|(identity, n)| crate::ratelimit::summary_entry(&identity, n))
+        .collect();
+    let refused = handshakes.take_closed(shutting_down);
+    if refused > 0 {
+        rows.push(handshake_summary(refused));
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let written = tokio::task::spawn_blocking(move || {
+        for row in &rows {
+            if let Err(e) = audit.append(row) {
+                tracing::error!(error = %e, "audit write failed for a refusal summary");
+            }
+        }
+    })
+    .await;
+    if let Err(e) = written {
+        tracing::error!(error = %e, "the refusal summary task failed");
+    }
 }
 
 fn audit_handshake(
@@ -268,17 +347,7 @@ fn audit_handshake(
     tracing::warn!(%peer, reason, "TLS handshake refused");
     let (write, suppressed) = limiter.admit();
     if suppressed > 0 {
-        let summary = AuditEntry {
-            caller: "unauthenticated".into(),
-            action: "connect".into(),
-            decision: "denied".into(),
-            code: "Unauthenticated".into(),
-            reason: format!(
-                "{suppressed} further refused TLS handshakes in the previous window (rate limited)"
-            ),
-            ..Default::default()
-        };
-        if let Err(e) = audit.append(&summary) {
+        if let Err(e) = audit.append(&handshake_summary(suppressed)) {
             tracing::error!(error = %e, "audit write failed for refused handshakes");
         }
     }

@@ -165,7 +165,7 @@ impl AuditLog {
             let conn = self.lock();
             // Bound the write-ahead log too: checkpoint it at a quarter of
             // the store's cap and truncate it back afterwards.
-            let pages = (max_size / 4 / 4096).clamp(16, 1000);
+            let pages = (max_size / 4 / 4096).clamp(4, 1000);
             if let Err(e) = conn.execute_batch(&format!(
                 "PRAGMA wal_autocheckpoint = {pages}; PRAGMA journal_size_limit = {};",
                 max_size / 4

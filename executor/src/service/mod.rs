@@ -349,17 +349,8 @@ async fn finish_call<T>(
         // Counted for the next summary row; a flood cannot fill the disk.
         return result.map(Response::new).map_err(to_status);
     }
-    let summary = (call.suppressed > 0).then(|| AuditEntry {
-        caller: call.entry.caller.clone(),
-        action: "rate_limit".into(),
-        decision: "denied".into(),
-        code: "ResourceExhausted".into(),
-        reason: format!(
-            "{} further calls from {} refused by the rate limit (counted, not written one by one)",
-            call.suppressed, call.entry.caller
-        ),
-        ..Default::default()
-    });
+    let summary = (call.suppressed > 0)
+        .then(|| crate::ratelimit::summary_entry(&call.entry.caller, call.suppressed));
     match &result {
         Ok(_) => {
             call.entry.decision = "allowed".into();
