@@ -21,10 +21,13 @@ use crate::model::{RequestOptions, Status};
 
 const MAX_MESSAGE_LEN: usize = 2000;
 
+mod automation;
+
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
     pub token: Arc<String>,
+    pub watch: Arc<crate::config::WatchConfig>,
 }
 
 /// A problem-details error.
@@ -122,6 +125,16 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}/approve", post(approve))
         .route("/api/v1/approvals/{id}/reject", post(reject))
+        .route(
+            "/api/v1/grants",
+            post(automation::add_grant).get(automation::list_grants),
+        )
+        .route(
+            "/api/v1/grants/{id}",
+            axum::routing::delete(automation::revoke_grant),
+        )
+        .route("/api/v1/alerts", post(automation::alerts))
+        .route("/api/v1/deliveries", get(automation::deliveries))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()

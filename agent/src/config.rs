@@ -49,7 +49,152 @@ pub struct Config {
     /// Optional model-backed investigation; absent means rules only.
     #[serde(default)]
     pub llm: Option<LlmConfig>,
+    /// Watching the engine's events and opening requests by itself.
+    #[serde(default)]
+    pub watch: WatchConfig,
+    /// Outgoing webhooks on request events.
+    #[serde(default)]
+    pub notify: NotifyConfig,
 }
+
+/// What watching does with a failure it sees.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchMode {
+    /// Diagnose, plan and notify; a person approves.
+    #[default]
+    Notify,
+    /// Also repair without asking when an automation grant covers the plan.
+    Repair,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub mode: WatchMode,
+    /// A trigger waits this long (and absorbs further triggers for the same
+    /// container) before a request is opened.
+    #[serde(default = "default_debounce", with = "drydock_daemon::duration")]
+    pub debounce: Duration,
+    /// After a watch request for a container ends, no new one is opened for
+    /// it this long: a flapping container yields one request.
+    #[serde(default = "default_cooldown", with = "drydock_daemon::duration")]
+    pub cooldown: Duration,
+    /// This many `die` events of one container within `crash_loop_window`
+    /// is a crash loop: advice, never a restart.
+    #[serde(default = "default_crash_loop_restarts")]
+    pub crash_loop_restarts: u32,
+    #[serde(
+        default = "default_crash_loop_window",
+        with = "drydock_daemon::duration"
+    )]
+    pub crash_loop_window: Duration,
+    /// Events older than this leave the journal.
+    #[serde(
+        default = "default_journal_retention",
+        with = "drydock_daemon::duration"
+    )]
+    pub journal_retention: Duration,
+    /// The journal never holds more rows than this (oldest leave first).
+    #[serde(default = "default_journal_max_rows")]
+    pub journal_max_rows: u32,
+    /// Alert labels, in order, whose value names the target container or
+    /// compose service (for `POST /api/v1/alerts`).
+    #[serde(default = "default_alert_labels")]
+    pub alert_target_labels: Vec<String>,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            enabled: false,
+            mode: WatchMode::Notify,
+            debounce: default_debounce(),
+            cooldown: default_cooldown(),
+            crash_loop_restarts: default_crash_loop_restarts(),
+            crash_loop_window: default_crash_loop_window(),
+            journal_retention: default_journal_retention(),
+            journal_max_rows: default_journal_max_rows(),
+            alert_target_labels: default_alert_labels(),
+        }
+    }
+}
+
+fn default_debounce() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_cooldown() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_crash_loop_restarts() -> u32 {
+    3
+}
+fn default_crash_loop_window() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_journal_retention() -> Duration {
+    Duration::from_secs(7 * 86_400)
+}
+fn default_journal_max_rows() -> u32 {
+    100_000
+}
+fn default_alert_labels() -> Vec<String> {
+    [
+        "container",
+        "container_name",
+        "name",
+        "compose_service",
+        "service",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect()
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    /// drydock's JSON, signed with HMAC-SHA256.
+    #[default]
+    Json,
+    /// `{"text": ...}` for Slack-compatible incoming webhooks.
+    Slack,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub name: String,
+    pub url: String,
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// A file holding the HMAC key; the signature goes in
+    /// `X-Drydock-Signature: sha256=<hex>`.
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+    /// Which events; empty means all of opened, needs_approval, executed,
+    /// recovered and failed.
+    #[serde(default)]
+    pub events: Vec<String>,
+}
+
+pub const NOTIFY_EVENTS: [&str; 5] = [
+    "opened",
+    "needs_approval",
+    "executed",
+    "recovered",
+    "failed",
+];
 
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_LLM_MAX_TURNS: u32 = 8;
@@ -287,6 +432,11 @@ impl Config {
             paths.push(&mut tls.cert);
             paths.push(&mut tls.key);
         }
+        for hook in c.notify.webhooks.iter_mut() {
+            if let Some(secret) = hook.secret_file.as_mut() {
+                paths.push(secret);
+            }
+        }
         resolve_relative(path, &mut paths);
         if let Some(socket) = c.listen.strip_prefix("unix:").filter(|p| !p.is_empty()) {
             let mut socket = PathBuf::from(socket);
@@ -297,7 +447,57 @@ impl Config {
         Ok(c)
     }
 
+    fn validate_watch(&self) -> Result<(), ConfigError> {
+        let w = &self.watch;
+        if w.debounce > Duration::from_secs(600) {
+            return Err(invalid("watch.debounce", "must be at most 10m"));
+        }
+        if w.crash_loop_restarts < 2 {
+            return Err(invalid("watch.crash_loop_restarts", "must be at least 2"));
+        }
+        if w.journal_max_rows < 100 {
+            return Err(invalid("watch.journal_max_rows", "must be at least 100"));
+        }
+        if w.journal_retention < Duration::from_secs(3600) {
+            return Err(invalid("watch.journal_retention", "must be at least 1h"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for h in &self.notify.webhooks {
+            if h.name.is_empty() || !names.insert(h.name.as_str()) {
+                return Err(invalid(
+                    "notify.webhooks[].name",
+                    format!("`{}` is empty or used twice", h.name),
+                ));
+            }
+            if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
+                return Err(invalid(
+                    "notify.webhooks[].url",
+                    format!("webhook {}: `{}` is not an http(s) URL", h.name, h.url),
+                ));
+            }
+            if let Some(bad) = h
+                .events
+                .iter()
+                .find(|e| !NOTIFY_EVENTS.contains(&e.as_str()))
+            {
+                return Err(invalid(
+                    "notify.webhooks[].events",
+                    format!(
+                        "webhook {}: `{bad}` is not one of {}",
+                        h.name,
+                        NOTIFY_EVENTS.join(", ")
+                    ),
+                ));
+            }
+            if let Some(secret) = &h.secret_file {
+                drydock_daemon::files::check_private("notify.webhooks[].secret_file", secret)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_watch()?;
         match self.listen_on()? {
             Listen::Unix(path) => {
                 if self.api.tls.is_some() {

@@ -14,6 +14,23 @@ use crate::model::{
     HttpCheckView, LogLineView, LogsView, PolicyView, StatsView,
 };
 
+/// What authorises a write: a person's approval of this one step, or an
+/// operator's automation grant plus the fault class it is used for.
+#[derive(Debug, Clone)]
+pub enum Authority {
+    Approval {
+        claims: Vec<u8>,
+        signature: Vec<u8>,
+        key_id: String,
+    },
+    Grant {
+        claims: Vec<u8>,
+        signature: Vec<u8>,
+        key_id: String,
+        fault_class: String,
+    },
+}
+
 /// A refusal or failure reported by the executor, with its gRPC code.
 #[derive(Debug, thiserror::Error, Clone)]
 #[error("executor {code}: {message}")]
@@ -255,7 +272,26 @@ impl ExecutorClient {
                 .iter()
                 .map(|a| (a.action.clone(), a.tier))
                 .collect(),
+            automation_enabled: r.automation.as_ref().is_some_and(|a| a.enabled),
+            max_grant_ttl_secs: r.automation.as_ref().map_or(0, |a| a.max_grant_ttl_secs),
+            revoked_grants: r.automation.map(|a| a.revoked).unwrap_or_default(),
         })
+    }
+
+    /// The executor's event stream from `since_nanos` (0: live only).
+    pub async fn watch_events(
+        &self,
+        since_nanos: i64,
+    ) -> Result<tonic::Streaming<pb::ContainerEvent>, ExecutorError> {
+        Ok(self
+            .inner
+            .clone()
+            .watch_events(pb::WatchEventsRequest {
+                request_id: "watch".into(),
+                since_unix_nanos: since_nanos,
+            })
+            .await?
+            .into_inner())
     }
 
     pub async fn stats(
@@ -317,19 +353,39 @@ impl ExecutorClient {
         action: WriteAction,
         request_id: &str,
         container_id: &str,
-        claims: Vec<u8>,
-        signature: Vec<u8>,
-        key_id: &str,
+        authority: Authority,
     ) -> Result<(), ExecutorError> {
-        let req = pb::WriteRequest {
+        let mut req = pb::WriteRequest {
             request_id: request_id.into(),
             container: container_id.into(),
-            approval: Some(pb::Approval {
+            ..Default::default()
+        };
+        match authority {
+            Authority::Approval {
                 claims,
                 signature,
-                key_id: key_id.into(),
-            }),
-        };
+                key_id,
+            } => {
+                req.approval = Some(pb::Approval {
+                    claims,
+                    signature,
+                    key_id,
+                })
+            }
+            Authority::Grant {
+                claims,
+                signature,
+                key_id,
+                fault_class,
+            } => {
+                req.grant = Some(pb::Grant {
+                    claims,
+                    signature,
+                    key_id,
+                });
+                req.fault_class = fault_class;
+            }
+        }
         let mut client = self.inner.clone();
         match action {
             WriteAction::Restart => client.restart_container(req).await?,

@@ -94,6 +94,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let watch_client = executor.clone();
     let engine = Engine::new(
         store,
         executor,
@@ -105,15 +106,22 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             logs_tail: config.logs_tail,
             runbook: Arc::new(runbook),
             llm,
+            watch_mode: config.watch.mode,
         },
     );
     let resumed = engine.recover().await?;
     if resumed > 0 {
         tracing::info!(resumed, "resumed unfinished requests");
     }
+    if config.watch.enabled {
+        drydock_agent::watch::Watcher::spawn(engine.clone(), watch_client, config.watch.clone());
+        tracing::info!(mode = ?config.watch.mode, "watching container events");
+    }
+    drydock_agent::notify::Notifier::spawn(engine.clone(), config.notify.webhooks.clone())?;
     let app = api::router(AppState {
         engine,
         token: Arc::new(token),
+        watch: Arc::new(config.watch.clone()),
     });
     match config.listen_on()? {
         Listen::Unix(path) => {

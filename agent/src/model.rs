@@ -183,6 +183,9 @@ pub struct ApprovalRecord {
     pub signature: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<String>,
+    /// Set when an automation grant, not a person, authorised this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -199,6 +202,9 @@ pub struct ExecutionRecord {
     /// container's state decides.
     #[serde(default)]
     pub in_doubt: bool,
+    /// The automation grant that authorised it, when no person did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -224,10 +230,32 @@ pub struct RequestOptions {
     pub diagnose_only: bool,
 }
 
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestSource {
+    #[default]
+    Ask,
+    Watch,
+    Alert,
+}
+
+impl RequestSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestSource::Ask => "ask",
+            RequestSource::Watch => "watch",
+            RequestSource::Alert => "alert",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Request {
     pub id: String,
     pub message: String,
+    /// Who opened it: a person (`ask`), the watcher, or an alert.
+    #[serde(default)]
+    pub source: RequestSource,
     pub status: Status,
     pub created_at: String,
     pub updated_at: String,
@@ -390,6 +418,15 @@ pub struct PolicyView {
     /// The executor's risk tier per action (`start` → 1, `stop` → 2).
     #[serde(default)]
     pub tiers: std::collections::BTreeMap<String, u32>,
+    /// Whether the executor accepts automation grants.
+    #[serde(default)]
+    pub automation_enabled: bool,
+    /// Grant ids on the executor's revocation list.
+    #[serde(default)]
+    pub revoked_grants: Vec<String>,
+    /// The longest grant the executor accepts.
+    #[serde(default)]
+    pub max_grant_ttl_secs: u64,
 }
 
 impl PolicyView {

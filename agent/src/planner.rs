@@ -378,6 +378,9 @@ mod tests {
         approvers: vec![],
         allow_names: vec![],
         tiers: std::collections::BTreeMap::new(),
+        automation_enabled: false,
+        revoked_grants: vec![],
+        max_grant_ttl_secs: 0,
     };
 
     #[test]
@@ -475,6 +478,7 @@ mod tests {
             message: String::new(),
             at: String::new(),
             in_doubt: false,
+            grant_id: None,
         };
         let p = plan(
             &finding(FaultClass::Unhealthy, None),

@@ -54,12 +54,15 @@ impl Store {
              );
              CREATE INDEX IF NOT EXISTS events_by_request ON events(request_id, seq);",
         )?;
+        conn.execute_batch(crate::grants::SCHEMA)?;
+        conn.execute_batch(crate::watch::journal::SCHEMA)?;
+        conn.execute_batch(crate::notify::SCHEMA)?;
         Ok(Store {
             conn: Mutex::new(conn),
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -174,6 +177,7 @@ mod tests {
         Request {
             id: id.into(),
             message: "m".into(),
+            source: Default::default(),
             status: Status::Observing,
             created_at: now_rfc3339(),
             updated_at: now_rfc3339(),

@@ -153,6 +153,17 @@ impl Executor for FakeExecutor {
         self.log("check_http".into());
         Err(GrpcStatus::unimplemented("no"))
     }
+    type WatchEventsStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::ContainerEvent, GrpcStatus>> + Send>,
+    >;
+    async fn watch_events(
+        &self,
+        _: GrpcRequest<pb::WatchEventsRequest>,
+    ) -> R<Self::WatchEventsStream> {
+        Err(GrpcStatus::unimplemented(
+            "the scripted executor has no events",
+        ))
+    }
     async fn start_container(&self, r: GrpcRequest<pb::WriteRequest>) -> R<pb::WriteResponse> {
         self.log(format!("WRITE start {}", r.get_ref().container));
         Err(GrpcStatus::permission_denied(
@@ -259,6 +270,7 @@ async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
             logs_tail: 200,
             runbook: Arc::new(Runbook::default()),
             llm: Some(Arc::new(setup)),
+            watch_mode: Default::default(),
         },
     );
     World {

@@ -113,6 +113,12 @@ pub enum Command {
     Cancel { id: String },
     /// Check the installation: one verdict line per check, non-zero exit on any failure.
     Doctor,
+    /// Automation grants: pre-authorise a narrow class of repairs that watch
+    /// requests may make without asking (the executor enforces each one).
+    Grant {
+        #[command(subcommand)]
+        command: GrantCommand,
+    },
     /// The executor's audit log (local layout): verify the chain, export or tail rows.
     Audit {
         #[command(subcommand)]
@@ -171,4 +177,45 @@ mod tests {
     fn the_definitions_are_consistent() {
         super::command().debug_assert();
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GrantCommand {
+    /// Make and sign a grant: shows it in words and asks (or signs with --yes), then prints its id.
+    Create {
+        /// start or restart (repeat for both); never stop.
+        #[arg(long = "action", required = true)]
+        actions: Vec<String>,
+        /// A compose project the containers belong to (repeatable).
+        #[arg(long = "project")]
+        projects: Vec<String>,
+        /// A container name glob, like shop-web-* (repeatable).
+        #[arg(long = "name")]
+        names: Vec<String>,
+        /// KEY=VALUE a container's labels must hold (repeatable; all must hold).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// A fault class the repair may be for (repeatable; default any).
+        #[arg(long = "class")]
+        classes: Vec<String>,
+        /// At most N repairs per container per WINDOW, like 2/1h.
+        #[arg(long)]
+        max: String,
+        /// At most this many repairs in all (default 10 × N).
+        #[arg(long)]
+        max_total: Option<u32>,
+        /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
+        #[arg(long)]
+        expires: String,
+        /// Sign without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// List grants with their status (active, expired, revoked).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a grant at the executor (refused from its next use on) and in the agent.
+    Revoke { id: String },
 }

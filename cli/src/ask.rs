@@ -184,7 +184,7 @@ pub fn check_signable(c: &ApprovalClaims, now: i64, max_lifetime: i64) -> anyhow
     Ok(())
 }
 
-fn unix_now() -> i64 {
+pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

@@ -156,6 +156,17 @@ impl AgentClient {
         Self::check(resp).await
     }
 
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        let resp = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::check(resp).await
+    }
+
     /// The agent's clock, from the `Date` header of its health answer.
     pub async fn server_time(&self) -> Option<std::time::SystemTime> {
         let resp = self

@@ -367,6 +367,16 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
     // nonces). The path is executor.yaml's `audit.path` plus `.init`.
     // Only for a home without a store: a marker left next to an existing
     // store would let a later loss of that store pass unnoticed.
+    // The executor's grant revocation list (empty: nothing revoked yet).
+    let revocations = home.path("state/revoked-grants");
+    if !revocations.exists() {
+        write_file(
+            &revocations,
+            "# Revoked automation grants, one id per line (drydock grant revoke ID).\n",
+            true,
+        )?;
+        written.push(revocations);
+    }
     let marker = home.path("state/audit.db.init");
     let store = home.path("state/audit.db");
     if std::fs::metadata(&store).map_or(true, |m| m.len() == 0) {
@@ -398,7 +408,9 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          actions:\n  restart: {{enabled: true}}\n  start: {{enabled: true}}\n\
          limits:\n  logs_max_lines: 500\n  logs_max_bytes: 262144\n\
          timeouts:\n  read: 5s\n  logs: 10s\n  write: 30s\n\
-         audit:\n  path: state/audit.db\n  signing_key: pki/audit.key\n",
+         audit:\n  path: state/audit.db\n  signing_key: pki/audit.key\n\
+         # Automation grants (`drydock grant create`) authorise nothing until this is on.\n\
+         automation:\n  enabled: false\n  max_grant_ttl: 7d\n  revocations: state/revoked-grants\n",
         port = opts.executor_port,
         agent = pki::AGENT_IDENTITY,
         health = pki::HEALTHCHECK_IDENTITY,
@@ -442,7 +454,11 @@ fn agent_yaml(opts: &InitOptions) -> String {
          store:\n  path: state/agent.db\n\
          approval_ttl: 10m\n\
          max_iterations: 3\n\
-         verify:\n  max_wait: 120s\n  poll_interval: 500ms\n",
+         verify:\n  max_wait: 120s\n  poll_interval: 500ms\n\
+         # Watch the engine's events: a container that turns unhealthy, crashes or is\n\
+         # OOM-killed gets a request by itself. `notify` diagnoses and asks a person;\n\
+         # `repair` also fixes what an automation grant covers.\n\
+         watch:\n  enabled: true\n  mode: notify\n",
         executor_port = opts.executor_port,
         server = pki::EXECUTOR_IDENTITY,
     )

@@ -11,6 +11,7 @@ pub mod daemons;
 pub mod demo;
 pub mod doctor;
 pub mod fixture;
+pub mod grant;
 pub mod home;
 pub mod pki;
 pub mod show;

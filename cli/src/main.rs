@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use drydock::args::{AuditCommand, Cli, Command};
+use drydock::args::{AuditCommand, Cli, Command, GrantCommand};
 use drydock::ask::{self, exit, AskOptions};
 use drydock::client::AgentClient;
 use drydock::home::{self, Home, InitOptions};
@@ -210,6 +210,37 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::COMPLETED)
         }
         Command::Doctor => Ok(drydock::doctor::run(&home).await),
+        Command::Grant { command } => {
+            let (agent, cfg) = agent(&home)?;
+            match command {
+                GrantCommand::Create {
+                    actions,
+                    projects,
+                    names,
+                    labels,
+                    classes,
+                    max,
+                    max_total,
+                    expires,
+                    yes,
+                } => {
+                    let args = drydock::grant::CreateArgs {
+                        actions,
+                        projects,
+                        names,
+                        labels,
+                        classes,
+                        max,
+                        max_total,
+                        expires,
+                        yes,
+                    };
+                    drydock::grant::create(&agent, &cfg, &args).await
+                }
+                GrantCommand::List { json } => drydock::grant::list(&agent, json).await,
+                GrantCommand::Revoke { id } => drydock::grant::revoke(&home, &agent, &id).await,
+            }
+        }
         Command::Audit { command } => audit(&home, command),
         Command::Completions { shell } => {
             let mut cmd = drydock::args::command();

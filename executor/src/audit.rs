@@ -84,7 +84,9 @@ pub struct AuditLog {
     rotation: Option<segments::Rotation>,
 }
 
+mod grant_uses;
 mod segments;
+pub use grant_uses::{use_id, CapExceeded, GrantUse};
 pub use segments::{Segment, RETENTION, ROTATED};
 
 /// Signs the chain's head every `every` rows and on demand (at shutdown),
@@ -290,6 +292,7 @@ impl AuditLog {
                value TEXT NOT NULL
              );",
         )?;
+        conn.execute_batch(grant_uses::SCHEMA)?;
         migrate(&conn)?;
         drydock_daemon::files::restrict_sqlite(path);
         Ok(AuditLog {

@@ -52,6 +52,42 @@ pub struct Config {
     pub http_checks: BTreeMap<String, String>,
     #[serde(default)]
     pub log_format: LogFormat,
+    #[serde(default)]
+    pub automation: AutomationConfig,
+}
+
+/// Automation grants: off unless the executor's operator turns them on.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutomationConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// The longest `expires_at − issued_at` a grant may have.
+    #[serde(default = "default_max_grant_ttl", with = "drydock_daemon::duration")]
+    pub max_grant_ttl: Duration,
+    /// A file of revoked grant ids, one per line (`#` comments). Read at
+    /// every use of a grant, so a revocation takes effect without a restart.
+    /// Relative paths are relative to this config file.
+    #[serde(default)]
+    pub revocations: Option<PathBuf>,
+}
+
+pub const DEFAULT_MAX_GRANT_TTL: Duration = Duration::from_secs(7 * 86_400);
+/// A grant is a standing authorisation; the executor bounds how long one
+/// may stand.
+pub const MAX_GRANT_TTL_BOUND: Duration = Duration::from_secs(90 * 86_400);
+fn default_max_grant_ttl() -> Duration {
+    DEFAULT_MAX_GRANT_TTL
+}
+
+impl Default for AutomationConfig {
+    fn default() -> Self {
+        AutomationConfig {
+            enabled: false,
+            max_grant_ttl: DEFAULT_MAX_GRANT_TTL,
+            revocations: None,
+        }
+    }
 }
 
 fn default_listen() -> String {
@@ -329,6 +365,9 @@ impl Config {
         if let Some(key) = config.audit.signing_key.as_mut() {
             resolve_relative(path, &mut [key]);
         }
+        if let Some(file) = config.automation.revocations.as_mut() {
+            resolve_relative(path, &mut [file]);
+        }
         config.validate()?;
         Ok(config)
     }
@@ -466,6 +505,23 @@ impl Config {
             return Err(invalid(
                 "audit.checkpoint_every",
                 format!("{} is outside 1..=1000000", self.audit.checkpoint_every),
+            ));
+        }
+        if self.automation.max_grant_ttl.is_zero()
+            || self.automation.max_grant_ttl > MAX_GRANT_TTL_BOUND
+        {
+            return Err(invalid(
+                "automation.max_grant_ttl",
+                format!(
+                    "{} is outside (0, 90d]",
+                    humantime::format_duration(self.automation.max_grant_ttl)
+                ),
+            ));
+        }
+        if self.automation.enabled && self.automation.revocations.is_none() {
+            return Err(invalid(
+                "automation.revocations",
+                "is required when automation is enabled: without a revocation list a grant could not be withdrawn before it expires",
             ));
         }
         if self.audit.max_size < MIN_AUDIT_MAX_SIZE {

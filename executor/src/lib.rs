@@ -10,6 +10,7 @@ pub mod approval;
 pub mod audit;
 pub mod config;
 pub mod docker;
+pub mod grants;
 pub mod http_check;
 pub mod policy;
 pub mod prehandler;

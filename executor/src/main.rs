@@ -50,6 +50,23 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Automation grant tools.
+    Grant {
+        #[command(subcommand)]
+        command: GrantCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum GrantCommand {
+    /// Add a grant id to `automation.revocations`; the executor refuses the
+    /// grant from its next use on (no restart needed).
+    Revoke {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+        /// The grant id (`grt-...`), as `drydock grant list` shows it.
+        id: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -112,6 +129,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             key,
             server_name,
         } => health(&addr, &ca, &cert, &key, &server_name).await,
+        Command::Grant {
+            command: GrantCommand::Revoke { config, id },
+        } => {
+            let config = Config::load(&config)?;
+            let path = config.automation.revocations.as_deref().context(
+                "automation.revocations is not set in the executor's config: there is no revocation list to add to",
+            )?;
+            let added = drydock_executor::grants::revoke(path, &id)?;
+            println!(
+                "{} {id} in {} (refused from its next use on)",
+                if added { "revoked" } else { "already revoked:" },
+                path.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::CheckConfig { config } => {
             Config::load(&config)?;
             println!("{}: ok", config.display());

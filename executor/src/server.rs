@@ -107,6 +107,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         docker,
         policy: Policy::new(targets, config.actions.clone()),
         approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl),
+        grants: crate::grants::GrantVerifier::new(&config.approvers, &config.automation),
         audit: audit.clone(),
         allowed_clients: config.tls.allowed_clients.iter().cloned().collect(),
         limits: config.limits.clone(),

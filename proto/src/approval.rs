@@ -122,16 +122,39 @@ impl ApprovalClaims {
     }
 }
 
-fn signed_message(claims_bytes: &[u8]) -> Vec<u8> {
-    let mut msg = Vec::with_capacity(SIGNING_CONTEXT.len() + claims_bytes.len());
-    msg.extend_from_slice(SIGNING_CONTEXT);
+pub(crate) fn signed_message(context: &[u8], claims_bytes: &[u8]) -> Vec<u8> {
+    let mut msg = Vec::with_capacity(context.len() + claims_bytes.len());
+    msg.extend_from_slice(context);
     msg.extend_from_slice(claims_bytes);
     msg
 }
 
 /// Sign encoded claims.
 pub fn sign(claims_bytes: &[u8], key: &SigningKey) -> Vec<u8> {
-    key.sign(&signed_message(claims_bytes)).to_bytes().to_vec()
+    key.sign(&signed_message(SIGNING_CONTEXT, claims_bytes))
+        .to_bytes()
+        .to_vec()
+}
+
+/// Check a signature over `context ‖ bytes`, bounding the size first.
+pub(crate) fn check_signature(
+    context: &[u8],
+    bytes: &[u8],
+    max: usize,
+    signature: &[u8],
+    key: &VerifyingKey,
+) -> Result<(), ApprovalFormatError> {
+    if bytes.len() > max {
+        return Err(ApprovalFormatError::TooLarge(bytes.len()));
+    }
+    let sig: [u8; 64] = signature
+        .try_into()
+        .map_err(|_| ApprovalFormatError::SignatureLength)?;
+    key.verify_strict(
+        &signed_message(context, bytes),
+        &Signature::from_bytes(&sig),
+    )
+    .map_err(|_| ApprovalFormatError::BadSignature)
 }
 
 /// Verify the signature over exactly `claims_bytes`, then decode those bytes.
@@ -140,14 +163,13 @@ pub fn verify(
     signature: &[u8],
     key: &VerifyingKey,
 ) -> Result<ApprovalClaims, ApprovalFormatError> {
-    if claims_bytes.len() > MAX_CLAIMS_BYTES {
-        return Err(ApprovalFormatError::TooLarge(claims_bytes.len()));
-    }
-    let sig: [u8; 64] = signature
-        .try_into()
-        .map_err(|_| ApprovalFormatError::SignatureLength)?;
-    key.verify_strict(&signed_message(claims_bytes), &Signature::from_bytes(&sig))
-        .map_err(|_| ApprovalFormatError::BadSignature)?;
+    check_signature(
+        SIGNING_CONTEXT,
+        claims_bytes,
+        MAX_CLAIMS_BYTES,
+        signature,
+        key,
+    )?;
     ApprovalClaims::decode(claims_bytes)
 }
 

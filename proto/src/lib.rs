@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod grant;
 
 /// Generated protobuf and tonic types. They stop at the gRPC edge: the daemons
 /// convert them into their own domain types.

@@ -68,6 +68,7 @@ async fn a_hanging_docker_engine_yields_deadline_exceeded_on_time() {
             request_id: "req-hang-write".into(),
             container: FAKE_NAME.into(),
             approval: Some(approval),
+            ..Default::default()
         })
         .await
         .expect_err("hang");
@@ -111,6 +112,7 @@ async fn reads_are_retried_twice_and_writes_never() {
             request_id: "req-write-once".into(),
             container: FAKE_NAME.into(),
             approval: Some(approval),
+            ..Default::default()
         })
         .await
         .expect_err("engine refuses");
@@ -347,6 +349,7 @@ async fn a_write_is_not_performed_when_the_audit_store_cannot_be_written() {
             request_id: "req-locked".into(),
             container: target.name.clone(),
             approval: Some(approval),
+            ..Default::default()
         })
         .await
         .expect_err("no audit, no write");
@@ -533,6 +536,7 @@ async fn read_rpcs_stats_http_checks_filters_and_the_stop_tier() {
             request_id: "req-stop".into(),
             container: web.name.clone(),
             approval: Some(approval.clone()),
+            ..Default::default()
         })
         .await
         .expect_err("stop disabled");
@@ -566,6 +570,7 @@ async fn read_rpcs_stats_http_checks_filters_and_the_stop_tier() {
             request_id: "req-stop-bare".into(),
             container: web.name.clone(),
             approval: None,
+            ..Default::default()
         })
         .await
         .expect_err("approval required");
@@ -574,6 +579,7 @@ async fn read_rpcs_stats_http_checks_filters_and_the_stop_tier() {
         request_id: "req-stop".into(),
         container: web.name.clone(),
         approval: Some(approval),
+        ..Default::default()
     })
     .await
     .expect("approved stop");

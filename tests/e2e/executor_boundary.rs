@@ -38,6 +38,7 @@ fn write(request_id: &str, container: &str, approval: Option<pb::Approval>) -> p
         request_id: request_id.into(),
         container: container.into(),
         approval,
+        ..Default::default()
     }
 }
 

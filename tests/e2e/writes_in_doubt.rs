@@ -55,6 +55,7 @@ async fn a_write_whose_caller_disconnects_is_finished_and_audited() {
                 request_id: "req-disconnect".into(),
                 container: name,
                 approval: Some(approval),
+                ..Default::default()
             })
             .await
     });

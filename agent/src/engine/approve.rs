@@ -47,9 +47,102 @@ impl Engine {
                     key_id: None,
                     signature: None,
                     decided_at: None,
+                    grant_id: None,
                 })
             })
             .collect()
+    }
+
+    /// A watch or alert request in `repair` mode, on its first plan: when an
+    /// active automation grant covers every write step (action, container,
+    /// the rules engine's class), the grant authorises them and no person is
+    /// asked. The executor checks the grant again, with its caps and the
+    /// container's state, at the write. Returns whether it did.
+    pub(super) async fn authorise_by_grants(&self, id: &str) -> Result<bool, Stop> {
+        if self.config.watch_mode != crate::config::WatchMode::Repair {
+            return Ok(false);
+        }
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        if req.source == RequestSource::Ask || !req.execution.is_empty() || req.iterations > 0 {
+            return Ok(false);
+        }
+        let Some(plan) = req.plan.clone() else {
+            return Ok(false);
+        };
+        let class = req
+            .rules_diagnosis
+            .as_ref()
+            .or(req.diagnosis.as_ref())
+            .and_then(|d| d.causes.first())
+            .and_then(|c| serde_json::to_value(c.class).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let policy = match self.executor.policy(id).await {
+            Ok(p) if p.automation_enabled => p,
+            _ => return Ok(false),
+        };
+        let grants = crate::grants::list(&self.store)?;
+        let now = unix_now();
+        let mut chosen = Vec::new();
+        for a in Self::current_approvals(&req) {
+            let Some(step) = plan.steps.get(a.step) else {
+                return Ok(false);
+            };
+            let Some(action) = WriteAction::parse(&step.action) else {
+                return Ok(false);
+            };
+            let labels = Self::labels_of(&req, &step.target.container_id);
+            match crate::grants::covering(
+                &grants,
+                action,
+                &step.target.container_name,
+                &labels,
+                &class,
+                now,
+                &policy.revoked_grants,
+            ) {
+                Some(g) => chosen.push((a.id.clone(), g.id.clone(), g.key_id.clone())),
+                None => return Ok(false),
+            }
+        }
+        if chosen.is_empty() {
+            return Ok(false);
+        }
+        let shown: Vec<serde_json::Value> = chosen
+            .iter()
+            .map(|(a, g, _)| json!({"approval_id": a, "grant_id": g}))
+            .collect();
+        self.update(
+            id,
+            "approved_by_grant",
+            json!({"steps": shown, "class": class}),
+            |r| {
+                for (approval_id, grant_id, key_id) in &chosen {
+                    if let Some(rec) = r.approvals.iter_mut().find(|x| &x.id == approval_id) {
+                        rec.status = ApprovalStatus::Approved;
+                        rec.grant_id = Some(grant_id.clone());
+                        rec.key_id = Some(key_id.clone());
+                        rec.decided_at = Some(now_rfc3339());
+                    }
+                }
+            },
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// A container's labels, from any evidence that shows them.
+    fn labels_of(req: &Request, container_id: &str) -> std::collections::BTreeMap<String, String> {
+        req.evidence
+            .iter()
+            .rev()
+            .find_map(|e| {
+                let data = &e.data;
+                (data["id"].as_str() == Some(container_id))
+                    .then(|| serde_json::from_value(data["labels"].clone()).ok())
+                    .flatten()
+            })
+            .unwrap_or_default()
     }
 
     /// Approvals of the current plan (the newest round of them).

@@ -8,6 +8,7 @@ use drydock_proto::approval::WriteAction;
 use serde_json::json;
 
 use super::{Engine, Stop};
+use crate::executor_client::{Authority, ExecutorError};
 use crate::model::*;
 
 impl Engine {
@@ -24,11 +25,19 @@ impl Engine {
             if req.execution.iter().any(|e| e.approval_id == approval.id) {
                 continue;
             }
-            let (Some(action), Some(key_id), Some(sig)) = (
-                WriteAction::parse(&step.action),
-                approval.key_id.clone(),
-                approval.signature.clone(),
-            ) else {
+            let authority = match &approval.grant_id {
+                Some(grant_id) => self.grant_authority(req, grant_id)?,
+                None => match (approval.key_id.clone(), approval.signature.clone()) {
+                    (Some(key_id), Some(sig)) => Some(Authority::Approval {
+                        claims: B64.decode(&approval.claims).unwrap_or_default(),
+                        signature: B64.decode(&sig).unwrap_or_default(),
+                        key_id,
+                    }),
+                    _ => None,
+                },
+            };
+            let (Some(action), Some(authority)) = (WriteAction::parse(&step.action), authority)
+            else {
                 self.finish(
                     id,
                     Status::Failed,
@@ -40,18 +49,9 @@ impl Engine {
                 .await?;
                 return Ok(false);
             };
-            let claims = B64.decode(&approval.claims).unwrap_or_default();
-            let signature = B64.decode(&sig).unwrap_or_default();
             let result = self
                 .executor
-                .write(
-                    action,
-                    id,
-                    &step.target.container_id,
-                    claims,
-                    signature,
-                    &key_id,
-                )
+                .write(action, id, &step.target.container_id, authority)
                 .await;
             let in_doubt = matches!(&result, Err(e) if e.outcome_in_doubt());
             let record = ExecutionRecord {
@@ -70,6 +70,7 @@ impl Engine {
                 },
                 at: now_rfc3339(),
                 in_doubt,
+                grant_id: approval.grant_id.clone(),
             };
             let approval_id = approval.id.clone();
             self.update(id, "execution", json!({"execution": record}), |r| {
@@ -90,6 +91,11 @@ impl Engine {
                 )
                 .await?;
                 return Ok(true);
+            }
+            if let (Err(e), Some(grant_id)) = (&result, &approval.grant_id) {
+                // The executor refused the grant (a cap, the container's
+                // state, a revocation): nothing was done; a person decides.
+                return self.fall_back_to_a_person(id, &plan, grant_id, e).await;
             }
             if let Err(e) = result {
                 self.finish(
@@ -141,6 +147,59 @@ impl Engine {
             }
         }
         self.set_status(id, Status::Verifying, "verifying").await?;
+        Ok(true)
+    }
+}
+
+impl Engine {
+    /// The stored grant's signed bytes and the class the repair is for.
+    fn grant_authority(&self, req: &Request, grant_id: &str) -> Result<Option<Authority>, Stop> {
+        let grants = crate::grants::list(&self.store)?;
+        let Some(g) = grants.into_iter().find(|g| g.id == grant_id) else {
+            return Ok(None);
+        };
+        let class = req
+            .rules_diagnosis
+            .as_ref()
+            .or(req.diagnosis.as_ref())
+            .and_then(|d| d.causes.first())
+            .and_then(|c| serde_json::to_value(c.class).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Ok(Some(Authority::Grant {
+            claims: B64.decode(&g.claims_b64).unwrap_or_default(),
+            signature: B64.decode(&g.signature_b64).unwrap_or_default(),
+            key_id: g.key_id,
+            fault_class: class,
+        }))
+    }
+
+    /// A grant the executor refused authorised nothing: ask a person for
+    /// the same plan, with fresh approvals.
+    async fn fall_back_to_a_person(
+        &self,
+        id: &str,
+        plan: &Plan,
+        grant_id: &str,
+        refusal: &ExecutorError,
+    ) -> Result<bool, Stop> {
+        let approvals = self.approval_requests(id, plan);
+        for a in &approvals {
+            let a = a.clone();
+            self.update(
+                id,
+                "approval_requested",
+                json!({"approval": a, "step": plan.steps.get(a.step)}),
+                |r| r.approvals.push(a.clone()),
+            )
+            .await?;
+        }
+        let message = format!(
+            "the executor refused grant {grant_id} ({}); nothing was changed; waiting for a person to approve",
+            refusal.message
+        );
+        self.set_status(id, Status::WaitingApproval, &message)
+            .await?;
         Ok(true)
     }
 }

@@ -8,13 +8,16 @@
 //! | `diagnosing`       | `planning`, `completed`, `needs_clarification`, `observing`¹, `failed` |
 //! | `planning`         | `waiting_approval`, `completed`, `observing`¹, `failed`    |
 //! | `waiting_approval` | `executing`, `rejected`, `failed` (expired)                |
-//! | `executing`        | `verifying`, `failed`                                      |
+//! | `executing`        | `verifying`, `waiting_approval`², `failed`                 |
 //! | `verifying`        | `completed`, `observing` (next round), `failed`            |
 //! | any unfinished     | `canceled`, `failed`                                       |
 //!
 //! ¹ only when a restarted agent resumes: diagnosis and planning start over
 //! from fresh evidence, while a request caught `executing` is re-verified,
 //! never re-executed (the write may or may not have happened).
+//!
+//! ² only when the executor refused an automation grant's write: nothing
+//! was done, and a person is asked to approve the same plan.
 //!
 //! `completed`, `failed`, `needs_clarification`, `rejected` and `canceled`
 //! are final: nothing changes a finished request again.
@@ -43,7 +46,7 @@ pub fn allowed(from: Status, to: Status) -> bool {
             )
             | (Planning, WaitingApproval | Completed | Observing)
             | (WaitingApproval, Executing | Rejected)
-            | (Executing, Verifying)
+            | (Executing, Verifying | WaitingApproval)
             | (Verifying, Completed | Observing)
     )
 }

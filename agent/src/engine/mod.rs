@@ -52,6 +52,9 @@ pub struct EngineConfig {
     pub runbook: Arc<Runbook>,
     /// Model-backed investigation; `None` (the default) is rules only.
     pub llm: Option<Arc<investigate::Setup>>,
+    /// `repair`: a watch or alert request whose first plan an active grant
+    /// covers runs without asking a person.
+    pub watch_mode: crate::config::WatchMode,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -248,10 +251,21 @@ impl Engine {
         message: String,
         options: RequestOptions,
     ) -> Result<Request, EngineError> {
+        self.open(message, options, RequestSource::Ask).await
+    }
+
+    /// Open a request from any source (`create` is a person's `ask`).
+    pub async fn open(
+        self: &Arc<Self>,
+        message: String,
+        options: RequestOptions,
+        source: RequestSource,
+    ) -> Result<Request, EngineError> {
         let now = now_rfc3339();
         let req = Request {
             id: format!("req-{}", uuid::Uuid::new_v4().simple()),
             message,
+            source,
             status: Status::Observing,
             created_at: now.clone(),
             updated_at: now,
@@ -273,7 +287,7 @@ impl Engine {
         let event = self.store.save(
             &req,
             "created",
-            json!({"message": req.message, "options": req.options}),
+            json!({"message": req.message, "options": req.options, "source": req.source}),
         )?;
         let _ = self.events.send(event);
         self.spawn(req.id.clone());

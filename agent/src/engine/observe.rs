@@ -127,6 +127,30 @@ impl Engine {
             summary,
         )
         .await?;
+        // What Docker forgets (an OOM flag cleared by a restart, the health
+        // log's last 5 entries): the agent's own journal of its events.
+        let hour_ago = (unix_now() - 3600).saturating_mul(1_000_000_000);
+        let journaled =
+            crate::watch::journal::for_container(&self.store, &container.id, hour_ago, 50)?;
+        if !journaled.is_empty() {
+            let summary = journaled
+                .iter()
+                .map(|e| match (e.action.as_str(), e.exit_code) {
+                    ("die", Some(code)) => format!("die({code})"),
+                    ("health_status", _) => format!("health_status({})", e.health),
+                    (a, _) => a.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.add_evidence(
+                id,
+                "events",
+                "WatchEvents (journal)",
+                serde_json::to_value(&journaled).unwrap_or_default(),
+                format!("last hour: {summary}"),
+            )
+            .await?;
+        }
         let policy = self.observe_policy(id).await?;
         let Some(policy) = policy else {
             return Ok(false);

@@ -107,8 +107,17 @@ impl Engine {
             )
             .await?;
         }
-        self.set_status(id, Status::WaitingApproval, "waiting for approval")
-            .await?;
+        let by_grant = self.authorise_by_grants(id).await?;
+        self.set_status(
+            id,
+            Status::WaitingApproval,
+            if by_grant {
+                "authorised by an automation grant"
+            } else {
+                "waiting for approval"
+            },
+        )
+        .await?;
         Ok(true)
     }
 

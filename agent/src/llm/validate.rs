@@ -296,6 +296,7 @@ mod tests {
             message: String::new(),
             at: String::new(),
             in_doubt: false,
+            grant_id: None,
         }];
         assert!(plan(&step("restart", "web"), &targets, &policy, &done).is_err());
         // The tier shown is the executor's.

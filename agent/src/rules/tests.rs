@@ -301,3 +301,12 @@ fn state_rules_table() {
     assert_eq!(f.detail.as_deref(), Some("DATABASE_URL"));
     assert_eq!(f.diagnosis.causes[0].evidence_ids, ["ev-1", "ev-2"]);
 }
+
+#[test]
+fn the_grant_vocabulary_is_the_rules_engines() {
+    for class in drydock_proto::grant::FAULT_CLASSES {
+        let parsed: Result<crate::model::FaultClass, _> =
+            serde_json::from_value(serde_json::json!(class));
+        assert!(parsed.is_ok(), "{class} is not a FaultClass");
+    }
+}

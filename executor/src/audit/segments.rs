@@ -361,6 +361,7 @@ fn write_segment(conn: &Connection, segment: &Segment) -> Result<(), AuditError>
         copy.execute_batch(
             "PRAGMA journal_mode = DELETE;
              DELETE FROM nonces;
+             DELETE FROM grant_uses;
              DELETE FROM meta;
              INSERT INTO meta (key, value) VALUES ('role', 'segment');
              VACUUM;",

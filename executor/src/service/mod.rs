@@ -9,6 +9,7 @@
 //! (domain values to redacted wire values) and `validate` (bounded input).
 //! The single conversion of errors into `tonic::Status` is `to_status`.
 
+mod events;
 mod reads;
 mod shape;
 mod validate;
@@ -31,6 +32,7 @@ use crate::docker::{
     ContainerDetails, ContainerSummary, DockerAdapter, DockerError, Health, HealthcheckSpec,
     LogQuery, LogStream,
 };
+use crate::grants::{GrantInput, GrantRefusal, GrantVerifier};
 use crate::http_check::{self, HttpTarget};
 use crate::policy::{Permit, Policy, PolicyError, ResolvedTarget, Tier};
 use crate::ratelimit::{Admission, RateLimiter};
@@ -47,6 +49,8 @@ pub enum ExecError {
     Policy(#[from] PolicyError),
     #[error(transparent)]
     Approval(#[from] ApprovalError),
+    #[error(transparent)]
+    Grant(#[from] GrantRefusal),
     #[error(transparent)]
     Docker(#[from] DockerError),
     #[error("audit log unavailable: {0}")]
@@ -70,7 +74,7 @@ impl ExecError {
             ExecError::Unauthenticated(_) => Code::Unauthenticated,
             ExecError::InvalidArgument(_) => Code::InvalidArgument,
             ExecError::Policy(_) => Code::PermissionDenied,
-            ExecError::Approval(_) => Code::FailedPrecondition,
+            ExecError::Approval(_) | ExecError::Grant(_) => Code::FailedPrecondition,
             ExecError::Docker(DockerError::NotFound(_)) => Code::NotFound,
             ExecError::Docker(DockerError::Timeout { .. }) => Code::DeadlineExceeded,
             ExecError::Docker(DockerError::Unavailable(_)) => Code::Unavailable,
@@ -101,6 +105,7 @@ impl ExecError {
             | ExecError::InvalidArgument(_)
             | ExecError::Policy(_)
             | ExecError::Approval(_)
+            | ExecError::Grant(_)
             | ExecError::Invisible { .. }
             | ExecError::NotConfigured(_)
             | ExecError::RateLimited(_) => "denied",
@@ -113,6 +118,7 @@ pub struct ExecutorService {
     docker: DockerAdapter,
     policy: Policy,
     approvals: ApprovalVerifier,
+    grants: GrantVerifier,
     audit: Arc<AuditLog>,
     allowed_clients: HashSet<String>,
     limits: LimitsConfig,
@@ -177,6 +183,7 @@ pub struct ServiceParts {
     pub docker: DockerAdapter,
     pub policy: Policy,
     pub approvals: ApprovalVerifier,
+    pub grants: GrantVerifier,
     pub audit: Arc<AuditLog>,
     pub allowed_clients: HashSet<String>,
     pub limits: LimitsConfig,
@@ -191,6 +198,7 @@ impl ExecutorService {
             docker: p.docker,
             policy: p.policy,
             approvals: p.approvals,
+            grants: p.grants,
             audit: p.audit,
             allowed_clients: p.allowed_clients,
             limits: p.limits,
@@ -491,6 +499,17 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::CheckHttpResponse>, Status> {
         let mut call = self.begin(&request, "check_http", Tier::Read);
         let result = self.check_http(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    type WatchEventsStream = events::EventStream;
+
+    async fn watch_events(
+        &self,
+        request: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        let mut call = self.begin(&request, "watch_events", Tier::Read);
+        let result = self.watch_events(&mut call, request.into_inner());
         self.finish(call, result).await
     }
 }

@@ -292,6 +292,20 @@ impl ExecutorService {
                 .into_iter()
                 .map(|(id, public_key)| pb::Approver { id, public_key })
                 .collect(),
+            automation: Some(pb::Automation {
+                enabled: self.grants.enabled(),
+                max_grant_ttl_secs: self.grants.max_ttl().as_secs(),
+                revoked: {
+                    let mut ids: Vec<String> = self
+                        .grants
+                        .revoked()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect();
+                    ids.sort();
+                    ids
+                },
+            }),
             scope: Some(pb::TargetScope {
                 allow_names: self.policy.targets().allow_names.clone(),
                 allow_labels: self

@@ -87,6 +87,20 @@ pub(super) fn validate_filters(req: &pb::ListContainersRequest) -> Result<(), Ex
     Ok(())
 }
 
+/// A fault class as the rules engine names them: `[a-z_]`, 1 to 64.
+pub(super) fn validate_fault_class(class: &str) -> Result<(), ExecError> {
+    if class.is_empty()
+        || class.len() > 64
+        || !class.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    {
+        return Err(ExecError::InvalidArgument(format!(
+            "fault_class `{}` is not a class name ([a-z_], 1 to 64 characters); a grant needs the class the repair is for",
+            truncate_for_audit(class)
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

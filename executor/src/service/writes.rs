@@ -7,6 +7,7 @@
 
 use super::reads::invisible;
 use super::*;
+use crate::audit::{use_id, CapExceeded, GrantUse};
 
 impl ExecutorService {
     /// The write path. Order matters: the target is resolved to its id now
@@ -25,8 +26,16 @@ impl ExecutorService {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        if let Some(a) = &req.approval {
-            call.entry.key_id = truncate_for_audit(&redact::neutralise_controls(&a.key_id));
+        if req.approval.is_some() && req.grant.is_some() {
+            return Err(GrantRefusal::Both.into());
+        }
+        let key_id = match (&req.approval, &req.grant) {
+            (Some(a), _) => Some(&a.key_id),
+            (_, Some(g)) => Some(&g.key_id),
+            _ => None,
+        };
+        if let Some(k) = key_id {
+            call.entry.key_id = truncate_for_audit(&redact::neutralise_controls(k));
         }
         let target = self.resolve(call, &req.container).await?;
         let permit = self
@@ -38,6 +47,11 @@ impl ExecutorService {
                 }
                 other => ExecError::Policy(other),
             })?;
+        if let Some(grant) = &req.grant {
+            return self
+                .authorize_grant(call, grant, &req.fault_class, action, target, permit)
+                .await;
+        }
         let input = req.approval.as_ref().map(|a| ApprovalInput {
             claims: &a.claims,
             signature: &a.signature,
@@ -88,6 +102,90 @@ impl ExecutorService {
                 container_id: target.id,
                 action: action.as_str().into(),
                 approval_id: approved.claims.approval_id,
+                grant_id: String::new(),
+            },
+        })
+    }
+
+    /// A write under an automation grant: the grant verified (automation
+    /// on, signature, window, revocation, action, scope, class), then the
+    /// container's state checked now (only a broken container may be
+    /// repaired), then the use spent against the caps, counted in the
+    /// executor's store, with the intent row, before Docker is called.
+    async fn authorize_grant(
+        &self,
+        call: &mut Call,
+        grant: &pb::Grant,
+        fault_class: &str,
+        action: WriteAction,
+        target: ResolvedTarget,
+        permit: Permit,
+    ) -> Result<AuthorizedWrite, ExecError> {
+        validate_fault_class(fault_class)?;
+        let input = GrantInput {
+            claims: &grant.claims,
+            signature: &grant.signature,
+            key_id: &grant.key_id,
+            fault_class,
+        };
+        let verified = self.grants.verify(&input, action, &target, unix_now())?;
+        let claims = &verified.claims;
+        call.entry.approval_id = truncate_for_audit(&claims.grant_id);
+        call.entry.input = format!(
+            "grant={} class={fault_class} expires_at={} max={}/{}s total={}",
+            claims.grant_id,
+            claims.expires_at,
+            claims.max_per_container,
+            claims.window_secs,
+            claims.max_total
+        );
+        let state = self.docker.inspect(&permit).await?;
+        crate::grants::precondition(action, &state)?;
+        let mut intent = call.entry.clone();
+        intent.decision = crate::audit::INTENT.into();
+        intent.code = String::new();
+        intent.reason = format!(
+            "grant {} used for {action} of {} ({fault_class}); calling Docker",
+            claims.grant_id, target.name
+        );
+        let spent = self.audit.spend_grant(
+            &GrantUse {
+                grant_id: &claims.grant_id,
+                container_id: &target.id,
+                now: unix_now(),
+                window_secs: claims.window_secs,
+                max_per_container: claims.max_per_container,
+                max_total: claims.max_total,
+            },
+            &intent,
+        )?;
+        match spent {
+            Ok((_, number)) => call.entry.approval_id = use_id(&claims.grant_id, number),
+            Err(CapExceeded::PerContainer { used }) => {
+                return Err(GrantRefusal::PerContainerCap {
+                    id: claims.grant_id.clone(),
+                    max: claims.max_per_container,
+                    window: claims.window_secs,
+                    used,
+                }
+                .into())
+            }
+            Err(CapExceeded::Total) => {
+                return Err(GrantRefusal::TotalCap {
+                    id: claims.grant_id.clone(),
+                    max: claims.max_total,
+                }
+                .into())
+            }
+        }
+        Ok(AuthorizedWrite {
+            permit,
+            action,
+            response: pb::WriteResponse {
+                container_id: target.id,
+                action: action.as_str().into(),
+                approval_id: String::new(),
+                grant_id: claims.grant_id.clone(),
             },
         })
     }

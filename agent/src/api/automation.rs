@@ -1,0 +1,115 @@
+//! The automation side of the API: grants (stored by the agent, enforced by
+//! the executor), the Alertmanager-compatible alert intake, and the
+//! notification delivery log.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{AppState, Problem};
+use crate::grants::GrantStoreError;
+use crate::model::unix_now;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GrantBody {
+    claims: String,
+    signature: String,
+    key_id: String,
+}
+
+fn store_problem(e: impl std::fmt::Display) -> Problem {
+    tracing::error!(error = %e, "store error");
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error",
+        "the agent's store failed; see the agent log",
+    )
+}
+
+pub(super) async fn add_grant(
+    State(s): State<AppState>,
+    Json(body): Json<GrantBody>,
+) -> Result<Response, Problem> {
+    let policy = s.engine.executor_policy().await.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "executor unreachable",
+            format!("a grant is checked against the executor's approvers, and the executor cannot be reached: {e}"),
+        )
+    })?;
+    let stored = crate::grants::add(
+        s.engine.store(),
+        &policy,
+        &body.claims,
+        &body.signature,
+        &body.key_id,
+        unix_now(),
+    )
+    .map_err(|e| match e {
+        GrantStoreError::Invalid(m) => Problem::new(StatusCode::BAD_REQUEST, "invalid grant", m),
+        GrantStoreError::Store(e) => store_problem(e),
+    })?;
+    let warning = (!policy.automation_enabled).then_some(
+        "the executor has automation off (automation.enabled): this grant authorises nothing until its operator turns it on",
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"grant": stored, "status": "active", "warning": warning})),
+    )
+        .into_response())
+}
+
+pub(super) async fn list_grants(State(s): State<AppState>) -> Result<Response, Problem> {
+    let grants = crate::grants::list(s.engine.store()).map_err(store_problem)?;
+    // The executor's revocation list is what counts; without the executor,
+    // show the agent's own record.
+    let (revoked, automation) = match s.engine.executor_policy().await {
+        Ok(p) => (p.revoked_grants, Some(p.automation_enabled)),
+        Err(_) => (Vec::new(), None),
+    };
+    let now = unix_now();
+    let rows: Vec<serde_json::Value> = grants
+        .iter()
+        .map(|g| json!({"grant": g, "status": g.status(now, &revoked)}))
+        .collect();
+    Ok(Json(json!({"grants": rows, "executor_automation_enabled": automation})).into_response())
+}
+
+pub(super) async fn revoke_grant(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    match crate::grants::revoke(s.engine.store(), &id) {
+        Ok(true) => Ok(Json(json!({"grant_id": id, "revoked": true})).into_response()),
+        Ok(false) => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "not found",
+            format!("no grant {id} in the agent"),
+        )),
+        Err(e) => Err(store_problem(e)),
+    }
+}
+
+pub(super) async fn alerts(
+    State(s): State<AppState>,
+    body: axum::body::Bytes,
+) -> Result<Response, Problem> {
+    let batch: crate::watch::alerts::AlertBatch = serde_json::from_slice(&body).map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid alerts",
+            format!("the body is not an Alertmanager webhook message ({{\"alerts\": [...]}}): {e}"),
+        )
+    })?;
+    let outcomes = crate::watch::alerts::open_from_alerts(&s.engine, &s.watch, batch).await;
+    Ok(Json(json!({"alerts": outcomes})).into_response())
+}
+
+pub(super) async fn deliveries(State(s): State<AppState>) -> Result<Response, Problem> {
+    let rows = crate::notify::deliveries(s.engine.store(), 200).map_err(store_problem)?;
+    Ok(Json(json!({"deliveries": rows})).into_response())
+}

@@ -1,0 +1,201 @@
+//! Automation grants as the agent keeps them: the signed bytes an operator
+//! made with `drydock grant create`, to present to the executor with a
+//! watch request's repair. The agent checks a grant's signature against the
+//! executor's approver keys when it is added (to refuse a typo early) and
+//! whether one covers a step before using it; the executor checks
+//! everything again at every use, trusting none of it.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use drydock_proto::approval::WriteAction;
+use drydock_proto::grant::GrantClaims;
+use rusqlite::{params, OptionalExtension as _};
+use serde::Serialize;
+
+use crate::model::{now_rfc3339, PolicyView};
+use crate::store::{Store, StoreError};
+
+pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS grants (
+    id TEXT PRIMARY KEY,
+    claims TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);";
+
+/// A grant as stored, with its decoded claims for display and matching.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredGrant {
+    pub id: String,
+    pub key_id: String,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+    pub claims: GrantClaims,
+    /// base64 of the signed bytes and of the signature (not secret: a grant
+    /// is useless without the executor's trust in its signer).
+    #[serde(skip)]
+    pub claims_b64: String,
+    #[serde(skip)]
+    pub signature_b64: String,
+}
+
+impl StoredGrant {
+    /// `active`, `expired` or `revoked` (by the agent's record; the
+    /// executor's revocation list is what counts).
+    pub fn status(&self, now: i64, revoked_by_executor: &[String]) -> &'static str {
+        if self.revoked_at.is_some() || revoked_by_executor.contains(&self.id) {
+            "revoked"
+        } else if now >= self.claims.expires_at {
+            "expired"
+        } else {
+            "active"
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GrantStoreError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<rusqlite::Error> for GrantStoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        GrantStoreError::Store(StoreError::Sqlite(e))
+    }
+}
+
+/// Check a grant's bytes and signature against the executor's approvers,
+/// then store it.
+pub fn add(
+    store: &Store,
+    policy: &PolicyView,
+    claims_b64: &str,
+    signature_b64: &str,
+    key_id: &str,
+    now: i64,
+) -> Result<StoredGrant, GrantStoreError> {
+    let invalid = |m: String| GrantStoreError::Invalid(m);
+    let claims_bytes = B64
+        .decode(claims_b64)
+        .map_err(|_| invalid("claims are not base64".into()))?;
+    let signature = B64
+        .decode(signature_b64)
+        .map_err(|_| invalid("signature is not base64".into()))?;
+    let approver = policy
+        .approvers
+        .iter()
+        .find(|a| a.id == key_id)
+        .ok_or_else(|| {
+            invalid(format!(
+                "key id `{key_id}` is not an approver the executor trusts"
+            ))
+        })?;
+    let key = drydock_proto::approval::parse_public_key(&approver.public_key)
+        .map_err(|e| invalid(format!("approver {key_id}: {e}")))?;
+    let claims = drydock_proto::grant::verify(&claims_bytes, &signature, &key)
+        .map_err(|e| invalid(e.to_string()))?;
+    if now >= claims.expires_at {
+        return Err(invalid(format!(
+            "grant {} has already expired",
+            claims.grant_id
+        )));
+    }
+    let created_at = now_rfc3339();
+    let inserted = store.lock().execute(
+        "INSERT OR IGNORE INTO grants (id, claims, signature, key_id, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![claims.grant_id, claims_b64, signature_b64, key_id, created_at],
+    )?;
+    if inserted == 0 {
+        return Err(invalid(format!(
+            "grant {} is already stored",
+            claims.grant_id
+        )));
+    }
+    Ok(StoredGrant {
+        id: claims.grant_id.clone(),
+        key_id: key_id.to_string(),
+        created_at,
+        revoked_at: None,
+        claims,
+        claims_b64: claims_b64.to_string(),
+        signature_b64: signature_b64.to_string(),
+    })
+}
+
+/// Every stored grant, newest first. A row whose claims no longer decode
+/// (it cannot happen through `add`) is skipped.
+pub fn list(store: &Store) -> Result<Vec<StoredGrant>, StoreError> {
+    let conn = store.lock();
+    let mut stmt = conn.prepare(
+        "SELECT id, claims, signature, key_id, created_at, revoked_at FROM grants ORDER BY created_at DESC",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Option<String>>(5)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows
+        .into_iter()
+        .filter_map(
+            |(id, claims_b64, signature_b64, key_id, created_at, revoked_at)| {
+                let bytes = B64.decode(&claims_b64).ok()?;
+                let claims = GrantClaims::decode(&bytes).ok()?;
+                Some(StoredGrant {
+                    id,
+                    key_id,
+                    created_at,
+                    revoked_at,
+                    claims,
+                    claims_b64,
+                    signature_b64,
+                })
+            },
+        )
+        .collect())
+}
+
+/// Mark a grant revoked in the agent (it is no longer offered); the
+/// executor's own list is what refuses it. Returns false if unknown.
+pub fn revoke(store: &Store, id: &str) -> Result<bool, StoreError> {
+    let exists: Option<String> = store
+        .lock()
+        .query_row("SELECT id FROM grants WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?;
+    if exists.is_none() {
+        return Ok(false);
+    }
+    store.lock().execute(
+        "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
+        params![id, now_rfc3339()],
+    )?;
+    Ok(true)
+}
+
+/// An active grant covering `action` on this container for this class.
+pub fn covering<'a>(
+    grants: &'a [StoredGrant],
+    action: WriteAction,
+    name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    class: &str,
+    now: i64,
+    revoked_by_executor: &[String],
+) -> Option<&'a StoredGrant> {
+    grants.iter().find(|g| {
+        g.status(now, revoked_by_executor) == "active"
+            && g.claims.issued_at <= now + 60
+            && g.claims.refuses(action, name, labels, class).is_none()
+    })
+}

@@ -1,0 +1,413 @@
+//! Outgoing webhooks on request events: `opened`, `needs_approval`,
+//! `executed`, `recovered` and `failed`.
+//!
+//! Each delivery is a row in the agent's store before it is sent (so a
+//! restart does not lose it), retried with exponential backoff, and its
+//! attempts are the delivery log. The JSON body is signed with HMAC-SHA256
+//! (`X-Drydock-Signature: sha256=<hex>`) when the webhook has a secret; the
+//! `slack` format sends `{"text": ...}`. Every text is passed through the
+//! agent's redaction, and "needs approval" carries the exact command to run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::params;
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::config::{WebhookConfig, WebhookFormat, NOTIFY_EVENTS};
+use crate::engine::Engine;
+use crate::model::{now_rfc3339, unix_now, Event, Request};
+use crate::store::{Store, StoreError};
+
+pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS deliveries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    webhook TEXT NOT NULL,
+    event TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at INTEGER NOT NULL,
+    last_error TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    delivered_at TEXT
+);
+CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_at);";
+
+/// Attempts before a delivery is given up (about 17 minutes of backoff).
+pub const MAX_ATTEMPTS: u32 = 10;
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// HMAC-SHA256 (RFC 2104).
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut k = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(k.map(|b| b ^ 0x36));
+    inner.update(message);
+    let mut outer = Sha256::new();
+    outer.update(k.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// The notification body (the `json` format).
+#[derive(Debug, Clone, Serialize)]
+pub struct Notification {
+    pub event: String,
+    pub request_id: String,
+    pub source: String,
+    pub status: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// For `needs_approval`: the exact command that approves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approve_command: Option<String>,
+    /// For `executed`: who authorised it (`grant grt-…` or `approval apr-…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorised_by: Option<String>,
+    pub at: String,
+}
+
+impl Notification {
+    fn text(&self) -> String {
+        let mut t = format!(
+            "drydock {}: {} [{}] {}",
+            self.event.replace('_', " "),
+            self.container.as_deref().unwrap_or("?"),
+            self.request_id,
+            self.message
+        );
+        for extra in [&self.diagnosis, &self.outcome, &self.authorised_by]
+            .into_iter()
+            .flatten()
+        {
+            t.push_str(" — ");
+            t.push_str(extra);
+        }
+        if let Some(cmd) = &self.approve_command {
+            t.push_str(&format!(" — approve with: {cmd}"));
+        }
+        t
+    }
+}
+
+/// Which notification, if any, an engine event is.
+pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
+    let status_of = |d: &serde_json::Value| d["status"].as_str().map(str::to_string);
+    let (name, approve, authorised) = match event.kind.as_str() {
+        "created" => ("opened", None, None),
+        "status" if status_of(&event.data).as_deref() == Some("waiting_approval") => {
+            let pending: Vec<&str> = req
+                .approvals
+                .iter()
+                .filter(|a| a.status == crate::model::ApprovalStatus::Pending)
+                .map(|a| a.id.as_str())
+                .collect();
+            if pending.is_empty() {
+                // Authorised by a grant: no person is needed.
+                return None;
+            }
+            let cmd = pending
+                .iter()
+                .map(|id| format!("drydock approve {id}"))
+                .collect::<Vec<_>>()
+                .join(" && ");
+            ("needs_approval", Some(cmd), None)
+        }
+        "execution" if event.data["execution"]["ok"].as_bool() == Some(true) => {
+            let exec = &event.data["execution"];
+            let by = match exec["grant_id"].as_str() {
+                Some(g) => format!("grant {g}"),
+                None => format!("approval {}", exec["approval_id"].as_str().unwrap_or("?")),
+            };
+            ("executed", None, Some(by))
+        }
+        "final" => match status_of(&event.data).as_deref() {
+            Some("completed") if !req.execution.is_empty() => ("recovered", None, None),
+            Some("failed") | Some("rejected") => ("failed", None, None),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let redact = crate::llm::investigate::redact;
+    Some(Notification {
+        event: name.into(),
+        request_id: req.id.clone(),
+        source: req.source.as_str().into(),
+        status: req.status.as_str().into(),
+        message: redact(&req.message),
+        container: req
+            .target
+            .as_ref()
+            .map(|t| t.container_name.clone())
+            .or_else(|| req.options.container.clone()),
+        diagnosis: req.diagnosis.as_ref().map(|d| redact(&d.summary)),
+        outcome: req.outcome.as_ref().map(|o| redact(o)),
+        approve_command: approve,
+        authorised_by: authorised,
+        at: now_rfc3339(),
+    })
+}
+
+fn body_for(hook: &WebhookConfig, n: &Notification) -> String {
+    match hook.format {
+        WebhookFormat::Json => serde_json::to_string(n).unwrap_or_default(),
+        WebhookFormat::Slack => serde_json::json!({ "text": n.text() }).to_string(),
+    }
+}
+
+fn wants(hook: &WebhookConfig, event: &str) -> bool {
+    if hook.events.is_empty() {
+        NOTIFY_EVENTS.contains(&event)
+    } else {
+        hook.events.iter().any(|e| e == event)
+    }
+}
+
+/// One row of the delivery log.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivery {
+    pub id: i64,
+    pub webhook: String,
+    pub event: String,
+    pub request_id: String,
+    pub status: String,
+    pub attempts: u32,
+    pub last_error: String,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<String>,
+}
+
+pub fn deliveries(store: &Store, limit: u32) -> Result<Vec<Delivery>, StoreError> {
+    let conn = store.lock();
+    let mut stmt = conn.prepare(
+        "SELECT id, webhook, event, request_id, status, attempts, last_error, created_at, delivered_at
+         FROM deliveries ORDER BY id DESC LIMIT ?1",
+    )?;
+    let rows = stmt
+        .query_map([limit], |r| {
+            Ok(Delivery {
+                id: r.get(0)?,
+                webhook: r.get(1)?,
+                event: r.get(2)?,
+                request_id: r.get(3)?,
+                status: r.get(4)?,
+                attempts: r.get(5)?,
+                last_error: r.get(6)?,
+                created_at: r.get(7)?,
+                delivered_at: r.get(8)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+type Due = (i64, String, String, String, u32);
+
+fn due_deliveries(store: &Store) -> Result<Vec<Due>, StoreError> {
+    let conn = store.lock();
+    let mut stmt = conn.prepare(
+        "SELECT id, webhook, event, body, attempts FROM deliveries
+         WHERE status = 'pending' AND next_at <= ?1 ORDER BY id LIMIT 50",
+    )?;
+    let rows = stmt
+        .query_map([unix_now()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub struct Notifier {
+    engine: Arc<Engine>,
+    hooks: Vec<(WebhookConfig, Option<Vec<u8>>)>,
+    client: reqwest::Client,
+    wake: tokio::sync::Notify,
+}
+
+impl Notifier {
+    /// Start queueing and delivering; nothing runs without webhooks.
+    pub fn spawn(engine: Arc<Engine>, hooks: Vec<WebhookConfig>) -> anyhow::Result<()> {
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let mut with_secrets = Vec::new();
+        for h in hooks {
+            let secret = match &h.secret_file {
+                Some(p) => Some(
+                    std::fs::read(p)
+                        .map_err(|e| {
+                            anyhow::anyhow!("webhook {}: secret_file {}: {e}", h.name, p.display())
+                        })?
+                        .trim_ascii()
+                        .to_vec(),
+                ),
+                None => None,
+            };
+            with_secrets.push((h, secret));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let notifier = Arc::new(Notifier {
+            engine: engine.clone(),
+            hooks: with_secrets,
+            client,
+            wake: tokio::sync::Notify::new(),
+        });
+        let mut events = engine.subscribe();
+        let queue = notifier.clone();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => queue.enqueue(&event),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(
+                            missed = n,
+                            "notifications fell behind; some events were not notified"
+                        );
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        tokio::spawn(async move { notifier.deliver_loop().await });
+        Ok(())
+    }
+
+    fn enqueue(&self, event: &Event) {
+        let Ok(Some(req)) = self.engine.store().get(&event.request_id) else {
+            return;
+        };
+        let Some(n) = notification_for(event, &req) else {
+            return;
+        };
+        for (hook, _) in self.hooks.iter().filter(|(h, _)| wants(h, &n.event)) {
+            let queued = self.engine.store().lock().execute(
+                "INSERT INTO deliveries (webhook, event, request_id, body, status, next_at, created_at)
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
+                params![hook.name, n.event, n.request_id, body_for(hook, &n), unix_now(), now_rfc3339()],
+            );
+            if let Err(e) = queued {
+                tracing::error!(error = %e, webhook = %hook.name, "cannot queue a notification");
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    async fn deliver_loop(&self) {
+        loop {
+            let due = match due_deliveries(self.engine.store()) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the delivery queue");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    continue;
+                }
+            };
+            for (id, webhook, event, body, attempts) in due {
+                let Some((hook, secret)) = self.hooks.iter().find(|(h, _)| h.name == webhook)
+                else {
+                    self.settle(id, "failed", attempts, "webhook no longer configured", None);
+                    continue;
+                };
+                let mut request = self
+                    .client
+                    .post(&hook.url)
+                    .header("content-type", "application/json")
+                    .header("x-drydock-event", &event)
+                    .header("x-drydock-delivery", id.to_string());
+                if let Some(secret) = secret {
+                    let mac = hmac_sha256(secret, body.as_bytes());
+                    request = request.header(
+                        "x-drydock-signature",
+                        format!("sha256={}", hex::encode(mac)),
+                    );
+                }
+                let attempts = attempts + 1;
+                match request.body(body.clone()).send().await {
+                    Ok(r) if r.status().is_success() => {
+                        self.settle(id, "delivered", attempts, "", Some(now_rfc3339()))
+                    }
+                    Ok(r) => self.retry(id, attempts, &format!("HTTP {}", r.status().as_u16())),
+                    Err(e) => self.retry(
+                        id,
+                        attempts,
+                        &crate::llm::investigate::redact(&e.to_string()),
+                    ),
+                }
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await;
+        }
+    }
+
+    fn retry(&self, id: i64, attempts: u32, error: &str) {
+        if attempts >= MAX_ATTEMPTS {
+            self.settle(id, "failed", attempts, error, None);
+            return;
+        }
+        let backoff = 1i64 << attempts.min(10);
+        let result = self.engine.store().lock().execute(
+            "UPDATE deliveries SET attempts = ?2, next_at = ?3, last_error = ?4 WHERE id = ?1",
+            params![id, attempts, unix_now() + backoff, error],
+        );
+        if let Err(e) = result {
+            tracing::error!(error = %e, "cannot record a delivery attempt");
+        }
+    }
+
+    fn settle(&self, id: i64, status: &str, attempts: u32, error: &str, at: Option<String>) {
+        let result = self.engine.store().lock().execute(
+            "UPDATE deliveries SET status = ?2, attempts = ?3, last_error = ?4, delivered_at = ?5 WHERE id = ?1",
+            params![id, status, attempts, error, at],
+        );
+        if let Err(e) = result {
+            tracing::error!(error = %e, "cannot record a delivery");
+        }
+        if status == "failed" {
+            tracing::warn!(
+                delivery = id,
+                error,
+                "a notification could not be delivered"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            hex::encode(mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        // Test case 6: a key longer than the block.
+        let mac = hmac_sha256(
+            &[0xaa; 131],
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+        );
+        assert_eq!(
+            hex::encode(mac),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+}

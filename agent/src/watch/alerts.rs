@@ -1,0 +1,182 @@
+//! Alerts from a monitoring system (the Alertmanager webhook format) become
+//! requests (`source: alert`), and the deduplication both kinds of
+//! automatic request share.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+
+use crate::config::WatchConfig;
+use crate::engine::Engine;
+use crate::model::{RequestOptions, RequestSource};
+
+/// Why no new automatic request should be opened for a container, if so:
+/// an unfinished request already covers it, or an automatic one for it
+/// ended within the cooldown.
+pub fn busy(engine: &Engine, name: &str, id: &str, cooldown: Duration) -> Option<String> {
+    let store = engine.store();
+    let covers = |r: &crate::model::Request| {
+        r.options.container.as_deref() == Some(name)
+            || r.target
+                .as_ref()
+                .is_some_and(|t| t.container_id == id || t.container_name == name)
+    };
+    match store.unfinished() {
+        Ok(open) => {
+            if let Some(r) = open.iter().find(|r| covers(r)) {
+                return Some(format!("request {} is still open for {name}", r.id));
+            }
+        }
+        Err(e) => return Some(format!("cannot read the requests ({e})")),
+    }
+    let now = SystemTime::now();
+    let recent = store.list(None, 200).unwrap_or_default();
+    recent
+        .iter()
+        .filter(|r| r.source != RequestSource::Ask && covers(r))
+        .find(|r| {
+            humantime::parse_rfc3339_weak(&r.updated_at)
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age < cooldown)
+        })
+        .map(|r| {
+            format!(
+                "automatic request {} for {name} ended less than {} ago (watch.cooldown)",
+                r.id,
+                humantime::format_duration(cooldown)
+            )
+        })
+}
+
+/// The Alertmanager webhook body (version 4); unknown fields are ignored,
+/// as Alertmanager adds them over time.
+#[derive(Debug, Deserialize)]
+pub struct AlertBatch {
+    pub alerts: Vec<Alert>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Alert {
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What became of one alert.
+#[derive(Debug, serde::Serialize)]
+pub struct AlertOutcome {
+    pub alert: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    pub detail: String,
+}
+
+fn clean(s: &str, max: usize) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .take(max)
+        .collect::<String>()
+}
+
+/// Open a request for each firing alert whose labels name a target.
+pub async fn open_from_alerts(
+    engine: &Arc<Engine>,
+    config: &WatchConfig,
+    batch: AlertBatch,
+) -> Vec<AlertOutcome> {
+    let mut out = Vec::new();
+    for alert in batch.alerts.into_iter().take(100) {
+        let name = clean(
+            alert
+                .labels
+                .get("alertname")
+                .map_or("alert", String::as_str),
+            128,
+        );
+        if alert.status != "firing" {
+            out.push(AlertOutcome {
+                alert: name,
+                request_id: None,
+                detail: format!(
+                    "status `{}`: only firing alerts open requests",
+                    clean(&alert.status, 32)
+                ),
+            });
+            continue;
+        }
+        let target = config.alert_target_labels.iter().find_map(|l| {
+            alert
+                .labels
+                .get(l)
+                .filter(|v| !v.is_empty())
+                .map(|v| (l.clone(), v.clone()))
+        });
+        let Some((label, value)) = target else {
+            out.push(AlertOutcome {
+                alert: name,
+                request_id: None,
+                detail: format!(
+                    "no target: none of the labels {} is set (watch.alert_target_labels)",
+                    config.alert_target_labels.join(", ")
+                ),
+            });
+            continue;
+        };
+        let value = clean(value.trim_start_matches('/'), 128);
+        let is_container_ref = !value.is_empty()
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !is_container_ref {
+            out.push(AlertOutcome {
+                alert: name,
+                request_id: None,
+                detail: format!("label {label} is not a container or service name"),
+            });
+            continue;
+        }
+        if let Some(why) = busy(engine, &value, "", config.cooldown) {
+            out.push(AlertOutcome {
+                alert: name,
+                request_id: None,
+                detail: why,
+            });
+            continue;
+        }
+        let summary = alert
+            .annotations
+            .get("summary")
+            .or_else(|| alert.annotations.get("description"))
+            .map(|s| format!(": {}", clean(s, 300)))
+            .unwrap_or_default();
+        let message =
+            crate::llm::investigate::redact(&format!("alert {name} for {value}{summary}"));
+        // A container label names the container; a service label is left to
+        // discovery, which maps compose services to their containers.
+        let container = matches!(label.as_str(), "container" | "container_name" | "name")
+            .then(|| value.clone());
+        let options = RequestOptions {
+            container,
+            diagnose_only: false,
+        };
+        match engine.open(message, options, RequestSource::Alert).await {
+            Ok(req) => out.push(AlertOutcome {
+                alert: name,
+                request_id: Some(req.id),
+                detail: format!("opened for {value}"),
+            }),
+            Err(e) => out.push(AlertOutcome {
+                alert: name,
+                request_id: None,
+                detail: format!("cannot open a request: {e}"),
+            }),
+        }
+    }
+    out
+}

@@ -1,0 +1,199 @@
+//! The agent's own journal of container events. The engine keeps only its
+//! last 256 events, so the agent records what the executor streams (visible
+//! containers only, already redacted) in SQLite with bounded retention, and
+//! uses it for watch triggers and as evidence. Each row also carries its
+//! trigger state, so an agent restarted while a trigger was being debounced
+//! picks it up again, and a replayed event (same time, container, action)
+//! is recognised and never triggers twice.
+
+use rusqlite::{params, OptionalExtension as _};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Store, StoreError};
+
+pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS journal (
+    time_nanos INTEGER NOT NULL,
+    container_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    action TEXT NOT NULL,
+    exit_code INTEGER,
+    signal TEXT NOT NULL,
+    health TEXT NOT NULL,
+    image TEXT NOT NULL,
+    project TEXT NOT NULL,
+    service TEXT NOT NULL,
+    trigger TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (time_nanos, container_id, action, health)
+);
+CREATE INDEX IF NOT EXISTS journal_by_container ON journal (container_id, time_nanos);
+CREATE INDEX IF NOT EXISTS journal_by_trigger ON journal (trigger);";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct JournalEvent {
+    pub time_nanos: i64,
+    pub container_id: String,
+    pub name: String,
+    /// start, die, oom, kill, health_status, restart, destroy or stop.
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signal: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub health: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub project: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service: String,
+}
+
+impl From<drydock_proto::pb::ContainerEvent> for JournalEvent {
+    fn from(e: drydock_proto::pb::ContainerEvent) -> Self {
+        JournalEvent {
+            time_nanos: e.time_unix_nanos,
+            container_id: e.container_id,
+            name: e.name,
+            action: e.action,
+            exit_code: e.has_exit_code.then_some(e.exit_code),
+            signal: e.signal,
+            health: e.health_status,
+            image: e.image,
+            project: e.compose_project,
+            service: e.compose_service,
+        }
+    }
+}
+
+/// Record an event; `false` when it was already there (a replay).
+pub fn record(store: &Store, e: &JournalEvent) -> Result<bool, StoreError> {
+    let n = store.lock().execute(
+        "INSERT OR IGNORE INTO journal (time_nanos, container_id, name, action, exit_code, signal, health, image, project, service)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![e.time_nanos, e.container_id, e.name, e.action, e.exit_code, e.signal, e.health, e.image, e.project, e.service],
+    )?;
+    Ok(n == 1)
+}
+
+/// The newest event's time: where a reconnecting stream resumes.
+pub fn last_time(store: &Store) -> Result<Option<i64>, StoreError> {
+    Ok(store
+        .lock()
+        .query_row("SELECT max(time_nanos) FROM journal", [], |r| r.get(0))
+        .optional()?
+        .flatten())
+}
+
+/// Set the trigger state of one event (`pending`, `opened`, `skipped`).
+pub fn set_trigger(store: &Store, e: &JournalEvent, state: &str) -> Result<(), StoreError> {
+    store.lock().execute(
+        "UPDATE journal SET trigger = ?5 WHERE time_nanos = ?1 AND container_id = ?2 AND action = ?3 AND health = ?4",
+        params![e.time_nanos, e.container_id, e.action, e.health, state],
+    )?;
+    Ok(())
+}
+
+fn select(
+    store: &Store,
+    sql: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<JournalEvent>, StoreError> {
+    let conn = store.lock();
+    let mut stmt = conn.prepare(sql)?;
+    let rows = stmt
+        .query_map(args, |r| {
+            Ok(JournalEvent {
+                time_nanos: r.get(0)?,
+                container_id: r.get(1)?,
+                name: r.get(2)?,
+                action: r.get(3)?,
+                exit_code: r.get(4)?,
+                signal: r.get(5)?,
+                health: r.get(6)?,
+                image: r.get(7)?,
+                project: r.get(8)?,
+                service: r.get(9)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+const COLUMNS: &str =
+    "time_nanos, container_id, name, action, exit_code, signal, health, image, project, service";
+
+/// Events whose trigger was still being debounced when the agent stopped.
+pub fn pending(store: &Store) -> Result<Vec<JournalEvent>, StoreError> {
+    select(
+        store,
+        &format!("SELECT {COLUMNS} FROM journal WHERE trigger = 'pending' ORDER BY time_nanos"),
+        [],
+    )
+}
+
+/// One container's events since `since_nanos`, oldest first, at most `limit`
+/// (the newest ones).
+pub fn for_container(
+    store: &Store,
+    container_id: &str,
+    since_nanos: i64,
+    limit: u32,
+) -> Result<Vec<JournalEvent>, StoreError> {
+    let mut rows = select(
+        store,
+        &format!("SELECT {COLUMNS} FROM journal WHERE container_id = ?1 AND time_nanos >= ?2 ORDER BY time_nanos DESC LIMIT ?3"),
+        params![container_id, since_nanos, limit],
+    )?;
+    rows.reverse();
+    Ok(rows)
+}
+
+/// Drop events older than `before_nanos`, then the oldest beyond `max_rows`.
+pub fn prune(store: &Store, before_nanos: i64, max_rows: u32) -> Result<usize, StoreError> {
+    let conn = store.lock();
+    let old = conn.execute(
+        "DELETE FROM journal WHERE time_nanos < ?1 AND trigger != 'pending'",
+        [before_nanos],
+    )?;
+    let excess = conn.execute(
+        "DELETE FROM journal WHERE rowid IN (SELECT rowid FROM journal ORDER BY time_nanos DESC LIMIT -1 OFFSET ?1)",
+        [max_rows],
+    )?;
+    Ok(old + excess)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(t: i64, action: &str) -> JournalEvent {
+        JournalEvent {
+            time_nanos: t,
+            container_id: "c1".into(),
+            name: "shop-web-1".into(),
+            action: action.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn replays_are_recognised_and_retention_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        assert!(record(&store, &event(1, "die")).unwrap());
+        assert!(!record(&store, &event(1, "die")).unwrap(), "a replay");
+        assert!(record(&store, &event(1, "start")).unwrap());
+        for t in 2..200 {
+            record(&store, &event(t, "start")).unwrap();
+        }
+        assert_eq!(last_time(&store).unwrap(), Some(199));
+        set_trigger(&store, &event(1, "die"), "pending").unwrap();
+        assert_eq!(pending(&store).unwrap(), vec![event(1, "die")]);
+        prune(&store, 100, 150).unwrap();
+        let kept = for_container(&store, "c1", 0, 1000).unwrap();
+        assert!(kept.len() <= 150, "{}", kept.len());
+        assert_eq!(kept.last().unwrap().time_nanos, 199);
+        assert_eq!(for_container(&store, "c1", 195, 2).unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,338 @@
+//! Watching: the agent follows the executor's event stream, keeps its own
+//! journal, and opens a request by itself (`source: watch`) when a visible
+//! container turns unhealthy, dies with a non-zero exit that no person
+//! caused, or is OOM-killed.
+//!
+//! - **Debounced:** a trigger waits `watch.debounce`; more triggers of the
+//!   same container meanwhile fold into it.
+//! - **Deduplicated:** never a second open request for a container, and none
+//!   within `watch.cooldown` after the last watch request for it ended, so
+//!   a flapping container yields one request.
+//! - **Docker first:** a container that Docker restarted by itself (its
+//!   restart policy) after the trigger is left to Docker; a crash loop
+//!   (`watch.crash_loop_restarts` exits within `watch.crash_loop_window`)
+//!   gets a diagnose-only request: advice, never a restart.
+//! - **Resumable:** the stream resumes from the journal's newest event after
+//!   a reconnect or a restart; replayed events are recognised, and triggers
+//!   that were being debounced are picked up again.
+
+pub mod alerts;
+pub mod journal;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use journal::JournalEvent;
+
+use crate::config::WatchConfig;
+use crate::engine::Engine;
+use crate::executor_client::ExecutorClient;
+use crate::model::{RequestOptions, RequestSource};
+
+/// Why a container was flagged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    Unhealthy,
+    OomKilled,
+    Crashed { exit_code: i64 },
+}
+
+impl Trigger {
+    fn describe(&self) -> String {
+        match self {
+            Trigger::Unhealthy => "turned unhealthy".into(),
+            Trigger::OomKilled => "was OOM-killed".into(),
+            Trigger::Crashed { exit_code } => format!("exited with code {exit_code}"),
+        }
+    }
+}
+
+/// Whether a new event is a trigger. `recent` holds the container's
+/// earlier events (for telling a person's stop or kill from a crash).
+pub fn trigger_of(e: &JournalEvent, recent: &[JournalEvent]) -> Option<Trigger> {
+    match e.action.as_str() {
+        "health_status" if e.health == "unhealthy" => Some(Trigger::Unhealthy),
+        "oom" => Some(Trigger::OomKilled),
+        "die" => {
+            let code = e.exit_code.unwrap_or(0);
+            if code == 0 {
+                return None;
+            }
+            // `docker stop` and `docker kill` send a kill event first; an
+            // OOM kill has its own event. A die with neither is a crash.
+            let caused = recent.iter().any(|r| {
+                r.time_nanos <= e.time_nanos
+                    && e.time_nanos - r.time_nanos <= 30_000_000_000
+                    && matches!(r.action.as_str(), "kill" | "stop" | "oom")
+            });
+            (!caused).then_some(Trigger::Crashed { exit_code: code })
+        }
+        _ => None,
+    }
+}
+
+struct Pending {
+    event: JournalEvent,
+    trigger: Trigger,
+    due: Instant,
+    folded: u32,
+}
+
+pub struct Watcher {
+    engine: Arc<Engine>,
+    executor: ExecutorClient,
+    config: WatchConfig,
+    pending: HashMap<String, Pending>,
+}
+
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+impl Watcher {
+    pub fn spawn(engine: Arc<Engine>, executor: ExecutorClient, config: WatchConfig) {
+        let mut watcher = Watcher {
+            engine,
+            executor,
+            config,
+            pending: HashMap::new(),
+        };
+        tokio::spawn(async move { watcher.run().await });
+    }
+
+    async fn run(&mut self) {
+        match journal::pending(self.engine.store()) {
+            Ok(left) => {
+                for e in left {
+                    let recent = self.recent(&e);
+                    if let Some(t) = trigger_of(&e, &recent) {
+                        self.hold(e, t);
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot read pending watch triggers"),
+        }
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let since = match journal::last_time(self.engine.store()) {
+                Ok(Some(t)) => t,
+                _ => 0,
+            };
+            match self.executor.watch_events(since).await {
+                Ok(mut stream) => {
+                    tracing::info!(since, "watching container events");
+                    backoff = Duration::from_secs(1);
+                    let mut tick = tokio::time::interval(Duration::from_millis(500));
+                    let mut prune = tokio::time::interval(Duration::from_secs(600));
+                    loop {
+                        tokio::select! {
+                            next = stream.message() => match next {
+                                Ok(Some(event)) => self.on_event(event.into()),
+                                Ok(None) => { tracing::warn!("the event stream ended; reconnecting"); break; }
+                                Err(e) => { tracing::warn!(error = %e, "the event stream failed; reconnecting"); break; }
+                            },
+                            _ = tick.tick() => self.fire_due().await,
+                            _ = prune.tick() => self.prune(),
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot open the event stream; retrying"),
+            }
+            self.fire_due().await;
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    fn prune(&self) {
+        let keep = self.config.journal_retention.as_nanos() as i64;
+        if let Err(e) = journal::prune(
+            self.engine.store(),
+            now_nanos() - keep,
+            self.config.journal_max_rows,
+        ) {
+            tracing::error!(error = %e, "cannot prune the event journal");
+        }
+    }
+
+    fn recent(&self, e: &JournalEvent) -> Vec<JournalEvent> {
+        let window = self.config.crash_loop_window.as_nanos() as i64;
+        journal::for_container(
+            self.engine.store(),
+            &e.container_id,
+            e.time_nanos - window.max(30_000_000_000),
+            500,
+        )
+        .unwrap_or_default()
+    }
+
+    fn on_event(&mut self, e: JournalEvent) {
+        match journal::record(self.engine.store(), &e) {
+            Ok(true) => {}
+            // A replay after a reconnect: it was handled the first time.
+            Ok(false) => return,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot journal an event");
+                return;
+            }
+        }
+        let recent = self.recent(&e);
+        if let Some(trigger) = trigger_of(&e, &recent) {
+            if let Err(err) = journal::set_trigger(self.engine.store(), &e, "pending") {
+                tracing::error!(error = %err, "cannot record a watch trigger");
+            }
+            self.hold(e, trigger);
+        }
+    }
+
+    fn hold(&mut self, e: JournalEvent, trigger: Trigger) {
+        let debounce = self.config.debounce;
+        match self.pending.get_mut(&e.container_id) {
+            Some(p) => {
+                p.folded += 1;
+                // The folded event is settled with the first one.
+                let _ = journal::set_trigger(self.engine.store(), &e, "folded");
+            }
+            None => {
+                tracing::info!(container = %e.name, trigger = ?trigger, "watch trigger; waiting {debounce:?} before opening a request");
+                self.pending.insert(
+                    e.container_id.clone(),
+                    Pending {
+                        event: e,
+                        trigger,
+                        due: Instant::now() + debounce,
+                        folded: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    async fn fire_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.due <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for id in due {
+            if let Some(p) = self.pending.remove(&id) {
+                let state = self.fire(&p).await;
+                if let Err(e) = journal::set_trigger(self.engine.store(), &p.event, state) {
+                    tracing::error!(error = %e, "cannot settle a watch trigger");
+                }
+            }
+        }
+    }
+
+    /// Open the request, or say why not. Returns the trigger's final state.
+    async fn fire(&self, p: &Pending) -> &'static str {
+        let e = &p.event;
+        let recent = self.recent(e);
+        let window_start = e.time_nanos - self.config.crash_loop_window.as_nanos() as i64;
+        let exits = recent
+            .iter()
+            .filter(|r| r.action == "die" && r.time_nanos >= window_start)
+            .count() as u32;
+        let crash_loop = exits >= self.config.crash_loop_restarts;
+        let restarted_by_docker = recent
+            .iter()
+            .any(|r| r.action == "start" && r.time_nanos > e.time_nanos);
+        if !crash_loop && restarted_by_docker && matches!(p.trigger, Trigger::Crashed { .. }) {
+            tracing::info!(container = %e.name, "Docker restarted it by itself; observing, not acting");
+            return "skipped";
+        }
+        if let Some(why) =
+            alerts::busy(&self.engine, &e.name, &e.container_id, self.config.cooldown)
+        {
+            tracing::info!(container = %e.name, "{why}; no new request");
+            return "skipped";
+        }
+        let (message, diagnose_only) = if crash_loop {
+            (
+                format!(
+                    "watch: {} is crash-looping ({exits} exits within {}); Docker keeps restarting it",
+                    e.name,
+                    humantime::format_duration(self.config.crash_loop_window)
+                ),
+                true,
+            )
+        } else {
+            (format!("watch: {} {}", e.name, p.trigger.describe()), false)
+        };
+        let options = RequestOptions {
+            container: Some(e.name.clone()),
+            diagnose_only,
+        };
+        match self
+            .engine
+            .open(message, options, RequestSource::Watch)
+            .await
+        {
+            Ok(req) => {
+                tracing::info!(request_id = %req.id, container = %e.name, folded = p.folded, "opened a watch request");
+                "opened"
+            }
+            Err(err) => {
+                tracing::error!(error = %err, container = %e.name, "cannot open a watch request");
+                "failed"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t: i64, action: &str, code: Option<i64>) -> JournalEvent {
+        JournalEvent {
+            time_nanos: t * 1_000_000_000,
+            container_id: "c1".into(),
+            name: "shop-web-1".into(),
+            action: action.into(),
+            exit_code: code,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_crash_triggers_and_a_persons_stop_or_kill_does_not() {
+        let die = ev(100, "die", Some(1));
+        assert_eq!(
+            trigger_of(&die, &[]),
+            Some(Trigger::Crashed { exit_code: 1 })
+        );
+        assert_eq!(
+            trigger_of(&ev(100, "die", Some(0)), &[]),
+            None,
+            "a clean exit"
+        );
+        let killed = [ev(99, "kill", None)];
+        assert_eq!(
+            trigger_of(&ev(100, "die", Some(137)), &killed),
+            None,
+            "docker kill/stop"
+        );
+        let long_ago = [ev(10, "kill", None)];
+        assert!(
+            trigger_of(&die, &long_ago).is_some(),
+            "an old kill does not excuse a new crash"
+        );
+        assert_eq!(
+            trigger_of(&ev(100, "oom", None), &[]),
+            Some(Trigger::OomKilled)
+        );
+        let mut unhealthy = ev(100, "health_status", None);
+        unhealthy.health = "unhealthy".into();
+        assert_eq!(trigger_of(&unhealthy, &[]), Some(Trigger::Unhealthy));
+        unhealthy.health = "healthy".into();
+        assert_eq!(trigger_of(&unhealthy, &[]), None);
+        assert_eq!(trigger_of(&ev(100, "start", None), &[]), None);
+    }
+}

@@ -1,0 +1,283 @@
+//! `drydock grant`: automation grants, made and signed on the operator's
+//! side (where the approver key is), stored by the agent, enforced by the
+//! executor at every use.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use drydock_proto::approval::WriteAction;
+use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION};
+use serde_json::{json, Value};
+
+use crate::ask::{describe_time, safe};
+use crate::client::AgentClient;
+use crate::home::{CliConfig, Home};
+use crate::term::confirm;
+
+/// What `drydock grant create` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct CreateArgs {
+    pub actions: Vec<String>,
+    pub projects: Vec<String>,
+    pub names: Vec<String>,
+    pub labels: Vec<String>,
+    pub classes: Vec<String>,
+    pub max: String,
+    pub max_total: Option<u32>,
+    pub expires: String,
+    pub yes: bool,
+}
+
+/// `N/WINDOW`, like `2/1h`.
+pub fn parse_max(text: &str) -> anyhow::Result<(u32, u64)> {
+    let bad = || {
+        format!("--max `{text}` is not N/WINDOW, like 2/1h (at most N repairs per container per WINDOW)")
+    };
+    let (n, window) = text.split_once('/').with_context(bad)?;
+    let n: u32 = n.trim().parse().ok().filter(|n| *n > 0).with_context(bad)?;
+    let window =
+        drydock_daemon::duration::parse(window).map_err(|e| anyhow::anyhow!("{}: {e}", bad()))?;
+    Ok((n, window.as_secs()))
+}
+
+/// The claims `create` would sign, checked as the executor will check them.
+pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
+    let mut actions = Vec::new();
+    for a in &args.actions {
+        match WriteAction::parse(a) {
+            Some(WriteAction::Stop) => {
+                bail!(
+                    "--action stop: stop is a T2 action, and a grant covers only start and restart"
+                )
+            }
+            Some(action) if !actions.contains(&action) => actions.push(action),
+            Some(_) => {}
+            None => bail!("--action `{a}` is not start or restart"),
+        }
+    }
+    let mut labels = BTreeMap::new();
+    for l in &args.labels {
+        let (k, v) = l
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .with_context(|| format!("--label `{l}` is not KEY=VALUE"))?;
+        labels.insert(k.to_string(), v.to_string());
+    }
+    let (max_per_container, window_secs) = parse_max(&args.max)?;
+    let expires = drydock_daemon::duration::parse(&args.expires)
+        .map_err(|e| anyhow::anyhow!("--expires: {e}"))?;
+    let claims = GrantClaims {
+        version: GRANT_VERSION,
+        kind: GRANT_KIND.into(),
+        grant_id: GrantClaims::new_id(),
+        actions,
+        scope: GrantScope {
+            names: args.names.clone(),
+            labels,
+            projects: args.projects.clone(),
+        },
+        classes: args.classes.clone(),
+        max_per_container,
+        window_secs,
+        max_total: args
+            .max_total
+            .unwrap_or(max_per_container.saturating_mul(10)),
+        issued_at: now,
+        expires_at: now.saturating_add(i64::try_from(expires.as_secs()).unwrap_or(i64::MAX)),
+    };
+    claims.check_shape().map_err(|e| {
+        anyhow::anyhow!("{e}").context("the grant would be refused; nothing was signed")
+    })?;
+    Ok(claims)
+}
+
+/// The grant in words, for the person about to sign it.
+pub fn describe(c: &GrantClaims, now: i64) -> String {
+    let mut scope = Vec::new();
+    if !c.scope.projects.is_empty() {
+        scope.push(format!("compose project {}", c.scope.projects.join(" or ")));
+    }
+    if !c.scope.names.is_empty() {
+        scope.push(format!("names matching {}", c.scope.names.join(" or ")));
+    }
+    if !c.scope.labels.is_empty() {
+        let l: Vec<String> = c
+            .scope
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        scope.push(format!("labels {}", l.join(", ")));
+    }
+    let actions: Vec<&str> = c.actions.iter().map(|a| a.as_str()).collect();
+    format!(
+        "grant {id}\n  may {actions} containers with {scope}\n  for {classes}\n  at most {n} per container every {w}, {total} in all\n  only when the container is really broken at that moment (checked by the executor)\n  expires {exp}",
+        id = safe(&c.grant_id),
+        actions = actions.join(" or "),
+        scope = safe(&scope.join(" and ")),
+        classes = if c.classes.is_empty() {
+            "any fault class".to_string()
+        } else {
+            format!("faults classed {}", safe(&c.classes.join(", ")))
+        },
+        n = c.max_per_container,
+        w = humantime::format_duration(Duration::from_secs(c.window_secs)),
+        total = c.max_total,
+        exp = describe_time(c.expires_at, now),
+    )
+}
+
+pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> anyhow::Result<u8> {
+    let now = crate::ask::unix_now();
+    let claims = build(args, now)?;
+    let executor = agent
+        .get("/api/v1/executor")
+        .await
+        .context("the grant is checked against the executor's policy, through the agent")?;
+    let policy = &executor["policy"];
+    let max_ttl = policy["max_grant_ttl_secs"].as_u64().unwrap_or(0);
+    let lifetime = (claims.expires_at - claims.issued_at) as u64;
+    if max_ttl > 0 && lifetime > max_ttl {
+        bail!(
+            "--expires {} is longer than the executor's automation.max_grant_ttl of {}: it would refuse the grant",
+            args.expires,
+            humantime::format_duration(Duration::from_secs(max_ttl))
+        );
+    }
+    println!("{}", describe(&claims, now));
+    if policy["automation_enabled"].as_bool() != Some(true) {
+        println!("note: the executor has automation off (automation.enabled: false); the grant authorises nothing until its operator turns it on");
+    }
+    if !args.yes && !confirm("Sign this grant with your approver key?").await {
+        println!("not signed; nothing was stored");
+        return Ok(crate::ask::exit::REJECTED);
+    }
+    let bytes = claims.encode();
+    let key = cfg.signing_key()?;
+    let signature = grant::sign(&bytes, &key);
+    agent
+        .post(
+            "/api/v1/grants",
+            json!({"claims": B64.encode(&bytes), "signature": B64.encode(signature), "key_id": cfg.approver.id}),
+        )
+        .await?;
+    println!("{}", claims.grant_id);
+    Ok(crate::ask::exit::COMPLETED)
+}
+
+pub async fn list(agent: &AgentClient, json_out: bool) -> anyhow::Result<u8> {
+    let answer = agent.get("/api/v1/grants").await?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(crate::ask::exit::COMPLETED);
+    }
+    let rows = answer["grants"].as_array().cloned().unwrap_or_default();
+    if rows.is_empty() {
+        println!("no grants");
+    }
+    let now = crate::ask::unix_now();
+    for row in rows {
+        let status = row["status"].as_str().unwrap_or("?");
+        match serde_json::from_value::<GrantClaims>(row["grant"]["claims"].clone()) {
+            Ok(c) => println!("[{status}] {}", describe(&c, now)),
+            Err(_) => println!("[{status}] {}", safe(&row["grant"]["id"].to_string())),
+        }
+    }
+    if answer["executor_automation_enabled"] == Value::Bool(false) {
+        println!("note: the executor has automation off; no grant authorises anything");
+    }
+    Ok(crate::ask::exit::COMPLETED)
+}
+
+/// Revoke at the executor (its list is what refuses the grant) and in the
+/// agent (so it is no longer offered).
+pub async fn revoke(home: &Home, agent: &AgentClient, id: &str) -> anyhow::Result<u8> {
+    let executor_config = home.executor_config();
+    if executor_config.is_file() {
+        let bin = crate::daemons::find_binary("drydock-executor").context(
+            "drydock-executor not found (looked at $DRYDOCK_EXECUTOR_BIN, next to drydock, and on PATH)",
+        )?;
+        let out = std::process::Command::new(bin)
+            .args(["grant", "revoke", "--config"])
+            .arg(&executor_config)
+            .arg(id)
+            .output()
+            .context("cannot run drydock-executor")?;
+        if !out.status.success() {
+            bail!(
+                "the executor's revocation list was not changed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    } else {
+        println!(
+            "the executor's config is not in this home: on the executor's host, run\n  drydock-executor grant revoke --config /etc/drydock/executor.yaml {}\n(until then the executor still honours the grant)",
+            safe(id)
+        );
+    }
+    match agent.delete(&format!("/api/v1/grants/{id}")).await {
+        Ok(_) => println!("the agent no longer offers {}", safe(id)),
+        Err(e) => println!("the agent was not told ({e:#}); the executor refuses the grant anyway"),
+    }
+    Ok(crate::ask::exit::COMPLETED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> CreateArgs {
+        CreateArgs {
+            actions: vec!["restart".into()],
+            projects: vec!["shop".into()],
+            max: "2/1h".into(),
+            expires: "7d".into(),
+            ..Default::default()
+        }
+    }
+
+    type Change = Box<dyn Fn(&mut CreateArgs)>;
+
+    #[test]
+    fn a_grant_is_built_from_flags_and_bad_flags_say_what_is_wrong() {
+        let c = build(&args(), 1_000).unwrap();
+        assert_eq!(
+            (c.max_per_container, c.window_secs, c.max_total),
+            (2, 3600, 20)
+        );
+        assert_eq!(c.expires_at, 1_000 + 7 * 86_400);
+        let text = describe(&c, 1_000);
+        assert!(
+            text.contains("compose project shop")
+                && text.contains("at most 2 per container every 1h"),
+            "{text}"
+        );
+        let cases: Vec<(Change, &str)> = vec![
+            (Box::new(|a| a.actions = vec!["stop".into()]), "T2"),
+            (
+                Box::new(|a| a.actions = vec!["rm".into()]),
+                "not start or restart",
+            ),
+            (Box::new(|a| a.max = "2".into()), "N/WINDOW"),
+            (Box::new(|a| a.max = "0/1h".into()), "N/WINDOW"),
+            (Box::new(|a| a.expires = "soon".into()), "--expires"),
+            (Box::new(|a| a.projects.clear()), "no container selector"),
+            (Box::new(|a| a.labels = vec!["novalue".into()]), "KEY=VALUE"),
+            (
+                Box::new(|a| a.classes = vec!["bad_luck".into()]),
+                "not a fault class",
+            ),
+            (Box::new(|a| a.names = vec!["*".into()]), "`*`"),
+        ];
+        for (change, says) in cases {
+            let mut a = args();
+            change(&mut a);
+            let err = format!("{:#}", build(&a, 1_000).unwrap_err());
+            assert!(err.contains(says), "{says}: {err}");
+        }
+    }
+}

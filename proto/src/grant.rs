@@ -1,0 +1,412 @@
+//! Automation grants: an operator's advance authorisation of a narrow class
+//! of repairs, signed with an approver key.
+//!
+//! A grant is signed like an approval (exact bytes, verified before they are
+//! decoded) but under its own signing context, and its claims carry a
+//! `kind` tag and reject unknown fields: an approval's signature or bytes can
+//! never pass as a grant, nor a grant's as an approval. What it covers is a
+//! rule (actions × container selectors × fault classes, with caps and an
+//! expiry), not one action on one container; the executor checks every use
+//! against the rule, its own counters, its revocation list and the
+//! container's state at call time.
+
+use std::collections::BTreeMap;
+
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::approval::{check_signature, signed_message, ApprovalFormatError, WriteAction};
+
+/// Prefix mixed into every signed grant; distinct from approvals'.
+pub const GRANT_SIGNING_CONTEXT: &[u8] = b"drydock-grant-v1\0";
+pub const GRANT_VERSION: u32 = 1;
+pub const GRANT_KIND: &str = "automation_grant";
+/// Upper bound on encoded grant claims.
+pub const MAX_GRANT_BYTES: usize = 8192;
+/// The compose project label a `projects` selector matches.
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+/// The shortest cap window a grant may use.
+pub const MIN_WINDOW_SECS: u64 = 60;
+/// The fault classes a grant may name (the rules engine's vocabulary).
+pub const FAULT_CLASSES: [&str; 13] = [
+    "dependency_unavailable",
+    "config_error",
+    "port_conflict",
+    "oom_killed",
+    "crash",
+    "crash_loop",
+    "unhealthy",
+    "healthcheck_broken",
+    "permission_denied",
+    "disk_full",
+    "stopped",
+    "healthy",
+    "unknown",
+];
+
+/// Which containers a grant covers. Every non-empty kind must match (as in
+/// the executor's own selectors); a grant with all three empty is invalid.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantScope {
+    /// Container name globs (`shop-*`); any one matching is enough.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Labels that must all be present with these values.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Compose projects; any one matching is enough.
+    #[serde(default)]
+    pub projects: Vec<String>,
+}
+
+impl GrantScope {
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.labels.is_empty() && self.projects.is_empty()
+    }
+
+    pub fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let name = name.trim_start_matches('/');
+        let name_ok =
+            self.names.is_empty() || self.names.iter().any(|g| glob_match::glob_match(g, name));
+        let labels_ok = self.labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let project_ok = self.projects.is_empty()
+            || labels
+                .get(COMPOSE_PROJECT_LABEL)
+                .is_some_and(|p| self.projects.iter().any(|a| a == p));
+        name_ok && labels_ok && project_ok
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantClaims {
+    pub version: u32,
+    /// Always `automation_grant`.
+    pub kind: String,
+    pub grant_id: String,
+    /// `start` and `restart` only: a grant never covers a T2 action.
+    pub actions: Vec<WriteAction>,
+    pub scope: GrantScope,
+    /// Fault classes the repair may be for; empty means any.
+    #[serde(default)]
+    pub classes: Vec<String>,
+    /// Uses per container within `window_secs`.
+    pub max_per_container: u32,
+    pub window_secs: u64,
+    /// Uses over the grant's whole life, all containers together.
+    pub max_total: u32,
+    /// Unix seconds.
+    pub issued_at: i64,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GrantError {
+    #[error("{0}")]
+    Format(#[from] ApprovalFormatError),
+    #[error("grant is invalid: {0}")]
+    Invalid(String),
+}
+
+impl GrantClaims {
+    pub fn new_id() -> String {
+        format!("grt-{}", hex::encode(rand::random::<[u8; 8]>()))
+    }
+
+    /// Serialize once; these bytes are what gets signed and sent.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decode and check the shape (not the signature, not the clock).
+    pub fn decode(bytes: &[u8]) -> Result<GrantClaims, GrantError> {
+        if bytes.len() > MAX_GRANT_BYTES {
+            return Err(ApprovalFormatError::TooLarge(bytes.len()).into());
+        }
+        let claims: GrantClaims = serde_json::from_slice(bytes)
+            .map_err(|e| ApprovalFormatError::Malformed(e.to_string()))?;
+        claims.check_shape()?;
+        Ok(claims)
+    }
+
+    /// What makes a grant well formed, whoever made it.
+    pub fn check_shape(&self) -> Result<(), GrantError> {
+        let invalid = |m: String| Err(GrantError::Invalid(m));
+        if self.version != GRANT_VERSION {
+            return Err(ApprovalFormatError::Version(self.version).into());
+        }
+        if self.kind != GRANT_KIND {
+            return invalid(format!("kind is `{}`, not `{GRANT_KIND}`", self.kind));
+        }
+        let id_ok = self.grant_id.len() <= 64
+            && self.grant_id.starts_with("grt-")
+            && self.grant_id[4..]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !id_ok || self.grant_id.len() < 5 {
+            return invalid(format!(
+                "grant id `{}` is not grt-<letters or digits>",
+                self.grant_id
+            ));
+        }
+        if self.actions.is_empty() {
+            return invalid("no action: name start and/or restart".into());
+        }
+        if self.actions.contains(&WriteAction::Stop) {
+            return invalid("stop is a T2 action; a grant covers start and restart only".into());
+        }
+        if self.scope.is_empty() {
+            return invalid(
+                "no container selector: name a compose project, a name glob or a label".into(),
+            );
+        }
+        if self
+            .scope
+            .names
+            .iter()
+            .any(|g| g.trim() == "*" || g.is_empty())
+        {
+            return invalid(
+                "a name selector of `*` would cover every container; be specific".into(),
+            );
+        }
+        if let Some(bad) = self
+            .classes
+            .iter()
+            .find(|c| !FAULT_CLASSES.contains(&c.as_str()))
+        {
+            return invalid(format!(
+                "`{bad}` is not a fault class (one of {})",
+                FAULT_CLASSES.join(", ")
+            ));
+        }
+        if self.max_per_container == 0 {
+            return invalid("max_per_container must be at least 1".into());
+        }
+        if self.window_secs < MIN_WINDOW_SECS {
+            return invalid(format!(
+                "window of {}s is shorter than {MIN_WINDOW_SECS}s",
+                self.window_secs
+            ));
+        }
+        if self.max_total == 0 {
+            return invalid("max_total must be at least 1".into());
+        }
+        if self.expires_at <= self.issued_at {
+            return invalid(format!(
+                "expires_at {} is not after issued_at {}",
+                self.expires_at, self.issued_at
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why this grant does not cover an action on a container for a class,
+    /// or `None` when it does (caps, clock and state are checked apart).
+    pub fn refuses(
+        &self,
+        action: WriteAction,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        class: &str,
+    ) -> Option<String> {
+        if !self.actions.contains(&action) {
+            return Some(format!("grant {} does not cover {action}", self.grant_id));
+        }
+        if !self.scope.matches(name, labels) {
+            return Some(format!(
+                "container {} is outside grant {}'s scope",
+                name.trim_start_matches('/'),
+                self.grant_id
+            ));
+        }
+        if !self.classes.is_empty() && !self.classes.iter().any(|c| c == class) {
+            return Some(format!(
+                "fault class `{class}` is not among grant {}'s classes",
+                self.grant_id
+            ));
+        }
+        None
+    }
+}
+
+/// Sign encoded grant claims.
+pub fn sign(claims_bytes: &[u8], key: &SigningKey) -> Vec<u8> {
+    key.sign(&signed_message(GRANT_SIGNING_CONTEXT, claims_bytes))
+        .to_bytes()
+        .to_vec()
+}
+
+/// Verify the signature over exactly `claims_bytes`, then decode them.
+pub fn verify(
+    claims_bytes: &[u8],
+    signature: &[u8],
+    key: &VerifyingKey,
+) -> Result<GrantClaims, GrantError> {
+    check_signature(
+        GRANT_SIGNING_CONTEXT,
+        claims_bytes,
+        MAX_GRANT_BYTES,
+        signature,
+        key,
+    )?;
+    GrantClaims::decode(claims_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::{self, ApprovalClaims, CLAIMS_VERSION};
+
+    pub fn grant() -> GrantClaims {
+        GrantClaims {
+            version: GRANT_VERSION,
+            kind: GRANT_KIND.into(),
+            grant_id: "grt-0123abcd".into(),
+            actions: vec![WriteAction::Restart],
+            scope: GrantScope {
+                projects: vec!["shop".into()],
+                ..Default::default()
+            },
+            classes: vec!["unhealthy".into()],
+            max_per_container: 2,
+            window_secs: 3600,
+            max_total: 10,
+            issued_at: 1_000,
+            expires_at: 90_000,
+        }
+    }
+
+    fn labels(project: &str) -> BTreeMap<String, String> {
+        [(COMPOSE_PROJECT_LABEL.to_string(), project.to_string())].into()
+    }
+
+    type Change = Box<dyn Fn(&mut GrantClaims)>;
+
+    #[test]
+    fn signed_bytes_verify_and_anything_else_does_not() {
+        let key = approval::generate_signing_key();
+        let bytes = grant().encode();
+        let sig = sign(&bytes, &key);
+        assert_eq!(verify(&bytes, &sig, &key.verifying_key()).unwrap(), grant());
+        // Widened after signing: the bytes differ, the signature fails.
+        let mut wide = grant();
+        wide.max_per_container = 100;
+        assert!(matches!(
+            verify(&wide.encode(), &sig, &key.verifying_key()),
+            Err(GrantError::Format(ApprovalFormatError::BadSignature))
+        ));
+        // A grant signature is not an approval signature, and back.
+        assert!(approval::verify(&bytes, &sig, &key.verifying_key()).is_err());
+        let claims = ApprovalClaims {
+            version: CLAIMS_VERSION,
+            approval_id: "apr-1".into(),
+            request_id: "req-1".into(),
+            action: WriteAction::Restart,
+            container_id: "a".repeat(64),
+            container_name: "shop-web-1".into(),
+            plan_digest: "d".into(),
+            issued_at: 1,
+            expires_at: 2,
+            nonce: "n".into(),
+        }
+        .encode();
+        let approval_sig = approval::sign(&claims, &key);
+        assert!(verify(&claims, &approval_sig, &key.verifying_key()).is_err());
+        // Even signed under the grant context, approval claims do not decode.
+        let forged = sign(&claims, &key);
+        assert!(matches!(
+            verify(&claims, &forged, &key.verifying_key()),
+            Err(GrantError::Format(ApprovalFormatError::Malformed(_)))
+        ));
+    }
+
+    #[test]
+    fn shape_rules_refuse_what_a_grant_must_never_be() {
+        let cases: Vec<(Change, &str)> = vec![
+            (Box::new(|g| g.actions = vec![WriteAction::Stop]), "T2"),
+            (Box::new(|g| g.actions.clear()), "no action"),
+            (
+                Box::new(|g| g.scope = GrantScope::default()),
+                "no container selector",
+            ),
+            (Box::new(|g| g.scope.names = vec!["*".into()]), "`*`"),
+            (Box::new(|g| g.max_per_container = 0), "max_per_container"),
+            (Box::new(|g| g.window_secs = 5), "shorter"),
+            (Box::new(|g| g.max_total = 0), "max_total"),
+            (Box::new(|g| g.expires_at = g.issued_at), "not after"),
+            (Box::new(|g| g.kind = "approval".into()), "kind"),
+            (Box::new(|g| g.grant_id = "apr-1".into()), "grant id"),
+        ];
+        for (change, says) in cases {
+            let mut g = grant();
+            change(&mut g);
+            let err = GrantClaims::decode(&g.encode()).unwrap_err().to_string();
+            assert!(err.contains(says), "{says}: {err}");
+        }
+    }
+
+    #[test]
+    fn scope_action_and_class_decide_coverage() {
+        let g = grant();
+        assert_eq!(
+            g.refuses(
+                WriteAction::Restart,
+                "/shop-web-1",
+                &labels("shop"),
+                "unhealthy"
+            ),
+            None
+        );
+        assert!(g
+            .refuses(
+                WriteAction::Start,
+                "shop-web-1",
+                &labels("shop"),
+                "unhealthy"
+            )
+            .is_some());
+        assert!(g
+            .refuses(
+                WriteAction::Restart,
+                "bank-web-1",
+                &labels("bank"),
+                "unhealthy"
+            )
+            .is_some());
+        assert!(g
+            .refuses(
+                WriteAction::Restart,
+                "shop-web-1",
+                &labels("shop"),
+                "oom_killed"
+            )
+            .is_some());
+        let mut named = grant();
+        named.scope = GrantScope {
+            names: vec!["shop-*".into()],
+            labels: [("tier".to_string(), "web".to_string())].into(),
+            projects: vec![],
+        };
+        let mut l = labels("x");
+        assert!(
+            named
+                .refuses(WriteAction::Restart, "shop-web-1", &l, "unhealthy")
+                .is_some(),
+            "label missing"
+        );
+        l.insert("tier".into(), "web".into());
+        assert_eq!(
+            named.refuses(WriteAction::Restart, "shop-web-1", &l, "unhealthy"),
+            None
+        );
+        assert!(named
+            .refuses(WriteAction::Restart, "bank-web-1", &l, "unhealthy")
+            .is_some());
+    }
+}
