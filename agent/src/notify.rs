@@ -259,6 +259,7 @@ impl Notifier {
             };
             with_secrets.push((h, secret));
         }
+        drydock_daemon::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())

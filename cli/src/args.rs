@@ -55,6 +55,10 @@ pub enum Command {
         /// For an agent the CLI reaches over the network.
         #[arg(long, value_name = "NAME", conflicts_with = "agent_tcp")]
         agent_tls: Option<String>,
+        /// Do not watch container events (agent.yaml `watch.enabled: false`);
+        /// by default the agent watches and opens requests that ask a person.
+        #[arg(long)]
+        no_watch: bool,
     },
     /// Start the executor and the agent in the background.
     Up,

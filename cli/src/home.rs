@@ -180,6 +180,8 @@ pub struct InitOptions {
     /// The agent serves HTTPS on `agent_port` with a certificate for this
     /// name from drydock's CA, which the CLI pins: for remote use.
     pub agent_tls: Option<String>,
+    /// The agent watches container events (`watch.enabled`).
+    pub watch: bool,
 }
 
 impl Default for InitOptions {
@@ -194,6 +196,7 @@ impl Default for InitOptions {
             targets: vec![],
             agent_tcp: false,
             agent_tls: None,
+            watch: true,
         }
     }
 }
@@ -458,7 +461,8 @@ fn agent_yaml(opts: &InitOptions) -> String {
          # Watch the engine's events: a container that turns unhealthy, crashes or is\n\
          # OOM-killed gets a request by itself. `notify` diagnoses and asks a person;\n\
          # `repair` also fixes what an automation grant covers.\n\
-         watch:\n  enabled: true\n  mode: notify\n",
+         watch:\n  enabled: {watch}\n  mode: notify\n",
+        watch = opts.watch,
         executor_port = opts.executor_port,
         server = pki::EXECUTOR_IDENTITY,
     )

@@ -30,6 +30,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             targets,
             agent_tcp,
             agent_tls,
+            no_watch,
         } => {
             let opts = InitOptions {
                 force,
@@ -41,6 +42,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 targets,
                 agent_tcp,
                 agent_tls,
+                watch: !no_watch,
             };
             let written = home::init(&home, &opts)?;
             println!("initialized {}:", home.root.display());

@@ -281,6 +281,10 @@ impl Drydock {
             let mut o = InitOptions {
                 executor_port,
                 agent_port,
+                // Tests run side by side with every container in scope:
+                // an agent watching them all would open requests on the
+                // other tests' failures. Tests of watching turn it on.
+                watch: false,
                 ..Default::default()
             };
             edit(&mut o);

@@ -3,6 +3,7 @@
 
 mod agent_lifecycle;
 mod architecture;
+mod automation;
 mod closed_loop;
 mod deploy;
 mod executor_behaviour;
