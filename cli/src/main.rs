@@ -186,10 +186,15 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             } else {
                 for r in list.as_array().into_iter().flatten() {
                     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                    let source = match s("source") {
+                        src if src.is_empty() => "ask".to_string(),
+                        src => src,
+                    };
                     println!(
-                        "{}  {:<20} {}  {}",
+                        "{}  {:<20} {:<6} {}  {}",
                         ask::safe(&s("id")),
                         ask::safe(&s("status")),
+                        ask::safe(&source),
                         ask::safe(&s("created_at")),
                         ask::safe(&s("message"))
                     );
