@@ -30,6 +30,11 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
+        Self::failing_first(0)
+    }
+
+    /// Answers 500 to the first `fail` POSTs (they are still recorded).
+    fn failing_first(fail: usize) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -60,8 +65,14 @@ impl Receiver {
                 sink.lock()
                     .expect("sink")
                     .push((headers, String::from_utf8_lossy(&body).into_owned()));
+                let n = sink.lock().expect("sink").len();
                 let mut stream = reader.into_inner();
-                let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
+                let answer: &[u8] = if n <= fail {
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
+                };
+                let _ = stream.write_all(answer);
             }
         });
         Receiver { url, got }
@@ -674,5 +685,162 @@ fn an_agent_restarted_mid_watch_resumes_without_missing_or_duplicating() {
     for c in [&crashed, &while_down] {
         let n = watch_requests_for(&dd, &c.name).len();
         assert_eq!(n, 1, "{}: {n} requests", c.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack() {
+    let flaky = Receiver::failing_first(2);
+    let slack = Receiver::start();
+    let dd = Drydock::init_options(|o| o.targets = vec!["dd-alerted-*".into()]);
+    edit(
+        &dd.home.path("agent.yaml"),
+        "watch:\n  enabled: false\n  mode: notify\n",
+        &format!(
+            "watch:\n  enabled: false\n  mode: notify\n\
+             notify:\n  webhooks:\n    - name: flaky\n      url: {}\n      events: [opened]\n\
+             \x20   - name: chat\n      url: {}\n      format: slack\n",
+            flaky.url, slack.url
+        ),
+    );
+    dd.up();
+    let web = Container::unhealthy_web("alerted", &[]);
+    let token = std::fs::read_to_string(dd.home.path("agent.token")).expect("token");
+    let body = serde_json::json!({
+        "version": "4",
+        "status": "firing",
+        "receiver": "drydock",
+        "alerts": [
+            {"status": "firing", "labels": {"alertname": "WebDown", "container": web.name},
+             "annotations": {"summary": "web is down, password=hunter2"}},
+            {"status": "resolved", "labels": {"alertname": "WebDown", "container": web.name}},
+            {"status": "firing", "labels": {"alertname": "DiskFull", "instance": "host-1"}}
+        ]
+    });
+    let http = dd.agent_http();
+    let unauthenticated = http
+        .post("http://agent/api/v1/alerts")
+        .json(&body)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(unauthenticated.status().as_u16(), 401);
+    let answer: Value = http
+        .post("http://agent/api/v1/alerts")
+        .bearer_auth(token.trim())
+        .json(&body)
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    let outcomes = answer["alerts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(outcomes.len(), 3, "{answer:#}");
+    let id = outcomes[0]["request_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no request: {answer:#}"))
+        .to_string();
+    assert!(
+        outcomes[1]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("only firing"),
+        "{answer:#}"
+    );
+    assert!(
+        outcomes[2]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no target"),
+        "{answer:#}"
+    );
+    // The same alert again: the open request covers it.
+    let again: Value = http
+        .post("http://agent/api/v1/alerts")
+        .bearer_auth(token.trim())
+        .json(&body)
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert!(again["alerts"][0]["request_id"].is_null(), "{again:#}");
+
+    let request = wait_request(&dd, "waiting for approval", Duration::from_secs(90), |r| {
+        r["id"] == id.as_str() && r["status"] == "waiting_approval"
+    });
+    assert_eq!(request["source"], "alert");
+    assert!(
+        !request["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("hunter2"),
+        "{request:#}"
+    );
+    // Two failures, then delivered, on the third attempt (backoff 2 s, 4 s).
+    flaky.wait_for("opened", &id, Duration::from_secs(10));
+    let started = Instant::now();
+    let delivered = loop {
+        let log: Value = http
+            .get("http://agent/api/v1/deliveries")
+            .bearer_auth(token.trim())
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        let row = log["deliveries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["webhook"] == "flaky" && d["request_id"] == id.as_str())
+            .cloned();
+        if let Some(row) = row.filter(|r| r["status"] == "delivered") {
+            break row;
+        }
+        assert!(started.elapsed() < Duration::from_secs(40), "{log:#}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(delivered["attempts"], 3, "{delivered:#}");
+    assert_eq!(
+        flaky.got.lock().expect("got").len(),
+        3,
+        "only `opened` goes to this hook"
+    );
+    // The Slack-compatible hook got text, with the command to approve.
+    let started = Instant::now();
+    let text = loop {
+        let texts: Vec<String> = slack
+            .got
+            .lock()
+            .expect("got")
+            .iter()
+            .filter_map(|(_, b)| serde_json::from_str::<Value>(b).ok())
+            .filter_map(|v| v["text"].as_str().map(str::to_string))
+            .collect();
+        if let Some(t) = texts.iter().find(|t| t.contains("needs approval")) {
+            break t.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{texts:#?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(
+        text.contains(&id) && text.contains("drydock approve apr-"),
+        "{text}"
+    );
+    for (_, body) in flaky
+        .got
+        .lock()
+        .expect("got")
+        .iter()
+        .chain(slack.got.lock().expect("got").iter())
+    {
+        assert!(
+            !body.contains("hunter2"),
+            "a secret reached a webhook: {body}"
+        );
     }
 }
