@@ -345,10 +345,12 @@ impl Notifier {
                         self.settle(id, "delivered", attempts, "", Some(now_rfc3339()))
                     }
                     Ok(r) => self.retry(id, attempts, &format!("HTTP {}", r.status().as_u16())),
+                    // Without the URL: a Slack-style webhook URL is itself
+                    // the secret.
                     Err(e) => self.retry(
                         id,
                         attempts,
-                        &crate::llm::investigate::redact(&e.to_string()),
+                        &crate::llm::investigate::redact(&e.without_url().to_string()),
                     ),
                 }
             }

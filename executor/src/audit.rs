@@ -234,6 +234,14 @@ impl AuditLog {
             });
         }
         let log = Self::open_or_create(path)?;
+        log.lock().execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('created_at', ?1)",
+            [std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+                .to_string()],
+        )?;
         log.append(&AuditEntry {
             caller: "drydock-executor".into(),
             action: "init".into(),
@@ -301,6 +309,18 @@ impl AuditLog {
             checkpoints: None,
             rotation: None,
         })
+    }
+
+    /// When this store was created (unix seconds), if it says: grant uses
+    /// counted before then are not in it.
+    pub fn created_at(&self) -> Result<Option<i64>, AuditError> {
+        let value: Option<String> = self
+            .lock()
+            .query_row("SELECT value FROM meta WHERE key = 'created_at'", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        Ok(value.and_then(|v| v.parse().ok()))
     }
 
     /// Sign a checkpoint of the chain head every `every` rows.

@@ -320,7 +320,16 @@ impl DockerAdapter {
                 ),
             };
             let mut stream = docker.events(Some(options));
-            while let Some(next) = stream.next().await {
+            loop {
+                // A caller that went away ends the engine's stream now, not
+                // at the next event (a quiet host may have none for hours).
+                let next = tokio::select! {
+                    _ = tx.closed() => return,
+                    next = stream.next() => match next {
+                        Some(n) => n,
+                        None => break,
+                    },
+                };
                 let item = match next {
                     Ok(m) => match raw_event(m) {
                         Some(e) => Ok(e),

@@ -66,6 +66,26 @@ pub enum GrantRefusal {
     TotalCap { id: String, max: u32 },
     #[error("precondition failed: {0}")]
     Precondition(String),
+    #[error("grant {id} was issued before this audit store was created ({created_at}), so its earlier uses are not counted here; sign a new grant")]
+    OlderThanStore { id: String, created_at: i64 },
+}
+
+/// A grant's caps are counted in the audit store: a grant issued before the
+/// store was created (a new or restored store) could have used up its caps
+/// in another one, so it is refused.
+pub fn check_store_age(
+    claims: &drydock_proto::grant::GrantClaims,
+    store_created_at: Option<i64>,
+) -> Result<(), GrantRefusal> {
+    match store_created_at {
+        Some(created_at) if claims.issued_at < created_at.saturating_sub(CLOCK_SKEW_SECS) => {
+            Err(GrantRefusal::OlderThanStore {
+                id: claims.grant_id.clone(),
+                created_at,
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A grant whose signature, window, revocation status and coverage check
@@ -127,12 +147,29 @@ impl GrantVerifier {
                 path: path.display().to_string(),
                 why: e.to_string(),
             })?;
-        Ok(text
-            .lines()
-            .map(|l| l.split('#').next().unwrap_or("").trim())
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect())
+        let mut revoked = HashSet::new();
+        for (n, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
+            let content = line.split('#').next().unwrap_or("");
+            for token in content
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|t| !t.is_empty())
+            {
+                if !grant::is_grant_id(token) {
+                    // A line that names no id cannot be trusted to have
+                    // revoked nothing: refuse every grant until it is fixed.
+                    return Err(GrantRefusal::RevocationsUnreadable {
+                        path: path.display().to_string(),
+                        why: format!(
+                            "line {} holds `{}`, which is not a grant id (grt-…)",
+                            n + 1,
+                            token.chars().take(40).collect::<String>()
+                        ),
+                    });
+                }
+                revoked.insert(token.to_string());
+            }
+        }
+        Ok(revoked)
     }
 
     pub fn verify(
@@ -187,13 +224,7 @@ impl GrantVerifier {
 /// Returns false when it was already there.
 pub fn revoke(path: &std::path::Path, id: &str) -> anyhow::Result<bool> {
     use std::io::Write as _;
-    let valid = id.len() <= 64
-        && id.starts_with("grt-")
-        && id.len() > 4
-        && id[4..]
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if !valid {
+    if !grant::is_grant_id(id) {
         anyhow::bail!(
             "`{id}` is not a grant id (grt-<letters or digits>); `drydock grant list` shows them"
         );
@@ -220,10 +251,25 @@ pub fn revoke(path: &std::path::Path, id: &str) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Exit codes of a process ended by SIGINT, SIGKILL or SIGTERM: what
+/// `docker stop` and `docker kill` leave behind. Without the OOM flag, such
+/// an exit is someone's decision, not a crash, and a grant does not undo it.
+const SIGNAL_EXITS: [i64; 3] = [130, 137, 143];
+
+/// Whether an exited container crashed (as opposed to being stopped).
+fn crashed(c: &ContainerDetails) -> bool {
+    let s = &c.state;
+    !s.running
+        && s.status == "exited"
+        && s.exit_code != 0
+        && (s.oom_killed || !SIGNAL_EXITS.contains(&s.exit_code))
+}
+
 /// The state a container must be in, at call time, for a repair under a
-/// grant: restart only one that is running and unhealthy or has exited
-/// non-zero; start only one that has exited. Docker restarting it (its
-/// restart policy at work) is left alone.
+/// grant: restart only one that is running (not paused) and unhealthy, or
+/// that crashed; start only one that crashed. A clean exit or a signal's
+/// exit code (a person's `docker stop` or `docker kill`) is left alone, and
+/// so is a container Docker is restarting (its restart policy at work).
 pub fn precondition(action: WriteAction, c: &ContainerDetails) -> Result<(), GrantRefusal> {
     let s = &c.state;
     let fail = |m: String| Err(GrantRefusal::Precondition(m));
@@ -233,28 +279,56 @@ pub fn precondition(action: WriteAction, c: &ContainerDetails) -> Result<(), Gra
             c.name, c.restart_policy
         ));
     }
-    let exited = !s.running && s.status == "exited";
+    let unhealthy = s.running && s.status == "running" && c.health.status == "unhealthy";
+    let state = if s.status == "exited" {
+        format!("exited with code {}", s.exit_code)
+    } else if !c.health.status.is_empty() && c.health.status != "none" {
+        format!("{} and {}", s.status, c.health.status)
+    } else {
+        s.status.clone()
+    };
     match action {
-        WriteAction::Restart if s.running && c.health.status == "unhealthy" => Ok(()),
-        WriteAction::Restart if exited && s.exit_code != 0 => Ok(()),
+        WriteAction::Restart if unhealthy || crashed(c) => Ok(()),
         WriteAction::Restart => fail(format!(
-            "{} is {}{}; under a grant, restart only a container that is running and unhealthy or has exited non-zero",
-            c.name,
-            s.status,
-            if s.running && !c.health.status.is_empty() && c.health.status != "none" {
-                format!(" and {}", c.health.status)
-            } else if exited {
-                format!(" with code {}", s.exit_code)
-            } else {
-                String::new()
-            }
+            "{} is {state}; under a grant, restart only a container that is running and unhealthy or that crashed (a clean exit or a stop by signal is someone's decision)",
+            c.name
         )),
-        WriteAction::Start if exited => Ok(()),
+        WriteAction::Start if crashed(c) => Ok(()),
         WriteAction::Start => fail(format!(
-            "{} is {}; under a grant, start only a container that has exited",
-            c.name, s.status
+            "{} is {state}; under a grant, start only a container that crashed (a clean exit or a stop by signal is someone's decision)",
+            c.name
         )),
         WriteAction::Stop => fail("stop is never covered by a grant".into()),
+    }
+}
+
+/// The classes the container's own state can confirm are checked against
+/// it: a grant for `oom_killed` repairs only what the engine says was OOM
+/// killed, whatever the agent's diagnosis claims. Classes about causes
+/// outside the container (a dependency, the config, a port, the disk) cannot
+/// be checked here and are taken as stated.
+pub fn class_consistent(class: &str, c: &ContainerDetails) -> Result<(), GrantRefusal> {
+    let s = &c.state;
+    let unhealthy = s.running && c.health.status == "unhealthy";
+    let ok = match class {
+        "unhealthy" | "healthcheck_broken" => unhealthy,
+        "oom_killed" => s.oom_killed,
+        "crash" | "crash_loop" => crashed(c),
+        "stopped" => s.status == "exited",
+        "healthy" => false,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(GrantRefusal::Precondition(format!(
+            "the stated fault class `{class}` does not match {}'s state ({}, health {}, exit code {}, OOM-killed {})",
+            c.name,
+            s.status,
+            if c.health.status.is_empty() { "none" } else { &c.health.status },
+            s.exit_code,
+            s.oom_killed
+        )))
     }
 }
 
@@ -298,24 +372,51 @@ mod tests {
     #[test]
     fn only_a_broken_container_may_be_repaired_under_a_grant() {
         use WriteAction::*;
-        assert!(precondition(Restart, &container("running", true, "unhealthy", 0)).is_ok());
-        assert!(precondition(Restart, &container("exited", false, "", 1)).is_ok());
+        let ok = |a, c: &ContainerDetails| precondition(a, c).is_ok();
+        assert!(ok(Restart, &container("running", true, "unhealthy", 0)));
+        assert!(ok(Restart, &container("exited", false, "", 1)));
         let healthy = precondition(Restart, &container("running", true, "healthy", 0));
         assert!(
             matches!(&healthy, Err(GrantRefusal::Precondition(m)) if m.contains("running and healthy")),
             "{healthy:?}"
         );
-        assert!(precondition(Restart, &container("running", true, "none", 0)).is_err());
-        assert!(
-            precondition(Restart, &container("exited", false, "", 0)).is_err(),
-            "a clean exit is someone's stop"
-        );
-        assert!(precondition(Start, &container("exited", false, "", 0)).is_ok());
-        assert!(precondition(Start, &container("running", true, "unhealthy", 0)).is_err());
+        assert!(!ok(Restart, &container("running", true, "none", 0)));
+        // A pause, a clean exit, or a stop by signal is someone's decision.
+        assert!(!ok(Restart, &container("paused", true, "unhealthy", 0)));
+        assert!(!ok(Restart, &container("exited", false, "", 0)));
+        for signal_exit in [130, 137, 143] {
+            assert!(!ok(Restart, &container("exited", false, "", signal_exit)));
+            assert!(!ok(Start, &container("exited", false, "", signal_exit)));
+        }
+        let mut oom = container("exited", false, "", 137);
+        oom.state.oom_killed = true;
+        assert!(ok(Restart, &oom), "an OOM kill is a crash");
+        assert!(ok(Start, &container("exited", false, "", 1)));
+        assert!(!ok(Start, &container("exited", false, "", 0)));
+        assert!(!ok(Start, &container("running", true, "unhealthy", 0)));
         let mut restarting = container("restarting", false, "", 1);
         restarting.state.restarting = true;
-        assert!(precondition(Restart, &restarting).is_err());
-        assert!(precondition(Stop, &container("running", true, "unhealthy", 0)).is_err());
+        assert!(!ok(Restart, &restarting));
+        assert!(!ok(Stop, &container("running", true, "unhealthy", 0)));
+    }
+
+    #[test]
+    fn classes_the_state_can_confirm_are_checked_against_it() {
+        let unhealthy = container("running", true, "unhealthy", 0);
+        assert!(class_consistent("unhealthy", &unhealthy).is_ok());
+        assert!(
+            class_consistent("oom_killed", &unhealthy).is_err(),
+            "no OOM flag"
+        );
+        assert!(class_consistent("crash", &unhealthy).is_err());
+        assert!(class_consistent("healthy", &unhealthy).is_err());
+        assert!(
+            class_consistent("dependency_unavailable", &unhealthy).is_ok(),
+            "not checkable"
+        );
+        let crashed = container("exited", false, "", 2);
+        assert!(class_consistent("crash", &crashed).is_ok());
+        assert!(class_consistent("unhealthy", &crashed).is_err());
     }
 
     #[test]
@@ -334,8 +435,19 @@ mod tests {
             v.revoked(),
             Err(GrantRefusal::RevocationsUnreadable { .. })
         ));
-        std::fs::write(&list, "# revoked grants\ngrt-aa  # leaked\n\ngrt-bb\n").unwrap();
+        std::fs::write(
+            &list,
+            "\u{feff}# revoked grants\ngrt-aa  # leaked\n\ngrt-bb grt-cc,grt-dd\n",
+        )
+        .unwrap();
         let revoked = v.revoked().unwrap();
-        assert!(revoked.contains("grt-aa") && revoked.contains("grt-bb") && revoked.len() == 2);
+        for id in ["grt-aa", "grt-bb", "grt-cc", "grt-dd"] {
+            assert!(revoked.contains(id), "{id}: {revoked:?}");
+        }
+        assert_eq!(revoked.len(), 4);
+        // A token that is not an id refuses every grant (fail closed).
+        std::fs::write(&list, "grt-aa\n\"grt-bb\"\n").unwrap();
+        let err = v.revoked().unwrap_err().to_string();
+        assert!(err.contains("line 2"), "{err}");
     }
 }

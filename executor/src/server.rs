@@ -102,6 +102,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         config.limits.calls_per_second,
         config.limits.burst,
     ));
+    let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let pre_handler = crate::prehandler::PreHandlerAuditLayer::new(audit.clone(), rate.clone());
     let service = ExecutorService::new(ServiceParts {
         docker,
@@ -114,6 +115,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         http_checks,
         http_timeout: config.timeouts.http,
         rate: rate.clone(),
+        shutdown: shutdown_rx.clone(),
     });
     let mut allowed = service.allowed_clients();
     allowed.extend(config.tls.health_clients.iter().cloned());
@@ -126,7 +128,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         .set_serving::<ExecutorServer<ExecutorService>>()
         .await;
 
-    let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let (conn_tx, conn_rx) =
         tokio::sync::mpsc::channel::<Result<TlsStream<TcpStream>, std::io::Error>>(64);
     let acceptor = TlsAcceptor::from(tls);

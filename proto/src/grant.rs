@@ -143,12 +143,7 @@ impl GrantClaims {
         if self.kind != GRANT_KIND {
             return invalid(format!("kind is `{}`, not `{GRANT_KIND}`", self.kind));
         }
-        let id_ok = self.grant_id.len() <= 64
-            && self.grant_id.starts_with("grt-")
-            && self.grant_id[4..]
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-');
-        if !id_ok || self.grant_id.len() < 5 {
+        if !is_grant_id(&self.grant_id) {
             return invalid(format!(
                 "grant id `{}` is not grt-<letters or digits>",
                 self.grant_id
@@ -165,15 +160,16 @@ impl GrantClaims {
                 "no container selector: name a compose project, a name glob or a label".into(),
             );
         }
-        if self
-            .scope
-            .names
-            .iter()
-            .any(|g| g.trim() == "*" || g.is_empty())
-        {
-            return invalid(
-                "a name selector of `*` would cover every container; be specific".into(),
-            );
+        // `*`, `**`, `?*`, `[!x]*`…: a glob with no literal character
+        // matches (nearly) every name.
+        if let Some(g) = self.scope.names.iter().find(|g| {
+            !g.chars()
+                .any(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                || g.trim().is_empty()
+        }) {
+            return invalid(format!(
+                "the name selector `{g}` would cover every container (like `*`); name the services, e.g. shop-*"
+            ));
         }
         if let Some(bad) = self
             .classes
@@ -233,6 +229,16 @@ impl GrantClaims {
         }
         None
     }
+}
+
+/// `grt-` and 1 to 60 letters, digits or `-`.
+pub fn is_grant_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.len() > 4
+        && id.starts_with("grt-")
+        && id[4..]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// Sign encoded grant claims.
@@ -336,6 +342,8 @@ mod tests {
                 "no container selector",
             ),
             (Box::new(|g| g.scope.names = vec!["*".into()]), "`*`"),
+            (Box::new(|g| g.scope.names = vec!["?*".into()]), "like `*`"),
+            (Box::new(|g| g.scope.names = vec!["**".into()]), "like `*`"),
             (Box::new(|g| g.max_per_container = 0), "max_per_container"),
             (Box::new(|g| g.window_secs = 5), "shorter"),
             (Box::new(|g| g.max_total = 0), "max_total"),

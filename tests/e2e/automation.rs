@@ -714,7 +714,9 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
             {"status": "firing", "labels": {"alertname": "WebDown", "container": web.name},
              "annotations": {"summary": "web is down, password=hunter2"}},
             {"status": "resolved", "labels": {"alertname": "WebDown", "container": web.name}},
-            {"status": "firing", "labels": {"alertname": "DiskFull", "instance": "host-1"}}
+            {"status": "firing", "labels": {"alertname": "DiskFull", "instance": "host-1"}},
+            {"status": "firing", "labels": {"alertname": "SvcDown", "service": "dd-alerted-svc"}},
+            {"status": "firing", "labels": {"alertname": "SvcDown", "service": "dd-alerted-svc"}}
         ]
     });
     let http = dd.agent_http();
@@ -736,7 +738,7 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
         .await
         .expect("json");
     let outcomes = answer["alerts"].as_array().cloned().unwrap_or_default();
-    assert_eq!(outcomes.len(), 3, "{answer:#}");
+    assert_eq!(outcomes.len(), 5, "{answer:#}");
     let id = outcomes[0]["request_id"]
         .as_str()
         .unwrap_or_else(|| panic!("no request: {answer:#}"))
@@ -755,6 +757,9 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
             .contains("no target"),
         "{answer:#}"
     );
+    // A service-labelled alert opens one request; its repeat is covered.
+    assert!(outcomes[3]["request_id"].is_string(), "{answer:#}");
+    assert!(outcomes[4]["request_id"].is_null(), "{answer:#}");
     // The same alert again: the open request covers it.
     let again: Value = http
         .post("http://agent/api/v1/alerts")
@@ -779,10 +784,12 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
             .contains("hunter2"),
         "{request:#}"
     );
-    // Two failures, then delivered, on the third attempt (backoff 2 s, 4 s).
-    flaky.wait_for("opened", &id, Duration::from_secs(10));
+    // The hook fails its first two POSTs: every `opened` delivery is still
+    // delivered, retried with backoff (2 s, 4 s), and the delivery log
+    // accounts for every attempt the receiver saw.
+    flaky.wait_for("opened", &id, Duration::from_secs(20));
     let started = Instant::now();
-    let delivered = loop {
+    let rows = loop {
         let log: Value = http
             .get("http://agent/api/v1/deliveries")
             .bearer_auth(token.trim())
@@ -792,23 +799,32 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
             .json()
             .await
             .expect("json");
-        let row = log["deliveries"]
+        let rows: Vec<Value> = log["deliveries"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|d| d["webhook"] == "flaky" && d["request_id"] == id.as_str())
-            .cloned();
-        if let Some(row) = row.filter(|r| r["status"] == "delivered") {
-            break row;
+            .filter(|d| d["webhook"] == "flaky")
+            .cloned()
+            .collect();
+        if rows.len() == 2 && rows.iter().all(|r| r["status"] == "delivered") {
+            break rows;
         }
         assert!(started.elapsed() < Duration::from_secs(40), "{log:#}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    assert_eq!(delivered["attempts"], 3, "{delivered:#}");
+    let attempts: u64 = rows.iter().filter_map(|r| r["attempts"].as_u64()).sum();
     assert_eq!(
-        flaky.got.lock().expect("got").len(),
-        3,
-        "only `opened` goes to this hook"
+        attempts, 4,
+        "two deliveries, two failed attempts: {rows:#?}"
+    );
+    assert!(
+        rows.iter().any(|r| r["attempts"].as_u64() > Some(1)),
+        "{rows:#?}"
+    );
+    assert_eq!(
+        flaky.got.lock().expect("got").len() as u64,
+        attempts,
+        "only `opened` goes to this hook, once per attempt"
     );
     // The Slack-compatible hook got text, with the command to approve.
     let started = Instant::now();
@@ -843,4 +859,73 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
             "a secret reached a webhook: {body}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_are_bounded_per_identity_and_end_at_shutdown() {
+    let dd = Drydock::init_options(|o| o.targets = vec!["dd-streams-*".into()]);
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let c = exec.agent_client(&dd).await;
+    let open_one = || {
+        let mut c = c.clone();
+        async move {
+            c.watch_events(pb::WatchEventsRequest {
+                request_id: "req-streams".into(),
+                since_unix_nanos: 0,
+            })
+            .await
+        }
+    };
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(open_one().await.expect("a stream").into_inner());
+    }
+    let fifth = open_one().await.expect_err("a fifth stream");
+    assert_eq!(fifth.code(), Code::ResourceExhausted, "{fifth:?}");
+    assert!(
+        fifth.message().contains("event streams open"),
+        "{}",
+        fifth.message()
+    );
+    // Closing one frees its slot.
+    drop(open.pop());
+    let started = Instant::now();
+    loop {
+        match open_one().await {
+            Ok(s) => {
+                open.push(s.into_inner());
+                break;
+            }
+            Err(e) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "slot not freed: {e:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    // Streams open, SIGTERM: the executor ends them, finishes and signs
+    // its final checkpoint (it used to wait for them forever).
+    let started = Instant::now();
+    let status = tokio::task::spawn_blocking(move || exec.stop())
+        .await
+        .expect("stop");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    let rows = dd.audit_rows();
+    assert_eq!(
+        rows.last().map(|r| r["decision"].clone()),
+        Some(Value::from("checkpoint")),
+        "the final checkpoint is written"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r["action"] == "watch_events" && r["decision"] == "denied"),
+        "the refused fifth stream is audited"
+    );
 }

@@ -17,6 +17,7 @@ impl Engine {
         let Some(plan) = req.plan.clone() else {
             return Ok(false);
         };
+        let mut ran_a_step = false;
         for approval in Self::current_approvals(req) {
             self.check_canceled(id)?;
             let Some(step) = plan.steps.get(approval.step) else {
@@ -94,9 +95,14 @@ impl Engine {
             }
             if let (Err(e), Some(grant_id)) = (&result, &approval.grant_id) {
                 // The executor refused the grant (a cap, the container's
-                // state, a revocation): nothing was done; a person decides.
-                return self.fall_back_to_a_person(id, &plan, grant_id, e).await;
+                // state, a revocation): nothing was done; a person decides,
+                // as long as no step of this plan has run (a plan half done
+                // under a grant is not handed over to be done twice).
+                if e.code == "FailedPrecondition" && !ran_a_step && req.execution.is_empty() {
+                    return self.fall_back_to_a_person(id, &plan, grant_id, e).await;
+                }
             }
+            ran_a_step = true;
             if let Err(e) = result {
                 self.finish(
                     id,

@@ -17,11 +17,19 @@ use crate::model::{RequestOptions, RequestSource};
 /// ended within the cooldown.
 pub fn busy(engine: &Engine, name: &str, id: &str, cooldown: Duration) -> Option<String> {
     let store = engine.store();
+    // An alert naming a compose service opens its request without a
+    // container; its message names the target (`alert X for NAME...`).
+    let named_by_alert = format!(" for {name}");
     let covers = |r: &crate::model::Request| {
         r.options.container.as_deref() == Some(name)
-            || r.target
-                .as_ref()
-                .is_some_and(|t| t.container_id == id || t.container_name == name)
+            || r.target.as_ref().is_some_and(|t| {
+                (!id.is_empty() && t.container_id == id)
+                    || t.container_name == name
+                    || t.service.as_deref() == Some(name)
+            })
+            || (r.source == RequestSource::Alert
+                && (r.message.contains(&format!("{named_by_alert}:"))
+                    || r.message.ends_with(&named_by_alert)))
     };
     match store.unfinished() {
         Ok(open) => {

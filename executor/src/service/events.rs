@@ -17,6 +17,49 @@ use crate::policy::COMPOSE_PROJECT_LABEL;
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ContainerEvent, Status>> + Send>>;
 
 const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
+/// Event streams one identity may hold open at once (the agent needs one).
+pub const MAX_STREAMS_PER_IDENTITY: usize = 4;
+/// A stream ends after this long; the caller reconnects with the last
+/// event's time and misses nothing.
+pub const STREAM_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// One open stream of one identity; dropped with the stream.
+struct StreamSlot {
+    open: Arc<std::sync::Mutex<HashMap<String, usize>>>,
+    identity: String,
+}
+
+impl StreamSlot {
+    fn take(
+        open: &Arc<std::sync::Mutex<HashMap<String, usize>>>,
+        identity: &str,
+    ) -> Result<StreamSlot, ExecError> {
+        let mut map = open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(identity.to_string()).or_default();
+        if *n >= MAX_STREAMS_PER_IDENTITY {
+            return Err(ExecError::TooManyStreams(format!(
+                "{identity} already has {MAX_STREAMS_PER_IDENTITY} event streams open; close one first"
+            )));
+        }
+        *n += 1;
+        Ok(StreamSlot {
+            open: open.clone(),
+            identity: identity.to_string(),
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut map = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.identity) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.identity);
+            }
+        }
+    }
+}
 
 impl ExecutorService {
     pub(super) fn watch_events(
@@ -37,18 +80,31 @@ impl ExecutorService {
                 req.since_unix_nanos
             )));
         }
+        let slot = StreamSlot::take(&self.streams, &call.entry.caller)?;
         call.entry.input = format!("since_unix_nanos={}", req.since_unix_nanos);
         call.entry.result = "event stream opened".into();
         let policy = self.policy.clone();
         let raw =
             tokio_stream::wrappers::ReceiverStream::new(self.docker.events(req.since_unix_nanos));
-        let stream = raw.filter_map(move |item| match item {
-            Ok(event) => visible_event(&policy, event).map(Ok),
-            Err(e) => Some(Err(Status::unavailable(format!(
-                "the events stream ended: {e}; reconnect with since_unix_nanos set to the last event's time"
-            )))),
+        let stream = raw.filter_map(move |item| {
+            // The slot lives as long as the stream.
+            let _held = &slot;
+            match item {
+                Ok(event) => visible_event(&policy, event).map(Ok),
+                Err(e) => Some(Err(Status::unavailable(format!(
+                    "the events stream ended: {e}; reconnect with since_unix_nanos set to the last event's time"
+                )))),
+            }
         });
-        Ok(Box::pin(stream))
+        // Ends at shutdown (so the server can finish) or after its lifetime.
+        let mut shutdown = self.shutdown.clone();
+        let end = async move {
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => {}
+                _ = tokio::time::sleep(STREAM_LIFETIME) => {}
+            }
+        };
+        Ok(Box::pin(futures::StreamExt::take_until(stream, end)))
     }
 }
 

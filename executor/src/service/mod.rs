@@ -65,6 +65,9 @@ pub enum ExecError {
     /// Over the caller's rate limit; nothing was done.
     #[error("rate limit exceeded for {0}; slow down")]
     RateLimited(String),
+    /// Too many event streams open for one identity.
+    #[error("{0}")]
+    TooManyStreams(String),
 }
 
 impl ExecError {
@@ -83,7 +86,7 @@ impl ExecError {
             ExecError::Audit(_) => Code::Unavailable,
             ExecError::Invisible { .. } => Code::NotFound,
             ExecError::NotConfigured(_) => Code::NotFound,
-            ExecError::RateLimited(_) => Code::ResourceExhausted,
+            ExecError::RateLimited(_) | ExecError::TooManyStreams(_) => Code::ResourceExhausted,
         }
     }
 
@@ -108,7 +111,8 @@ impl ExecError {
             | ExecError::Grant(_)
             | ExecError::Invisible { .. }
             | ExecError::NotConfigured(_)
-            | ExecError::RateLimited(_) => "denied",
+            | ExecError::RateLimited(_)
+            | ExecError::TooManyStreams(_) => "denied",
             _ => "error",
         }
     }
@@ -125,6 +129,10 @@ pub struct ExecutorService {
     http_checks: BTreeMap<String, HttpTarget>,
     http_timeout: Duration,
     rate: Arc<RateLimiter>,
+    /// Event streams open per identity.
+    streams: Arc<std::sync::Mutex<HashMap<String, usize>>>,
+    /// Fires at shutdown: open event streams end, so shutdown can finish.
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 /// One call in flight: who made it and what will be audited.
@@ -190,6 +198,7 @@ pub struct ServiceParts {
     pub http_checks: BTreeMap<String, HttpTarget>,
     pub http_timeout: Duration,
     pub rate: Arc<RateLimiter>,
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl ExecutorService {
@@ -205,6 +214,8 @@ impl ExecutorService {
             http_checks: p.http_checks,
             http_timeout: p.http_timeout,
             rate: p.rate,
+            streams: Arc::default(),
+            shutdown: p.shutdown,
         }
     }
 

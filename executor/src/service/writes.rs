@@ -104,6 +104,7 @@ impl ExecutorService {
                 approval_id: approved.claims.approval_id,
                 grant_id: String::new(),
             },
+            recheck_state: false,
         })
     }
 
@@ -131,6 +132,7 @@ impl ExecutorService {
         let verified = self.grants.verify(&input, action, &target, unix_now())?;
         let claims = &verified.claims;
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
+        crate::grants::check_store_age(claims, self.audit.created_at()?)?;
         call.entry.input = format!(
             "grant={} class={fault_class} expires_at={} max={}/{}s total={}",
             claims.grant_id,
@@ -141,6 +143,7 @@ impl ExecutorService {
         );
         let state = self.docker.inspect(&permit).await?;
         crate::grants::precondition(action, &state)?;
+        crate::grants::class_consistent(fault_class, &state)?;
         let mut intent = call.entry.clone();
         intent.decision = crate::audit::INTENT.into();
         intent.code = String::new();
@@ -187,6 +190,7 @@ impl ExecutorService {
                 approval_id: String::new(),
                 grant_id: claims.grant_id.clone(),
             },
+            recheck_state: true,
         })
     }
 
@@ -205,16 +209,34 @@ impl ExecutorService {
                 permit,
                 action,
                 response,
+                recheck_state,
             } = write;
-            let done = match action {
-                WriteAction::Restart => docker.restart(&permit).await,
-                WriteAction::Start => docker.start(&permit).await,
-                WriteAction::Stop => docker.stop(&permit).await,
+            let still_broken = if recheck_state {
+                match docker.inspect(&permit).await {
+                    Ok(state) => {
+                        crate::grants::precondition(action, &state).map_err(ExecError::from)
+                    }
+                    Err(e) => Err(ExecError::from(e)),
+                }
+            } else {
+                Ok(())
             };
-            let result = done.map_err(ExecError::from).map(|()| {
-                call.entry.result = format!("{action} done");
-                response
-            });
+            let result = match still_broken {
+                Ok(()) => {
+                    let done = match action {
+                        WriteAction::Restart => docker.restart(&permit).await,
+                        WriteAction::Start => docker.start(&permit).await,
+                        WriteAction::Stop => docker.stop(&permit).await,
+                    };
+                    done.map_err(ExecError::from).map(|()| {
+                        call.entry.result = format!("{action} done");
+                        response
+                    })
+                }
+                // The use stays counted (its intent row is in the chain);
+                // Docker was not called.
+                Err(e) => Err(e),
+            };
             finish_call(audit, call, result).await
         });
         task.await.unwrap_or_else(|e| {
@@ -232,4 +254,7 @@ pub(super) struct AuthorizedWrite {
     permit: Permit,
     action: WriteAction,
     response: pb::WriteResponse,
+    /// Under a grant: the state is checked once more right before Docker is
+    /// called (it may have recovered, or Docker restarted it, meanwhile).
+    recheck_state: bool,
 }
