@@ -186,35 +186,7 @@ mod tests {
 #[derive(Subcommand, Debug)]
 pub enum GrantCommand {
     /// Make and sign a grant: shows it in words and asks (or signs with --yes), then prints its id.
-    Create {
-        /// start or restart (repeat for both); never stop.
-        #[arg(long = "action", required = true)]
-        actions: Vec<String>,
-        /// A compose project the containers belong to (repeatable).
-        #[arg(long = "project")]
-        projects: Vec<String>,
-        /// A container name glob, like shop-web-* (repeatable).
-        #[arg(long = "name")]
-        names: Vec<String>,
-        /// KEY=VALUE a container's labels must hold (repeatable; all must hold).
-        #[arg(long = "label")]
-        labels: Vec<String>,
-        /// A fault class the repair may be for (repeatable; default any).
-        #[arg(long = "class")]
-        classes: Vec<String>,
-        /// At most N repairs per container per WINDOW, like 2/1h.
-        #[arg(long)]
-        max: String,
-        /// At most this many repairs in all (default 10 × N).
-        #[arg(long)]
-        max_total: Option<u32>,
-        /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
-        #[arg(long)]
-        expires: String,
-        /// Sign without asking.
-        #[arg(long)]
-        yes: bool,
-    },
+    Create(crate::grant::CreateArgs),
     /// List grants with their status (active, expired, revoked).
     List {
         #[arg(long)]

@@ -18,16 +18,34 @@ use crate::home::{CliConfig, Home};
 use crate::term::confirm;
 
 /// What `drydock grant create` was asked for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct CreateArgs {
+    /// start or restart (repeat for both); never stop.
+    #[arg(long = "action", required = true)]
     pub actions: Vec<String>,
+    /// A compose project the containers belong to (repeatable).
+    #[arg(long = "project")]
     pub projects: Vec<String>,
+    /// A container name glob, like shop-web-* (repeatable).
+    #[arg(long = "name")]
     pub names: Vec<String>,
+    /// KEY=VALUE a container's labels must hold (repeatable; all must hold).
+    #[arg(long = "label")]
     pub labels: Vec<String>,
+    /// A fault class the repair may be for (repeatable; default any).
+    #[arg(long = "class")]
     pub classes: Vec<String>,
+    /// At most N repairs per container per WINDOW, like 2/1h.
+    #[arg(long)]
     pub max: String,
+    /// At most this many repairs in all (default 10 × N).
+    #[arg(long)]
     pub max_total: Option<u32>,
+    /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
+    #[arg(long)]
     pub expires: String,
+    /// Sign without asking.
+    #[arg(long)]
     pub yes: bool,
 }
 

@@ -220,30 +220,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Grant { command } => {
             let (agent, cfg) = agent(&home)?;
             match command {
-                GrantCommand::Create {
-                    actions,
-                    projects,
-                    names,
-                    labels,
-                    classes,
-                    max,
-                    max_total,
-                    expires,
-                    yes,
-                } => {
-                    let args = drydock::grant::CreateArgs {
-                        actions,
-                        projects,
-                        names,
-                        labels,
-                        classes,
-                        max,
-                        max_total,
-                        expires,
-                        yes,
-                    };
-                    drydock::grant::create(&agent, &cfg, &args).await
-                }
+                GrantCommand::Create(args) => drydock::grant::create(&agent, &cfg, &args).await,
                 GrantCommand::List { json } => drydock::grant::list(&agent, json).await,
                 GrantCommand::Revoke { id } => drydock::grant::revoke(&home, &agent, &id).await,
             }

@@ -27,22 +27,7 @@ pub const MAX_GRANT_BYTES: usize = 8192;
 pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
 /// The shortest cap window a grant may use.
 pub const MIN_WINDOW_SECS: u64 = 60;
-/// The fault classes a grant may name (the rules engine's vocabulary).
-pub const FAULT_CLASSES: [&str; 13] = [
-    "dependency_unavailable",
-    "config_error",
-    "port_conflict",
-    "oom_killed",
-    "crash",
-    "crash_loop",
-    "unhealthy",
-    "healthcheck_broken",
-    "permission_denied",
-    "disk_full",
-    "stopped",
-    "healthy",
-    "unknown",
-];
+pub use crate::FAULT_CLASSES;
 
 /// Which containers a grant covers. Every non-empty kind must match (as in
 /// the executor's own selectors); a grant with all three empty is invalid.

@@ -196,6 +196,26 @@ fn grant_id_of(out: &std::process::Output) -> String {
         .to_string()
 }
 
+/// `drydock grant create --action restart --name GLOB --max MAX --expires 1h
+/// --yes [EXTRA...]`, through the real CLI; returns the grant id.
+fn restart_grant(dd: &Drydock, glob: &str, max: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "grant",
+        "create",
+        "--action",
+        "restart",
+        "--name",
+        glob,
+        "--max",
+        max,
+        "--expires",
+        "1h",
+        "--yes",
+    ];
+    args.extend_from_slice(extra);
+    grant_id_of(&dd.cli(&args))
+}
+
 fn hmac_ok(headers: &BTreeMap<String, String>, body: &str) -> bool {
     let mac = drydock_agent::notify::hmac_sha256(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
     headers.get("x-drydock-signature") == Some(&format!("sha256={}", hex::encode(mac)))
@@ -206,21 +226,7 @@ fn an_unhealthy_container_in_scope_is_repaired_under_a_grant_with_no_ask() {
     let hook = Receiver::start();
     let dd = watching_home("dd-granted", "repair", &hook);
     dd.up();
-    let grant = grant_id_of(&dd.cli(&[
-        "grant",
-        "create",
-        "--action",
-        "restart",
-        "--name",
-        "dd-granted-*",
-        "--class",
-        "unhealthy",
-        "--max",
-        "1/1h",
-        "--expires",
-        "1h",
-        "--yes",
-    ]));
+    let grant = restart_grant(&dd, "dd-granted-*", "1/1h", &["--class", "unhealthy"]);
     let list = dd.cli(&["grant", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&list.stdout).expect("grant list json");
     assert_eq!(listed["grants"][0]["status"], "active", "{listed:#}");
@@ -278,19 +284,7 @@ fn outside_the_grant_a_watch_request_waits_for_a_person() {
     let dd = watching_home("dd-ungranted", "repair", &hook);
     dd.up();
     // A grant for other containers only.
-    grant_id_of(&dd.cli(&[
-        "grant",
-        "create",
-        "--action",
-        "restart",
-        "--name",
-        "dd-ungranted-other-*",
-        "--max",
-        "1/1h",
-        "--expires",
-        "1h",
-        "--yes",
-    ]));
+    restart_grant(&dd, "dd-ungranted-other-*", "1/1h", &[]);
     let web = Container::unhealthy_web("ungranted", &[]);
     let waiting = wait_request(&dd, "waiting for approval", Duration::from_secs(90), |r| {
         r["source"] == "watch"
@@ -583,19 +577,7 @@ fn a_flapping_container_yields_one_request_and_a_crash_loop_gets_advice() {
     let hook = Receiver::start();
     let dd = watching_home("dd-flapping", "repair", &hook);
     dd.up();
-    grant_id_of(&dd.cli(&[
-        "grant",
-        "create",
-        "--action",
-        "restart",
-        "--name",
-        "dd-flapping-*",
-        "--max",
-        "5/1h",
-        "--expires",
-        "1h",
-        "--yes",
-    ]));
+    restart_grant(&dd, "dd-flapping-*", "5/1h", &[]);
     // Docker restarts it on every crash: die, start, die, start...
     let flapping = Container::run(
         "flapping",

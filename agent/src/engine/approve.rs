@@ -69,14 +69,7 @@ impl Engine {
         let Some(plan) = req.plan.clone() else {
             return Ok(false);
         };
-        let class = req
-            .rules_diagnosis
-            .as_ref()
-            .or(req.diagnosis.as_ref())
-            .and_then(|d| d.causes.first())
-            .and_then(|c| serde_json::to_value(c.class).ok())
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let class = Self::repair_class(&req);
         let policy = match self.executor.policy(id).await {
             Ok(p) if p.automation_enabled => p,
             _ => return Ok(false),
@@ -129,6 +122,32 @@ impl Engine {
         )
         .await?;
         Ok(true)
+    }
+
+    /// The fault class a repair under a grant is for: the rules engine's
+    /// (a model's only when the rules engine did not diagnose).
+    pub(super) fn repair_class(req: &Request) -> String {
+        req.rules_diagnosis
+            .as_ref()
+            .or(req.diagnosis.as_ref())
+            .and_then(|d| d.causes.first())
+            .and_then(|c| serde_json::to_value(c.class).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// Ask for one approval per write step of `plan`.
+    pub(super) async fn request_approvals(&self, id: &str, plan: &Plan) -> Result<(), Stop> {
+        for a in self.approval_requests(id, plan) {
+            self.update(
+                id,
+                "approval_requested",
+                json!({"approval": a, "step": plan.steps.get(a.step)}),
+                |r| r.approvals.push(a.clone()),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// A container's labels, from any evidence that shows them.

@@ -164,14 +164,7 @@ impl Engine {
         let Some(g) = grants.into_iter().find(|g| g.id == grant_id) else {
             return Ok(None);
         };
-        let class = req
-            .rules_diagnosis
-            .as_ref()
-            .or(req.diagnosis.as_ref())
-            .and_then(|d| d.causes.first())
-            .and_then(|c| serde_json::to_value(c.class).ok())
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let class = Self::repair_class(req);
         Ok(Some(Authority::Grant {
             claims: B64.decode(&g.claims_b64).unwrap_or_default(),
             signature: B64.decode(&g.signature_b64).unwrap_or_default(),
@@ -189,17 +182,7 @@ impl Engine {
         grant_id: &str,
         refusal: &ExecutorError,
     ) -> Result<bool, Stop> {
-        let approvals = self.approval_requests(id, plan);
-        for a in &approvals {
-            let a = a.clone();
-            self.update(
-                id,
-                "approval_requested",
-                json!({"approval": a, "step": plan.steps.get(a.step)}),
-                |r| r.approvals.push(a.clone()),
-            )
-            .await?;
-        }
+        self.request_approvals(id, plan).await?;
         let message = format!(
             "the executor refused grant {grant_id} ({}); nothing was changed; waiting for a person to approve",
             refusal.message

@@ -96,17 +96,7 @@ impl Engine {
             self.finish(id, status, outcome.trim().to_string()).await?;
             return Ok(false);
         }
-        let approvals = self.approval_requests(id, &plan);
-        for a in &approvals {
-            let a = a.clone();
-            self.update(
-                id,
-                "approval_requested",
-                json!({"approval": a, "step": plan.steps.get(a.step)}),
-                |r| r.approvals.push(a.clone()),
-            )
-            .await?;
-        }
+        self.request_approvals(id, &plan).await?;
         let by_grant = self.authorise_by_grants(id).await?;
         self.set_status(
             id,

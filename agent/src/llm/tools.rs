@@ -80,21 +80,7 @@ fn container_arg() -> Value {
     json!({"type": "string", "description": "container name or id, as listed"})
 }
 
-pub const FAULT_CLASSES: [&str; 13] = [
-    "dependency_unavailable",
-    "config_error",
-    "port_conflict",
-    "oom_killed",
-    "crash",
-    "crash_loop",
-    "unhealthy",
-    "healthcheck_broken",
-    "permission_denied",
-    "disk_full",
-    "stopped",
-    "healthy",
-    "unknown",
-];
+pub use drydock_proto::FAULT_CLASSES;
 
 pub const ANSWER_TOOLS: [&str; 4] = [
     "submit_diagnosis",
