@@ -11,6 +11,7 @@ USER 65532:65532
 ENV DRYDOCK_EXECUTOR_CONFIG=/etc/drydock/executor.yaml \
     DRYDOCK_EXECUTOR_LISTEN=0.0.0.0:7443 \
     DRYDOCK_AUDIT_PATH=/var/lib/drydock/audit.db \
+    DRYDOCK_REVOCATIONS=/var/lib/drydock/revoked-grants \
     DRYDOCK_DOCKER_ENDPOINT=unix:///var/run/docker.sock
 EXPOSE 7443
 # drydock never shows or acts on a container with this label.

@@ -382,6 +382,9 @@ impl Config {
         if let Some(v) = get("DRYDOCK_AUDIT_PATH") {
             self.audit.path = PathBuf::from(v);
         }
+        if let Some(v) = get("DRYDOCK_REVOCATIONS") {
+            self.automation.revocations = Some(PathBuf::from(v));
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
