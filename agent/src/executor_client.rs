@@ -79,7 +79,14 @@ pub enum ClientSetupError {
 #[derive(Clone)]
 pub struct ExecutorClient {
     inner: PbClient<Channel>,
+    /// Writes wait for the container's own stop timeout (the executor
+    /// honours it, up to `MAX_STOP_WAIT`), so they get a longer deadline.
+    writes: PbClient<Channel>,
 }
+
+/// The longest a write may take from the agent's side: the executor's own
+/// write deadline for the longest stop timeout it waits for, plus margin.
+pub const WRITE_CALL_TIMEOUT: Duration = Duration::from_secs(360);
 
 fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, ClientSetupError> {
     std::fs::read(path).map_err(|source| ClientSetupError::Read {
@@ -106,15 +113,16 @@ impl ExecutorClient {
                 read("executor.key", key)?,
             ))
             .domain_name(server_name.to_string());
-        let channel = Endpoint::from_shared(endpoint.to_string())
+        let base = Endpoint::from_shared(endpoint.to_string())
             .map_err(|e| ClientSetupError::Endpoint(endpoint.to_string(), e.to_string()))?
             .tls_config(tls)
             .map_err(|e| ClientSetupError::Endpoint(endpoint.to_string(), e.to_string()))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(60))
-            .connect_lazy();
+            .connect_timeout(Duration::from_secs(5));
+        let channel = base.clone().timeout(Duration::from_secs(60)).connect_lazy();
+        let writes = base.timeout(WRITE_CALL_TIMEOUT).connect_lazy();
         Ok(ExecutorClient {
             inner: PbClient::new(channel),
+            writes: PbClient::new(writes),
         })
     }
 
@@ -205,6 +213,7 @@ impl ExecutorClient {
             aliases: r.aliases,
             redactions: r.redactions,
             memory_limit_bytes: r.memory_limit_bytes,
+            stop_timeout_secs: r.stop_timeout_secs,
             requested_host_ports: r.requested_host_ports,
             ip_addresses: r.ip_addresses,
         })
@@ -386,7 +395,7 @@ impl ExecutorClient {
                 req.fault_class = fault_class;
             }
         }
-        let mut client = self.inner.clone();
+        let mut client = self.writes.clone();
         match action {
             WriteAction::Restart => client.restart_container(req).await?,
             WriteAction::Start => client.start_container(req).await?,

@@ -378,6 +378,9 @@ pub struct ContainerView {
     /// 0 when unlimited.
     #[serde(default)]
     pub memory_limit_bytes: i64,
+    /// The container's StopTimeout; 0 when it sets none (10 s then).
+    #[serde(default)]
+    pub stop_timeout_secs: u32,
     #[serde(default)]
     pub requested_host_ports: Vec<u32>,
     #[serde(default)]

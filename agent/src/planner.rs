@@ -67,6 +67,16 @@ fn step(action: &str, target: &Target, reason: String, expected: &str) -> PlanSt
     }
 }
 
+/// How long a restart may take to stop the container: the engine honours
+/// its own StopTimeout (10 s when it sets none).
+pub fn stop_note(stop_timeout_secs: u32) -> String {
+    if stop_timeout_secs == 0 {
+        "; Docker gives it up to 10 s to stop (the engine's default)".into()
+    } else {
+        format!("; Docker gives it up to {stop_timeout_secs} s to stop (its StopTimeout)")
+    }
+}
+
 /// sha256 of the steps; an approval binds to exactly this plan.
 pub fn digest(steps: &[PlanStep]) -> String {
     let bytes = serde_json::to_vec(steps).unwrap_or_default();
@@ -237,7 +247,12 @@ fn steps_and_advice(
             advice.push(format!("The executor's policy does not allow {action}; {action} {} by hand if appropriate.", t.container_name));
             false
         } else {
-            steps.push(step(action, t, reason, expected));
+            let mut s = step(action, t, reason, expected);
+            if action == "restart" && t.container_id == container.id {
+                s.expected_effect
+                    .push_str(&stop_note(container.stop_timeout_secs));
+            }
+            steps.push(s);
             true
         }
     };
@@ -382,6 +397,44 @@ mod tests {
         revoked_grants: vec![],
         max_grant_ttl_secs: 0,
     };
+
+    #[test]
+    fn a_restart_step_says_how_long_the_container_may_take_to_stop() {
+        let mut c = ContainerView {
+            id: target().container_id,
+            name: "web".into(),
+            running: true,
+            stop_timeout_secs: 90,
+            ..Default::default()
+        };
+        let p = plan(
+            &finding(FaultClass::Unhealthy, None),
+            &c,
+            &target(),
+            &ALL,
+            &[],
+            &Context::default(),
+        );
+        assert!(
+            p.steps[0].expected_effect.contains("up to 90 s to stop"),
+            "{:?}",
+            p.steps[0]
+        );
+        c.stop_timeout_secs = 0;
+        let p = plan(
+            &finding(FaultClass::Unhealthy, None),
+            &c,
+            &target(),
+            &ALL,
+            &[],
+            &Context::default(),
+        );
+        assert!(
+            p.steps[0].expected_effect.contains("up to 10 s"),
+            "{:?}",
+            p.steps[0]
+        );
+    }
 
     #[test]
     fn plan_table() {

@@ -252,7 +252,7 @@ mod tests {
         ResolvedTarget {
             id: "c".repeat(64),
             name: "/backend".into(),
-            labels: Default::default(),
+            ..Default::default()
         }
     }
 

@@ -27,7 +27,12 @@ const NEGOTIATE_RETRY: Duration = Duration::from_secs(5);
 /// One log line longer than this is cut (a binary blob printed to stdout).
 const MAX_LINE_BYTES: usize = 16 * 1024;
 /// Grace period Docker gives a container to stop before it kills it.
-const RESTART_STOP_GRACE_SECS: i32 = 10;
+/// The longest stop timeout a write waits for. A container that asks for
+/// more still gets it from the engine (drydock passes no `t`), but the
+/// write's deadline ends first and its outcome is left to verification.
+pub const MAX_STOP_WAIT_SECS: u32 = 300;
+/// Margin above the stop timeout for the engine to kill and start again.
+const STOP_MARGIN: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
@@ -155,6 +160,8 @@ pub struct ContainerDetails {
     pub aliases: Vec<String>,
     pub created: String,
     pub memory_limit: i64,
+    /// `Config.StopTimeout`, when the container sets one.
+    pub stop_timeout_secs: Option<u32>,
     pub requested_host_ports: Vec<u32>,
     pub ip_addresses: Vec<String>,
 }
@@ -444,6 +451,7 @@ impl DockerAdapter {
             id: details.id,
             name: details.name,
             labels: details.labels,
+            stop_timeout_secs: details.stop_timeout_secs,
         })
     }
 
@@ -537,6 +545,7 @@ impl DockerAdapter {
         network_names.sort();
         let ip_addresses = addresses(&networks);
         let host_config = r.host_config.unwrap_or_default();
+        let stop_timeout = config.stop_timeout;
         let mut requested_host_ports: Vec<u32> = host_config
             .port_bindings
             .clone()
@@ -591,6 +600,7 @@ impl DockerAdapter {
             env: config.env.unwrap_or_default(),
             restart_count: r.restart_count.unwrap_or(0),
             memory_limit: host_config.memory.unwrap_or(0),
+            stop_timeout_secs: stop_timeout.and_then(|t| u32::try_from(t).ok()),
             requested_host_ports,
             ip_addresses,
             restart_policy: host_config
@@ -667,19 +677,35 @@ impl DockerAdapter {
 
     /// Writes are attempted once: a restart that timed out may still have
     /// happened, and repeating it blindly is how outages get longer.
+    /// The deadline of a restart or stop: `timeouts.write`, or the
+    /// container's own stop timeout plus a margin when that is longer (up
+    /// to `MAX_STOP_WAIT_SECS`). Without one the engine gives 10 s, which
+    /// `timeouts.write` (30 s by default) already covers.
+    pub fn write_deadline(&self, stop_timeout_secs: Option<u32>) -> Duration {
+        match stop_timeout_secs {
+            Some(secs) => {
+                let stop = Duration::from_secs(u64::from(secs.min(MAX_STOP_WAIT_SECS)));
+                self.timeouts.write.max(stop + STOP_MARGIN)
+            }
+            None => self.timeouts.write,
+        }
+    }
+
     async fn write_once(
         &self,
         operation: &'static str,
         id: &str,
+        deadline: Duration,
         call: impl std::future::Future<Output = Result<(), bollard::errors::Error>>,
     ) -> Result<(), DockerError> {
         use bollard::errors::Error as E;
-        let result = tokio::time::timeout(self.timeouts.write, call)
-            .await
-            .map_err(|_| DockerError::Timeout {
-                operation,
-                timeout: self.timeouts.write,
-            })?;
+        let result =
+            tokio::time::timeout(deadline, call)
+                .await
+                .map_err(|_| DockerError::Timeout {
+                    operation,
+                    timeout: deadline,
+                })?;
         match result {
             Ok(()) => Ok(()),
             // 304: already in the desired state (started / stopped).
@@ -700,16 +726,14 @@ impl DockerAdapter {
 
     pub async fn restart(&self, permit: &Permit) -> Result<(), DockerError> {
         let (client, id) = (self.client(), permit.container_id());
+        // No `t`: the engine gives the container its own StopTimeout, as
+        // `docker restart` does (a database flushing on shutdown is not
+        // killed early, a container set to stop fast is not held up).
         self.write_once(
             "restart",
             id,
-            client.restart_container(
-                id,
-                Some(RestartContainerOptions {
-                    t: Some(RESTART_STOP_GRACE_SECS),
-                    ..Default::default()
-                }),
-            ),
+            self.write_deadline(permit.stop_timeout_secs()),
+            client.restart_container(id, None::<RestartContainerOptions>),
         )
         .await
     }
@@ -719,6 +743,7 @@ impl DockerAdapter {
         self.write_once(
             "start",
             id,
+            self.timeouts.write,
             client.start_container(id, None::<StartContainerOptions>),
         )
         .await
@@ -730,13 +755,8 @@ impl DockerAdapter {
         self.write_once(
             "stop",
             id,
-            client.stop_container(
-                id,
-                Some(StopContainerOptions {
-                    t: Some(RESTART_STOP_GRACE_SECS),
-                    ..Default::default()
-                }),
-            ),
+            self.write_deadline(permit.stop_timeout_secs()),
+            client.stop_container(id, None::<StopContainerOptions>),
         )
         .await
     }

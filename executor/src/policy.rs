@@ -23,11 +23,14 @@ pub enum Tier {
 }
 
 /// A container as the engine reports it at call time.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ResolvedTarget {
     pub id: String,
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// The container's own `StopTimeout`, when it sets one (the engine's
+    /// default, 10 s, otherwise).
+    pub stop_timeout_secs: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,11 +48,18 @@ pub enum PolicyError {
 pub struct Permit {
     container_id: String,
     tier: Tier,
+    stop_timeout_secs: Option<u32>,
 }
 
 impl Permit {
     pub fn container_id(&self) -> &str {
         &self.container_id
+    }
+    /// The container's own `StopTimeout`, which the engine honours on a
+    /// restart or stop (as `docker restart` does); `None`: the engine's
+    /// default of 10 s.
+    pub fn stop_timeout_secs(&self) -> Option<u32> {
+        self.stop_timeout_secs
     }
     pub fn tier(&self) -> Tier {
         self.tier
@@ -115,6 +125,7 @@ impl Policy {
         Ok(Permit {
             container_id: target.id.clone(),
             tier: Tier::Read,
+            stop_timeout_secs: target.stop_timeout_secs,
         })
     }
 
@@ -137,6 +148,7 @@ impl Policy {
         Ok(Permit {
             container_id: target.id.clone(),
             tier: Self::tier(action),
+            stop_timeout_secs: target.stop_timeout_secs,
         })
     }
 
@@ -170,6 +182,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            ..Default::default()
         }
     }
 

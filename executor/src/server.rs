@@ -181,11 +181,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     });
 
     let limits = config.limits.clone();
+    // Above every per-call deadline, including a write that waits for the
+    // longest stop timeout the executor honours.
+    let longest_write =
+        Duration::from_secs(u64::from(crate::docker::MAX_STOP_WAIT_SECS)) + Duration::from_secs(20);
     let server_deadline = [
         config.timeouts.read,
         config.timeouts.logs,
         config.timeouts.write,
         config.timeouts.http,
+        longest_write,
     ]
     .into_iter()
     .max()

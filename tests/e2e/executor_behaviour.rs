@@ -733,3 +733,61 @@ async fn signed_checkpoints_expose_a_truncated_audit_store() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("truncated"), "{text}");
 }
+
+/// A restart honours the container's own stop timeout, as `docker restart`
+/// does: a container that asks for 1 s is not held for 10, and one that
+/// asks for 14 s (a database flushing on shutdown) is not killed after 10.
+/// With SIGTERM as its stop signal, the fixture's `sleep` ignores it (PID 1
+/// without a handler), so each restart takes its full stop timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_honours_the_containers_stop_timeout() {
+    let dd = Drydock::init();
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut c = client(&dd, &exec).await;
+    let key = approver(&dd);
+    let mut took = Vec::new();
+    for (secs, within) in [(1u64, 0..7u64), (14, 13..40)] {
+        let stop = secs.to_string();
+        let container = Container::run(
+            "stoptimeout",
+            &[
+                "--stop-timeout",
+                &stop,
+                "--stop-signal",
+                "SIGTERM",
+                drydock::fixture::FIXTURE_IMAGE,
+                "sleep",
+            ],
+        );
+        let id = container.id();
+        let inspected = c
+            .inspect_container(container_req("req-stop-timeout", &container.name))
+            .await
+            .expect("inspect")
+            .into_inner();
+        assert_eq!(u64::from(inspected.stop_timeout_secs), secs);
+        let request = format!("req-stop-{secs}");
+        let approval = sign(
+            &claims(&request, WriteAction::Restart, &id),
+            &key,
+            "local-operator",
+        );
+        let started = Instant::now();
+        c.restart_container(pb::WriteRequest {
+            request_id: request,
+            container: id.clone(),
+            approval: Some(approval),
+            ..Default::default()
+        })
+        .await
+        .expect("restart");
+        let elapsed = started.elapsed();
+        assert!(
+            within.contains(&elapsed.as_secs()),
+            "stop timeout {secs} s: the restart took {elapsed:?}"
+        );
+        assert_eq!(container.inspect("{{.State.Status}}"), "running");
+        took.push((secs, elapsed));
+    }
+    eprintln!("restart durations by stop timeout: {took:?}");
+}

@@ -247,6 +247,13 @@ impl Watcher {
             tracing::info!(container = %e.name, "Docker restarted it by itself; observing, not acting");
             return "skipped";
         }
+        let healthy_again = recent.iter().any(|r| {
+            r.time_nanos > e.time_nanos && r.action == "health_status" && r.health == "healthy"
+        });
+        if healthy_again && p.trigger == Trigger::Unhealthy {
+            tracing::info!(container = %e.name, "healthy again before the debounce ended; no request");
+            return "skipped";
+        }
         if let Some(why) =
             alerts::busy(&self.engine, &e.name, &e.container_id, self.config.cooldown)
         {

@@ -104,6 +104,7 @@ pub(super) fn shape_inspect(d: ContainerDetails) -> pb::InspectContainerResponse
         aliases: d.aliases,
         created: d.created,
         memory_limit_bytes: d.memory_limit,
+        stop_timeout_secs: d.stop_timeout_secs.unwrap_or(0),
         requested_host_ports: d.requested_host_ports,
         ip_addresses: d.ip_addresses,
         redactions,
