@@ -242,6 +242,23 @@ fn ns(v: Option<i64>) -> Duration {
     Duration::from_nanos(v.unwrap_or(0).max(0) as u64)
 }
 
+/// A container resolved by one inspect: what policy decides on, and the
+/// whole inspect, which only a `Permit` for this very id unlocks. So an
+/// `InspectContainer` or `ContainerHealth` costs one engine round trip, and
+/// nothing of a container reaches a caller before policy allowed it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub target: ResolvedTarget,
+    details: ContainerDetails,
+}
+
+impl Resolved {
+    /// The inspect made while resolving, for the permitted container only.
+    pub fn details(self, permit: &Permit) -> Option<ContainerDetails> {
+        (permit.container_id() == self.details.id).then_some(self.details)
+    }
+}
+
 /// One container event as the engine reported it. `attributes` are the
 /// actor's: the container's name, image and labels, plus `exitCode` for
 /// `die` and `signal` for `kill`. Raw here; the service filters and redacts.
@@ -445,13 +462,16 @@ impl DockerAdapter {
 
     /// Resolve a name or id to the container as it is now. Used before the
     /// policy check, which needs the name and labels.
-    pub async fn resolve(&self, name_or_id: &str) -> Result<ResolvedTarget, DockerError> {
+    pub async fn resolve(&self, name_or_id: &str) -> Result<Resolved, DockerError> {
         let details = self.inspect_raw(name_or_id).await?;
-        Ok(ResolvedTarget {
-            id: details.id,
-            name: details.name,
-            labels: details.labels,
-            stop_timeout_secs: details.stop_timeout_secs,
+        Ok(Resolved {
+            target: ResolvedTarget {
+                id: details.id.clone(),
+                name: details.name.clone(),
+                labels: details.labels.clone(),
+                stop_timeout_secs: details.stop_timeout_secs,
+            },
+            details,
         })
     }
 
@@ -838,6 +858,33 @@ impl DockerAdapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resolved_inspect_is_released_only_to_a_permit_for_its_id() {
+        let policy = crate::policy::Policy::new(
+            crate::config::TargetsConfig {
+                allow_names: vec!["*".into()],
+                ..Default::default()
+            },
+            crate::config::ActionsConfig::default(),
+        );
+        let resolved = |id: &str| Resolved {
+            target: ResolvedTarget {
+                id: id.into(),
+                name: "web".into(),
+                ..Default::default()
+            },
+            details: ContainerDetails {
+                id: id.into(),
+                ..Default::default()
+            },
+        };
+        let a = resolved("a");
+        let permit_a = policy.permit_read(&a.target).unwrap();
+        let other = resolved("b");
+        assert!(other.details(&permit_a).is_none());
+        assert_eq!(a.details(&permit_a).map(|d| d.id), Some("a".to_string()));
+    }
 
     #[test]
     fn cpu_percent_matches_docker_formula() {

@@ -4,6 +4,7 @@
 
 use super::shape::*;
 use super::*;
+use crate::docker::Resolved;
 
 impl ExecutorService {
     /// Resolve a name or id to the container as it is now. A target outside
@@ -13,7 +14,7 @@ impl ExecutorService {
         &self,
         call: &mut Call,
         container: &str,
-    ) -> Result<ResolvedTarget, ExecError> {
+    ) -> Result<Resolved, ExecError> {
         validate_container_ref(container)?;
         let target = match self.docker.resolve(container).await {
             Ok(target) => target,
@@ -25,13 +26,13 @@ impl ExecutorService {
             Err(DockerError::Ambiguous(_)) => self.resolve_among_visible(container).await?,
             Err(e) => return Err(e.into()),
         };
-        call.entry.container_id = target.id.clone();
+        call.entry.container_id = target.target.id.clone();
         Ok(target)
     }
 
     /// An exact name or a unique id prefix among the containers the policy
     /// shows. Anything else is "not found", exactly like a missing one.
-    async fn resolve_among_visible(&self, reference: &str) -> Result<ResolvedTarget, ExecError> {
+    async fn resolve_among_visible(&self, reference: &str) -> Result<Resolved, ExecError> {
         let name = reference.trim_start_matches('/');
         let visible: Vec<ContainerSummary> = self
             .docker
@@ -60,10 +61,23 @@ impl ExecutorService {
         call: &mut Call,
         container: &str,
     ) -> Result<Permit, ExecError> {
-        let target = self.resolve(call, container).await?;
-        self.policy
-            .permit_read(&target)
-            .map_err(|why| invisible(container, why))
+        Ok(self.permit_read_resolved(call, container).await?.0)
+    }
+
+    /// A read permit, with the inspect that resolving made (so a read that
+    /// needs the inspect makes no second engine call).
+    async fn permit_read_resolved(
+        &self,
+        call: &mut Call,
+        container: &str,
+    ) -> Result<(Permit, Option<ContainerDetails>), ExecError> {
+        let resolved = self.resolve(call, container).await?;
+        let permit = self
+            .policy
+            .permit_read(&resolved.target)
+            .map_err(|why| invisible(container, why))?;
+        let details = resolved.details(&permit);
+        Ok((permit, details))
     }
 
     pub(super) async fn inspect(
@@ -74,8 +88,11 @@ impl ExecutorService {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        let permit = self.permit_read(call, &req.container).await?;
-        let details = self.docker.inspect(&permit).await?;
+        let (permit, resolved) = self.permit_read_resolved(call, &req.container).await?;
+        let details = match resolved {
+            Some(d) => d,
+            None => self.docker.inspect(&permit).await?,
+        };
         let shaped = shape_inspect(details);
         call.entry.result = format!(
             "state={} redactions={}",

@@ -37,7 +37,7 @@ impl ExecutorService {
         if let Some(k) = key_id {
             call.entry.key_id = truncate_for_audit(&redact::neutralise_controls(k));
         }
-        let target = self.resolve(call, &req.container).await?;
+        let target = self.resolve(call, &req.container).await?.target;
         let permit = self
             .policy
             .permit_write(action, &target)
