@@ -19,15 +19,6 @@ const BURST: u64 = 50;
 /// (`REFUSAL_ROWS_PER_WINDOW` in executor/src/ratelimit.rs).
 const REFUSAL_ROWS_PER_WINDOW: usize = 10;
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 type Codes = std::collections::BTreeMap<String, usize>;
 type Client = pb::executor_client::ExecutorClient<tonic::transport::Channel>;
 

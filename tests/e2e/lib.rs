@@ -20,12 +20,21 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// `release` when `DRYDOCK_E2E_PROFILE=release` (the benchmark sets it),
+/// else `debug`: which build of the daemons the helpers start.
+pub fn profile() -> &'static str {
+    match std::env::var("DRYDOCK_E2E_PROFILE").as_deref() {
+        Ok("release") => "release",
+        _ => "debug",
+    }
+}
+
 /// Where `cargo build` put the daemons and the CLI.
 pub fn bin_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"))
-        .join("debug")
+        .join(profile())
 }
 
 pub fn bin(name: &str) -> PathBuf {
@@ -64,6 +73,7 @@ pub fn prepare() {
                 "-p",
                 "drydock",
             ])
+            .args((profile() == "release").then_some("--release"))
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         if !status.success() {
@@ -91,6 +101,16 @@ impl Drydock {
             .build()
             .expect("http client")
     }
+}
+
+/// Resident memory of a process, in KiB (0 when it cannot be read).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The `decision` of each audit row, in order.
