@@ -75,7 +75,7 @@ impl AuditLog {
         tx.commit()?;
         drop(conn);
         self.count_for_checkpoint();
-        self.maybe_rotate();
+        self.maybe_rotate(1);
         Ok(Ok((seq, number)))
     }
 }

@@ -182,12 +182,13 @@ impl AuditLog {
         self
     }
 
-    /// Called after every append: rotate when the live store is past its cap.
-    pub(super) fn maybe_rotate(&self) {
+    /// Called after every commit of `rows` rows: rotate when the live store
+    /// is past its cap.
+    pub(super) fn maybe_rotate(&self, rows: u32) {
         let Some(rot) = &self.rotation else {
             return;
         };
-        if rot.since_check.fetch_add(1, Ordering::SeqCst) + 1 < CHECK_EVERY {
+        if rot.since_check.fetch_add(rows, Ordering::SeqCst) + rows < CHECK_EVERY {
             return;
         }
         rot.since_check.store(0, Ordering::SeqCst);
