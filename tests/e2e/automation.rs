@@ -66,11 +66,13 @@ impl Receiver {
                     .expect("sink")
                     .push((headers, String::from_utf8_lossy(&body).into_owned()));
                 let n = sink.lock().expect("sink").len();
+                // One request per connection, said so: a client that reused
+                // the connection would fail an attempt this receiver never saw.
                 let mut stream = reader.into_inner();
                 let answer: &[u8] = if n <= fail {
-                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 } else {
-                    b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
+                    b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 };
                 let _ = stream.write_all(answer);
             }
