@@ -821,7 +821,10 @@ async fn firing_alerts_open_requests_and_webhooks_retry_redact_and_speak_slack()
             .filter_map(|(_, b)| serde_json::from_str::<Value>(b).ok())
             .filter_map(|v| v["text"].as_str().map(str::to_string))
             .collect();
-        if let Some(t) = texts.iter().find(|t| t.contains("needs approval")) {
+        if let Some(t) = texts
+            .iter()
+            .find(|t| t.contains("needs approval") && t.contains(&id))
+        {
             break t.clone();
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{texts:#?}");
