@@ -1,0 +1,127 @@
+//! Container events: the engine's stream, reduced to the actions drydock
+//! watches, delivered through a channel that closes the engine's stream as
+//! soon as the caller goes away.
+
+use std::collections::BTreeMap;
+
+use bollard::query_parameters::EventsOptions;
+use futures::StreamExt as _;
+
+use super::{classify, DockerAdapter, DockerError};
+
+/// One container event as the engine reported it. `attributes` are the
+/// actor's: the container's name, image and labels, plus `exitCode` for
+/// `die` and `signal` for `kill`. Raw here; the service filters and redacts.
+#[derive(Debug, Clone, Default)]
+pub struct RawEvent {
+    pub time_nanos: i64,
+    pub id: String,
+    /// The engine's action, reduced to its verb (`health_status: unhealthy`
+    /// becomes `health_status`, the status going to `health_status`).
+    pub action: String,
+    pub health_status: String,
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// The container actions the events stream carries; the engine's others
+/// (exec, attach, resize, …) are dropped at the source.
+pub const EVENT_ACTIONS: [&str; 8] = [
+    "start",
+    "die",
+    "oom",
+    "kill",
+    "health_status",
+    "restart",
+    "destroy",
+    "stop",
+];
+
+fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
+    let full = m.action.unwrap_or_default();
+    let (verb, status) = match full.split_once(':') {
+        Some((v, s)) => (v.trim().to_string(), s.trim().to_string()),
+        None => (full.trim().to_string(), String::new()),
+    };
+    if !EVENT_ACTIONS.contains(&verb.as_str()) {
+        return None;
+    }
+    let actor = m.actor.unwrap_or_default();
+    let attributes: BTreeMap<String, String> =
+        actor.attributes.unwrap_or_default().into_iter().collect();
+    Some(RawEvent {
+        time_nanos: m
+            .time_nano
+            .filter(|n| *n > 0)
+            .or_else(|| m.time.map(|s| s.saturating_mul(1_000_000_000)))
+            .unwrap_or(0),
+        id: actor.id.unwrap_or_default(),
+        action: verb,
+        health_status: status,
+        attributes,
+    })
+}
+
+impl DockerAdapter {
+    /// Container events from `since_nanos` (0: from now), then live, into a
+    /// channel; the task stops when the receiver is dropped or the engine
+    /// ends the stream (a final `Err` says why).
+    pub fn events(
+        &self,
+        since_nanos: i64,
+    ) -> tokio::sync::mpsc::Receiver<Result<RawEvent, DockerError>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        let docker = self.client();
+        tokio::spawn(async move {
+            let since = (since_nanos > 0).then(|| {
+                format!(
+                    "{}.{:09}",
+                    since_nanos / 1_000_000_000,
+                    since_nanos % 1_000_000_000
+                )
+            });
+            let options = EventsOptions {
+                since,
+                until: None,
+                filters: Some(
+                    [
+                        ("type".to_string(), vec!["container".to_string()]),
+                        (
+                            "event".to_string(),
+                            EVENT_ACTIONS.iter().map(|a| a.to_string()).collect(),
+                        ),
+                    ]
+                    .into(),
+                ),
+            };
+            let mut stream = docker.events(Some(options));
+            loop {
+                // A caller that went away ends the engine's stream now, not
+                // at the next event (a quiet host may have none for hours).
+                let next = tokio::select! {
+                    _ = tx.closed() => return,
+                    next = stream.next() => match next {
+                        Some(n) => n,
+                        None => break,
+                    },
+                };
+                let item = match next {
+                    Ok(m) => match raw_event(m) {
+                        Some(e) => Ok(e),
+                        None => continue,
+                    },
+                    Err(e) => Err(classify("events", "", e)),
+                };
+                let stop = item.is_err();
+                if tx.send(item).await.is_err() || stop {
+                    return;
+                }
+            }
+            let _ = tx
+                .send(Err(DockerError::Unavailable(
+                    "the engine ended the events stream".into(),
+                )))
+                .await;
+        });
+        rx
+    }
+}
