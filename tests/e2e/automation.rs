@@ -314,6 +314,18 @@ fn outside_the_grant_a_watch_request_waits_for_a_person() {
     });
 }
 
+/// A fixture container that crashed with `code`, once it has exited.
+fn exited_with(test: &str, code: &str) -> Container {
+    let c = Container::run(
+        test,
+        &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", code],
+    );
+    c.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    c
+}
+
 fn signed_grant(dd: &Drydock, change: impl FnOnce(&mut GrantClaims)) -> pb::Grant {
     let key = dd
         .home
@@ -383,13 +395,7 @@ async fn the_executor_enforces_grants_whatever_the_caller_holds() {
     );
     // A crashed container outside the grant's scope (but inside the
     // executor's): not covered.
-    let crashed = Container::run(
-        "grpcgrant",
-        &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "3"],
-    );
-    crashed.wait_for("exited", Duration::from_secs(30), |c| {
-        c.inspect("{{.State.Status}}") == "exited"
-    });
+    let crashed = exited_with("grpcgrant", "3");
     refused(
         c.restart_container(with_grant(
             &crashed.name,
@@ -462,13 +468,7 @@ async fn the_executor_enforces_grants_whatever_the_caller_holds() {
         "uses per container",
     );
     // Revoked without a restart: the list is read at every use.
-    let another = Container::run(
-        "grpcgrant",
-        &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "4"],
-    );
-    another.wait_for("exited", Duration::from_secs(30), |c| {
-        c.inspect("{{.State.Status}}") == "exited"
-    });
+    let another = exited_with("grpcgrant", "4");
     let out = std::process::Command::new(bin("drydock-executor"))
         .args(["grant", "revoke", "--config"])
         .arg(&exec.config)
@@ -636,13 +636,7 @@ fn an_agent_restarted_mid_watch_resumes_without_missing_or_duplicating() {
     std::thread::sleep(Duration::from_secs(1));
     drop(probe);
     // A crash, then the agent dies while its trigger is being debounced.
-    let crashed = Container::run(
-        "resume",
-        &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "9"],
-    );
-    crashed.wait_for("exited", Duration::from_secs(30), |c| {
-        c.inspect("{{.State.Status}}") == "exited"
-    });
+    let crashed = exited_with("resume", "9");
     std::thread::sleep(Duration::from_secs(2));
     let pid = drydock::daemons::read_pid(&dd.home, "drydock-agent").expect("agent pid");
     nix::sys::signal::kill(
@@ -651,13 +645,7 @@ fn an_agent_restarted_mid_watch_resumes_without_missing_or_duplicating() {
     )
     .expect("kill agent");
     // Another crash while the agent is down.
-    let while_down = Container::run(
-        "resume",
-        &[drydock::fixture::FIXTURE_IMAGE, "crash", "--code", "8"],
-    );
-    while_down.wait_for("exited", Duration::from_secs(30), |c| {
-        c.inspect("{{.State.Status}}") == "exited"
-    });
+    let while_down = exited_with("resume", "8");
     std::thread::sleep(Duration::from_secs(1));
     dd.up();
     for c in [&crashed, &while_down] {
