@@ -9,7 +9,7 @@
 //! across them (see `segments`).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension as _};
 use serde::Serialize;
@@ -81,27 +81,14 @@ pub struct AuditRow {
 
 pub struct AuditLog {
     conn: Mutex<Connection>,
-    /// Rows waiting for the next group commit (see `append`).
-    queue: Mutex<Vec<(AuditEntry, Arc<Slot>)>>,
+    /// Rows waiting for the next group commit (commit.rs).
+    pending: commit::Pending,
     path: std::path::PathBuf,
     checkpoints: Option<Checkpointer>,
     rotation: Option<segments::Rotation>,
 }
 
-/// Where a queued row learns its outcome: its seq, or why the batch that
-/// held it failed.
-#[derive(Default)]
-struct Slot(Mutex<Option<Result<i64, String>>>);
-
-impl Slot {
-    fn take(&self) -> Option<Result<i64, String>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-    fn set(&self, r: Result<i64, String>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-    }
-}
-
+mod commit;
 mod grant_uses;
 mod segments;
 pub use grant_uses::{use_id, CapExceeded, GrantUse};
@@ -323,7 +310,7 @@ impl AuditLog {
         drydock_daemon::files::restrict_sqlite(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
-            queue: Mutex::new(Vec::new()),
+            pending: commit::Pending::default(),
             path: path.to_path_buf(),
             checkpoints: None,
             rotation: None,
@@ -355,6 +342,8 @@ impl AuditLog {
     /// Append a signed checkpoint of the current head, if there is a key and
     /// anything new to attest. Returns the attested `(seq, hash)`.
     pub fn checkpoint(&self) -> Result<Option<(i64, String)>, AuditError> {
+        // The checkpoint covers every row answered so far.
+        self.flush();
         let mut conn = self.lock();
         self.checkpoint_locked(&mut conn)
     }
@@ -418,62 +407,6 @@ impl AuditLog {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Append one row, chained to the last one; returns once it is on disk,
-    /// with its sequence number.
-    ///
-    /// Group commit: the row is queued, then the caller takes the store's
-    /// lock. Whoever holds the lock writes every queued row in one
-    /// transaction (one fsync), so calls that arrive together share the
-    /// fsync. A caller whose row a previous holder already wrote finds its
-    /// outcome and returns; none returns before its row is committed.
-    pub fn append(&self, entry: &AuditEntry) -> Result<i64, AuditError> {
-        let slot = Arc::new(Slot::default());
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((entry.clone(), slot.clone()));
-        let mut conn = self.lock();
-        if let Some(done) = slot.take() {
-            return done.map_err(AuditError::Batch);
-        }
-        let batch = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()));
-        let written = (|| -> Result<Vec<i64>, AuditError> {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let mut seqs = Vec::with_capacity(batch.len());
-            for (e, _) in &batch {
-                seqs.push(append_in(&tx, e)?);
-            }
-            tx.commit()?;
-            Ok(seqs)
-        })();
-        // Outcomes are set while the lock is still held: a caller whose row
-        // is in this batch takes the lock next and must find its outcome.
-        let ok = written.is_ok();
-        match written {
-            Ok(seqs) => {
-                for ((_, s), seq) in batch.iter().zip(&seqs) {
-                    s.set(Ok(*seq));
-                }
-            }
-            Err(e) => {
-                let why = e.to_string();
-                for (_, s) in &batch {
-                    s.set(Err(why.clone()));
-                }
-            }
-        }
-        drop(conn);
-        if ok {
-            for _ in 0..batch.len() {
-                self.count_for_checkpoint();
-            }
-            self.maybe_rotate(u32::try_from(batch.len()).unwrap_or(u32::MAX));
-        }
-        slot.take()
-            .unwrap_or_else(|| Err("the row was not written".into()))
-            .map_err(AuditError::Batch)
-    }
-
     /// Spend an approval: record its nonce (refused if it was used before,
     /// by this run or an earlier one) and append the write's **intent** row
     /// to the chain, in one transaction, before Docker is called. The chain
@@ -484,6 +417,8 @@ impl AuditLog {
         r: &NonceRecord<'_>,
         intent: &AuditEntry,
     ) -> Result<i64, AuditError> {
+        // Reads answered before this write keep their place in the chain.
+        self.flush();
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let ts = now_ts();

@@ -265,12 +265,12 @@ impl DockerAdapter {
     pub async fn connect(endpoint: &str, timeouts: Timeouts) -> Result<DockerAdapter, DockerError> {
         // bollard's own timeout is a backstop; our deadlines are shorter.
         const CLIENT_TIMEOUT_SECS: u64 = 120;
-        let docker = if endpoint.starts_with("unix://") {
-            Docker::connect_with_unix(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
-        } else {
-            Docker::connect_with_http(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
-        }
-        .map_err(|e| DockerError::Unavailable(format!("cannot connect to {endpoint}: {e}")))?;
+        // Pooled: idle engine connections are reused (transport.rs).
+        let docker =
+            transport::connect(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+                .map_err(|e| {
+                    DockerError::Unavailable(format!("cannot connect to {endpoint}: {e}"))
+                })?;
         let adapter = DockerAdapter {
             docker: Arc::new(RwLock::new(docker.clone())),
             timeouts,
@@ -741,6 +741,7 @@ impl DockerAdapter {
 }
 
 mod events;
+mod transport;
 pub use events::{RawEvent, EVENT_ACTIONS};
 
 #[cfg(test)]

@@ -58,6 +58,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         tracing::warn!("audit.signing_key is not set: the audit chain has no signed checkpoints");
     }
     let audit = Arc::new(log);
+    // Reads' rows are committed just after their answers (audit/commit.rs).
+    audit
+        .start_flusher()
+        .context("cannot start the audit flusher thread")?;
     let tls = crate::tls::server_config(&config.tls.cert, &config.tls.key, &config.tls.client_ca)?;
     let timeouts = Timeouts {
         read: config.timeouts.read,

@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::Arc;
 
 fn entry(action: &str) -> AuditEntry {
     AuditEntry {

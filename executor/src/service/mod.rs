@@ -381,9 +381,21 @@ async fn finish_call<T>(
             call.entry.reason = e.audit_reason();
         }
     }
+    let mut entry = call.entry;
+    if entry.tier == Tier::Read as u32 && summary.is_none() {
+        let logged = entry.clone();
+        // A read's row is queued before the answer leaves and committed
+        // straight after it (the rule is in audit/commit.rs).
+        match audit.append_deferred(entry) {
+            Ok(()) => {
+                log_call(None, &logged);
+                return result.map(Response::new).map_err(to_status);
+            }
+            Err(back) => entry = back,
+        }
+    }
     // SQLite with fsync: on a blocking thread, never on the async workers
     // that serve the other calls.
-    let entry = call.entry;
     let appended = tokio::task::spawn_blocking(move || {
         if let Some(summary) = summary {
             if let Err(err) = audit.append(&summary) {
@@ -404,13 +416,7 @@ async fn finish_call<T>(
         }
     };
     match appended {
-        Ok(seq) => {
-            tracing::info!(
-                audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
-                container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
-                duration_ms = e.duration_ms, "call"
-            );
-        }
+        Ok(seq) => log_call(Some(seq), &e),
         Err(err) => {
             tracing::error!(request_id = %e.request_id, action = %e.action, error = %err, "audit write failed");
             return Err(Status::unavailable(
@@ -419,6 +425,16 @@ async fn finish_call<T>(
         }
     }
     result.map(Response::new).map_err(to_status)
+}
+
+/// One log line per call; `audit_seq` is absent for a read whose row is
+/// still queued.
+fn log_call(seq: Option<i64>, e: &AuditEntry) {
+    tracing::info!(
+        audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
+        container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
+        duration_ms = e.duration_ms, "call"
+    );
 }
 
 /// The one place errors become gRPC statuses. Messages are precise but do not

@@ -1,0 +1,201 @@
+//! The connection to the engine. bollard's own unix and TCP transports open
+//! a new connection for every request (their pool is turned off); this one
+//! keeps idle connections and reuses them, so a read costs one request on a
+//! warm connection instead of a connect, an accept and a close as well.
+//!
+//! Nothing else changes: bollard still builds every request, and the
+//! executor never upgrades a connection (no attach, no exec), so a pooled
+//! connection only ever carries plain request/response exchanges. A
+//! connection the engine closed while idle is noticed by the pool and not
+//! reused; a request that finds its connection closed before it was sent is
+//! sent again on a new one (hyper's rule, safe for writes too: nothing
+//! reached the engine).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bollard::{BollardRequest, ClientVersion, Docker};
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// Idle connections are closed after this long.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// At most this many idle connections are kept (calls in flight may use
+/// more; those are closed when they finish).
+const MAX_IDLE: usize = 32;
+
+/// The body type of bollard's requests (named only through its request).
+trait BodyOf {
+    type Body;
+}
+impl<B> BodyOf for http::Request<B> {
+    type Body = B;
+}
+type DockerBody = <BollardRequest as BodyOf>::Body;
+
+/// Connects every request to one unix socket, whatever its URI says.
+#[derive(Clone)]
+struct UnixConnector(Arc<PathBuf>);
+
+impl tower_service::Service<http::Uri> for UnixConnector {
+    type Response = TokioIo<tokio::net::UnixStream>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let path = self.0.clone();
+        Box::pin(async move {
+            Ok(TokioIo::new(
+                tokio::net::UnixStream::connect(path.as_path()).await?,
+            ))
+        })
+    }
+}
+
+/// A bollard client on a pooled connection to `endpoint`: `unix:///path`,
+/// or `tcp://host:port` / `http://host:port`.
+pub fn connect(
+    endpoint: &str,
+    timeout_secs: u64,
+    version: &ClientVersion,
+) -> Result<Docker, String> {
+    if let Some(path) = endpoint.strip_prefix("unix://") {
+        if !std::path::Path::new(path).exists() {
+            return Err(format!("no socket at {path}"));
+        }
+        let connector = UnixConnector(Arc::new(PathBuf::from(path)));
+        // The host only names the pool; the connector ignores it.
+        with_pool(connector, "http://docker", timeout_secs, version)
+    } else {
+        let addr = endpoint
+            .strip_prefix("tcp://")
+            .or_else(|| endpoint.strip_prefix("http://"))
+            .ok_or_else(|| format!("`{endpoint}` is neither unix:///PATH nor tcp://HOST:PORT"))?;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        with_pool(connector, &format!("http://{addr}"), timeout_secs, version)
+    }
+}
+
+fn with_pool<C>(
+    connector: C,
+    addr: &str,
+    timeout_secs: u64,
+    version: &ClientVersion,
+) -> Result<Docker, String>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    let client: Client<C, DockerBody> = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_max_idle_per_host(MAX_IDLE)
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .build(connector);
+    Docker::connect_with_custom_transport(
+        move |req: BollardRequest| {
+            let client = client.clone();
+            async move {
+                client
+                    .request(req)
+                    .await
+                    .map_err(|err| bollard::errors::Error::HyperLegacyError { err })
+            }
+        },
+        Some(addr),
+        timeout_secs,
+        version,
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A stand-in engine on a unix socket that answers `/_ping` and counts
+    /// the connections it accepted.
+    async fn engine(path: PathBuf, accepted: Arc<AtomicUsize>) {
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nOK";
+                        if conn.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    #[tokio::test]
+    async fn sequential_requests_share_one_engine_connection() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("engine.sock");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(engine(path.clone(), accepted.clone()));
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let docker = connect(
+            &format!("unix://{}", path.display()),
+            5,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .expect("client");
+        for _ in 0..20 {
+            docker.ping().await.expect("ping");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
+        // bollard's own unix transport, for comparison: one per request.
+        let fresh = Docker::connect_with_unix(
+            &format!("unix://{}", path.display()),
+            5,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .expect("client");
+        for _ in 0..3 {
+            fresh.ping().await.expect("ping");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn endpoints_that_are_neither_unix_nor_tcp_are_refused_with_the_forms_that_work() {
+        let err = connect("ftp://x", 5, bollard::API_DEFAULT_VERSION)
+            .err()
+            .expect("refused");
+        assert!(err.contains("unix:///PATH"), "{err}");
+        let err = connect("unix:///no/such.sock", 5, bollard::API_DEFAULT_VERSION)
+            .err()
+            .expect("refused");
+        assert!(err.contains("no socket at /no/such.sock"), "{err}");
+    }
+}
