@@ -73,6 +73,19 @@ impl Store {
         kind: &str,
         data: serde_json::Value,
     ) -> Result<Event, StoreError> {
+        let mut events = self.save_events(request, vec![(kind.to_string(), data)])?;
+        events
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom("no event was saved")))
+    }
+
+    /// Save the request and append its events, in one transaction: a phase
+    /// that gathered several pieces of evidence writes them together.
+    pub fn save_events(
+        &self,
+        request: &Request,
+        events: Vec<(String, serde_json::Value)>,
+    ) -> Result<Vec<Event>, StoreError> {
         let doc = serde_json::to_string(request)?;
         let ts = now_rfc3339();
         let mut conn = self.lock();
@@ -82,19 +95,22 @@ impl Store {
              ON CONFLICT(id) DO UPDATE SET status = excluded.status, doc = excluded.doc",
             params![request.id, request.created_at, request.status.as_str(), doc],
         )?;
-        tx.execute(
-            "INSERT INTO events (request_id, ts, kind, data) VALUES (?1, ?2, ?3, ?4)",
-            params![request.id, ts, kind, data.to_string()],
-        )?;
-        let seq = tx.last_insert_rowid();
+        let mut saved = Vec::with_capacity(events.len());
+        for (kind, data) in events {
+            tx.execute(
+                "INSERT INTO events (request_id, ts, kind, data) VALUES (?1, ?2, ?3, ?4)",
+                params![request.id, ts, kind, data.to_string()],
+            )?;
+            saved.push(Event {
+                seq: tx.last_insert_rowid(),
+                request_id: request.id.clone(),
+                ts: ts.clone(),
+                kind,
+                data,
+            });
+        }
         tx.commit()?;
-        Ok(Event {
-            seq,
-            request_id: request.id.clone(),
-            ts,
-            kind: kind.to_string(),
-            data,
-        })
+        Ok(saved)
     }
 
     pub fn get(&self, id: &str) -> Result<Option<Request>, StoreError> {
@@ -232,5 +248,29 @@ mod tests {
             ["r2"]
         );
         assert_eq!(store.list(Some("completed"), 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_phase_saves_its_events_together_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let r = request("r1");
+        let saved = store
+            .save_events(
+                &r,
+                vec![
+                    ("evidence".into(), serde_json::json!({"type": "inspect"})),
+                    ("evidence".into(), serde_json::json!({"type": "logs"})),
+                    ("status".into(), serde_json::json!({"status": "diagnosing"})),
+                ],
+            )
+            .unwrap();
+        assert_eq!(saved.len(), 3);
+        assert!(saved[0].seq < saved[1].seq && saved[1].seq < saved[2].seq);
+        let replayed = store.events_after("r1", 0).unwrap();
+        assert_eq!(
+            replayed.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
+            saved.iter().map(|e| e.data.clone()).collect::<Vec<_>>()
+        );
     }
 }

@@ -106,6 +106,27 @@ pub struct Engine {
     llm_plans: Mutex<HashMap<String, Plan>>,
 }
 
+/// A piece of evidence read but not yet recorded, with its one-line summary.
+struct Gathered {
+    evidence: Evidence,
+    summary: String,
+}
+
+impl Gathered {
+    fn new(kind: &str, source: &str, data: serde_json::Value, summary: String) -> Gathered {
+        Gathered {
+            evidence: Evidence {
+                id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+                kind: kind.into(),
+                source: source.into(),
+                timestamp: now_rfc3339(),
+                data,
+            },
+            summary,
+        }
+    }
+}
+
 /// Why a worker stopped early.
 enum Stop {
     Canceled,
@@ -171,6 +192,18 @@ impl Engine {
         data: serde_json::Value,
         change: impl FnOnce(&mut Request) -> Result<(), E>,
     ) -> Result<Request, E> {
+        self.update_with_events(id, vec![(kind.to_string(), data)], change)
+            .await
+    }
+
+    /// Change one request and append several events in one transaction
+    /// (a phase's evidence and its status together).
+    async fn update_with_events<E: From<StoreError>>(
+        &self,
+        id: &str,
+        events: Vec<(String, serde_json::Value)>,
+        change: impl FnOnce(&mut Request) -> Result<(), E>,
+    ) -> Result<Request, E> {
         let _guard = self.doc_lock.lock().await;
         let mut req = self.store.get(id)?.ok_or_else(|| {
             StoreError::Corrupt(serde::de::Error::custom(format!("request {id} vanished")))
@@ -194,8 +227,9 @@ impl Engine {
             req.status = from;
         }
         req.updated_at = now_rfc3339();
-        let event = self.store.save(&req, kind, data)?;
-        let _ = self.events.send(event);
+        for event in self.store.save_events(&req, events)? {
+            let _ = self.events.send(event);
+        }
         Ok(req)
     }
 
@@ -364,22 +398,52 @@ impl Engine {
         data: serde_json::Value,
         summary: String,
     ) -> Result<String, Stop> {
-        let ev = Evidence {
-            id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
-            kind: kind.into(),
-            source: source.into(),
-            timestamp: now_rfc3339(),
-            data,
-        };
-        let ev_id = ev.id.clone();
-        self.update(
-            id,
-            "evidence",
-            json!({"id": ev.id, "type": ev.kind, "source": ev.source, "summary": summary}),
-            move |r| r.evidence.push(ev),
-        )
-        .await?;
+        let ev = Gathered::new(kind, source, data, summary);
+        let ev_id = ev.evidence.id.clone();
+        self.record(id, vec![ev], None).await?;
         Ok(ev_id)
+    }
+
+    /// Record a phase's evidence, and optionally its next status, in one
+    /// transaction; each piece is still streamed as its own event.
+    async fn record(
+        &self,
+        id: &str,
+        gathered: Vec<Gathered>,
+        status: Option<(Status, &str)>,
+    ) -> Result<(), Stop> {
+        let mut events: Vec<(String, serde_json::Value)> = gathered
+            .iter()
+            .map(|g| {
+                let ev = &g.evidence;
+                (
+                    "evidence".to_string(),
+                    json!({"id": ev.id, "type": ev.kind, "source": ev.source, "summary": g.summary}),
+                )
+            })
+            .collect();
+        if let Some((status, message)) = status {
+            tracing::info!(
+                request_id = id,
+                status = status.as_str(),
+                message,
+                "transition"
+            );
+            events.push((
+                "status".to_string(),
+                json!({"status": status, "message": message}),
+            ));
+        }
+        self.update_with_events(id, events, |r| {
+            r.evidence
+                .extend(gathered.into_iter().map(|g| g.evidence));
+            if let Some((status, _)) = status {
+                r.status = status;
+            }
+            Ok::<(), StoreError>(())
+        })
+        .await?;
+        Ok(())
     }
 
     fn latest_policy(req: &Request) -> Option<PolicyView> {

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::{Engine, RunbookEvidence, Stop};
+use super::{Engine, Gathered, RunbookEvidence, Stop};
 use crate::discovery::{self, Discovery};
 use crate::model::*;
 use crate::planner;
@@ -14,8 +14,16 @@ impl Engine {
     /// Observe: find the target, then gather its state and logs.
     pub(super) async fn observe(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
+        // Reads that do not depend on each other go out together: the
+        // policy with the list, then the state, logs and usage together.
+        let mut policy_read = None;
+        // Whether the list says the target runs (its usage is then read
+        // along with its state).
+        let mut listed_running = false;
         if req.target.is_none() {
-            let listed = self.executor.list(id, true).await;
+            let (listed, policy) =
+                tokio::join!(self.executor.list(id, true), self.executor.policy(id));
+            policy_read = Some(policy);
             let Some(containers) = self.required(id, "list containers", listed).await? else {
                 return Ok(false);
             };
@@ -34,6 +42,9 @@ impl Engine {
             };
             match found {
                 Discovery::Found(c) => {
+                    listed_running = containers
+                        .iter()
+                        .any(|x| x.id == c.container_id && x.state == "running");
                     let target = Target {
                         kind: "container".into(),
                         container_id: c.container_id.clone(),
@@ -55,7 +66,11 @@ impl Engine {
                         // A question ("which containers use the most
                         // memory?") names no container: the model may
                         // answer it from evidence, or ask its own question.
-                        if self.observe_policy(id).await?.is_none() {
+                        let policy = match policy_read.take() {
+                            Some(read) => read,
+                            None => self.executor.policy(id).await,
+                        };
+                        if self.policy_evidence(id, policy).await?.is_none() {
                             return Ok(false);
                         }
                         self.set_status(
@@ -75,84 +90,20 @@ impl Engine {
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
+        let mut gathered = Vec::new();
         if !req.evidence.iter().any(|e| e.kind == "runbook") {
-            if let Some((service, notes)) = self
-                .config
-                .runbook
-                .lookup(target.service.as_deref(), &target.container_name)
-            {
-                let entry = RunbookEvidence {
-                    service: service.to_string(),
-                    depends_on: notes.depends_on.clone(),
-                    http_check: notes.http_check.clone(),
-                    notes: notes.notes.clone(),
-                };
-                let summary = format!(
-                    "runbook entry `{service}`: depends on [{}]{}",
-                    entry.depends_on.join(", "),
-                    entry
-                        .notes
-                        .as_ref()
-                        .map(|n| format!("; notes: {n}"))
-                        .unwrap_or_default()
-                );
-                self.add_evidence(
-                    id,
-                    "runbook",
-                    "runbook",
-                    serde_json::to_value(&entry).unwrap_or_default(),
-                    summary,
-                )
-                .await?;
+            if let Some(entry) = self.runbook_evidence(&target) {
+                gathered.push(entry);
             }
         }
-        let inspected = self.executor.inspect(id, &target.container_id).await;
-        let call = format!("inspect {}", target.container_name);
-        let Some(container) = self.required(id, &call, inspected).await? else {
-            return Ok(false);
+        let policy = match policy_read {
+            Some(read) => read,
+            None => self.executor.policy(id).await,
         };
-        let summary = format!(
-            "state={} exit={} health={} oom_killed={} restarts={}",
-            container.status,
-            container.exit_code,
-            container.health_status,
-            container.oom_killed,
-            container.restart_count
-        );
-        self.add_evidence(
-            id,
-            "inspect",
-            "InspectContainer",
-            serde_json::to_value(&container).unwrap_or_default(),
-            summary,
-        )
-        .await?;
-        // What Docker forgets (an OOM flag cleared by a restart, the health
-        // log's last 5 entries): the agent's own journal of its events.
-        let hour_ago = (unix_now() - 3600).saturating_mul(1_000_000_000);
-        let journaled =
-            crate::watch::journal::for_container(&self.store, &container.id, hour_ago, 50)?;
-        if !journaled.is_empty() {
-            let summary = journaled
-                .iter()
-                .map(|e| match (e.action.as_str(), e.exit_code) {
-                    ("die", Some(code)) => format!("die({code})"),
-                    ("health_status", _) => format!("health_status({})", e.health),
-                    (a, _) => a.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            self.add_evidence(
-                id,
-                "events",
-                "WatchEvents (journal)",
-                serde_json::to_value(&journaled).unwrap_or_default(),
-                format!("last hour: {summary}"),
-            )
-            .await?;
-        }
-        let policy = self.observe_policy(id).await?;
-        let Some(policy) = policy else {
+        let Some(policy) = self
+            .required(id, "read the executor's policy", policy)
+            .await?
+        else {
             return Ok(false);
         };
         // Never ask for more than the executor allows: it refuses, not clamps.
@@ -160,83 +111,179 @@ impl Engine {
             0 => self.config.logs_tail,
             max => self.config.logs_tail.min(max),
         };
-        let read = self.executor.logs(id, &target.container_id, tail).await;
-        let call = format!("read logs of {}", target.container_name);
-        let Some(logs) = self.required(id, &call, read).await? else {
+        let cid = &target.container_id;
+        let stats_now = async {
+            if listed_running {
+                Some(self.executor.stats(id, cid).await)
+            } else {
+                None
+            }
+        };
+        let (inspected, logs, stats) = tokio::join!(
+            self.executor.inspect(id, cid),
+            self.executor.logs(id, cid, tail),
+            stats_now
+        );
+        let call = format!("inspect {}", target.container_name);
+        let Some(container) = self.required(id, &call, inspected).await? else {
             return Ok(false);
         };
-        let summary = format!(
-            "{} lines{}{}",
-            logs.lines.len(),
-            if logs.truncated { ", truncated" } else { "" },
-            if logs.redactions > 0 {
-                format!(", {} secrets redacted", logs.redactions)
-            } else {
-                String::new()
-            }
-        );
-        self.add_evidence(
-            id,
+        let call = format!("read logs of {}", target.container_name);
+        let Some(logs) = self.required(id, &call, logs).await? else {
+            return Ok(false);
+        };
+        // Resource usage backs memory and CPU advice; read only for a
+        // running container, and a failure is not worth failing over.
+        let stats = match stats {
+            Some(read) if container.running => Some(read),
+            Some(_) => None,
+            None if container.running => Some(self.executor.stats(id, cid).await),
+            None => None,
+        };
+        gathered.push(Gathered::new(
+            "inspect",
+            "InspectContainer",
+            serde_json::to_value(&container).unwrap_or_default(),
+            format!(
+                "state={} exit={} health={} oom_killed={} restarts={}",
+                container.status,
+                container.exit_code,
+                container.health_status,
+                container.oom_killed,
+                container.restart_count
+            ),
+        ));
+        if let Some(events) = self.journal_evidence(&container.id)? {
+            gathered.push(events);
+        }
+        gathered.push(Self::policy_gathered(&policy));
+        gathered.push(Gathered::new(
             "logs",
             "ContainerLogs",
             serde_json::to_value(&logs).unwrap_or_default(),
-            summary,
+            format!(
+                "{} lines{}{}",
+                logs.lines.len(),
+                if logs.truncated { ", truncated" } else { "" },
+                if logs.redactions > 0 {
+                    format!(", {} secrets redacted", logs.redactions)
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+        match stats {
+            Some(Ok(stats)) => gathered.push(Gathered::new(
+                "stats",
+                "ContainerStats",
+                serde_json::to_value(&stats).unwrap_or_default(),
+                format!(
+                    "cpu {:.1}%, memory {} of {} ({:.0}%)",
+                    stats.cpu_percent,
+                    planner::human_bytes(stats.memory_usage_bytes),
+                    planner::human_bytes(stats.memory_limit_bytes),
+                    stats.memory_percent
+                ),
+            )),
+            Some(Err(e)) => tracing::warn!(request_id = %id, error = %e, "stats unavailable"),
+            None => {}
+        }
+        // The phase's evidence and its end, in one transaction.
+        self.record(
+            id,
+            gathered,
+            Some((Status::Diagnosing, "evidence gathered")),
         )
         .await?;
-        if container.running {
-            // Resource usage backs memory and CPU advice; a failure here is
-            // not worth failing the request over.
-            match self.executor.stats(id, &target.container_id).await {
-                Ok(stats) => {
-                    let summary = format!(
-                        "cpu {:.1}%, memory {} of {} ({:.0}%)",
-                        stats.cpu_percent,
-                        planner::human_bytes(stats.memory_usage_bytes),
-                        planner::human_bytes(stats.memory_limit_bytes),
-                        stats.memory_percent
-                    );
-                    self.add_evidence(
-                        id,
-                        "stats",
-                        "ContainerStats",
-                        serde_json::to_value(&stats).unwrap_or_default(),
-                        summary,
-                    )
-                    .await?;
-                }
-                Err(e) => tracing::warn!(request_id = %id, error = %e, "stats unavailable"),
-            }
-        }
-        self.set_status(id, Status::Diagnosing, "evidence gathered")
-            .await?;
         Ok(true)
+    }
+
+    /// The runbook's entry for the target, if it has one.
+    fn runbook_evidence(&self, target: &Target) -> Option<Gathered> {
+        let (service, notes) = self
+            .config
+            .runbook
+            .lookup(target.service.as_deref(), &target.container_name)?;
+        let entry = RunbookEvidence {
+            service: service.to_string(),
+            depends_on: notes.depends_on.clone(),
+            http_check: notes.http_check.clone(),
+            notes: notes.notes.clone(),
+        };
+        let summary = format!(
+            "runbook entry `{service}`: depends on [{}]{}",
+            entry.depends_on.join(", "),
+            entry
+                .notes
+                .as_ref()
+                .map(|n| format!("; notes: {n}"))
+                .unwrap_or_default()
+        );
+        Some(Gathered::new(
+            "runbook",
+            "runbook",
+            serde_json::to_value(&entry).unwrap_or_default(),
+            summary,
+        ))
+    }
+
+    /// What Docker forgets (an OOM flag cleared by a restart, the health
+    /// log's last 5 entries): the agent's own journal of the container's
+    /// events in the last hour.
+    fn journal_evidence(&self, container_id: &str) -> Result<Option<Gathered>, Stop> {
+        let hour_ago = (unix_now() - 3600).saturating_mul(1_000_000_000);
+        let journaled =
+            crate::watch::journal::for_container(&self.store, container_id, hour_ago, 50)?;
+        if journaled.is_empty() {
+            return Ok(None);
+        }
+        let summary = journaled
+            .iter()
+            .map(|e| match (e.action.as_str(), e.exit_code) {
+                ("die", Some(code)) => format!("die({code})"),
+                ("health_status", _) => format!("health_status({})", e.health),
+                (a, _) => a.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(Some(Gathered::new(
+            "events",
+            "WatchEvents (journal)",
+            serde_json::to_value(&journaled).unwrap_or_default(),
+            format!("last hour: {summary}"),
+        )))
+    }
+
+    fn policy_gathered(policy: &PolicyView) -> Gathered {
+        Gathered::new(
+            "policy",
+            "GetPolicy",
+            serde_json::to_value(policy).unwrap_or_default(),
+            format!(
+                "start={} restart={} stop={} http_checks=[{}]",
+                policy.start_enabled,
+                policy.restart_enabled,
+                policy.stop_enabled,
+                policy.http_checks.join(", ")
+            ),
+        )
     }
 
     /// The executor's policy, recorded as evidence; `None` when the request
     /// was failed because it could not be read.
-    pub(super) async fn observe_policy(&self, id: &str) -> Result<Option<PolicyView>, Stop> {
-        let read = self.executor.policy(id).await;
+    pub(super) async fn policy_evidence(
+        &self,
+        id: &str,
+        read: Result<PolicyView, crate::executor_client::ExecutorError>,
+    ) -> Result<Option<PolicyView>, Stop> {
         let Some(policy) = self
             .required(id, "read the executor's policy", read)
             .await?
         else {
             return Ok(None);
         };
-        let summary = format!(
-            "start={} restart={} stop={} http_checks=[{}]",
-            policy.start_enabled,
-            policy.restart_enabled,
-            policy.stop_enabled,
-            policy.http_checks.join(", ")
-        );
-        self.add_evidence(
-            id,
-            "policy",
-            "GetPolicy",
-            serde_json::to_value(&policy).unwrap_or_default(),
-            summary,
-        )
-        .await?;
+        self.record(id, vec![Self::policy_gathered(&policy)], None)
+            .await?;
         Ok(Some(policy))
     }
 

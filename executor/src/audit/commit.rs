@@ -110,8 +110,12 @@ impl AuditLog {
             }
             queue.push((entry, None));
         }
-        *signal.pending.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        signal.wake.notify_one();
+        let mut pending = signal.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if !*pending {
+            // Only the first row since the last commit wakes the flusher.
+            *pending = true;
+            signal.wake.notify_one();
+        }
         Ok(())
     }
 
