@@ -118,6 +118,60 @@ where
     (ok as f64 / LOAD_FOR.as_secs_f64(), ok, err)
 }
 
+/// CPU time (user + system) of a process so far, in µs.
+fn cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (11 and 12 after the name), in
+    // clock ticks of 10 ms.
+    (ticks(11) + ticks(12)) * 10_000.0
+}
+
+fn dockerd_pid() -> u32 {
+    let out = std::process::Command::new("pidof").arg("dockerd").output();
+    out.ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// CPU used by the engine, the executor and this client since `now`.
+struct Cpu {
+    pids: (u32, u32),
+    at: (f64, f64, f64),
+}
+
+impl Cpu {
+    fn now(dockerd: u32, executor: u32) -> Cpu {
+        Cpu {
+            pids: (dockerd, executor),
+            at: (
+                cpu_us(dockerd),
+                cpu_us(executor),
+                cpu_us(std::process::id()),
+            ),
+        }
+    }
+
+    /// µs per call of each: (engine, executor, client).
+    fn per_call(&self, calls: usize) -> (f64, f64, f64) {
+        let n = calls.max(1) as f64;
+        (
+            (cpu_us(self.pids.0) - self.at.0) / n,
+            (cpu_us(self.pids.1) - self.at.1) / n,
+            (cpu_us(std::process::id()) - self.at.2) / n,
+        )
+    }
+}
+
 fn wait_health(c: &Container, want: &str, timeout: Duration) -> Duration {
     let started = Instant::now();
     while c.health() != want {
@@ -185,23 +239,37 @@ async fn main() {
         println!("| in flight | direct calls/s | executor calls/s | ratio | executor errors |\n|---|---|---|---|---|");
         let rows_before = dd.audit_rows().len();
         let mut executor_calls = 0;
+        let dockerd = dockerd_pid();
+        let mut cpu_rows = Vec::new();
         for in_flight in [1, 16, 64] {
             let (http2, id2) = (http.clone(), id.clone());
-            let (direct_rate, _, _) = throughput(in_flight, move || {
+            let cpu = Cpu::now(dockerd, exec.pid());
+            let (direct_rate, direct_ok, _) = throughput(in_flight, move || {
                 let (http, id) = (http2.clone(), id2.clone());
                 async move { direct_inspect(&http, &id).await }
             })
             .await;
+            let direct_cpu = cpu.per_call(direct_ok);
             let (c2, id2) = (client.clone(), id.clone());
+            let cpu = Cpu::now(dockerd, exec.pid());
             let (exec_rate, ok, err) = throughput(in_flight, move || {
                 let (mut c, id) = (c2.clone(), id2.clone());
                 async move { executor_inspect(&mut c, &id).await }
             })
             .await;
+            cpu_rows.push((in_flight, direct_cpu, cpu.per_call(ok)));
             executor_calls += ok + err;
             println!(
                 "| {in_flight} | {direct_rate:.0} | {exec_rate:.0} | {:.2} | {err} |",
                 exec_rate / direct_rate
+            );
+        }
+        println!("\nCPU time per call (µs; user + system, from /proc) — the two cores are shared by all three:\n");
+        println!("| in flight | direct: dockerd | direct: client | executor path: dockerd | executor path: executor | executor path: client |\n|---|---|---|---|---|---|");
+        for (n, d, e) in cpu_rows {
+            println!(
+                "| {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                d.0, d.2, e.0, e.1, e.2
             );
         }
         let rss_load = rss_kib(exec.pid());
@@ -355,6 +423,12 @@ async fn main() {
         );
     }
 
+    if want("diagnosis") {
+        diagnosis_section();
+    }
+    if want("scale") {
+        scale_section();
+    }
     if want("images") {
         println!("## Images\n");
         for image in ["drydock-executor", "drydock-agent"] {
@@ -376,4 +450,334 @@ async fn main() {
             }
         }
     }
+}
+
+/// `curl` on the engine's socket, one process per read, as a person on call
+/// would make it.
+fn curl(path: &str) {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sf",
+            "-o",
+            "/dev/null",
+            "--unix-socket",
+            "/var/run/docker.sock",
+            &format!("http://docker{path}"),
+        ])
+        .output()
+        .expect("run curl");
+    assert!(out.status.success(), "curl {path} failed");
+}
+
+/// The reads a diagnosis needs, made directly: the list (to find the
+/// container), its inspect, its last 200 log lines and, when it runs, one
+/// stats sample.
+fn direct_reads(id: &str, running: bool) -> Duration {
+    let t = Instant::now();
+    curl("/containers/json?all=1");
+    curl(&format!("/containers/{id}/json"));
+    curl(&format!("/containers/{id}/logs?stdout=1&stderr=1&tail=200"));
+    if running {
+        curl(&format!("/containers/{id}/stats?stream=false"));
+    }
+    t.elapsed()
+}
+
+/// The same reads from this process on one reused connection (no process
+/// start per read): the strictest baseline.
+fn direct_reads_in_process(http: &reqwest::Client, id: &str, running: bool) -> Duration {
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .get(format!("http://docker{path}"))
+                .send()
+                .await
+                .expect("docker answers");
+            assert!(r.status().is_success(), "{path}: {}", r.status());
+            r.bytes().await.expect("body");
+        }
+    };
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            let t = Instant::now();
+            get("/containers/json?all=1".into()).await;
+            get(format!("/containers/{id}/json")).await;
+            get(format!("/containers/{id}/logs?stdout=1&stderr=1&tail=200")).await;
+            if running {
+                get(format!("/containers/{id}/stats?stream=false")).await;
+            }
+            t.elapsed()
+        })
+    })
+}
+
+/// `drydock ask --diagnose-only`, timed; the class it named.
+fn diagnose(dd: &Drydock, args: &[&str]) -> (Duration, String) {
+    let mut all = vec!["--diagnose-only"];
+    all.extend_from_slice(args);
+    let t = Instant::now();
+    let (_, request) = dd.ask_json(&all);
+    let took = t.elapsed();
+    let class = request["diagnosis"]["causes"][0]["class"]
+        .as_str()
+        .unwrap_or("(none)")
+        .to_string();
+    (took, class)
+}
+
+fn median(mut d: Vec<Duration>) -> Duration {
+    d.sort();
+    d[d.len() / 2]
+}
+
+fn agent_rss(dd: &Drydock) -> f64 {
+    drydock::daemons::read_pid(&dd.home, "drydock-agent")
+        .map_or(0.0, |pid| rss_kib(pid) as f64 / 1024.0)
+}
+
+fn executor_rss(dd: &Drydock) -> f64 {
+    drydock::daemons::read_pid(&dd.home, "drydock-executor")
+        .map_or(0.0, |pid| rss_kib(pid) as f64 / 1024.0)
+}
+
+const DIAGNOSIS_RUNS: usize = 5;
+
+/// Diagnosis latency per fault class, and the agent's memory idle and after
+/// a burst of concurrent requests.
+fn diagnosis_section() {
+    use drydock::fixture::FIXTURE_IMAGE;
+    let dd = Drydock::init_options(|o| o.targets = vec!["dd-bench-*".into()]);
+    dd.up();
+    let agent_idle = agent_rss(&dd);
+    let executor_idle = executor_rss(&dd);
+    let exited = |c: &Container| c.inspect("{{.State.Status}}") == "exited";
+    let crash = Container::run(
+        "bench-crash",
+        &[
+            FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "panic: runtime error: index out of range [3] with length 3",
+        ],
+    );
+    let config = Container::run(
+        "bench-config",
+        &[
+            FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "Error: Missing SUPABASE_KEY environment variable",
+        ],
+    );
+    let oom = Container::run(
+        "bench-oom",
+        &[
+            "--memory",
+            "32m",
+            "--memory-swap",
+            "32m",
+            FIXTURE_IMAGE,
+            "oom",
+            "--mb",
+            "256",
+        ],
+    );
+    let stopped = Container::run("bench-stopped", &[FIXTURE_IMAGE, "sleep"]);
+    docker_ok(&["stop", "-t", "1", &stopped.name]);
+    for c in [&crash, &config, &oom, &stopped] {
+        c.wait_for("exited", Duration::from_secs(60), exited);
+    }
+    let unhealthy = Container::unhealthy_web("bench-unhealthy", &[]);
+    let cases = [
+        ("crash", &crash, false),
+        ("config_error", &config, false),
+        ("oom_killed", &oom, false),
+        ("stopped", &stopped, false),
+        ("unhealthy (running: stats read too)", &unhealthy, true),
+    ];
+    println!("## Diagnosis latency per fault class, median of {DIAGNOSIS_RUNS}\n");
+    println!("| class | class named | `drydock ask --diagnose-only` | the same reads with curl | ratio | the same reads in process | ratio |\n|---|---|---|---|---|---|---|");
+    let http = docker_http();
+    for (label, c, running) in cases {
+        let id = c.id();
+        let (mut ours, mut direct, mut named) = (Vec::new(), Vec::new(), String::new());
+        let mut in_process = Vec::new();
+        for _ in 0..DIAGNOSIS_RUNS {
+            direct.push(direct_reads(&id, running));
+            in_process.push(direct_reads_in_process(&http, &id, running));
+            let (took, class) = diagnose(&dd, &["--container", &c.name, "is it down?"]);
+            ours.push(took);
+            named = class;
+        }
+        let (o, d, p) = (median(ours), median(direct), median(in_process));
+        println!(
+            "| {label} | {named} | {} | {} | {:.2} | {} | {:.2} |",
+            ms(o),
+            ms(d),
+            o.as_secs_f64() / d.as_secs_f64(),
+            ms(p),
+            o.as_secs_f64() / p.as_secs_f64()
+        );
+    }
+    // Load on the agent: 64 requests, 16 at a time, through the CLI.
+    let mut answered = 0;
+    for _ in 0..4 {
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                let target = if i % 2 == 0 {
+                    &crash.name
+                } else {
+                    &unhealthy.name
+                };
+                let mut cmd = std::process::Command::new(bin("drydock"));
+                cmd.args([
+                    "ask",
+                    "--json",
+                    "--diagnose-only",
+                    "--container",
+                    target,
+                    "is it down?",
+                ])
+                .env("DRYDOCK_HOME", &dd.home.root);
+                std::thread::spawn(move || {
+                    cmd.output().is_ok_and(|o| {
+                        serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok()
+                    })
+                })
+            })
+            .collect();
+        for h in handles {
+            if h.join().unwrap_or(false) {
+                answered += 1;
+            }
+        }
+    }
+    println!("\n| daemon | idle | after 64 diagnoses, 16 at a time ({answered} answered) |\n|---|---|---|");
+    println!(
+        "| drydock-agent | {agent_idle:.1} MiB | {:.1} MiB |",
+        agent_rss(&dd)
+    );
+    println!(
+        "| drydock-executor | {executor_idle:.1} MiB | {:.1} MiB |\n",
+        executor_rss(&dd)
+    );
+}
+
+/// `docker rm -f` in chunks (hundreds of containers).
+fn remove_all(names: &[String]) {
+    for chunk in names.chunks(100) {
+        let mut args = vec!["rm", "-f"];
+        args.extend(chunk.iter().map(String::as_str));
+        let _ = docker(&args);
+    }
+}
+
+/// Discovery and diagnosis with 10, 100 and 500 containers on the engine,
+/// and a container that wrote 1,000,000 log lines.
+fn scale_section() {
+    use drydock::fixture::FIXTURE_IMAGE;
+    let dd = Drydock::init_options(|o| o.targets = vec!["dd-bench-*".into()]);
+    dd.up();
+    // The one that is down; found by its service name among the others.
+    let orders = Container::run(
+        "bench-orders",
+        &[
+            FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "panic: orders table is locked",
+        ],
+    );
+    orders.wait_for("exited", Duration::from_secs(60), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    let id = orders.id();
+    let mut others: Vec<String> = Vec::new();
+    println!("## Scale\n");
+    println!("Each row: `drydock ask --diagnose-only \"orders is down\"` (the container is found by name among all the others, which are created but not started), median of 3, against the same reads with curl.\n");
+    println!("| containers on the engine | drydock | curl: list, inspect, logs | ratio | agent RSS | executor RSS |\n|---|---|---|---|---|---|");
+    for total in [10usize, 100, 500] {
+        // Created, not started: each costs the engine a record, not a process.
+        let names: Vec<String> = (others.len() + 1..total)
+            .map(|i| format!("dd-bench-scale-{}-{i}", std::process::id()))
+            .collect();
+        std::thread::scope(|s| {
+            for chunk in names.chunks(names.len().div_ceil(4).max(1)) {
+                s.spawn(move || {
+                    for name in chunk {
+                        docker_ok(&["create", "--name", name, FIXTURE_IMAGE, "sleep"]);
+                    }
+                });
+            }
+        });
+        others.extend(names);
+        let (mut ours, mut direct, mut named) = (Vec::new(), Vec::new(), String::new());
+        for _ in 0..3 {
+            direct.push(direct_reads(&id, false));
+            let (took, class) = diagnose(&dd, &["orders is down"]);
+            ours.push(took);
+            named = class;
+        }
+        let (o, d) = (median(ours), median(direct));
+        println!(
+            "| {total} | {} ({named}) | {} | {:.2} | {:.1} MiB | {:.1} MiB |",
+            ms(o),
+            ms(d),
+            o.as_secs_f64() / d.as_secs_f64(),
+            agent_rss(&dd),
+            executor_rss(&dd)
+        );
+    }
+    remove_all(&others);
+
+    // A container that wrote a million lines before it crashed.
+    let chatty = Container::run(
+        "bench-chatty",
+        &[
+            // Keep the whole log (this engine's default rotates at 10 MB).
+            "--log-opt",
+            "max-size=1g",
+            "--log-opt",
+            "max-file=1",
+            FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--line",
+            "2026-12-01T04:00:00Z INFO GET /api/orders 200 3ms",
+            "--repeat",
+            "1000000",
+        ],
+    );
+    chatty.wait_for("exited", Duration::from_secs(300), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    let log_path = chatty.inspect("{{.LogPath}}");
+    let log_bytes = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+    let before = (agent_rss(&dd), executor_rss(&dd));
+    let id = chatty.id();
+    let (mut ours, mut direct) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        direct.push(direct_reads(&id, false));
+        ours.push(diagnose(&dd, &["--container", &chatty.name, "is it down?"]).0);
+    }
+    let (o, d) = (median(ours), median(direct));
+    println!(
+        "\n1,000,000 log lines ({:.0} MB of json-file log): `drydock ask --diagnose-only` {} against {} with curl (ratio {:.2}); agent RSS {:.1} → {:.1} MiB, executor RSS {:.1} → {:.1} MiB.\n",
+        log_bytes as f64 / 1e6,
+        ms(o),
+        ms(d),
+        o.as_secs_f64() / d.as_secs_f64(),
+        before.0,
+        agent_rss(&dd),
+        before.1,
+        executor_rss(&dd)
+    );
 }

@@ -435,8 +435,7 @@ impl Engine {
             ));
         }
         self.update_with_events(id, events, |r| {
-            r.evidence
-                .extend(gathered.into_iter().map(|g| g.evidence));
+            r.evidence.extend(gathered.into_iter().map(|g| g.evidence));
             if let Some((status, _)) = status {
                 r.status = status;
             }
