@@ -25,6 +25,8 @@ use super::{append_in, AuditEntry, AuditError, AuditLog};
 
 /// Rows of answered reads that may wait for the flusher at once.
 pub const MAX_QUEUED: usize = 1024;
+/// Rows written in one transaction at most.
+const MAX_BATCH: usize = 64;
 
 /// Where a queued row learns its outcome: its seq, or why the batch that
 /// held it failed.
@@ -80,16 +82,23 @@ impl AuditLog {
         self.pending
             .queue()
             .push((entry.clone(), Some(slot.clone())));
-        let mut conn = self.lock();
-        if let Some(done) = slot.take() {
-            return done.map_err(AuditError::Batch);
+        loop {
+            let mut conn = self.lock();
+            if let Some(done) = slot.take() {
+                return done.map_err(AuditError::Batch);
+            }
+            let written = self.commit_queued(&mut conn);
+            drop(conn);
+            self.after_commit(written);
+            if written == 0 {
+                // Nothing was written: the batch failed (its outcome is in
+                // the slot) or, impossibly, the row was not queued.
+                return slot
+                    .take()
+                    .unwrap_or_else(|| Err("the row was not written".into()))
+                    .map_err(AuditError::Batch);
+            }
         }
-        let written = self.commit_queued(&mut conn);
-        drop(conn);
-        self.after_commit(written);
-        slot.take()
-            .unwrap_or_else(|| Err("the row was not written".into()))
-            .map_err(AuditError::Batch)
     }
 
     /// A read's row: queued for the flusher, which commits it straight
@@ -156,20 +165,28 @@ impl AuditLog {
     /// Commit every queued row now (before a checkpoint, a spent approval,
     /// and at shutdown, so rows keep the order their calls were answered in).
     pub fn flush(&self) {
-        if self.pending.queue().is_empty() {
-            return;
+        while !self.pending.queue().is_empty() {
+            let written = {
+                let mut conn = self.lock();
+                self.commit_queued(&mut conn)
+            };
+            self.after_commit(written);
+            if written == 0 {
+                return;
+            }
         }
-        let written = {
-            let mut conn = self.lock();
-            self.commit_queued(&mut conn)
-        };
-        self.after_commit(written);
     }
 
-    /// Write every queued row in one transaction, under the store's lock,
-    /// and give each waiter its outcome. Returns how many were written.
+    /// Write the oldest queued rows (at most `MAX_BATCH`) in one
+    /// transaction, under the store's lock, and give each waiter its
+    /// outcome. Returns how many were written. The cap keeps rotation's
+    /// size check close behind the store's growth.
     fn commit_queued(&self, conn: &mut Connection) -> usize {
-        let batch = std::mem::take(&mut *self.pending.queue());
+        let batch: Vec<Queued> = {
+            let mut queue = self.pending.queue();
+            let n = queue.len().min(MAX_BATCH);
+            queue.drain(..n).collect()
+        };
         if batch.is_empty() {
             return 0;
         }
@@ -197,6 +214,10 @@ impl AuditLog {
             Err(e) => {
                 self.pending.failed.store(true, Ordering::SeqCst);
                 let why = e.to_string();
+                // The store is failing: every row still queued fails with
+                // this batch, so no caller waits on a row written later.
+                let mut batch = batch;
+                batch.append(&mut self.pending.queue());
                 let unrecorded = batch.iter().filter(|(_, s)| s.is_none()).count();
                 if unrecorded > 0 {
                     tracing::error!(error = %why, reads = unrecorded,
@@ -229,7 +250,7 @@ impl Drop for AuditLog {
     /// Rows still queued are written when the log goes (an orderly exit).
     fn drop(&mut self) {
         let mut conn = self.lock();
-        self.commit_queued(&mut conn);
+        while self.commit_queued(&mut conn) > 0 {}
     }
 }
 
