@@ -14,7 +14,7 @@ pub const DEFAULT_EXECUTOR_SERVER_NAME: &str = "drydock-executor";
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(600);
 pub const DEFAULT_MAX_ITERATIONS: u32 = 3;
 pub const DEFAULT_VERIFY_MAX_WAIT: Duration = Duration::from_secs(120);
-pub const DEFAULT_VERIFY_POLL: Duration = Duration::from_millis(500);
+pub const DEFAULT_VERIFY_POLL: Duration = Duration::from_millis(250);
 pub const DEFAULT_LOGS_TAIL: u32 = 200;
 
 pub use drydock_daemon::logging::LogFormat;

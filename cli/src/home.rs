@@ -457,7 +457,7 @@ fn agent_yaml(opts: &InitOptions) -> String {
          store:\n  path: state/agent.db\n\
          approval_ttl: 10m\n\
          max_iterations: 3\n\
-         verify:\n  max_wait: 120s\n  poll_interval: 500ms\n\
+         verify:\n  max_wait: 120s\n  poll_interval: 250ms\n\
          # Watch the engine's events: a container that turns unhealthy, crashes or is\n\
          # OOM-killed gets a request by itself. `notify` diagnoses and asks a person;\n\
          # `repair` also fixes what an automation grant covers.\n\
