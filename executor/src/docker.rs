@@ -31,7 +31,7 @@ const MAX_LINE_BYTES: usize = 16 * 1024;
 /// more still gets it from the engine (drydock passes no `t`), but the
 /// write's deadline ends first and its outcome is left to verification.
 pub const MAX_STOP_WAIT_SECS: u32 = 300;
-/// The window a CPU percentage is measured over (two one-shot samples).
+/// The least time between the two one-shot stats samples.
 const CPU_WINDOW: Duration = Duration::from_millis(250);
 /// Margin above the stop timeout for the engine to kill and start again.
 const STOP_MARGIN: Duration = Duration::from_secs(15);
@@ -690,11 +690,13 @@ impl DockerAdapter {
         .await
     }
 
-    /// Resource use now, with the CPU share over `CPU_WINDOW`. Docker's own
-    /// two-sample answer (`stream=false`) waits for its collector's next
-    /// cycle, about 2 s; two one-shot samples `CPU_WINDOW` apart give the
-    /// same figures in a fraction of that. An engine that ignores one-shot
-    /// (API < 1.41) answers with both samples, which are used as they are.
+    /// Resource use now, with the CPU share between two one-shot samples.
+    /// Docker's own two-sample answer (`stream=false`) waits two cycles of
+    /// its collector, about 2 s. A first one-shot sample comes at once; the
+    /// second, asked for `CPU_WINDOW` later, comes at the collector's next
+    /// cycle: about 1 s in all, over a window of about a second. An engine
+    /// that ignores one-shot (API < 1.41) answers with both samples, which
+    /// are used as they are.
     pub async fn stats(&self, permit: &Permit) -> Result<StatsSnapshot, DockerError> {
         let id = permit.container_id();
         let first = self.stats_sample(id, true).await?;

@@ -470,15 +470,22 @@ fn curl(path: &str) {
 }
 
 /// The reads a diagnosis needs, made directly: the list (to find the
-/// container), its inspect, its last 200 log lines and, when it runs, one
-/// stats sample.
+/// container), its inspect, its last 200 log lines and, when it runs, the
+/// two one-shot stats samples a CPU share needs.
 fn direct_reads(id: &str, running: bool) -> Duration {
     let t = Instant::now();
     curl("/containers/json?all=1");
     curl(&format!("/containers/{id}/json"));
     curl(&format!("/containers/{id}/logs?stdout=1&stderr=1&tail=200"));
     if running {
-        curl(&format!("/containers/{id}/stats?stream=false"));
+        // What the executor does for a CPU share: two one-shot samples.
+        curl(&format!(
+            "/containers/{id}/stats?stream=false&one-shot=true"
+        ));
+        std::thread::sleep(Duration::from_millis(250));
+        curl(&format!(
+            "/containers/{id}/stats?stream=false&one-shot=true"
+        ));
     }
     t.elapsed()
 }
@@ -505,7 +512,9 @@ fn direct_reads_in_process(http: &reqwest::Client, id: &str, running: bool) -> D
             get(format!("/containers/{id}/json")).await;
             get(format!("/containers/{id}/logs?stdout=1&stderr=1&tail=200")).await;
             if running {
-                get(format!("/containers/{id}/stats?stream=false")).await;
+                get(format!("/containers/{id}/stats?stream=false&one-shot=true")).await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                get(format!("/containers/{id}/stats?stream=false&one-shot=true")).await;
             }
             t.elapsed()
         })
