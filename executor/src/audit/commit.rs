@@ -7,7 +7,8 @@
 //!   goes on: `append` returns only once the row is on disk;
 //! - a read's row (T0: list, inspect, logs, stats, health, policy, events)
 //!   is queued before its answer is sent and committed by the flusher
-//!   thread straight after, with whatever else is queued. At most
+//!   thread within `FLUSH_WINDOW` (5 ms) plus the commit's own time,
+//!   with whatever else is queued. At most
 //!   `MAX_QUEUED` rows wait; past that, reads wait for their own commit. A
 //!   commit that fails turns deferral off until one succeeds, so every
 //!   later call waits for its row and fails if it cannot be written. An
@@ -27,6 +28,8 @@ use super::{append_in, AuditEntry, AuditError, AuditLog};
 pub const MAX_QUEUED: usize = 1024;
 /// Rows written in one transaction at most.
 const MAX_BATCH: usize = 64;
+/// How long the flusher lets rows gather after the first one arrives.
+pub const FLUSH_WINDOW: Duration = Duration::from_millis(5);
 
 /// Where a queued row learns its outcome: its seq, or why the batch that
 /// held it failed.
@@ -152,8 +155,11 @@ impl AuditLog {
                             return;
                         }
                     }
-                    *pending = false;
                 }
+                // Let the rows of calls answered meanwhile join this
+                // commit: one fsync for many reads, not one each.
+                std::thread::sleep(FLUSH_WINDOW);
+                *signal.pending.lock().unwrap_or_else(|p| p.into_inner()) = false;
                 let Some(log) = log.upgrade() else {
                     return;
                 };
