@@ -269,6 +269,9 @@ impl AuditLog {
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=FULL;
              PRAGMA busy_timeout=5000;
+             -- Appends touch a few pages; a scan (dangling intents at
+             -- start, verify) must not leave megabytes of cache behind.
+             PRAGMA cache_size=-256;
              CREATE TABLE IF NOT EXISTS audit (
                seq INTEGER PRIMARY KEY,
                ts TEXT NOT NULL,
