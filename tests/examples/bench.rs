@@ -628,9 +628,21 @@ fn diagnosis_section() {
         let id = c.id();
         let (mut ours, mut direct, mut named) = (Vec::new(), Vec::new(), String::new());
         let mut in_process = Vec::new();
+        // After a stats read the engine keeps collecting for a few seconds,
+        // and a one-shot sample then waits for its next cycle (up to 1 s):
+        // let it go idle before each measured path, so none pays for the
+        // one before it.
+        let idle = || {
+            if running {
+                std::thread::sleep(Duration::from_secs(4));
+            }
+        };
         for _ in 0..DIAGNOSIS_RUNS {
+            idle();
             direct.push(direct_reads(&id, running));
+            idle();
             in_process.push(direct_reads_in_process(&http, &id, running));
+            idle();
             let (took, class) = diagnose(&dd, &["--container", &c.name, "is it down?"]);
             ours.push(took);
             named = class;
