@@ -108,17 +108,17 @@ impl AuditLog {
     /// after the answer (the rule is at the top of this file). Gives the
     /// entry back when it must be appended and waited for instead: no
     /// flusher, a full queue, or a failed last commit. Never blocks on I/O.
-    pub fn append_deferred(&self, entry: AuditEntry) -> Result<(), AuditEntry> {
+    pub fn append_deferred(&self, entry: AuditEntry) -> Result<(), Box<AuditEntry>> {
         let Some(signal) = self.pending.flusher.get() else {
-            return Err(entry);
+            return Err(Box::new(entry));
         };
         if self.pending.failed.load(Ordering::SeqCst) {
-            return Err(entry);
+            return Err(Box::new(entry));
         }
         {
             let mut queue = self.pending.queue();
             if queue.len() >= MAX_QUEUED {
-                return Err(entry);
+                return Err(Box::new(entry));
             }
             queue.push((entry, None));
         }

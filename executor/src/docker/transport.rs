@@ -189,13 +189,10 @@ mod tests {
 
     #[test]
     fn endpoints_that_are_neither_unix_nor_tcp_are_refused_with_the_forms_that_work() {
-        let err = connect("ftp://x", 5, bollard::API_DEFAULT_VERSION)
-            .err()
-            .expect("refused");
+        let err = connect("ftp://x", 5, bollard::API_DEFAULT_VERSION).expect_err("refused");
         assert!(err.contains("unix:///PATH"), "{err}");
-        let err = connect("unix:///no/such.sock", 5, bollard::API_DEFAULT_VERSION)
-            .err()
-            .expect("refused");
+        let err =
+            connect("unix:///no/such.sock", 5, bollard::API_DEFAULT_VERSION).expect_err("refused");
         assert!(err.contains("no socket at /no/such.sock"), "{err}");
     }
 }

@@ -409,7 +409,7 @@ async fn finish_call<T>(
                 log_call(None, &logged);
                 return result.map(Response::new).map_err(to_status);
             }
-            Err(back) => entry = back,
+            Err(back) => entry = *back,
         }
     }
     // SQLite with fsync: on a blocking thread, never on the async workers
