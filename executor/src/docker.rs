@@ -24,8 +24,28 @@ use crate::policy::{Permit, ResolvedTarget};
 pub const READ_ATTEMPTS: u32 = 3;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 const NEGOTIATE_RETRY: Duration = Duration::from_secs(5);
-/// One log line longer than this is cut (a binary blob printed to stdout).
+/// One log line longer than this is cut (a binary blob printed to stdout),
+/// after it is redacted whole.
 const MAX_LINE_BYTES: usize = 16 * 1024;
+/// Partial messages of one line are joined up to this many bytes.
+const MAX_JOINED_BYTES: usize = 64 * 1024;
+
+/// A line longer than `MAX_LINE_BYTES` is redacted whole, then cut: cutting
+/// first could leave half a secret that no pattern recognises.
+fn cut_long_line(raw: Vec<u8>, truncated: &mut bool) -> Vec<u8> {
+    if raw.len() <= MAX_LINE_BYTES {
+        return raw;
+    }
+    *truncated = true;
+    let (text, _) = crate::redact::shape_log_line(&raw);
+    let mut end = text.len().min(MAX_LINE_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut line = text.as_bytes()[..end].to_vec();
+    line.extend_from_slice(" [line truncated]".as_bytes());
+    line
+}
 /// Grace period Docker gives a container to stop before it kills it.
 /// The longest stop timeout a write waits for. A container that asks for
 /// more still gets it from the engine (drydock passes no `t`), but the
@@ -65,6 +85,13 @@ impl DockerError {
     }
 }
 
+/// The engine's own error text reaches the caller and the audit log: it
+/// may quote a command line or an env value, so it is shaped like any
+/// other output.
+fn engine_message(message: &str) -> String {
+    crate::redact::redact_text(&crate::redact::neutralise_controls(message)).0
+}
+
 fn classify(operation: &'static str, target: &str, err: bollard::errors::Error) -> DockerError {
     use bollard::errors::Error as E;
     match err {
@@ -82,11 +109,13 @@ fn classify(operation: &'static str, target: &str, err: bollard::errors::Error) 
             status_code,
             message,
         } if status_code >= 500 => DockerError::Unavailable(format!(
-            "{operation}: engine error {status_code}: {message}"
+            "{operation}: engine error {status_code}: {}",
+            engine_message(&message)
         )),
-        E::DockerResponseServerError { message, .. } => {
-            DockerError::Rejected { operation, message }
-        }
+        E::DockerResponseServerError { message, .. } => DockerError::Rejected {
+            operation,
+            message: engine_message(&message),
+        },
         E::RequestTimeoutError => {
             DockerError::Unavailable(format!("{operation}: request timed out"))
         }
@@ -168,7 +197,7 @@ pub struct ContainerDetails {
     pub ip_addresses: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogStream {
     Stdout,
     Stderr,
@@ -549,6 +578,26 @@ impl DockerAdapter {
                 std::collections::VecDeque::new();
             let mut bytes = 0usize;
             let mut truncated = false;
+            // Docker splits a line longer than 16 KiB into partial messages
+            // (and a TTY's output comes in arbitrary chunks): bytes are
+            // joined per stream up to each newline, so a secret split
+            // across messages is redacted whole.
+            let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+            let mut keep = |stream: LogStream, raw: Vec<u8>, truncated: &mut bool| {
+                let line = cut_long_line(raw, truncated);
+                bytes += line.len();
+                lines.push_back(RawLogLine {
+                    stream,
+                    bytes: line,
+                });
+                while bytes > max_bytes {
+                    match lines.pop_front() {
+                        Some(old) => bytes -= old.bytes.len(),
+                        None => break,
+                    }
+                    *truncated = true;
+                }
+            };
             while let Some(item) = stream.next().await {
                 let (stream_kind, message) = match item.map_err(|e| classify("logs", id, e))? {
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
@@ -557,23 +606,26 @@ impl DockerAdapter {
                     LogOutput::StdErr { message } => (LogStream::Stderr, message),
                     LogOutput::StdIn { .. } => continue,
                 };
-                let mut line = message.to_vec();
-                if line.len() > MAX_LINE_BYTES {
-                    line.truncate(MAX_LINE_BYTES);
-                    line.extend_from_slice(" [line truncated]".as_bytes());
-                    truncated = true;
-                }
-                bytes += line.len();
-                lines.push_back(RawLogLine {
-                    stream: stream_kind,
-                    bytes: line,
-                });
-                while bytes > max_bytes {
-                    match lines.pop_front() {
-                        Some(old) => bytes -= old.bytes.len(),
-                        None => break,
+                let buf = &mut pending[usize::from(stream_kind == LogStream::Stderr)];
+                for piece in message.split_inclusive(|b| *b == b'\n') {
+                    let room = MAX_JOINED_BYTES.saturating_sub(buf.len());
+                    if piece.len() > room {
+                        truncated = true;
                     }
-                    truncated = true;
+                    buf.extend_from_slice(&piece[..piece.len().min(room)]);
+                    if piece.ends_with(b"\n") {
+                        keep(stream_kind, std::mem::take(buf), &mut truncated);
+                    }
+                }
+            }
+            for (i, buf) in pending.into_iter().enumerate() {
+                if !buf.is_empty() {
+                    let stream = if i == 0 {
+                        LogStream::Stdout
+                    } else {
+                        LogStream::Stderr
+                    };
+                    keep(stream, buf, &mut truncated);
                 }
             }
             let lines: Vec<RawLogLine> = lines.into();

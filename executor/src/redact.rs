@@ -1,56 +1,179 @@
 //! Output shaping: secrets are redacted and terminal control sequences are
 //! neutralised before anything leaves the executor. The agent (and any model
 //! behind it) is not trusted with credentials it does not need to diagnose.
+//!
+//! Three kinds of rule, checked against the corpus in
+//! `executor/tests/redaction-corpus.tsv` (`executor/tests/redaction.rs`
+//! prints recall and false positives):
+//! - **shapes**: credentials recognisable by themselves (cloud and SaaS key
+//!   prefixes, JWTs, webhook URLs, private key blocks);
+//! - **places**: a password in a URL's userinfo, an `Authorization` header,
+//!   a command-line flag (`--password X`, `redis-cli -a X`, `mysql -pX`,
+//!   `curl -u user:X`), a `.netrc` line, a registry `auth` entry;
+//! - **names**: `name=value`, `name: value`, JSON (escaped too) and XML
+//!   pairs whose name looks secret (`is_secret_name`).
 
 use std::sync::OnceLock;
 
-use regex::Regex;
+use regex::{Captures, Regex};
 
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Environment keys whose values are withheld.
-const SECRET_KEY_PARTS: &[&str] = &[
-    "PASSWORD",
-    "PASSWD",
-    "PWD",
-    "SECRET",
-    "TOKEN",
-    "KEY",
-    "CREDENTIAL",
-    "PRIVATE",
-    "AUTH",
-    "COOKIE",
-    "SESSION",
-    "DSN",
+/// A private key that starts without an end is blanked for at most this
+/// many lines (a 4096-bit PGP key is about 110), then the window says so.
+pub const MAX_KEY_LINES: u32 = 200;
+
+/// Words that make a name secret-looking, wherever they are in it.
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pwd",
+    "pass",
+    "passphrase",
+    "secret",
+    "secrets",
+    "token",
+    "credential",
+    "credentials",
+    "apikey",
+    "dsn",
+    "cookie",
+    "sessionid",
+    "sid",
+    "sig",
+    "signature",
+];
+/// A name ending with one of these holds something about a secret (where it
+/// is, how long it lasts), not the secret: `PASSWORD_FILE`, `KEY_ID`.
+const NOT_SECRET_LAST_WORDS: &[&str] = &[
+    "file", "path", "dir", "name", "id", "hint", "type", "length", "len", "size", "min", "max",
+    "policy", "expiry", "expires", "timeout", "ttl", "count", "enabled", "required", "prompt",
+    "url", "endpoint", "host", "user", "username",
 ];
 
-fn log_patterns() -> &'static [(Regex, &'static str)] {
+/// The words of a name: split at `_ - . :` and lowercase-to-uppercase
+/// changes (`dbPassword`, `SharedAccessKey`), lowercased.
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// Does a variable, field or parameter with this name hold a secret?
+pub fn is_secret_name(name: &str) -> bool {
+    let words = words(name);
+    let Some(last) = words.last() else {
+        return false;
+    };
+    // The shell's working directory, not a password.
+    if matches!(name, "PWD" | "OLDPWD") {
+        return false;
+    }
+    if NOT_SECRET_LAST_WORDS.contains(&last.as_str()) {
+        return false;
+    }
+    last == "key" || words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
+}
+
+/// Kept for callers that ask about environment keys.
+pub fn is_secret_key(key: &str) -> bool {
+    is_secret_name(key)
+}
+
+fn compile(table: &[(&str, &'static str)]) -> Vec<(Regex, &'static str)> {
+    table
+        .iter()
+        .filter_map(|(re, rep)| Regex::new(re).ok().map(|r| (r, *rep)))
+        .collect()
+}
+
+/// Credentials recognisable by their shape, and the places a credential
+/// sits in whatever its name.
+fn shape_patterns() -> &'static [(Regex, &'static str)] {
     static PATTERNS: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
-        let table: &[(&str, &str)] = &[
-            // user:password@ in URLs and connection strings.
-            (r"(?P<keep>[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+@", "${keep}[REDACTED]@"),
-            // Authorization headers and bearer tokens.
-            (r"(?i)(?P<keep>\bbearer\s+)[a-z0-9\-._~+/]+=*", "${keep}[REDACTED]"),
+        compile(&[
+            // A whole key on one line, or its header with whatever follows
+            // (PEM, OpenSSH, encrypted, PGP).
+            (r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)", "[REDACTED PRIVATE KEY]"),
+            // user:password@ in URLs and connection strings (the user may be empty).
+            (r"(?P<keep>[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+@", "${keep}[REDACTED]@"),
+            // Authorization headers.
+            (r"(?i)(?P<keep>\b(?:bearer|token)\s+)[a-z0-9\-._~+/]{12,}=*", "${keep}[REDACTED]"),
             (r"(?i)(?P<keep>\bbasic\s+)[a-z0-9+/]{8,}=*", "${keep}[REDACTED]"),
-            // key=value / key: value for secret-looking keys.
-            (
-                r#"(?i)(?P<keep>\b[a-z0-9_.\-]*(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key)[a-z0-9_.\-]*["']?\s*[=:]\s*["']?)[^\s"',;&]+"#,
-                "${keep}[REDACTED]",
-            ),
-            // Cloud and service keys with recognisable shapes.
-            (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "[REDACTED]"),
-            (r"\bgh[pousr]_[A-Za-z0-9]{30,}\b", "[REDACTED]"),
-            (r"\bxox[abposr]-[A-Za-z0-9\-]{10,}\b", "[REDACTED]"),
-            (r"\bsk-[A-Za-z0-9_\-]{20,}\b", "[REDACTED]"),
-            (r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\b", "[REDACTED]"),
-            // A whole key on one line, or its header with whatever follows.
-            (r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", "[REDACTED PRIVATE KEY]"),
-        ];
-        table
-            .iter()
-            .filter_map(|(re, rep)| Regex::new(re).ok().map(|r| (r, *rep)))
-            .collect()
+            // Command lines: flags that take a secret, and the usual tools.
+            (r"(?i)(?P<keep>--[a-z0-9\-]*(?:password|passwd|pass|token|secret|api-?key)\s+)[^\s\-][^\s]*", "${keep}[REDACTED]"),
+            (r"(?P<keep>\bredis-cli\b[^\n]*?\s-a\s+)[^\s]+", "${keep}[REDACTED]"),
+            (r"(?P<keep>\bmysql(?:admin|dump|sh)?\b[^\n]*?\s-p)[^\s]+", "${keep}[REDACTED]"),
+            (r"(?P<keep>\b(?:curl|wget)\b[^\n]*?\s(?:-u|--user)\s+[^\s:]+:)[^\s]+", "${keep}[REDACTED]"),
+            // .netrc, a registry's auth entry, cookies.
+            (r"(?i)(?P<keep>\blogin\s+\S+\s+password\s+)\S+", "${keep}[REDACTED]"),
+            (r#"(?P<keep>\\?"auth\\?"\s*:\s*\\?")[A-Za-z0-9+/=]+"#, "${keep}[REDACTED]"),
+            (r"(?i)(?P<keep>\b(?:set-)?cookie:\s*)[^\s].*", "${keep}[REDACTED]"),
+            // Cloud and SaaS keys (shapes as their providers document them).
+            (r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b", REDACTED),
+            (r"\bAIza[0-9A-Za-z_\-]{30,40}\b", REDACTED),
+            (r"\bGOCSPX-[0-9A-Za-z_\-]{24,}", REDACTED),
+            (r"\bgh[pousr]_[A-Za-z0-9]{30,}\b", REDACTED),
+            (r"\bgithub_pat_[A-Za-z0-9_]{40,}", REDACTED),
+            (r"\bglpat-[A-Za-z0-9_\-]{20,}", REDACTED),
+            (r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", REDACTED),
+            (r"(?P<keep>hooks\.slack\.com/services/)[A-Za-z0-9_/]+", "${keep}[REDACTED]"),
+            (r"(?P<keep>discord(?:app)?\.com/api/webhooks/[0-9]+/)[A-Za-z0-9_\-]+", "${keep}[REDACTED]"),
+            (r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", REDACTED),
+            (r"\bsk-[A-Za-z0-9_\-]{20,}", REDACTED),
+            (r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{30,}", REDACTED),
+            (r"\bkey-[0-9a-z]{32}\b", REDACTED),
+            (r"\bnpm_[A-Za-z0-9]{36}\b", REDACTED),
+            (r"\bpypi-AgE[A-Za-z0-9_\-]{40,}", REDACTED),
+            (r"\bdckr_pat_[A-Za-z0-9_\-]{20,}", REDACTED),
+            (r"\bhv[sb]\.[A-Za-z0-9_\-]{24,}", REDACTED),
+            (r"\bdo[por]_v1_[a-f0-9]{64}\b", REDACTED),
+            (r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", REDACTED),
+            (r"\bhf_[A-Za-z]{30,}\b", REDACTED),
+            (r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b", REDACTED),
+            (r"\bNRAK-[A-Z0-9]{20,}\b", REDACTED),
+            (r"\bATATT3[A-Za-z0-9_\-=]{20,}", REDACTED),
+            (r"\blin_api_[A-Za-z0-9]{32,}\b", REDACTED),
+            (r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,35}\b", REDACTED),
+            (r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", REDACTED),
+        ])
+    })
+}
+
+/// `name=value`, `name: value`, `"name": "value"`, `\"name\":\"value\"`.
+fn pair_pattern() -> &'static Regex {
+    static PAIR: OnceLock<Regex> = OnceLock::new();
+    PAIR.get_or_init(|| {
+        Regex::new(r#"(?P<key>[A-Za-z0-9_.\-]+)(?P<sep>\\?["']?[ \t]*[=:][ \t]*\\?["']?)(?P<val>[^\s"'\\,;&<>?]+)"#)
+            .expect("the pair pattern is a valid constant")
+    })
+}
+
+/// `<name>value</name>`.
+fn xml_pattern() -> &'static Regex {
+    static XML: OnceLock<Regex> = OnceLock::new();
+    XML.get_or_init(|| {
+        Regex::new(r"<(?P<key>[A-Za-z_][A-Za-z0-9_.:\-]*)>(?P<val>[^<]+)</")
+            .expect("the XML pattern is a valid constant")
     })
 }
 
@@ -63,18 +186,35 @@ fn ansi() -> &'static Regex {
     })
 }
 
-/// Redact one line of log output; returns the line and how many secrets were
+/// Redact one line of text; returns the line and how many secrets were
 /// withheld.
 pub fn redact_text(text: &str) -> (String, u32) {
     let mut out = text.to_string();
     let mut count = 0u32;
-    for (re, rep) in log_patterns() {
-        let n = re.find_iter(&out).count() as u32;
-        if n > 0 {
-            count += n;
+    for (re, rep) in shape_patterns() {
+        if re.is_match(&out) {
+            count += re.find_iter(&out).count() as u32;
             out = re.replace_all(&out, *rep).into_owned();
         }
     }
+    let mut by_name = |re: &Regex, out: &str, rebuild: &dyn Fn(&Captures<'_>) -> String| {
+        re.replace_all(out, |c: &Captures<'_>| {
+            let val = &c["val"];
+            if is_secret_name(&c["key"]) && !val.starts_with("[REDACTED") {
+                count += 1;
+                rebuild(c)
+            } else {
+                c[0].to_string()
+            }
+        })
+        .into_owned()
+    };
+    out = by_name(pair_pattern(), &out, &|c| {
+        format!("{}{}{REDACTED}", &c["key"], &c["sep"])
+    });
+    out = by_name(xml_pattern(), &out, &|c| {
+        format!("<{}>{REDACTED}</", &c["key"])
+    });
     (out, count)
 }
 
@@ -110,11 +250,56 @@ pub fn shape_multiline(text: &str) -> (String, u32) {
     (lines.join("\n"), total)
 }
 
-/// Shapes a sequence of log lines. Stateful because a PEM private key spans
-/// lines: everything between its BEGIN and END lines is withheld.
+/// Is this line a private key's BEGIN or END marker (PEM, OpenSSH, PGP)?
+fn key_marker(text: &str) -> Option<KeyMarker> {
+    static MARKER: OnceLock<Regex> = OnceLock::new();
+    let re = MARKER.get_or_init(|| {
+        Regex::new(r"-----(BEGIN|END) [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+            .expect("the key marker pattern is a valid constant")
+    });
+    let mut begin = false;
+    let mut end = false;
+    for c in re.captures_iter(text) {
+        match &c[1] {
+            "BEGIN" => begin = true,
+            _ => end = true,
+        }
+    }
+    match (begin, end) {
+        (false, false) => None,
+        (true, false) => Some(KeyMarker::Begin),
+        (false, true) => Some(KeyMarker::End),
+        (true, true) => Some(KeyMarker::Whole),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyMarker {
+    Begin,
+    End,
+    /// Begin and end on one line (`redact_text` handles it).
+    Whole,
+}
+
+/// What lines inside a key block look like: base64 (or nothing), or an
+/// armour header (`Version: …`, `Proc-Type: …`).
+fn looks_like_key_material(text: &str) -> bool {
+    let t = text.trim();
+    t.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+        || t.split_once(": ").is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+/// Shapes a sequence of log lines. Stateful because a private key spans
+/// lines: the lines between its BEGIN and END lines are withheld while they
+/// look like key material, for at most `MAX_KEY_LINES` lines, so a stray
+/// BEGIN line cannot hide the evidence after it.
 #[derive(Default)]
 pub struct LogShaper {
-    in_private_key: bool,
+    /// Lines withheld so far in the key being read, if one is open.
+    in_private_key: Option<u32>,
     redactions: u32,
 }
 
@@ -123,15 +308,11 @@ impl LogShaper {
     /// (its first marker is an END line: the tail cut the BEGIN off) is
     /// withheld up to that END line.
     pub fn for_window<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> LogShaper {
-        let first_marker = lines.into_iter().find_map(|raw| {
-            let text = String::from_utf8_lossy(raw);
-            if !text.contains("PRIVATE KEY-----") {
-                return None;
-            }
-            Some(text.contains("-----END") && !text.contains("-----BEGIN"))
-        });
+        let first_marker = lines
+            .into_iter()
+            .find_map(|raw| key_marker(&String::from_utf8_lossy(raw)));
         LogShaper {
-            in_private_key: first_marker.unwrap_or(false),
+            in_private_key: (first_marker == Some(KeyMarker::End)).then_some(0),
             redactions: 0,
         }
     }
@@ -139,18 +320,32 @@ impl LogShaper {
     pub fn line(&mut self, raw: &[u8]) -> String {
         let text = String::from_utf8_lossy(raw);
         let text = neutralise_controls(text.trim_end_matches(['\n', '\r']));
-        if self.in_private_key {
-            if text.contains("-----END") && text.contains("PRIVATE KEY-----") {
-                self.in_private_key = false;
+        if let Some(withheld) = self.in_private_key {
+            if key_marker(&text) == Some(KeyMarker::End) {
+                self.in_private_key = None;
+                self.redactions += 1;
+                return REDACTED.to_string();
+            }
+            if !looks_like_key_material(&text) {
+                // A log line, not key material: the block was cut short
+                // (or its BEGIN line was a decoy). Stop hiding, and say so.
+                self.in_private_key = None;
+                let (line, n) = redact_text(&text);
+                self.redactions += n;
+                return format!("[private key without an end line: blanking stopped] {line}");
             }
             self.redactions += 1;
+            if withheld + 1 >= MAX_KEY_LINES {
+                self.in_private_key = None;
+                return format!(
+                    "{REDACTED} (a private key began {MAX_KEY_LINES} lines above without an end line; the lines after this one are shown, redacted line by line)"
+                );
+            }
+            self.in_private_key = Some(withheld + 1);
             return REDACTED.to_string();
         }
-        if text.contains("-----BEGIN")
-            && text.contains("PRIVATE KEY-----")
-            && !text.contains("-----END")
-        {
-            self.in_private_key = true;
+        if key_marker(&text) == Some(KeyMarker::Begin) {
+            self.in_private_key = Some(0);
         }
         let (line, n) = redact_text(&text);
         self.redactions += n;
@@ -169,17 +364,41 @@ pub fn shape_log_line(raw: &[u8]) -> (String, u32) {
     redact_text(&neutralise_controls(trimmed))
 }
 
-pub fn is_secret_key(key: &str) -> bool {
-    let upper = key.to_ascii_uppercase();
-    SECRET_KEY_PARTS.iter().any(|part| upper.contains(part))
+/// A command as an argument list (a healthcheck's test, a command line):
+/// each argument is redacted with the arguments before it as context, so
+/// `["redis-cli", "-a", "pw"]` withholds `pw` as `redis-cli -a pw` would.
+pub fn redact_argv(args: &[String]) -> (Vec<String>, u32) {
+    let mut out = Vec::with_capacity(args.len());
+    let mut total = 0;
+    let mut context = String::new();
+    for arg in args {
+        let arg = neutralise_controls(arg);
+        let joined = if context.is_empty() {
+            arg.clone()
+        } else {
+            format!("{context} {arg}")
+        };
+        let (with_context, _) = redact_text(&joined);
+        let (before, _) = redact_text(&context);
+        let shaped = match with_context.strip_prefix(before.as_str()) {
+            Some(rest) if context.is_empty() => rest.to_string(),
+            Some(rest) => rest.strip_prefix(' ').unwrap_or(rest).to_string(),
+            // A redaction across the boundary: withhold the argument.
+            None => REDACTED.to_string(),
+        };
+        total += u32::from(shaped != arg);
+        out.push(shaped);
+        context = joined;
+    }
+    (out, total)
 }
 
 /// `KEY=VALUE` from a container's environment, with the value withheld when
-/// the key looks secret and credentials stripped from URLs otherwise.
+/// the key looks secret and credentials stripped from it otherwise.
 pub fn redact_env(entry: &str) -> (String, u32) {
     let (key, value) = entry.split_once('=').unwrap_or((entry, ""));
     let key = neutralise_controls(key);
-    if is_secret_key(&key) && !value.is_empty() {
+    if is_secret_name(&key) && !value.is_empty() {
         return (format!("{key}={REDACTED}"), 1);
     }
     let (value, n) = redact_text(&neutralise_controls(value));

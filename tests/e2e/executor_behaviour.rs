@@ -284,6 +284,120 @@ async fn secrets_never_leave_the_executor() {
     }
 }
 
+/// The shapes an outside review got back in the clear (issue: secrets
+/// never leave the executor), planted in a real container: env names the
+/// old key list missed, a connection string, a healthcheck command and its
+/// output carrying credentials, JSON-escaped pairs, a URL with an empty
+/// user, and a PGP key block that never ends, which must not hide the
+/// evidence after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviewed_credential_shapes_never_leave_the_executor() {
+    const IMAGE: &str = "drydock-fixture-leaky-probe:latest";
+    let dockerfile = "FROM drydock-fixture:latest\nHEALTHCHECK --interval=1s --retries=1 CMD [\"/drydock-fixture\", \"healthcheck-fail\", \"--line\", \"curl -u admin:curlPw5 http://localhost/ failed\", \"--line\", \"redis-cli -a rcliPw3 ping: NOAUTH\"]\n";
+    let mut build = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", IMAGE, "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("docker build");
+    std::io::Write::write_all(
+        &mut build.stdin.take().expect("stdin"),
+        dockerfile.as_bytes(),
+    )
+    .expect("dockerfile");
+    assert!(build.wait().expect("docker build").success());
+    let secrets = [
+        "rabbitPw2",
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq",
+        "curlPw5",
+        "rcliPw3",
+        "escPw77",
+        "s3cr3tRedis",
+        "lQOYBGF0aXoBCADK",
+        "AKIAIOSF",
+        "ODNN7EXAMPLE",
+    ];
+    let long_line = format!("{} AKIAIOSFODNN7EXAMPLE done", "x".repeat(16 * 1024 - 10));
+    let dd = Drydock::init();
+    let container = Container::run(
+        "leaky",
+        &[
+            "-e",
+            "RABBITMQ_DEFAULT_PASS=rabbitPw2",
+            "-e",
+            "STORAGE=DefaultEndpointsProtocol=https;AccountName=dev;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;EndpointSuffix=core.windows.net",
+            "-e",
+            "PASSWORD_FILE=/run/secrets/db",
+            IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--line",
+            "msg=\"{\\\"user\\\":\\\"app\\\",\\\"password\\\":\\\"escPw77\\\"}\"",
+            "--line",
+            "connecting to redis://:s3cr3tRedis@redis:6379/0",
+            // Longer than Docker's 16 KiB message: the key straddles the
+            // split into partial messages.
+            "--line",
+            &long_line,
+            "--line",
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+            "--line",
+            "lQOYBGF0aXoBCADK",
+        ],
+    );
+    container.wait_for("unhealthy", Duration::from_secs(60), |c| {
+        c.health() == "unhealthy"
+    });
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut c = client(&dd, &exec).await;
+    let inspect = c
+        .inspect_container(container_req("req-leaky", &container.name))
+        .await
+        .expect("inspect")
+        .into_inner();
+    let health = c
+        .container_health(container_req("req-leaky", &container.name))
+        .await
+        .expect("health")
+        .into_inner();
+    let logs = c
+        .container_logs(pb::LogsRequest {
+            request_id: "req-leaky".into(),
+            container: container.name.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("logs")
+        .into_inner();
+    let everything = format!("{inspect:?}\n{health:?}\n{logs:?}");
+    for secret in secrets {
+        assert!(
+            !everything.contains(secret),
+            "secret {secret} leaked:\n{everything}"
+        );
+    }
+    assert!(
+        inspect
+            .env
+            .contains(&"PASSWORD_FILE=/run/secrets/db".to_string()),
+        "a path to a secret is evidence, not a secret: {:?}",
+        inspect.env
+    );
+    assert!(
+        logs.lines.iter().any(|l| l.text.contains("listening")),
+        "the serve mode's own lines are still there: {:?}",
+        logs.lines
+    );
+    let audit = std::fs::read(dd.audit_db()).expect("audit db");
+    for secret in secrets {
+        assert!(
+            !String::from_utf8_lossy(&audit).contains(secret),
+            "{secret} in the audit log"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_tampering_is_detected() {
     let dd = Drydock::init();

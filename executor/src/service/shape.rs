@@ -49,11 +49,9 @@ pub(super) fn shape_health(h: Health) -> (pb::HealthState, u32) {
 
 pub(super) fn shape_healthcheck(h: HealthcheckSpec) -> pb::HealthcheckConfig {
     pb::HealthcheckConfig {
-        test: h
-            .test
-            .iter()
-            .map(|t| redact::redact_text(&redact::neutralise_controls(t)).0)
-            .collect(),
+        // Each argument with the ones before it as context:
+        // `["redis-cli", "-a", "pw"]` withholds `pw`.
+        test: redact::redact_argv(&h.test).0,
         interval_ms: h.interval.as_millis() as u64,
         timeout_ms: h.timeout.as_millis() as u64,
         retries: h.retries,
