@@ -54,6 +54,31 @@ pub struct Config {
     pub log_format: LogFormat,
     #[serde(default)]
     pub automation: AutomationConfig,
+    #[serde(default)]
+    pub redact: RedactConfig,
+}
+
+/// What of a container's environment leaves the executor.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactConfig {
+    /// `secret-looking` (the default): values of secret-looking names are
+    /// withheld, the others shown with credentials stripped. `all`: every
+    /// value is withheld except those of `env_allow`; the names stay, since
+    /// names are evidence and values rarely are.
+    #[serde(default)]
+    pub env: EnvRedaction,
+    /// Names whose values `all` still shows (redacted like any text).
+    #[serde(default)]
+    pub env_allow: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvRedaction {
+    #[default]
+    SecretLooking,
+    All,
 }
 
 /// Automation grants: off unless the executor's operator turns them on.
@@ -388,6 +413,19 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(bad) = self.redact.env_allow.iter().find(|n| {
+            n.is_empty()
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        }) {
+            return Err(invalid(
+                "redact.env_allow",
+                format!(
+                    "`{bad}` is not an environment variable name (letters, digits, `_`, `.`, `-`)"
+                ),
+            ));
+        }
         drydock_daemon::config::socket_addr("listen", &self.listen)?;
         for (key, path) in [
             ("tls.cert", &self.tls.cert),

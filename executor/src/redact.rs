@@ -393,6 +393,39 @@ pub fn redact_argv(args: &[String]) -> (Vec<String>, u32) {
     (out, total)
 }
 
+/// Which environment values leave the executor (`redact.env`).
+#[derive(Debug, Clone, Default)]
+pub enum EnvPolicy {
+    /// Values of secret-looking names are withheld; the others are shown,
+    /// redacted like any text.
+    #[default]
+    SecretLooking,
+    /// Every value is withheld, except those of the allowed names (shown,
+    /// redacted like any text). Names always stay: they are evidence.
+    All {
+        allow: std::collections::HashSet<String>,
+    },
+}
+
+/// `KEY=VALUE` under a policy.
+pub fn redact_env_with(entry: &str, policy: &EnvPolicy) -> (String, u32) {
+    match policy {
+        EnvPolicy::SecretLooking => redact_env(entry),
+        EnvPolicy::All { allow } => {
+            let (key, value) = entry.split_once('=').unwrap_or((entry, ""));
+            if allow.contains(key) && !is_secret_name(key) {
+                return redact_env(entry);
+            }
+            let key = neutralise_controls(key);
+            if value.is_empty() {
+                (format!("{key}="), 0)
+            } else {
+                (format!("{key}={REDACTED}"), 1)
+            }
+        }
+    }
+}
+
 /// `KEY=VALUE` from a container's environment, with the value withheld when
 /// the key looks secret and credentials stripped from it otherwise.
 pub fn redact_env(entry: &str) -> (String, u32) {

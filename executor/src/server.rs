@@ -120,6 +120,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         http_timeout: config.timeouts.http,
         rate: rate.clone(),
         shutdown: shutdown_rx.clone(),
+        env_policy: match config.redact.env {
+            crate::config::EnvRedaction::SecretLooking => crate::redact::EnvPolicy::SecretLooking,
+            crate::config::EnvRedaction::All => crate::redact::EnvPolicy::All {
+                allow: config.redact.env_allow.iter().cloned().collect(),
+            },
+        },
     });
     let mut allowed = service.allowed_clients();
     allowed.extend(config.tls.health_clients.iter().cloned());

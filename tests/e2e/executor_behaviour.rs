@@ -398,6 +398,62 @@ async fn reviewed_credential_shapes_never_leave_the_executor() {
     }
 }
 
+/// `redact.env: all`: names stay, values are withheld except the allowed
+/// ones, and an allowed name that looks secret is still withheld.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_values_are_all_withheld_but_the_allowed_under_redact_env_all() {
+    let dd = Drydock::init();
+    let container = Container::run(
+        "envall",
+        &[
+            "-e",
+            "PORT=8080",
+            "-e",
+            "NODE_ENV=production",
+            "-e",
+            "DB_PASSWORD=hunter2-envall",
+            "-e",
+            "CACHE_URL=redis://:urlPw6@redis:6379",
+            drydock::fixture::FIXTURE_IMAGE,
+            "sleep",
+        ],
+    );
+    let exec = ExecutorProcess::start(&dd, |y| {
+        format!("{y}redact:\n  env: all\n  env_allow: [PORT, DB_PASSWORD, CACHE_URL]\n")
+    });
+    let mut c = client(&dd, &exec).await;
+    let inspect = c
+        .inspect_container(container_req("req-envall", &container.name))
+        .await
+        .expect("inspect")
+        .into_inner();
+    let env = &inspect.env;
+    assert!(env.contains(&"PORT=8080".to_string()), "{env:?}");
+    assert!(env.contains(&"NODE_ENV=[REDACTED]".to_string()), "{env:?}");
+    assert!(
+        env.contains(&"DB_PASSWORD=[REDACTED]".to_string()),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&"CACHE_URL=redis://:[REDACTED]@redis:6379".to_string()),
+        "an allowed value is still redacted like any text: {env:?}"
+    );
+    // A bad allow-list entry is refused at start, naming the key.
+    let bad = dd.home.path("executor-bad.yaml");
+    let yaml = std::fs::read_to_string(dd.home.executor_config()).expect("config");
+    std::fs::write(&bad, format!("{yaml}redact:\n  env_allow: [\"A B\"]\n")).expect("write");
+    let out = std::process::Command::new(bin("drydock-executor"))
+        .args(["check-config", "--config"])
+        .arg(&bad)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("redact.env_allow"),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_tampering_is_detected() {
     let dd = Drydock::init();

@@ -133,6 +133,8 @@ pub struct ExecutorService {
     streams: Arc<std::sync::Mutex<HashMap<String, usize>>>,
     /// Fires at shutdown: open event streams end, so shutdown can finish.
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Which environment values an inspect shows (`redact.env`).
+    env_policy: redact::EnvPolicy,
 }
 
 /// One call in flight: who made it and what will be audited.
@@ -217,6 +219,7 @@ pub struct ServiceParts {
     pub http_timeout: Duration,
     pub rate: Arc<RateLimiter>,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub env_policy: redact::EnvPolicy,
 }
 
 impl ExecutorService {
@@ -234,6 +237,7 @@ impl ExecutorService {
             rate: p.rate,
             streams: Arc::default(),
             shutdown: p.shutdown,
+            env_policy: p.env_policy,
         }
     }
 

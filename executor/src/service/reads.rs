@@ -93,7 +93,7 @@ impl ExecutorService {
             Some(d) => d,
             None => self.docker.inspect(&permit).await?,
         };
-        let shaped = shape_inspect(details);
+        let shaped = shape_inspect(details, &self.env_policy);
         call.entry.result = format!(
             "state={} redactions={}",
             shaped

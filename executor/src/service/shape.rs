@@ -60,13 +60,16 @@ pub(super) fn shape_healthcheck(h: HealthcheckSpec) -> pb::HealthcheckConfig {
 }
 
 /// Step 6 for inspect: nothing secret or terminal-hostile leaves.
-pub(super) fn shape_inspect(d: ContainerDetails) -> pb::InspectContainerResponse {
+pub(super) fn shape_inspect(
+    d: ContainerDetails,
+    env_policy: &redact::EnvPolicy,
+) -> pb::InspectContainerResponse {
     let mut redactions = 0;
     let env = d
         .env
         .iter()
         .map(|e| {
-            let (line, n) = redact::redact_env(e);
+            let (line, n) = redact::redact_env_with(e, env_policy);
             redactions += n;
             line
         })
