@@ -377,7 +377,23 @@ impl Drydock {
     }
 
     /// Every audit row as JSON, through the executor's own export tool.
+    /// Every audit row. An answered read's row is committed just after the
+    /// answer (within the executor's 5 ms flush window): read until two
+    /// reads 50 ms apart agree, so a row of a call just made is there.
     pub fn audit_rows(&self) -> Vec<serde_json::Value> {
+        let started = Instant::now();
+        let mut rows = self.audit_rows_now();
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let again = self.audit_rows_now();
+            if again.len() == rows.len() || started.elapsed() > Duration::from_secs(3) {
+                return again;
+            }
+            rows = again;
+        }
+    }
+
+    fn audit_rows_now(&self) -> Vec<serde_json::Value> {
         let out = Command::new(bin("drydock-executor"))
             .args(["audit", "export", "--config"])
             .arg(self.home.executor_config())

@@ -2,11 +2,11 @@
 //! (one fsync), and a read's row may be committed just after its answer.
 //!
 //! The rule (SECURITY.md, "Audit"):
-//! - every row that records a change (a write's intent, its outcome, a
-//!   refused write, a grant use, a rotation) is committed before the call
-//!   goes on: `append` returns only once the row is on disk;
-//! - a read's row (T0: list, inspect, logs, stats, health, policy, events)
-//!   is queued before its answer is sent and committed by the flusher
+//! - every row that records a change or a refusal (a write's intent, its
+//!   outcome, any refused call, a grant use, a rotation) is committed
+//!   before the call goes on: `append` returns only once the row is on disk;
+//! - an answered read's row (T0: list, inspect, logs, stats, health,
+//!   policy, events) is queued before its answer is sent and committed by the flusher
 //!   thread within `FLUSH_WINDOW` (5 ms) plus the commit's own time,
 //!   with whatever else is queued. At most
 //!   `MAX_QUEUED` rows wait; past that, reads wait for their own commit. A

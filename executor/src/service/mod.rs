@@ -404,7 +404,9 @@ async fn finish_call<T>(
         }
     }
     let mut entry = call.entry;
-    if entry.tier == Tier::Read as u32 && summary.is_none() {
+    // Only answered reads are deferred: a refusal's row (someone probing)
+    // is committed before the refusal is answered.
+    if entry.tier == Tier::Read as u32 && entry.decision == "allowed" && summary.is_none() {
         let logged = entry.clone();
         // A read's row is queued before the answer leaves and committed
         // straight after it (the rule is in audit/commit.rs).
