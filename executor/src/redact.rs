@@ -15,7 +15,7 @@
 
 use std::sync::OnceLock;
 
-use regex::{Captures, Regex};
+use regex::Regex;
 
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -197,24 +197,43 @@ pub fn redact_text(text: &str) -> (String, u32) {
             out = re.replace_all(&out, *rep).into_owned();
         }
     }
-    let mut by_name = |re: &Regex, out: &str, rebuild: &dyn Fn(&Captures<'_>) -> String| {
-        re.replace_all(out, |c: &Captures<'_>| {
-            let val = &c["val"];
-            if is_secret_name(&c["key"]) && !val.starts_with("[REDACTED") {
-                count += 1;
-                rebuild(c)
-            } else {
-                c[0].to_string()
-            }
-        })
-        .into_owned()
-    };
-    out = by_name(pair_pattern(), &out, &|c| {
-        format!("{}{}{REDACTED}", &c["key"], &c["sep"])
-    });
-    out = by_name(xml_pattern(), &out, &|c| {
-        format!("<{}>{REDACTED}</", &c["key"])
-    });
+    let (paired, n) = withhold_named_values(pair_pattern(), &out);
+    count += n;
+    let (tagged, n) = withhold_named_values(xml_pattern(), &paired);
+    count += n;
+    (tagged, count)
+}
+
+/// Replace the `val` of every match whose `key` looks secret. A match whose
+/// key does not is not consumed past its separator: its value may hold the
+/// next pair (`A: X-Api-Key: …` is `A` = `X-Api-Key: …`, and also
+/// `X-Api-Key` = `…`).
+fn withhold_named_values(re: &Regex, text: &str) -> (String, u32) {
+    let mut out = String::with_capacity(text.len());
+    let mut count = 0;
+    let mut copied = 0;
+    let mut at = 0;
+    while at <= text.len() {
+        let Some(c) = re.captures_at(text, at) else {
+            break;
+        };
+        let (Some(key), Some(val)) = (c.name("key"), c.name("val")) else {
+            break;
+        };
+        if is_secret_name(key.as_str()) && !val.as_str().starts_with("[REDACTED") {
+            out.push_str(&text[copied..val.start()]);
+            out.push_str(REDACTED);
+            copied = val.end();
+            count += 1;
+            at = val.end();
+        } else {
+            at = val.start().max(key.end());
+        }
+        if at == text.len() {
+            break;
+        }
+    }
+    out.push_str(&text[copied..]);
     (out, count)
 }
 
