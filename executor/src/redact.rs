@@ -93,11 +93,6 @@ pub fn is_secret_name(name: &str) -> bool {
     last == "key" || words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
 }
 
-/// Kept for callers that ask about environment keys.
-pub fn is_secret_key(key: &str) -> bool {
-    is_secret_name(key)
-}
-
 fn compile(table: &[(&str, &'static str)]) -> Vec<(Regex, &'static str)> {
     table
         .iter()
@@ -390,6 +385,8 @@ pub fn redact_argv(args: &[String]) -> (Vec<String>, u32) {
     let mut out = Vec::with_capacity(args.len());
     let mut total = 0;
     let mut context = String::new();
+    // `context` redacted: the previous round's `with_context`.
+    let mut before = String::new();
     for arg in args {
         let arg = neutralise_controls(arg);
         let joined = if context.is_empty() {
@@ -398,7 +395,6 @@ pub fn redact_argv(args: &[String]) -> (Vec<String>, u32) {
             format!("{context} {arg}")
         };
         let (with_context, _) = redact_text(&joined);
-        let (before, _) = redact_text(&context);
         let shaped = match with_context.strip_prefix(before.as_str()) {
             Some(rest) if context.is_empty() => rest.to_string(),
             Some(rest) => rest.strip_prefix(' ').unwrap_or(rest).to_string(),
@@ -408,6 +404,7 @@ pub fn redact_argv(args: &[String]) -> (Vec<String>, u32) {
         total += u32::from(shaped != arg);
         out.push(shaped);
         context = joined;
+        before = with_context;
     }
     (out, total)
 }

@@ -294,18 +294,7 @@ async fn secrets_never_leave_the_executor() {
 async fn reviewed_credential_shapes_never_leave_the_executor() {
     const IMAGE: &str = "drydock-fixture-leaky-probe:latest";
     let dockerfile = "FROM drydock-fixture:latest\nHEALTHCHECK --interval=1s --retries=1 CMD [\"/drydock-fixture\", \"healthcheck-fail\", \"--line\", \"curl -u admin:curlPw5 http://localhost/ failed\", \"--line\", \"redis-cli -a rcliPw3 ping: NOAUTH\"]\n";
-    let mut build = std::process::Command::new("docker")
-        .args(["build", "-q", "-t", IMAGE, "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("docker build");
-    std::io::Write::write_all(
-        &mut build.stdin.take().expect("stdin"),
-        dockerfile.as_bytes(),
-    )
-    .expect("dockerfile");
-    assert!(build.wait().expect("docker build").success());
+    build_image(IMAGE, dockerfile);
     let secrets = [
         "rabbitPw2",
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq",

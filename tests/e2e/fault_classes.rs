@@ -11,8 +11,6 @@
 //! a taken host port, a restart loop, a failing and a broken healthcheck, a
 //! dependency chain on a user-defined network).
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,29 +39,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// `docker build -t IMAGE -` with the Dockerfile on stdin (no context).
-fn build_image(tag: &str, dockerfile: &str) {
-    let mut child = Command::new("docker")
-        .args(["build", "-q", "-t", tag, "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run docker build");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(dockerfile.as_bytes())
-        .expect("write the Dockerfile");
-    let out = child.wait_with_output().expect("docker build");
-    assert!(
-        out.status.success(),
-        "docker build {tag} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The state a scenario's container must reach before it is asked about.

@@ -927,3 +927,25 @@ impl Drydock {
             .collect()
     }
 }
+
+/// `docker build -t IMAGE -` with the Dockerfile on stdin (no context).
+pub fn build_image(tag: &str, dockerfile: &str) {
+    let mut child = Command::new("docker")
+        .args(["build", "-q", "-t", tag, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run docker build");
+    std::io::Write::write_all(
+        &mut child.stdin.take().expect("piped stdin"),
+        dockerfile.as_bytes(),
+    )
+    .expect("write the Dockerfile");
+    let out = child.wait_with_output().expect("docker build");
+    assert!(
+        out.status.success(),
+        "docker build {tag} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

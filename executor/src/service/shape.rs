@@ -9,7 +9,7 @@ pub(super) fn shape_labels(labels: BTreeMap<String, String>) -> (HashMap<String,
     let shaped = labels
         .into_iter()
         .map(|(k, v)| {
-            let (v, n) = if redact::is_secret_key(&k) && !v.is_empty() {
+            let (v, n) = if redact::is_secret_name(&k) && !v.is_empty() {
                 (redact::REDACTED.to_string(), 1)
             } else {
                 redact::redact_text(&redact::neutralise_controls(&v))
