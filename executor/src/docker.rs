@@ -32,19 +32,20 @@ const MAX_JOINED_BYTES: usize = 64 * 1024;
 
 /// A line longer than `MAX_LINE_BYTES` is redacted whole, then cut: cutting
 /// first could leave half a secret that no pattern recognises.
-fn cut_long_line(raw: Vec<u8>, truncated: &mut bool) -> Vec<u8> {
+/// Returns the line and the redactions made while cutting it.
+fn cut_long_line(raw: Vec<u8>, truncated: &mut bool) -> (Vec<u8>, u32) {
     if raw.len() <= MAX_LINE_BYTES {
-        return raw;
+        return (raw, 0);
     }
     *truncated = true;
-    let (text, _) = crate::redact::shape_log_line(&raw);
+    let (text, redactions) = crate::redact::shape_log_line(&raw);
     let mut end = text.len().min(MAX_LINE_BYTES);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     let mut line = text.as_bytes()[..end].to_vec();
     line.extend_from_slice(" [line truncated]".as_bytes());
-    line
+    (line, redactions)
 }
 /// Grace period Docker gives a container to stop before it kills it.
 /// The longest stop timeout a write waits for. A container that asks for
@@ -207,6 +208,9 @@ pub enum LogStream {
 pub struct RawLogLine {
     pub stream: LogStream,
     pub bytes: Vec<u8>,
+    /// Redactions already made here (a long line is redacted before it is
+    /// cut); the service adds them to the call's count.
+    pub redactions: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -584,11 +588,12 @@ impl DockerAdapter {
             // across messages is redacted whole.
             let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
             let mut keep = |stream: LogStream, raw: Vec<u8>, truncated: &mut bool| {
-                let line = cut_long_line(raw, truncated);
+                let (line, redactions) = cut_long_line(raw, truncated);
                 bytes += line.len();
                 lines.push_back(RawLogLine {
                     stream,
                     bytes: line,
+                    redactions,
                 });
                 while bytes > max_bytes {
                     match lines.pop_front() {

@@ -12,7 +12,7 @@
 mod events;
 mod reads;
 mod shape;
-mod validate;
+pub mod validate;
 mod writes;
 
 use validate::*;

@@ -211,6 +211,7 @@ impl ExecutorService {
             .logs(&permit, query, self.limits.logs_max_bytes as usize)
             .await?;
         let mut shaper = redact::LogShaper::for_window(raw.iter().map(|l| l.bytes.as_slice()));
+        let cut_redactions: u32 = raw.iter().map(|l| l.redactions).sum();
         let lines: Vec<pb::LogLine> = raw
             .into_iter()
             .map(|l| pb::LogLine {
@@ -223,7 +224,7 @@ impl ExecutorService {
                 text: shaper.line(&l.bytes),
             })
             .collect();
-        let redactions = shaper.redactions();
+        let redactions = shaper.redactions().saturating_add(cut_redactions);
         call.entry.result = format!(
             "lines={} truncated={truncated} redactions={redactions}",
             lines.len()

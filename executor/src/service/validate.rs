@@ -2,11 +2,11 @@
 
 use super::*;
 
-pub(super) const MAX_REQUEST_ID_LEN: usize = 128;
+pub const MAX_REQUEST_ID_LEN: usize = 128;
 
-pub(super) const MAX_CONTAINER_REF_LEN: usize = 128;
+pub const MAX_CONTAINER_REF_LEN: usize = 128;
 
-pub(super) fn validate_request_id(id: &str) -> Result<(), ExecError> {
+pub fn validate_request_id(id: &str) -> Result<(), ExecError> {
     let ok = !id.is_empty()
         && id.len() <= MAX_REQUEST_ID_LEN
         && id
@@ -23,7 +23,7 @@ pub(super) fn validate_request_id(id: &str) -> Result<(), ExecError> {
 
 /// Docker names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, ids: hex. A leading `/` is
 /// accepted because inspect output carries one.
-pub(super) fn validate_container_ref(name: &str) -> Result<(), ExecError> {
+pub fn validate_container_ref(name: &str) -> Result<(), ExecError> {
     let body = name.strip_prefix('/').unwrap_or(name);
     let ok = !body.is_empty()
         && body.len() <= MAX_CONTAINER_REF_LEN
