@@ -6,6 +6,10 @@
 #
 #   deploy/build-images.sh            # tags drydock-executor:latest, drydock-agent:latest
 #   DRYDOCK_TAG=v1 deploy/build-images.sh
+#   DRYDOCK_PROFILE=release deploy/build-images.sh   # keep symbols, for debugging
+#
+# It prints each image's size in bytes (the figure docs/deploy.md quotes):
+#   docker image inspect -f '{{.Size}}' drydock-executor:latest drydock-agent:latest
 #
 # Hosts that can pull `rust:` images can use the multi-stage deploy/Dockerfile
 # instead; both produce the same final images.
@@ -16,17 +20,19 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 target="$(uname -m)-unknown-linux-gnu"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
+# Cargo.toml's `image` profile: the release build with symbols stripped.
+profile="${DRYDOCK_PROFILE:-image}"
 
 # RUSTFLAGS apply to the target only (because of --target), so build scripts
 # and proc macros stay ordinary host programs.
 (cd "$root" && RUSTFLAGS='-C target-feature=+crt-static' \
-  "${CARGO:-cargo}" build --release --locked --target "$target" -p drydock-executor -p drydock-agent)
+  "${CARGO:-cargo}" build --profile "$profile" --locked --target "$target" -p drydock-executor -p drydock-agent)
 
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
 for daemon in executor agent; do
   rm -rf "${ctx:?}"/*
-  cp "$target_dir/$target/release/drydock-$daemon" "$ctx/"
+  cp "$target_dir/$target/$profile/drydock-$daemon" "$ctx/"
   # An empty folder: COPY --chown makes /var/lib/drydock the daemon user's,
   # and a new named volume mounted there starts with that owner.
   mkdir "$ctx/state"

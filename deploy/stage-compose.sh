@@ -17,6 +17,13 @@
 # owners), again after `drydock init --force` or an edit of executor.yaml,
 # then restart the stack.
 #
+# It also writes deploy/.env, which docker-compose reads for every command
+# run with `-f deploy/compose.yaml` (up, exec, restart, down): the project
+# name, DRYDOCK_STAGED, DOCKER_GID, DOCKER_SOCKET, the agent's port (from the
+# home's cli.yaml) and the image tag. Variables set when the script runs win
+# (COMPOSE_PROJECT_NAME, DOCKER_SOCKET, DRYDOCK_TAG, DRYDOCK_AGENT_PORT,
+# DRYDOCK_HEALTH_INTERVAL). The file belongs to the user who ran sudo.
+#
 #   sudo deploy/stage-compose.sh "$DRYDOCK_HOME" /etc/drydock-compose
 set -euo pipefail
 
@@ -32,7 +39,22 @@ executor_uid=65532
 agent_uid=65533
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "$0: run as root: the keys are handed to uid $executor_uid (executor) and $agent_uid (agent)" >&2
+  echo "$0: run as root (sudo $0 ...): the keys are handed to uid $executor_uid (executor) and $agent_uid (agent)" >&2
+  exit 1
+fi
+case "$dest" in
+  /*) ;;
+  *) dest="$(pwd)/$dest" ;;
+esac
+socket="${DOCKER_SOCKET:-/var/run/docker.sock}"
+if [ ! -S "$socket" ]; then
+  echo "$0: $socket is not a socket: set DOCKER_SOCKET to the Docker socket's path" >&2
+  exit 1
+fi
+# The port cli.yaml's agent_url names is the one compose must publish.
+agent_port="${DRYDOCK_AGENT_PORT:-$(sed -n 's|^agent_url: http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$home/cli.yaml" 2>/dev/null || true)}"
+if [ -z "$agent_port" ]; then
+  echo "$0: $home/cli.yaml does not name a loopback TCP agent_url; run \`drydock init --layout compose\` (or set DRYDOCK_AGENT_PORT)" >&2
   exit 1
 fi
 for f in executor.yaml agent.token pki/ca.crt pki/executor.crt pki/executor.key \
@@ -78,3 +100,25 @@ for d in executor agent; do
   rm -rf "${dest:?}/$d.old"
 done
 echo "staged $dest/executor and $dest/agent"
+
+# What every later docker-compose command needs: compose reads .env from the
+# compose file's folder. Written whole into a temporary file, then renamed.
+env_file="$here/.env"
+{
+  echo "# Written by deploy/stage-compose.sh; read by docker-compose -f deploy/compose.yaml."
+  echo "COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-drydock}"
+  echo "DRYDOCK_STAGED=$dest"
+  echo "DOCKER_GID=$(stat -c %g "$socket")"
+  echo "DOCKER_SOCKET=$socket"
+  echo "DRYDOCK_AGENT_PORT=$agent_port"
+  echo "DRYDOCK_TAG=${DRYDOCK_TAG:-latest}"
+  if [ -n "${DRYDOCK_HEALTH_INTERVAL:-}" ]; then
+    echo "DRYDOCK_HEALTH_INTERVAL=$DRYDOCK_HEALTH_INTERVAL"
+  fi
+} > "$env_file.new"
+chmod 0644 "$env_file.new"
+if [ -n "${SUDO_UID:-}" ] && [ -n "${SUDO_GID:-}" ]; then
+  chown "$SUDO_UID:$SUDO_GID" "$env_file.new"
+fi
+mv "$env_file.new" "$env_file"
+echo "wrote $env_file (project ${COMPOSE_PROJECT_NAME:-drydock}): docker-compose -f deploy/compose.yaml up -d, exec, restart and down need no other variables"

@@ -30,9 +30,19 @@ pub enum Command {
         /// Replace an existing home's keys and configs.
         #[arg(long)]
         force: bool,
+        /// Where the daemons will run: `local` (`drydock up`), `compose`
+        /// (deploy/compose.yaml: the executor's certificate names the
+        /// service `executor`, the agent listens on TCP) or `systemd`
+        /// (deploy/systemd: the agent listens on TCP). `compose` and
+        /// `systemd` withhold every environment value but an allow list
+        /// (`redact.env: all`). Sets what `init` prints as the next step.
+        #[arg(long, value_enum, default_value_t = home::Layout::Local)]
+        layout: home::Layout,
         #[arg(long, default_value_t = home::DEFAULT_EXECUTOR_PORT)]
         executor_port: u16,
-        #[arg(long, default_value_t = home::DEFAULT_AGENT_PORT)]
+        /// The agent's TCP port (with --agent-tcp, --agent-tls or a
+        /// production --layout); compose publishes the same port.
+        #[arg(long, env = "DRYDOCK_AGENT_PORT", default_value_t = home::DEFAULT_AGENT_PORT)]
         agent_port: u16,
         /// Extra DNS names for the executor's certificate (for example the compose service name).
         #[arg(long = "executor-name")]

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::client::AgentClient;
 use crate::daemons;
-use crate::home::Home;
+use crate::home::{Home, Layout};
 use crate::term::{paint, Style};
 
 /// Certificates closer than this to their end are reported as a warning.
@@ -93,9 +93,6 @@ pub async fn checks(home: &Home) -> Vec<Check> {
     out.push(check("home", Verdict::Ok, home.root.display().to_string()));
     out.extend(key_modes(home));
     out.extend(certificates(home));
-    out.extend(configs(home));
-    out.push(docker());
-    out.push(executor_running(home));
     let cfg = match home.load_cli_config() {
         Ok(c) => c,
         Err(e) => {
@@ -103,6 +100,26 @@ pub async fn checks(home: &Home) -> Vec<Check> {
             return out;
         }
     };
+    let local = cfg.layout == Layout::Local;
+    if local {
+        out.extend(configs(home));
+    }
+    out.push(docker());
+    if local {
+        out.push(executor_running(home));
+    } else {
+        // The daemons run elsewhere, with their own configs: the executor
+        // is checked through the agent (the `mtls` and `approvers` lines).
+        out.push(check(
+            "layout",
+            Verdict::Ok,
+            format!(
+                "{:?} (cli.yaml): the daemons run apart; the executor is checked through the agent",
+                cfg.layout
+            )
+            .to_lowercase(),
+        ));
+    }
     let agent = match AgentClient::from_config(&cfg) {
         Ok(a) => a,
         Err(e) => {
@@ -115,9 +132,16 @@ pub async fn checks(home: &Home) -> Vec<Check> {
             "agent",
             Verdict::Fail,
             format!(
-                "no answer at {}: start it with `drydock up` (log: {})",
+                "no answer at {}: {}",
                 cfg.agent_url,
-                home.log("drydock-agent").display()
+                match cfg.layout {
+                    Layout::Local => format!(
+                        "start it with `drydock up` (log: {})",
+                        home.log("drydock-agent").display()
+                    ),
+                    Layout::Compose => "start the stack: `docker-compose -f deploy/compose.yaml up -d` (logs: `docker-compose -f deploy/compose.yaml logs agent`)".into(),
+                    Layout::Systemd => "start it: `systemctl start drydock-executor drydock-agent` (logs: `journalctl -u drydock-agent`)".into(),
+                }
             ),
         ));
         return out;

@@ -120,6 +120,10 @@ pub struct CliConfig {
     /// `agent_url` needs it): drydock's own, so the CLI pins it.
     #[serde(default)]
     pub agent_ca: Option<PathBuf>,
+    /// Where the daemons run (`drydock init --layout`): `doctor` checks a
+    /// local executor only in the local layout.
+    #[serde(default)]
+    pub layout: Layout,
     /// The local agent's `approval_ttl` in seconds, read from `agent.yaml`
     /// in the same home when there is one; not a key of `cli.yaml`.
     #[serde(skip)]
@@ -182,7 +186,36 @@ pub struct InitOptions {
     pub agent_tls: Option<String>,
     /// The agent watches container events (`watch.enabled`).
     pub watch: bool,
+    /// Where the daemons will run.
+    pub layout: Layout,
 }
+
+/// Where the daemons will run, as `drydock init --layout` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Both daemons on this machine, started by `drydock up`.
+    #[default]
+    Local,
+    /// Two containers from deploy/compose.yaml.
+    Compose,
+    /// Two systemd services from deploy/systemd.
+    Systemd,
+}
+
+/// Environment names whose values production layouts still show: they
+/// explain behaviour and are not credentials.
+pub const PRODUCTION_ENV_ALLOW: &[&str] = &[
+    "PORT",
+    "NODE_ENV",
+    "RAILS_ENV",
+    "APP_ENV",
+    "LOG_LEVEL",
+    "TZ",
+];
+
+/// The compose service the agent dials (deploy/compose/agent.yaml).
+pub const COMPOSE_EXECUTOR_NAME: &str = "executor";
 
 impl Default for InitOptions {
     fn default() -> Self {
@@ -197,6 +230,7 @@ impl Default for InitOptions {
             agent_tcp: false,
             agent_tls: None,
             watch: true,
+            layout: Layout::Local,
         }
     }
 }
@@ -208,6 +242,66 @@ impl InitOptions {
             vec!["*".into()]
         } else {
             self.targets.clone()
+        }
+    }
+
+    /// What a layout needs on top of the flags given: compose's agent dials
+    /// the service `executor`, and in both production layouts the CLI
+    /// reaches the agent over TCP (unless `--agent-tls` was asked for).
+    pub fn for_layout(mut self) -> InitOptions {
+        if self.layout == Layout::Compose
+            && !self
+                .executor_names
+                .iter()
+                .any(|n| n == COMPOSE_EXECUTOR_NAME)
+        {
+            self.executor_names.push(COMPOSE_EXECUTOR_NAME.into());
+        }
+        if self.layout != Layout::Local && self.agent_tls.is_none() {
+            self.agent_tcp = true;
+        }
+        self
+    }
+
+    /// What `drydock init` prints as the next step, for its layout.
+    pub fn next_step(&self, home: &Path) -> String {
+        let home = home.display();
+        match self.layout {
+            Layout::Compose => format!(
+                "next (docs/deploy.md, \"Containers with compose\"), from the repository's root:\n  \
+                 deploy/build-images.sh\n  \
+                 deploy/stage-compose.sh \"{home}\" /etc/drydock-compose   # as root (with sudo otherwise); writes deploy/.env\n  \
+                 docker-compose -f deploy/compose.yaml run --rm executor audit init\n  \
+                 docker-compose -f deploy/compose.yaml up -d\n\
+                 then `drydock doctor` and `drydock ask \"<what is wrong>\"`"
+            ),
+            Layout::Systemd => format!(
+                "next (docs/deploy.md, \"systemd\"): install the binaries, the certificates and keys from {home}/pki, \
+                 deploy/systemd/*.yaml into /etc/drydock (paste {home}/approver.pub into executor.yaml) and the units; \
+                 then `drydock doctor` and `drydock ask \"<what is wrong>\"`"
+            ),
+            Layout::Local if self.agent_tcp || self.agent_tls.is_some() => {
+                "next: deploy the daemons as docs/deploy.md describes (compose: deploy/stage-compose.sh; systemd: the units in deploy/systemd), then `drydock doctor` and `drydock ask \"<what is wrong>\"`".into()
+            }
+            Layout::Local => "next: `drydock up`, then `drydock ask \"<what is wrong>\"`".into(),
+        }
+    }
+
+    /// executor.yaml's `redact` section: production layouts show names and
+    /// withhold values (names are evidence; values rarely are).
+    fn redact_section(&self) -> String {
+        if self.layout == Layout::Local {
+            "# Values of secret-looking environment names are withheld; `env: all`\n\
+             # withholds every value but those of `env_allow` (docs/configuration.md).\n\
+             redact:\n  env: secret-looking\n"
+                .into()
+        } else {
+            format!(
+                "# Every environment value is withheld from the agent but those named here\n\
+                 # (names are evidence; values rarely are).\n\
+                 redact:\n  env: all\n  env_allow: [{}]\n",
+                PRODUCTION_ENV_ALLOW.join(", ")
+            )
         }
     }
 
@@ -413,7 +507,9 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          timeouts:\n  read: 5s\n  logs: 10s\n  write: 30s\n\
          audit:\n  path: state/audit.db\n  signing_key: pki/audit.key\n\
          # Automation grants (`drydock grant create`) authorise nothing until this is on.\n\
-         automation:\n  enabled: false\n  max_grant_ttl: 7d\n  revocations: state/revoked-grants\n",
+         automation:\n  enabled: false\n  max_grant_ttl: 7d\n  revocations: state/revoked-grants\n\
+         {redact}",
+        redact = opts.redact_section(),
         port = opts.executor_port,
         agent = pki::AGENT_IDENTITY,
         health = pki::HEALTHCHECK_IDENTITY,
@@ -474,7 +570,13 @@ fn cli_yaml(opts: &InitOptions) -> String {
          agent_url: {agent_url}\n\
          token_file: agent.token\n\
          executor_port: {executor_port}\n\
-         approver:\n  id: {approver}\n  key: approver.key\n",
+         approver:\n  id: {approver}\n  key: approver.key\n\
+         layout: {layout}\n",
+        layout = match opts.layout {
+            Layout::Local => "local",
+            Layout::Compose => "compose",
+            Layout::Systemd => "systemd",
+        },
         agent_url = match (&opts.agent_tls, opts.agent_tcp) {
             (Some(name), _) => format!("https://{name}:{}\nagent_ca: pki/ca.crt", opts.agent_port),
             (None, true) => format!("http://127.0.0.1:{}", opts.agent_port),

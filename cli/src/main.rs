@@ -23,6 +23,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Init {
             force,
+            layout,
             executor_port,
             agent_port,
             executor_names,
@@ -43,21 +44,16 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 agent_tcp,
                 agent_tls,
                 watch: !no_watch,
-            };
+                layout,
+            }
+            .for_layout();
             let written = home::init(&home, &opts)?;
             println!("initialized {}:", home.root.display());
             for p in written {
                 println!("  {}", p.display());
             }
             println!("{}", opts.scope_note());
-            // The next step depends on where the daemons will run.
-            if opts.agent_tcp || opts.agent_tls.is_some() {
-                println!(
-                    "next: deploy the daemons as docs/deploy.md describes (compose: deploy/stage-compose.sh; systemd: the units in deploy/systemd), then `drydock doctor` and `drydock ask \"<what is wrong>\"`"
-                );
-            } else {
-                println!("next: `drydock up`, then `drydock ask \"<what is wrong>\"`");
-            }
+            println!("{}", opts.next_step(&home.root));
             Ok(exit::COMPLETED)
         }
         Command::Up => {

@@ -204,9 +204,9 @@ fn key_lines(text: &str) -> Vec<(usize, usize)> {
         .filter_map(|(i, l)| {
             let trimmed = l.trim_start();
             let indent = l.len() - trimmed.len();
-            let is_key = trimmed
-                .split_once(':')
-                .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            let is_key = trimmed.split_once(':').is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            });
             is_key.then_some((i, indent))
         })
         .collect()

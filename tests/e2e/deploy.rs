@@ -73,10 +73,39 @@ fn images() {
     }
 }
 
-/// A home made as docs/deploy.md says (`drydock init --executor-name
-/// executor`), with its own loopback port for the agent.
+/// docs/deploy.md: each image is at most 15 MB, measured with the command
+/// the docs show.
+#[test]
+fn deploy_images_are_at_most_15_mb() {
+    images();
+    let command =
+        "docker image inspect -f '{{.Size}}' drydock-executor:latest drydock-agent:latest";
+    assert!(
+        std::fs::read_to_string(workspace_root().join("docs/deploy.md"))
+            .expect("docs/deploy.md")
+            .contains(command),
+        "docs/deploy.md shows how the sizes are measured"
+    );
+    for daemon in ["executor", "agent"] {
+        let image = format!("drydock-{daemon}:{TAG}");
+        let size: u64 = docker_ok(&["image", "inspect", "-f", "{{.Size}}", &image])
+            .parse()
+            .expect("a size in bytes");
+        assert!(
+            size <= 15_000_000,
+            "{image} is {size} bytes, more than 15 MB"
+        );
+    }
+}
+
+/// A home made as `drydock init --layout compose` makes it, with its own
+/// loopback port for the agent.
 fn init_home() -> Drydock {
-    Drydock::init_for_compose(vec!["executor".into()])
+    Drydock::init_options(|o| {
+        o.layout = drydock::home::Layout::Compose;
+        o.executor_names = vec![drydock::home::COMPOSE_EXECUTOR_NAME.into()];
+        o.agent_tcp = true;
+    })
 }
 
 /// `deploy/stage-compose.sh HOME DEST`; returns DEST.
@@ -127,58 +156,104 @@ fn set(items: &[(&str, u32, u32)]) -> BTreeSet<(String, u32, u32)> {
         .collect()
 }
 
+/// The shell block of docs/deploy.md marked
+/// `<!-- walked by tests/e2e/deploy.rs: NAME -->`, as written.
+fn walked_block(name: &str) -> String {
+    let doc =
+        std::fs::read_to_string(workspace_root().join("docs/deploy.md")).expect("docs/deploy.md");
+    let marker = format!("<!-- walked by tests/e2e/deploy.rs: {name} -->");
+    let after = doc
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("docs/deploy.md has no block marked {marker}"))
+        .1;
+    let body = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .unwrap_or_else(|| panic!("{marker} must be followed by a ```sh block"));
+    body.split_once("\n```")
+        .unwrap_or_else(|| panic!("{marker}: the block never ends"))
+        .0
+        .to_string()
+}
+
+/// A copy of the repository's deploy/ folder: the walked commands run in
+/// it, so the deploy/.env they write is this test's own.
+fn checkout(dd: &Drydock) -> PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read deploy/") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name();
+            if name == ".env" {
+                continue;
+            }
+            let (src, dst) = (entry.path(), to.join(&name));
+            if entry.file_type().expect("type").is_dir() {
+                copy(&src, &dst);
+            } else {
+                std::fs::copy(&src, &dst).expect("copy");
+            }
+        }
+    }
+    let root = dd.dir.path().join("checkout");
+    copy(&deploy_dir(), &root.join("deploy"));
+    root
+}
+
+/// Run a walked block with bash, from the checkout, as an operator whose
+/// `drydock` is on PATH. The only change to the text: the staging folder
+/// is the test's own instead of /etc/drydock-compose.
+fn walk(name: &str, dd: &Drydock, root: &Path, staged: &Path, project: &str) -> Output {
+    let script = walked_block(name).replace("/etc/drydock-compose", &staged.display().to_string());
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(root)
+        .env("PATH", path)
+        .env("DRYDOCK_HOME", &dd.home.root)
+        // Chosen by the test where the docs take the defaults (7420,
+        // latest, drydock, 10s), so that it can run beside anything.
+        .env("DRYDOCK_AGENT_PORT", dd.agent_port.to_string())
+        .env("DRYDOCK_TAG", TAG)
+        .env("COMPOSE_PROJECT_NAME", project)
+        // Docker runs the first probe one interval after the start; the
+        // default 10s would only make the test wait.
+        .env("DRYDOCK_HEALTH_INTERVAL", "1s")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bash")
+}
+
 /// A compose project, taken down with its volumes when dropped (also when
 /// the test fails).
 struct Stack {
     project: String,
-    env: Vec<(&'static str, String)>,
+    /// The checkout whose deploy/.env the stack's commands read.
+    root: PathBuf,
 }
 
 impl Stack {
-    fn up(dd: &Drydock, staged: &Path) -> Stack {
-        let socket = std::fs::metadata(DOCKER_SOCKET)
-            .unwrap_or_else(|e| panic!("the deploy test mounts {DOCKER_SOCKET}: {e}"));
-        let stack = Stack {
-            project: unique("deploy"),
-            env: vec![
-                ("DRYDOCK_STAGED", staged.display().to_string()),
-                // docs/deploy.md: the socket's group, found the same way.
-                ("DOCKER_GID", socket.gid().to_string()),
-                ("DOCKER_SOCKET", DOCKER_SOCKET.to_string()),
-                ("DRYDOCK_AGENT_PORT", dd.agent_port.to_string()),
-                ("DRYDOCK_TAG", TAG.to_string()),
-                // Docker runs the first probe one interval after the start;
-                // the default 10s would only make the test wait.
-                ("DRYDOCK_HEALTH_INTERVAL", "1s".to_string()),
-            ],
-        };
-        // docs/deploy.md: a new installation initialises the executor's
-        // audit store once (the executor never creates a missing one).
-        let out = stack.compose(&["run", "--rm", "executor", "audit", "init"]);
-        assert!(
-            out.status.success(),
-            "docker-compose run executor audit init failed: {}",
-            output_text(&out)
-        );
-        // `up` returns once the executor is healthy (the agent depends on it).
-        let out = stack.compose(&["up", "-d", "--no-build"]);
-        assert!(
-            out.status.success(),
-            "docker-compose up failed: {}\n{}",
-            output_text(&out),
-            stack.logs()
-        );
-        stack
-    }
-
+    /// `docker-compose -f deploy/compose.yaml ARGS` from the checkout with
+    /// none of drydock's variables set: deploy/.env must carry them all.
     fn compose(&self, args: &[&str]) -> Output {
-        Command::new("docker-compose")
-            .arg("-p")
-            .arg(&self.project)
-            .arg("-f")
-            .arg(deploy_dir().join("compose.yaml"))
-            .args(args)
-            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+        let mut cmd = Command::new("docker-compose");
+        cmd.arg("-f").arg("deploy/compose.yaml").args(args);
+        for var in [
+            "COMPOSE_PROJECT_NAME",
+            "DRYDOCK_STAGED",
+            "DOCKER_GID",
+            "DOCKER_SOCKET",
+            "DRYDOCK_AGENT_PORT",
+            "DRYDOCK_TAG",
+            "DRYDOCK_HEALTH_INTERVAL",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.current_dir(&self.root)
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| {
@@ -190,19 +265,25 @@ impl Stack {
         output_text(&self.compose(&["logs", "--no-color", "--tail", "100"]))
     }
 
-    /// The container id of a service.
-    fn container(&self, service: &str) -> String {
-        let id = docker_ok(&[
+    /// The containers of this project (by Docker's labels).
+    fn containers(&self, service: &str) -> String {
+        docker_ok(&[
             "ps",
             "-aq",
             "--filter",
             &format!("label=com.docker.compose.project={}", self.project),
             "--filter",
             &format!("label=com.docker.compose.service={service}"),
-        ]);
+        ])
+    }
+
+    /// The container id of a service.
+    fn container(&self, service: &str) -> String {
+        let id = self.containers(service);
         assert!(
             !id.is_empty() && !id.contains('\n'),
-            "one {service} container expected, got {id:?}"
+            "one {service} container expected in project {}, got {id:?}",
+            self.project
         );
         id
     }
@@ -236,7 +317,16 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        let _ = self.compose(&["down", "-v", "--remove-orphans", "-t", "5"]);
+        // By project name, so that a broken deploy/.env cannot leak a stack.
+        let _ = Command::new("docker-compose")
+            .args(["-p", &self.project, "-f", "deploy/compose.yaml"])
+            .args(["down", "-v", "--remove-orphans", "-t", "5"])
+            // Only to interpolate the file, whatever deploy/.env holds.
+            .env("DRYDOCK_STAGED", "/nonexistent")
+            .env("DOCKER_GID", "0")
+            .current_dir(&self.root)
+            .stdin(Stdio::null())
+            .output();
     }
 }
 
@@ -585,7 +675,9 @@ fn audit_rows_in_container(stack: &Stack) -> Vec<Value> {
 #[test]
 fn compose_stack_repairs_through_locked_down_containers() {
     images();
-    let dd = init_home();
+    // An empty home (the fixture images are built here); the walked
+    // commands run `drydock init` in it.
+    let dd = Drydock::uninitialized();
     // The broken workload, started first: it turns unhealthy while the
     // stack comes up.
     let broken = Container::run(
@@ -605,9 +697,42 @@ fn compose_stack_repairs_through_locked_down_containers() {
             "1",
         ],
     );
-    let staged = stage(&dd);
+    // docs/deploy.md's set-up, walked as written (the CLI and the images
+    // are the steps before it: bin_dir() and images()).
+    let root = checkout(&dd);
+    let staged = dd.dir.path().join("staged");
+    let project = unique("deploy");
+    let setup = walk("compose-setup", &dd, &root, &staged, &project);
+    let stack = Stack {
+        project: project.clone(),
+        root: root.clone(),
+    };
+    assert!(
+        setup.status.success(),
+        "the compose set-up of docs/deploy.md failed: {}\n{}",
+        output_text(&setup),
+        stack.logs()
+    );
     assert_staged_files(&staged);
-    let stack = Stack::up(&dd, &staged);
+    let env = std::fs::read_to_string(root.join("deploy/.env"))
+        .expect("stage-compose.sh writes deploy/.env");
+    for line in [
+        format!("COMPOSE_PROJECT_NAME={project}"),
+        format!("DRYDOCK_STAGED={}", staged.display()),
+        format!("DRYDOCK_AGENT_PORT={}", dd.agent_port),
+        format!("DRYDOCK_TAG={TAG}"),
+    ] {
+        assert!(
+            env.lines().any(|l| l == line),
+            "deploy/.env lacks {line}:\n{env}"
+        );
+    }
+    let executor_yaml = std::fs::read_to_string(staged.join("executor/executor.yaml"))
+        .expect("staged executor.yaml");
+    assert!(
+        executor_yaml.contains("redact:\n  env: all\n"),
+        "the compose layout withholds every environment value: {executor_yaml}"
+    );
     stack.wait_healthy("executor", Duration::from_secs(60));
     stack.wait_healthy("agent", Duration::from_secs(60));
 
@@ -673,6 +798,57 @@ fn compose_stack_repairs_through_locked_down_containers() {
         "verify",
     ]);
     assert!(verify.status.success(), "{}", output_text(&verify));
+
+    // `drydock doctor`, as the docs say to run it: the compose layout is
+    // checked through the agent.
+    let doctor = dd.cli(&["doctor"]);
+    assert!(
+        doctor.status.success(),
+        "drydock doctor: {}",
+        output_text(&doctor)
+    );
+
+    // The later commands, from a fresh shell: deploy/.env carries what
+    // they need (no -p, no variables but the walk's own).
+    let executor_before = stack.container("executor");
+    let later = walk("compose-later", &dd, &root, &staged, &project);
+    assert!(
+        later.status.success(),
+        "the later commands of docs/deploy.md failed: {}\n{}",
+        output_text(&later),
+        stack.logs()
+    );
+    let export =
+        std::fs::read_to_string(root.join("audit.jsonl")).expect("audit export wrote audit.jsonl");
+    assert!(
+        export.lines().any(|l| l.contains("\"restart\"")),
+        "the export holds the restart: {export}"
+    );
+    assert_eq!(
+        stack.container("executor"),
+        executor_before,
+        "restart keeps the container"
+    );
+    stack.wait_healthy("executor", Duration::from_secs(60));
+    stack.wait_healthy("agent", Duration::from_secs(60));
+    let (code, req) = dd.ask_json(&[
+        "--diagnose-only",
+        "--container",
+        &broken.name,
+        "check again",
+    ]);
+    assert_eq!(code, 0, "after the restart: {req:#}\n{}", stack.logs());
+
+    let down = walk("compose-down", &dd, &root, &staged, &project);
+    assert!(
+        down.status.success(),
+        "docker-compose down: {}",
+        output_text(&down)
+    );
+    assert!(
+        stack.containers("executor").is_empty() && stack.containers("agent").is_empty(),
+        "down removes the project's containers"
+    );
 }
 
 /// One `[Service]` directive's values (a directive may repeat).

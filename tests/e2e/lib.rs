@@ -270,24 +270,12 @@ impl Drydock {
     /// A home whose executor certificate also names `executor_names` (what
     /// `drydock init --executor-name` does).
     pub fn init_with(executor_names: Vec<String>) -> Drydock {
-        Self::init_layout(executor_names, false)
+        Self::init_options(|o| o.executor_names = executor_names)
     }
 
-    /// A home for the compose layout: the agent on TCP (`--agent-tcp`).
-    pub fn init_for_compose(executor_names: Vec<String>) -> Drydock {
-        Self::init_layout(executor_names, true)
-    }
-
-    fn init_layout(executor_names: Vec<String>, agent_tcp: bool) -> Drydock {
-        Self::init_options(|o| {
-            o.executor_names = executor_names;
-            o.agent_tcp = agent_tcp;
-        })
-    }
-
-    /// A home written with `InitOptions` as `edit` sets them (ports are
-    /// chosen here).
-    pub fn init_options(edit: impl FnOnce(&mut InitOptions)) -> Drydock {
+    /// An empty home folder with its own ports, for a test that runs
+    /// `drydock init` itself.
+    pub fn uninitialized() -> Drydock {
         prepare();
         let dir = tempfile::Builder::new()
             .prefix("drydock-e2e-")
@@ -296,8 +284,20 @@ impl Drydock {
         let home = Home {
             root: dir.path().to_path_buf(),
         };
-        let (executor_port, agent_port) = (free_port(), free_port());
-        home::init(&home, &{
+        Drydock {
+            dir,
+            home,
+            executor_port: free_port(),
+            agent_port: free_port(),
+        }
+    }
+
+    /// A home written with `InitOptions` as `edit` sets them (ports are
+    /// chosen here).
+    pub fn init_options(edit: impl FnOnce(&mut InitOptions)) -> Drydock {
+        let dd = Self::uninitialized();
+        let (home, executor_port, agent_port) = (&dd.home, dd.executor_port, dd.agent_port);
+        home::init(home, &{
             let mut o = InitOptions {
                 executor_port,
                 agent_port,
@@ -311,12 +311,7 @@ impl Drydock {
             o
         })
         .expect("drydock init");
-        Drydock {
-            dir,
-            home,
-            executor_port,
-            agent_port,
-        }
+        dd
     }
 
     /// Run the real `drydock` binary against this home.

@@ -48,7 +48,10 @@ fn a_long_line_is_redacted_whole_before_it_is_cut() {
     let (line, redactions) = cut_long_line(raw, &mut truncated);
     let line = String::from_utf8(line).expect("utf-8");
     assert!(truncated);
-    assert_eq!(redactions, 1, "the redaction made before the cut is counted");
+    assert_eq!(
+        redactions, 1,
+        "the redaction made before the cut is counted"
+    );
     assert!(!line.contains("AKIAIOSF"), "{}", &line[line.len() - 60..]);
     assert!(line.ends_with(" [line truncated]"));
     assert!(line.len() <= MAX_LINE_BYTES + " [line truncated]".len());
