@@ -592,6 +592,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_layout_writes_what_it_needs_and_says_what_comes_next() {
+        for (layout, names_executor, tcp, env_all, next) in [
+            (Layout::Local, false, false, false, "`drydock up`"),
+            (Layout::Compose, true, true, true, "deploy/stage-compose.sh"),
+            (Layout::Systemd, false, true, true, "deploy/systemd"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let home = Home {
+                root: dir.path().to_path_buf(),
+            };
+            let opts = InitOptions {
+                layout,
+                ..Default::default()
+            }
+            .for_layout();
+            init(&home, &opts).unwrap();
+            assert_eq!(
+                opts.executor_names.iter().any(|n| n == COMPOSE_EXECUTOR_NAME),
+                names_executor,
+                "{layout:?}"
+            );
+            let cli = home.load_cli_config().unwrap();
+            assert_eq!(cli.layout, layout);
+            assert_eq!(cli.agent_url.starts_with("http://127.0.0.1:"), tcp, "{layout:?}");
+            let executor = std::fs::read_to_string(home.executor_config()).unwrap();
+            assert_eq!(executor.contains("redact:\n  env: all\n"), env_all, "{executor}");
+            assert!(opts.next_step(&home.root).contains(next), "{layout:?}");
+        }
+        // A name given as well is not repeated.
+        let opts = InitOptions {
+            layout: Layout::Compose,
+            executor_names: vec!["executor".into()],
+            ..Default::default()
+        }
+        .for_layout();
+        assert_eq!(opts.executor_names, ["executor"]);
+    }
+
+    #[test]
     fn init_writes_private_files_0600_and_refuses_overwrite() {
         let dir = tempfile::tempdir().unwrap();
         let home = Home {
