@@ -22,6 +22,7 @@ use crate::model::{RequestOptions, Status};
 const MAX_MESSAGE_LEN: usize = 2000;
 
 mod automation;
+mod containers;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -121,6 +122,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/requests/{id}/events", get(events))
         .route("/api/v1/requests/{id}/timeline", get(timeline))
         .route("/api/v1/executor", get(executor_status))
+        .route("/api/v1/containers", get(containers::containers))
         .route("/api/v1/requests/{id}/cancel", post(cancel))
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}/approve", post(approve))

@@ -70,6 +70,9 @@ pub enum Command {
         #[arg(long)]
         no_watch: bool,
     },
+    /// Serve drydock to AI assistants over MCP (stdio): diagnosis tools and
+    /// repair proposals; it cannot approve, sign or grant.
+    Mcp,
     /// Start the executor and the agent in the background.
     Up,
     /// Stop both daemons.

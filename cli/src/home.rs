@@ -609,15 +609,25 @@ mod tests {
             .for_layout();
             init(&home, &opts).unwrap();
             assert_eq!(
-                opts.executor_names.iter().any(|n| n == COMPOSE_EXECUTOR_NAME),
+                opts.executor_names
+                    .iter()
+                    .any(|n| n == COMPOSE_EXECUTOR_NAME),
                 names_executor,
                 "{layout:?}"
             );
             let cli = home.load_cli_config().unwrap();
             assert_eq!(cli.layout, layout);
-            assert_eq!(cli.agent_url.starts_with("http://127.0.0.1:"), tcp, "{layout:?}");
+            assert_eq!(
+                cli.agent_url.starts_with("http://127.0.0.1:"),
+                tcp,
+                "{layout:?}"
+            );
             let executor = std::fs::read_to_string(home.executor_config()).unwrap();
-            assert_eq!(executor.contains("redact:\n  env: all\n"), env_all, "{executor}");
+            assert_eq!(
+                executor.contains("redact:\n  env: all\n"),
+                env_all,
+                "{executor}"
+            );
             assert!(opts.next_step(&home.root).contains(next), "{layout:?}");
         }
         // A name given as well is not repeated.

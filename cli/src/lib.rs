@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod fixture;
 pub mod grant;
 pub mod home;
+pub mod mcp;
 pub mod pki;
 pub mod show;
 pub mod term;

@@ -56,6 +56,13 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             println!("{}", opts.next_step(&home.root));
             Ok(exit::COMPLETED)
         }
+        Command::Mcp => {
+            // Only what reaching the agent needs: the approver key is never
+            // loaded, so no tool can sign anything.
+            let (agent, _) = agent(&home)?;
+            drydock::mcp::serve(agent).await?;
+            Ok(exit::COMPLETED)
+        }
         Command::Up => {
             daemons::up(&home).await?;
             println!(

@@ -12,6 +12,7 @@ mod executor_load;
 mod fault_classes;
 mod hostile_model;
 mod llm_injection;
+mod mcp;
 mod operator_cli;
 mod reference_docs;
 mod writes_in_doubt;

@@ -472,6 +472,11 @@ impl Engine {
         self.executor.policy("req-doctor").await
     }
 
+    /// Every container the executor's policy shows, running or not.
+    pub async fn containers(&self) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
+        self.executor.list("req-containers", true).await
+    }
+
     pub async fn cancel(&self, id: &str) -> Result<Request, EngineError> {
         let req = self
             .store

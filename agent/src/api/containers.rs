@@ -1,0 +1,102 @@
+//! `GET /api/v1/containers`: the containers the executor lets the agent
+//! see, at a glance (state, health, compose project and service), each with
+//! the newest request about it and the cause that request named. For the
+//! operator's views (MCP, console); the agent itself reads containers per
+//! request, as evidence.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::{AppState, Problem};
+use crate::model::{ContainerSummaryView, Request};
+
+/// Requests looked at for each container's newest one.
+const RECENT_REQUESTS: u32 = 500;
+
+/// Docker's status text carries the health: `Up 5 minutes (unhealthy)`.
+fn health(status: &str) -> &'static str {
+    if status.contains("(unhealthy)") {
+        "unhealthy"
+    } else if status.contains("(healthy)") {
+        "healthy"
+    } else if status.contains("(health: starting)") {
+        "starting"
+    } else {
+        "none"
+    }
+}
+
+fn last_request(req: &Request) -> Value {
+    let cause = req.diagnosis.as_ref().and_then(|d| d.causes.first());
+    json!({
+        "id": req.id,
+        "status": req.status.as_str(),
+        "created_at": req.created_at,
+        "class": cause.map(|c| c.class),
+        "summary": req.diagnosis.as_ref().map(|d| d.summary.as_str()),
+    })
+}
+
+fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> Value {
+    json!({
+        "id": c.id,
+        "name": c.name.trim_start_matches('/'),
+        "image": c.image,
+        "state": c.state,
+        "status": c.status,
+        "health": health(&c.status),
+        "project": c.labels.get("com.docker.compose.project"),
+        "service": c.labels.get("com.docker.compose.service"),
+        "last_request": newest.map(last_request),
+    })
+}
+
+pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Problem> {
+    let list = s.engine.containers().await.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "executor unreachable",
+            format!("the agent cannot list containers through the executor: {e}"),
+        )
+    })?;
+    let requests = s
+        .engine
+        .store()
+        .list(None, RECENT_REQUESTS)
+        .map_err(crate::engine::EngineError::from)?;
+    // Newest first: the first request seen for a container id is its newest.
+    let mut newest: HashMap<&str, &Request> = HashMap::new();
+    for r in &requests {
+        if let Some(t) = &r.target {
+            newest.entry(t.container_id.as_str()).or_insert(r);
+        }
+    }
+    let out: Vec<Value> = list
+        .iter()
+        .map(|c| view(c, newest.get(c.id.as_str()).copied()))
+        .collect();
+    Ok(Json(json!({ "containers": out })).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_comes_from_the_status_text() {
+        for (status, want) in [
+            ("Up 5 minutes (unhealthy)", "unhealthy"),
+            ("Up 2 seconds (healthy)", "healthy"),
+            ("Up 1 second (health: starting)", "starting"),
+            ("Up 3 hours", "none"),
+            ("Exited (137) 2 minutes ago", "none"),
+        ] {
+            assert_eq!(health(status), want, "{status}");
+        }
+    }
+}
