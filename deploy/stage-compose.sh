@@ -52,11 +52,19 @@ if [ ! -S "$socket" ]; then
   exit 1
 fi
 # The port cli.yaml's agent_url names is the one compose must publish.
-agent_port="${DRYDOCK_AGENT_PORT:-$(sed -n 's|^agent_url: http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$home/cli.yaml" 2>/dev/null || true)}"
-if [ -z "$agent_port" ]; then
-  echo "$0: $home/cli.yaml does not name a loopback TCP agent_url; run \`drydock init --layout compose\` (or set DRYDOCK_AGENT_PORT)" >&2
+agent_port="${DRYDOCK_AGENT_PORT:-$(sed -n 's|^agent_url: http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$home/cli.yaml" 2>/dev/null | head -n 1 || true)}"
+if ! [[ "$agent_port" =~ ^[0-9]{1,5}$ ]] || [ "$agent_port" -lt 1 ] || [ "$agent_port" -gt 65535 ]; then
+  echo "$0: $home/cli.yaml does not name a loopback TCP agent_url with a port (1-65535); run \`drydock init --layout compose\` (or set DRYDOCK_AGENT_PORT)" >&2
   exit 1
 fi
+# Every value written into deploy/.env: plain characters only, so that none
+# can add a line or be interpolated by compose.
+for value in "$dest" "$socket" "${COMPOSE_PROJECT_NAME:-drydock}" "${DRYDOCK_TAG:-latest}" "${DRYDOCK_HEALTH_INTERVAL:-10s}"; do
+  if ! [[ "$value" =~ ^[A-Za-z0-9_./:-]+$ ]]; then
+    echo "$0: \`$value\` has characters deploy/.env cannot hold safely (allowed: letters, digits, _ . / : -)" >&2
+    exit 1
+  fi
+done
 for f in executor.yaml agent.token pki/ca.crt pki/executor.crt pki/executor.key \
          pki/healthcheck.crt pki/healthcheck.key pki/agent.crt pki/agent.key; do
   if [ ! -f "$home/$f" ]; then
@@ -104,6 +112,8 @@ echo "staged $dest/executor and $dest/agent"
 # What every later docker-compose command needs: compose reads .env from the
 # compose file's folder. Written whole into a temporary file, then renamed.
 env_file="$here/.env"
+# A new file of our own (O_EXCL), never one planted under a fixed name.
+env_tmp="$(mktemp "$here/.env.XXXXXX")"
 {
   echo "# Written by deploy/stage-compose.sh; read by docker-compose -f deploy/compose.yaml."
   echo "COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-drydock}"
@@ -115,10 +125,10 @@ env_file="$here/.env"
   if [ -n "${DRYDOCK_HEALTH_INTERVAL:-}" ]; then
     echo "DRYDOCK_HEALTH_INTERVAL=$DRYDOCK_HEALTH_INTERVAL"
   fi
-} > "$env_file.new"
-chmod 0644 "$env_file.new"
+} > "$env_tmp"
+chmod 0644 "$env_tmp"
 if [ -n "${SUDO_UID:-}" ] && [ -n "${SUDO_GID:-}" ]; then
-  chown "$SUDO_UID:$SUDO_GID" "$env_file.new"
+  chown -h "$SUDO_UID:$SUDO_GID" "$env_tmp"
 fi
-mv "$env_file.new" "$env_file"
+mv -f "$env_tmp" "$env_file"
 echo "wrote $env_file (project ${COMPOSE_PROJECT_NAME:-drydock}): docker-compose -f deploy/compose.yaml up -d, exec, restart and down need no other variables"

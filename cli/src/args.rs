@@ -70,6 +70,16 @@ pub enum Command {
         #[arg(long)]
         no_watch: bool,
     },
+    /// The web console on 127.0.0.1, served by this process (where the
+    /// approver key is): containers, requests, approvals, grants.
+    Ui {
+        /// Port on 127.0.0.1 (default: a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Do not open a browser (by default one is opened when there is a desktop).
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Serve drydock to AI assistants over MCP (stdio): diagnosis tools and
     /// repair proposals; it cannot approve, sign or grant.
     Mcp,

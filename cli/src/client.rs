@@ -6,6 +6,11 @@ use anyhow::{bail, Context as _};
 use futures::StreamExt as _;
 use serde_json::{json, Value};
 
+/// The longest a single call to the agent may take (event streams excepted).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The largest answer the CLI accepts from the agent.
+const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
 #[derive(Clone)]
 pub struct AgentClient {
     base: String,
@@ -113,9 +118,16 @@ impl AgentClient {
         })
     }
 
-    async fn check(resp: reqwest::Response) -> anyhow::Result<Value> {
+    async fn check(mut resp: reqwest::Response) -> anyhow::Result<Value> {
         let status = resp.status();
-        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.context("the agent's answer broke off")? {
+            if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+                bail!("the agent's answer is larger than {MAX_ANSWER_BYTES} bytes; refusing it");
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if !status.is_success() {
             let detail = body
                 .get("detail")
@@ -133,38 +145,32 @@ impl AgentClient {
         )
     }
 
-    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.base))
+    /// One call to the agent, bounded in time (`CALL_TIMEOUT`) and size
+    /// (`MAX_ANSWER_BYTES`): a stalled or hostile agent cannot hang the CLI
+    /// or fill its memory.
+    async fn call(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let resp = req
             .bearer_auth(&self.token)
+            .timeout(CALL_TIMEOUT)
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
         Self::check(resp).await
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(self.http.get(format!("{}{path}", self.base)))
+            .await
     }
 
     pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let resp = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
+        self.call(self.http.post(format!("{}{path}", self.base)).json(&body))
             .await
-            .map_err(|e| self.unreachable(e))?;
-        Self::check(resp).await
     }
 
     pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
-        let resp = self
-            .http
-            .delete(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .send()
+        self.call(self.http.delete(format!("{}{path}", self.base)))
             .await
-            .map_err(|e| self.unreachable(e))?;
-        Self::check(resp).await
     }
 
     /// The agent's clock, from the `Date` header of its health answer.
@@ -202,6 +208,28 @@ impl AgentClient {
     /// Follow a request's event stream until its `final` event, calling
     /// `on_event` for each. Reconnects with `Last-Event-ID` if the connection
     /// drops, so no event is missed or shown twice.
+    /// A request's event stream as the agent sends it, from after
+    /// `last_event_id` when given (the console passes its browser's
+    /// `Last-Event-ID` through).
+    pub async fn event_stream(
+        &self,
+        request_id: &str,
+        last_event_id: Option<&str>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let mut req = self
+            .http
+            .get(format!("{}/api/v1/requests/{request_id}/events", self.base))
+            .bearer_auth(&self.token);
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.map_err(|e| self.unreachable(e))?;
+        if !resp.status().is_success() {
+            bail!("agent answered {} for the event stream", resp.status());
+        }
+        Ok(resp)
+    }
+
     pub async fn follow<F, Fut>(&self, request_id: &str, mut on_event: F) -> anyhow::Result<()>
     where
         F: FnMut(Value) -> Fut,

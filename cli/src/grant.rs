@@ -148,8 +148,14 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
     )
 }
 
-pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> anyhow::Result<u8> {
-    let now = crate::ask::unix_now();
+/// Build the grant and refuse, before anything is signed, what the
+/// executor would refuse; returns it with notes for the person (automation
+/// off). Shared by `grant create` and the console.
+pub async fn checked(
+    agent: &AgentClient,
+    args: &CreateArgs,
+    now: i64,
+) -> anyhow::Result<(GrantClaims, Vec<String>)> {
     let claims = build(args, now)?;
     let executor = agent
         .get("/api/v1/executor")
@@ -165,14 +171,19 @@ pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> 
             humantime::format_duration(Duration::from_secs(max_ttl))
         );
     }
-    println!("{}", describe(&claims, now));
+    let mut notes = Vec::new();
     if policy["automation_enabled"].as_bool() != Some(true) {
-        println!("note: the executor has automation off (automation.enabled: false); the grant authorises nothing until its operator turns it on");
+        notes.push("note: the executor has automation off (automation.enabled: false); the grant authorises nothing until its operator turns it on".to_string());
     }
-    if !args.yes && !confirm("Sign this grant with your approver key?").await {
-        println!("not signed; nothing was stored");
-        return Ok(crate::ask::exit::REJECTED);
-    }
+    Ok((claims, notes))
+}
+
+/// Sign exactly these claims with the approver key and give them to the agent.
+pub async fn sign_and_store(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    claims: &GrantClaims,
+) -> anyhow::Result<()> {
     let bytes = claims.encode();
     let key = cfg.signing_key()?;
     let signature = grant::sign(&bytes, &key);
@@ -182,6 +193,21 @@ pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> 
             json!({"claims": B64.encode(&bytes), "signature": B64.encode(signature), "key_id": cfg.approver.id}),
         )
         .await?;
+    Ok(())
+}
+
+pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> anyhow::Result<u8> {
+    let now = crate::ask::unix_now();
+    let (claims, notes) = checked(agent, args, now).await?;
+    println!("{}", describe(&claims, now));
+    for note in notes {
+        println!("{note}");
+    }
+    if !args.yes && !confirm("Sign this grant with your approver key?").await {
+        println!("not signed; nothing was stored");
+        return Ok(crate::ask::exit::REJECTED);
+    }
+    sign_and_store(agent, cfg, &claims).await?;
     println!("{}", claims.grant_id);
     Ok(crate::ask::exit::COMPLETED)
 }
@@ -211,8 +237,9 @@ pub async fn list(agent: &AgentClient, json_out: bool) -> anyhow::Result<u8> {
 }
 
 /// Revoke at the executor (its list is what refuses the grant) and in the
-/// agent (so it is no longer offered).
-pub async fn revoke(home: &Home, agent: &AgentClient, id: &str) -> anyhow::Result<u8> {
+/// agent (so it is no longer offered); returns what was done, in words.
+pub async fn revoke_quietly(home: &Home, agent: &AgentClient, id: &str) -> anyhow::Result<String> {
+    let mut said = String::new();
     let executor_config = home.executor_config();
     if executor_config.is_file() {
         let bin = crate::daemons::find_binary("drydock-executor").context(
@@ -230,17 +257,24 @@ pub async fn revoke(home: &Home, agent: &AgentClient, id: &str) -> anyhow::Resul
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        print!("{}", String::from_utf8_lossy(&out.stdout));
+        said.push_str(&String::from_utf8_lossy(&out.stdout));
     } else {
-        println!(
-            "the executor's config is not in this home: on the executor's host, run\n  drydock-executor grant revoke --config /etc/drydock/executor.yaml {}\n(until then the executor still honours the grant)",
+        said.push_str(&format!(
+            "the executor's config is not in this home: on the executor's host, run\n  drydock-executor grant revoke --config /etc/drydock/executor.yaml {}\n(until then the executor still honours the grant)\n",
             safe(id)
-        );
+        ));
     }
     match agent.delete(&format!("/api/v1/grants/{id}")).await {
-        Ok(_) => println!("the agent no longer offers {}", safe(id)),
-        Err(e) => println!("the agent was not told ({e:#}); the executor refuses the grant anyway"),
+        Ok(_) => said.push_str(&format!("the agent no longer offers {}", safe(id))),
+        Err(e) => said.push_str(&format!(
+            "the agent was not told ({e:#}); the executor refuses the grant anyway"
+        )),
     }
+    Ok(said)
+}
+
+pub async fn revoke(home: &Home, agent: &AgentClient, id: &str) -> anyhow::Result<u8> {
+    println!("{}", revoke_quietly(home, agent, id).await?);
     Ok(crate::ask::exit::COMPLETED)
 }
 

@@ -17,3 +17,4 @@ pub mod mcp;
 pub mod pki;
 pub mod show;
 pub mod term;
+pub mod ui;

@@ -56,6 +56,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             println!("{}", opts.next_step(&home.root));
             Ok(exit::COMPLETED)
         }
+        Command::Ui { port, no_open } => {
+            let (agent, cfg) = agent(&home)?;
+            drydock::ui::serve(home, agent, cfg, port, !no_open).await?;
+            Ok(exit::COMPLETED)
+        }
         Command::Mcp => {
             // Only what reaching the agent needs: the approver key is never
             // loaded, so no tool can sign anything.

@@ -75,6 +75,7 @@ pub struct EvidenceArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
 #[derive(Clone)]
@@ -85,13 +86,24 @@ pub struct DrydockMcp {
 
 /// A tool's outcome as MCP wants it: the bounded JSON document, or a tool
 /// error whose text the assistant reads (not a protocol error).
+/// The notice comes first, in a block of its own, so that no cut can
+/// separate container text from it.
 fn answer(result: anyhow::Result<serde_json::Value>) -> Result<CallToolResult, McpError> {
     Ok(match result {
-        Ok(v) => CallToolResult::success(vec![ContentBlock::text(tools::render(v))]),
-        Err(e) => CallToolResult::error(vec![ContentBlock::text(tools::render(
-            serde_json::json!(format!("{e:#}")),
-        ))]),
+        Ok(v) => CallToolResult::success(vec![
+            ContentBlock::text(tools::UNTRUSTED_NOTICE),
+            ContentBlock::text(tools::render(v)),
+        ]),
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(short(&e))]),
     })
+}
+
+/// An error's text, bounded and cleaned like any answer.
+fn short(e: &anyhow::Error) -> String {
+    tools::bound(serde_json::json!(format!("{e:#}")))
+        .as_str()
+        .unwrap_or("error")
+        .to_string()
 }
 
 #[tool_router]
@@ -240,10 +252,11 @@ impl ServerHandler for DrydockMcp {
             .tools
             .recent_request_ids(LISTED_TIMELINES)
             .await
-            .map_err(|e| McpError::internal_error(format!("{e:#}"), None))?;
+            .map_err(|e| McpError::internal_error(short(&e), None))?;
         Ok(ListResourcesResult::with_all_items(
             recent
                 .into_iter()
+                .filter(|(id, _)| tools::is_request_id(id))
                 .map(|(id, message)| {
                     Resource::new(
                         format!("{TIMELINE_PREFIX}{id}{TIMELINE_SUFFIX}"),
@@ -291,7 +304,7 @@ impl ServerHandler for DrydockMcp {
             .tools
             .timeline(id)
             .await
-            .map_err(|e| McpError::resource_not_found(format!("{e:#}"), None))?;
+            .map_err(|e| McpError::resource_not_found(short(&e), None))?;
         Ok(ReadResourceResult::new(vec![ResourceContents::text(
             tools::render(timeline),
             uri.clone(),

@@ -235,6 +235,12 @@ proptest! {
         }
     }
 
+    /// Encoding then decoding gives the claims back, whatever they hold.
+    #[test]
+    fn approval_claims_round_trip(c in claims()) {
+        prop_assert_eq!(ApprovalClaims::decode(&c.encode()), Ok(c));
+    }
+
     /// A signature binds every byte of the claims, under this key and
     /// context only.
     #[test]
@@ -289,37 +295,51 @@ proptest! {
 
     /// The whole verifier: an approval passes exactly when it is signed by
     /// the configured key over these bytes, for this action, container id
-    /// and name, request, and inside its window.
+    /// and name, request, and inside its window. Each case starts from a
+    /// valid approval and changes at most one thing (`change` 0 changes
+    /// nothing), so accepting and refusing are both exercised.
     #[test]
     fn approval_verification_agrees_with_the_oracle(
         mut c in claims(),
-        now in Just(1_800_000_000i64),
+        change in 0usize..9,
+        offset in -120i64..=0,
+        lifetime in 1i64..=3600,
+        called_other in action(),
         issued in time(1_800_000_000),
         expires in time(1_800_000_000),
-        called in action(),
-        same_id in any::<bool>(),
-        name_slash in any::<bool>(),
-        same_request in any::<bool>(),
-        signer_known in any::<bool>(),
-        right_key in any::<bool>(),
     ) {
-        c.issued_at = issued;
-        c.expires_at = expires;
+        let now = 1_800_000_000i64;
+        c.issued_at = now + offset;
+        c.expires_at = (now + offset + lifetime).max(now + 1);
+        if c.expires_at - c.issued_at > 3600 {
+            c.expires_at = c.issued_at + 3600;
+        }
+        let mut called = c.action;
+        let mut target = ResolvedTarget {
+            id: c.container_id.clone(),
+            name: format!("/{}", c.container_name.trim_start_matches('/')),
+            labels: BTreeMap::new(),
+            stop_timeout_secs: None,
+        };
+        let mut request = c.request_id.clone();
+        let (mut signer, mut key_id) = (key(), "op");
+        match change {
+            1 => signer = other_key(),
+            2 => key_id = "someone",
+            3 => called = called_other,
+            4 => target.id = "e".repeat(64),
+            5 => target.name = "/shop-web-1".into(),
+            6 => request = "req-other".into(),
+            7 => { c.issued_at = issued; c.expires_at = expires; }
+            8 => c.container_name = format!("{}x", c.container_name),
+            _ => {}
+        }
         let verifier = ApprovalVerifier::new(
             &[ApproverConfig { id: "op".into(), public_key: approval::format_public_key(&key().verifying_key()) }],
             Duration::from_secs(3600),
         );
-        let target = ResolvedTarget {
-            id: if same_id { c.container_id.clone() } else { "e".repeat(64) },
-            name: if name_slash { format!("/{}", c.container_name.trim_start_matches('/')) } else { "shop-web-1".into() },
-            labels: BTreeMap::new(),
-            stop_timeout_secs: None,
-        };
-        let request = if same_request { c.request_id.clone() } else { "req-other".to_string() };
         let bytes = c.encode();
-        let signer = if right_key { key() } else { other_key() };
         let sig = approval::sign(&bytes, &signer);
-        let key_id = if signer_known { "op" } else { "someone" };
         let got = verifier.verify(
             Some(ApprovalInput { claims: &bytes, signature: &sig, key_id }),
             called,
@@ -327,14 +347,17 @@ proptest! {
             &request,
             now,
         );
-        let expected = signer_known
-            && right_key
+        let expected = key_id == "op"
+            && signer.verifying_key() == key().verifying_key()
             && c.action == called
             && c.container_id == target.id
             && c.container_name.trim_start_matches('/') == target.name.trim_start_matches('/')
             && c.request_id == request
-            && window_ok(issued, expires, now, 3600);
-        prop_assert_eq!(got.is_ok(), expected, "{:?}", got.err());
+            && window_ok(c.issued_at, c.expires_at, now, 3600);
+        prop_assert_eq!(got.is_ok(), expected, "change {}: {:?}", change, got.err());
+        if change == 0 {
+            prop_assert!(expected, "an unchanged approval is valid");
+        }
     }
 
     /// Policy matching agrees with the oracle; drydock's own containers are

@@ -15,4 +15,5 @@ mod llm_injection;
 mod mcp;
 mod operator_cli;
 mod reference_docs;
+mod ui;
 mod writes_in_doubt;

@@ -33,16 +33,22 @@ def text_of(result) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
+def blocks_of(result) -> list:
+    return [c.text for c in result.content if isinstance(c, TextContent)]
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
 
 
 async def call(session, name, args):
+    """A successful answer: the untrusted-data notice first, then the JSON."""
     result = await session.call_tool(name, args)
-    text = text_of(result)
-    check(not result.is_error, f"{name}({args}) failed: {text}")
-    return json.loads(text)
+    check(not result.is_error, f"{name}({args}) failed: {text_of(result)}")
+    blocks = blocks_of(result)
+    check(len(blocks) == 2 and blocks[0].startswith("UNTRUSTED DATA"), f"{name}: the notice comes first: {blocks[:1]}")
+    return json.loads(blocks[1])
 
 
 async def main(drydock: str, container: str) -> None:
@@ -93,7 +99,15 @@ async def main(drydock: str, container: str) -> None:
             evidence_ids = {e["id"] for e in diagnosis["evidence"]}
             check(cited and set(cited) <= evidence_ids, f"cited {cited} among {evidence_ids}")
             check(diagnosis["plan"] is None, "a diagnosis has no plan")
-            check("untrusted" in diagnosis["notice"], "container text is marked untrusted")
+            check("UNTRUSTED" in diagnosis["notice"], "container text is marked untrusted")
+            # The planted line reaches the assistant as evidence data, under
+            # the notice, and nothing more.
+            planted = os.environ.get("PLANTED", "")
+            every = await call(session, "get_evidence", {"request_id": diagnosis["request_id"]})
+            check(
+                not planted or planted in json.dumps(every),
+                "the planted line is delivered as container text",
+            )
 
             one = await call(
                 session, "get_evidence", {"request_id": diagnosis["request_id"], "evidence_id": cited[0]}
@@ -111,8 +125,8 @@ async def main(drydock: str, container: str) -> None:
             check(len(pending) == 1, f"one pending approval: {proposal['approvals']}")
             approval = pending[0]
             check(
-                approval["command"] == f"drydock approve {approval['approval_id']}",
-                f"the command a person runs: {approval}",
+                approval["for_a_person"].endswith(f"drydock approve {approval['approval_id']}"),
+                f"what a person runs: {approval}",
             )
             check(approval["container_name"].lstrip("/") == container, f"decoded claims: {approval}")
             check("Nothing has been changed" in proposal["what_happens_next"], proposal["what_happens_next"])
@@ -154,7 +168,7 @@ async def main(drydock: str, container: str) -> None:
                     {
                         "request_id": proposal["request_id"],
                         "approval_id": approval["approval_id"],
-                        "command": approval["command"],
+                        "for_a_person": approval["for_a_person"],
                         "evidence_types": sorted({e["type"] for e in diagnosis["evidence"]}),
                     }
                 )

@@ -16,7 +16,7 @@ use super::{AppState, Problem};
 use crate::model::{ContainerSummaryView, Request};
 
 /// Requests looked at for each container's newest one.
-const RECENT_REQUESTS: u32 = 500;
+const RECENT_REQUESTS: u32 = 200;
 
 /// Docker's status text carries the health: `Up 5 minutes (unhealthy)`.
 fn health(status: &str) -> &'static str {
@@ -64,10 +64,17 @@ pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Pr
             format!("the agent cannot list containers through the executor: {e}"),
         )
     })?;
-    let requests = s
-        .engine
-        .store()
-        .list(None, RECENT_REQUESTS)
+    // SQLite and JSON work off the async workers.
+    let engine = s.engine.clone();
+    let requests = tokio::task::spawn_blocking(move || engine.store().list(None, RECENT_REQUESTS))
+        .await
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error",
+                format!("the store read did not finish: {e}"),
+            )
+        })?
         .map_err(crate::engine::EngineError::from)?;
     // Newest first: the first request seen for a container id is its newest.
     let mut newest: HashMap<&str, &Request> = HashMap::new();

@@ -1,0 +1,339 @@
+// drydock console. Everything from the agent, and through it from
+// containers, is untrusted text: it is put in the page with textContent
+// only, never parsed as HTML.
+"use strict";
+
+const KINDS = ["created", "status", "target", "candidates", "evidence", "diagnosis", "plan",
+  "approval_requested", "approval_decided", "approval_expired", "execution", "dependency_ready",
+  "verification", "iteration", "interrupted", "error", "answer", "llm_started", "llm_tool",
+  "llm_retry", "llm_usage", "llm_fallback", "final"];
+const TERMINAL = ["completed", "failed", "needs_clarification", "rejected", "canceled"];
+
+let csrf = "";
+let refreshTimer = null;
+let stream = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "text") node.textContent = String(v);
+    else if (k === "onclick") node.addEventListener("click", v);
+    else if (k === "onchange") node.addEventListener("change", v);
+    else if (k === "onsubmit") node.addEventListener("submit", v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function setStatus(text) {
+  document.getElementById("status").textContent = text || "";
+}
+
+async function api(path, options) {
+  const opts = Object.assign({ credentials: "same-origin", headers: {} }, options || {});
+  if (opts.method && opts.method !== "GET") {
+    opts.headers["X-CSRF-Token"] = csrf;
+    opts.headers["Content-Type"] = "application/json";
+  }
+  const resp = await fetch(path, opts);
+  let body = null;
+  try { body = await resp.json(); } catch (_) { body = null; }
+  if (!resp.ok) {
+    throw new Error((body && body.error) || (resp.status + " " + resp.statusText));
+  }
+  return body;
+}
+
+function post(path, body) {
+  return api(path, { method: "POST", body: JSON.stringify(body || {}) });
+}
+
+function when(unixSeconds, now) {
+  const d = new Date(unixSeconds * 1000);
+  const delta = unixSeconds - (now || Math.floor(Date.now() / 1000));
+  const abs = Math.abs(delta);
+  const unit = abs < 120 ? abs + " s" : abs < 7200 ? Math.round(abs / 60) + " min" : Math.round(abs / 3600) + " h";
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") + " (" + (delta >= 0 ? "in " + unit : unit + " ago") + ")";
+}
+
+function badge(text, kind) {
+  return el("span", { class: "badge " + (kind || text || "none"), text: text || "—" });
+}
+
+function stopLive() {
+  if (refreshTimer) { clearInterval(refreshTimer); refreshTimer = null; }
+  if (stream) { stream.close(); stream = null; }
+}
+
+function show(title, ...content) {
+  const main = document.getElementById("main");
+  main.replaceChildren(el("h1", { text: title }), ...content);
+}
+
+// ---- Containers ----
+
+async function containersView() {
+  const body = el("tbody", { id: "containers" });
+  show("Containers",
+    el("p", { class: "muted", text: "Every container the executor's policy lets drydock see." }),
+    el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Name", "State", "Health", "Status", "Project / service", "Last request"].map(h => el("th", { scope: "col", text: h })))),
+      body)));
+  async function load() {
+    const data = await api("/api/containers");
+    body.replaceChildren(...(data.containers || []).map(c => {
+      const last = c.last_request;
+      return el("tr", { id: "container-" + c.name },
+        el("td", {}, el("strong", { text: c.name }), el("div", { class: "muted small", text: c.image })),
+        el("td", {}, badge(c.state, c.state)),
+        el("td", {}, badge(c.health, c.health)),
+        el("td", { text: c.status }),
+        el("td", { text: [c.project, c.service].filter(Boolean).join(" / ") || "—" }),
+        el("td", {}, last
+          ? el("a", { href: "#/requests/" + last.id, text: (last.class || last.status) + " · " + last.id })
+          : "—"));
+    }));
+    setStatus("updated " + new Date().toLocaleTimeString());
+  }
+  await load();
+  refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 3000);
+}
+
+// ---- Requests ----
+
+async function requestsView(params) {
+  const status = params.get("status") || "";
+  const select = el("select", { id: "status-filter", "aria-label": "Filter by state", onchange: e => {
+    location.hash = "#/requests" + (e.target.value ? "?status=" + e.target.value : "");
+  } }, el("option", { value: "", text: "every state" }),
+  ["waiting_approval", "observing", "diagnosing", "planning", "executing", "verifying", ...TERMINAL]
+    .map(s => el("option", { value: s, text: s, selected: s === status })));
+  const body = el("tbody", { id: "requests" });
+  show("Requests", el("label", {}, "State ", select),
+    el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Request", "State", "Source", "Container", "Cause", "Created"].map(h => el("th", { scope: "col", text: h })))),
+      body)));
+  async function load() {
+    const list = await api("/api/requests?limit=100" + (status ? "&status=" + encodeURIComponent(status) : ""));
+    body.replaceChildren(...list.map(r => {
+      const cause = r.diagnosis && r.diagnosis.causes && r.diagnosis.causes[0];
+      return el("tr", { id: "request-" + r.id },
+        el("td", {}, el("a", { href: "#/requests/" + r.id, text: r.message }), el("div", { class: "muted small", text: r.id })),
+        el("td", {}, badge(r.status, r.status)),
+        el("td", { text: r.source || "ask" }),
+        el("td", { text: (r.target && r.target.container_name) || "—" }),
+        el("td", { text: cause ? cause.class : "—" }),
+        el("td", { text: r.created_at }));
+    }));
+    setStatus("updated " + new Date().toLocaleTimeString());
+  }
+  await load();
+  refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 2000);
+}
+
+function approvalCard(a, now, after) {
+  if (a.error) return el("div", { class: "card bad", text: a.error });
+  const approve = el("button", { class: "primary", id: "approve-" + a.approval_id, onclick: async () => {
+    approve.disabled = true;
+    try {
+      await post("/api/approvals/" + a.approval_id + "/approve", { claims_sha256: a.claims_sha256 });
+      setStatus("approved " + a.approval_id + ": signed with your approver key");
+    } catch (e) { setStatus("not approved: " + e.message); approve.disabled = false; }
+    if (after) after();
+  } }, "Approve (sign)");
+  const reject = el("button", { id: "reject-" + a.approval_id, onclick: async () => {
+    try { await post("/api/approvals/" + a.approval_id + "/reject"); setStatus("rejected " + a.approval_id); }
+    catch (e) { setStatus("not rejected: " + e.message); }
+    if (after) after();
+  } }, "Reject");
+  return el("div", { class: "card approval", id: "approval-" + a.approval_id },
+    el("h3", {}, a.action + " ", el("strong", { text: a.container_name })),
+    el("dl", {},
+      el("dt", { text: "Action" }), el("dd", { text: a.action }),
+      el("dt", { text: "Container" }), el("dd", { text: a.container_name }),
+      el("dt", { text: "Container id" }), el("dd", { class: "mono", text: a.container_id }),
+      el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
+      el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),
+      el("dt", { text: "Approval" }), el("dd", { class: "mono", text: a.approval_id })),
+    el("p", { class: "muted small", text: "Decoded by drydock on this machine from the exact bytes you sign." }),
+    el("div", { class: "actions" }, approve, reject));
+}
+
+function evidenceItem(e) {
+  return el("details", { id: "ev-" + e.id, class: "evidence" },
+    el("summary", {}, el("span", { class: "mono", text: e.id }), " " + e.type + " · " + e.source),
+    el("pre", { text: JSON.stringify(e.data, null, 2) }));
+}
+
+function renderRequest(r, approvals, now) {
+  const parts = [];
+  parts.push(el("p", {}, badge(r.status, r.status), " ", el("span", { text: r.message }),
+    el("span", { class: "muted small", text: " · " + r.id + " · " + (r.source || "ask") })));
+  if (r.target) parts.push(el("p", { text: "Target: " + r.target.container_name + " (" + r.target.container_id.slice(0, 12) + ")" }));
+  if (r.diagnosis) {
+    parts.push(el("h2", { text: "Diagnosis" }), el("p", { text: r.diagnosis.summary }));
+    parts.push(el("ul", { id: "causes" }, r.diagnosis.causes.map(c => el("li", {},
+      badge(c.class, "cause"), " " + Math.round(c.confidence * 100) + "% ", el("span", { text: c.reason }), " ",
+      c.evidence_ids.map(id => el("a", { href: "#/requests/" + r.id + "/ev/" + id, class: "cite", text: id }))))));
+  }
+  if (r.plan) {
+    parts.push(el("h2", { text: "Plan" }));
+    parts.push(el("ol", { id: "plan" }, r.plan.steps.map(s => el("li", {},
+      el("strong", { text: s.action }), " " + s.target.container_name + " — ", el("span", { text: s.reason || "" })))));
+    if (r.plan.advice && r.plan.advice.length) {
+      parts.push(el("h3", { text: "Advice" }), el("ul", {}, r.plan.advice.map(a => el("li", { text: a }))));
+    }
+  }
+  const mine = approvals.filter(a => a.request_id === r.id);
+  if (mine.length) parts.push(el("h2", { text: "Waiting for your approval" }), ...mine.map(a => approvalCard(a, now)));
+  if (r.outcome) parts.push(el("h2", { text: "Outcome" }), el("p", { id: "outcome", text: r.outcome }));
+  parts.push(el("h2", { text: "Evidence" }), el("div", { id: "evidence" }, (r.evidence || []).map(evidenceItem)));
+  return parts;
+}
+
+async function requestView(id, evidenceId) {
+  const timeline = el("ol", { id: "timeline", class: "timeline" });
+  const details = el("div", { id: "request-body" });
+  show("Request", el("div", { class: "columns" },
+    el("section", { "aria-label": "Request" }, details),
+    el("section", { "aria-label": "Timeline" }, el("h2", { text: "Timeline (live)" }), timeline)));
+  let pending = false;
+  async function load() {
+    if (pending) return;
+    pending = true;
+    try {
+      const [r, a] = await Promise.all([api("/api/requests/" + id), api("/api/approvals")]);
+      details.replaceChildren(...renderRequest(r, a.approvals || [], a.now));
+      document.getElementById("main").querySelector("h1").textContent = "Request · " + r.status;
+      if (evidenceId) {
+        const target = document.getElementById("ev-" + evidenceId);
+        if (target) { target.open = true; target.scrollIntoView(); }
+        evidenceId = null;
+      }
+    } finally { pending = false; }
+  }
+  await load();
+  stream = new EventSource("/api/requests/" + id + "/events");
+  const onEvent = ev => {
+    let e = null;
+    try { e = JSON.parse(ev.data); } catch (_) { return; }
+    const summary = e.data && (e.data.summary || e.data.message || e.data.status || e.data.outcome);
+    timeline.append(el("li", { class: "event " + e.kind },
+      el("span", { class: "muted small", text: e.ts }), " ", el("strong", { text: e.kind }),
+      summary ? el("span", { text: " " + summary }) : null));
+    load().catch(err => setStatus(err.message));
+    if (e.kind === "final") { stream.close(); }
+  };
+  KINDS.forEach(k => stream.addEventListener(k, onEvent));
+}
+
+// ---- Approvals ----
+
+async function approvalsView() {
+  const list = el("div", { id: "approvals" });
+  show("Approvals", el("p", { class: "muted", text: "Each change waits for your signature. What you approve is decoded here, by drydock on your machine." }), list);
+  async function load() {
+    const a = await api("/api/approvals");
+    const items = a.approvals || [];
+    list.replaceChildren(...(items.length ? items.map(x => approvalCard(x, a.now, load)) : [el("p", { text: "No pending approvals." })]));
+  }
+  await load();
+  refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 3000);
+}
+
+// ---- Grants ----
+
+function splitList(text) {
+  return text.split(",").map(s => s.trim()).filter(Boolean);
+}
+
+async function grantsView() {
+  const list = el("div", { id: "grants" });
+  const preview = el("div", { id: "grant-preview" });
+  const form = el("form", { id: "grant-form", onsubmit: async ev => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    try {
+      const p = await post("/api/grants/preview", {
+        actions: f.getAll("actions"), projects: splitList(f.get("projects") || ""),
+        names: splitList(f.get("names") || ""), classes: splitList(f.get("classes") || ""),
+        max: f.get("max"), expires: f.get("expires"),
+      });
+      const confirm = el("button", { class: "primary", id: "grant-sign", type: "button", onclick: async () => {
+        try { const g = await post("/api/grants", { preview: p.preview }); setStatus("signed " + g.grant_id); preview.replaceChildren(); load(); }
+        catch (e) { setStatus("not signed: " + e.message); }
+      } }, "Sign this grant");
+      preview.replaceChildren(el("div", { class: "card" }, el("pre", { text: p.described }),
+        ...(p.notes || []).map(n => el("p", { class: "muted", text: n })), confirm));
+    } catch (e) { preview.replaceChildren(el("p", { class: "bad", text: e.message })); }
+  } },
+  el("fieldset", {}, el("legend", { text: "Actions" }),
+    el("label", {}, el("input", { type: "checkbox", name: "actions", value: "restart", checked: true }), " restart"),
+    el("label", {}, el("input", { type: "checkbox", name: "actions", value: "start" }), " start")),
+  el("label", {}, "Compose projects (comma-separated) ", el("input", { name: "projects" })),
+  el("label", {}, "Container name globs ", el("input", { name: "names", placeholder: "shop-web-*" })),
+  el("label", {}, "Fault classes (empty: any) ", el("input", { name: "classes", placeholder: "unhealthy" })),
+  el("label", {}, "At most ", el("input", { name: "max", value: "2/1h", required: true })),
+  el("label", {}, "Expires in ", el("input", { name: "expires", value: "7d", required: true })),
+  el("button", { type: "submit" }, "Show the grant"));
+  show("Automation grants", list, el("h2", { text: "New grant" }), form, preview);
+  async function load() {
+    const g = await api("/api/grants");
+    const rows = g.grants || [];
+    list.replaceChildren(...(rows.length ? rows.map(row => el("div", { class: "card" },
+      badge(row.status, row.status), el("pre", { text: row.described }),
+      row.status === "active" ? el("button", { onclick: async () => {
+        try { const r = await post("/api/grants/" + row.grant.id + "/revoke"); setStatus(r.note || "revoked"); load(); }
+        catch (e) { setStatus("not revoked: " + e.message); }
+      } }, "Revoke") : null)) : [el("p", { text: "No grants." })]),
+    g.executor_automation_enabled === false ? el("p", { class: "muted", text: "The executor has automation off: no grant authorises anything." }) : "");
+  }
+  await load();
+}
+
+// ---- Routing ----
+
+async function route() {
+  stopLive();
+  const hash = location.hash || "#/";
+  const [path, query] = hash.slice(1).split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean);
+  for (const a of document.querySelectorAll("nav a")) a.removeAttribute("aria-current");
+  try {
+    if (parts.length === 0) { document.getElementById("nav-containers").setAttribute("aria-current", "page"); await containersView(); }
+    else if (parts[0] === "requests" && parts.length === 1) { document.getElementById("nav-requests").setAttribute("aria-current", "page"); await requestsView(params); }
+    else if (parts[0] === "requests") { await requestView(parts[1], parts[2] === "ev" ? parts[3] : null); }
+    else if (parts[0] === "approvals") { document.getElementById("nav-approvals").setAttribute("aria-current", "page"); await approvalsView(); }
+    else if (parts[0] === "grants") { document.getElementById("nav-grants").setAttribute("aria-current", "page"); await grantsView(); }
+    else show("Not found", el("p", { text: "No such view." }));
+  } catch (e) {
+    show("Error", el("p", { class: "bad", text: e.message }));
+  }
+}
+
+async function countApprovals() {
+  try {
+    const a = await api("/api/approvals");
+    const n = (a.approvals || []).length;
+    const count = document.getElementById("approval-count");
+    count.hidden = n === 0;
+    count.textContent = String(n);
+  } catch (_) { /* shown by the views */ }
+}
+
+async function start() {
+  const s = await api("/api/session");
+  csrf = s.csrf;
+  window.addEventListener("hashchange", route);
+  await route();
+  countApprovals();
+  setInterval(countApprovals, 3000);
+}
+
+start().catch(e => setStatus(e.message));

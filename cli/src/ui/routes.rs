@@ -1,0 +1,360 @@
+//! The console's pages and JSON API. Reads are the agent's answers passed
+//! through; approvals are decoded here; approving and creating a grant sign
+//! here, over exactly the bytes the page showed.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+
+use super::{Shared, SESSION_COOKIE};
+use crate::ask::{self, unix_now};
+use crate::grant;
+
+const INDEX: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/login", get(login))
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
+        )
+        .route(
+            "/assets/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/assets/app.css",
+            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        )
+        .route("/api/session", get(session))
+        .route("/api/containers", get(containers))
+        .route("/api/requests", get(requests))
+        .route("/api/requests/{id}", get(request))
+        .route("/api/requests/{id}/events", get(events))
+        .route("/api/approvals", get(approvals))
+        .route("/api/approvals/{id}/approve", post(approve))
+        .route("/api/approvals/{id}/reject", post(reject))
+        .route("/api/grants", get(grants).post(grant_confirm))
+        .route("/api/grants/preview", post(grant_preview))
+        .route("/api/grants/{id}/revoke", post(grant_revoke))
+        .with_state(state)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// An error for the page: a status and a sentence.
+struct UiError(StatusCode, String);
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<anyhow::Error> for UiError {
+    fn from(e: anyhow::Error) -> UiError {
+        UiError(StatusCode::BAD_GATEWAY, format!("{e:#}"))
+    }
+}
+
+fn bad(message: impl Into<String>) -> UiError {
+    UiError(StatusCode::BAD_REQUEST, message.into())
+}
+
+/// Ids go into the agent's paths: plain characters only.
+fn plain_id(id: &str) -> Result<&str, UiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+    if ok {
+        Ok(id)
+    } else {
+        Err(bad("not an id"))
+    }
+}
+
+#[derive(Deserialize)]
+struct LoginQuery {
+    token: Option<String>,
+}
+
+async fn login(State(s): State<Shared>, Query(q): Query<LoginQuery>) -> Response {
+    match q.token.as_deref().and_then(|t| s.redeem(t)) {
+        Some((sid, _)) => {
+            let cookie = format!("{SESSION_COOKIE}={sid}; HttpOnly; SameSite=Strict; Path=/");
+            ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+        }
+        None => (
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "this login link is wrong or was already used: run `drydock ui` again for a new one",
+        )
+            .into_response(),
+    }
+}
+
+async fn session(State(s): State<Shared>, headers: HeaderMap) -> Result<Json<Value>, UiError> {
+    let csrf = s
+        .csrf_of(&headers)
+        .ok_or_else(|| UiError(StatusCode::UNAUTHORIZED, "no session".into()))?;
+    Ok(Json(json!({
+        "csrf": csrf,
+        "approver_id": s.cfg.approver.id,
+        "agent_url": s.cfg.agent_url,
+        "now": unix_now(),
+    })))
+}
+
+async fn containers(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    Ok(Json(s.agent.get("/api/v1/containers").await?))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn requests(
+    State(s): State<Shared>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, UiError> {
+    let mut path = format!(
+        "/api/v1/requests?limit={}",
+        q.limit.unwrap_or(50).clamp(1, 500)
+    );
+    if let Some(status) = q.status.filter(|st| !st.is_empty()) {
+        if !status.chars().all(|c| c.is_ascii_lowercase() || c == '_') || status.len() > 32 {
+            return Err(bad("unknown status"));
+        }
+        path.push_str(&format!("&status={status}"));
+    }
+    Ok(Json(s.agent.get(&path).await?))
+}
+
+async fn request(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, UiError> {
+    let id = plain_id(&id)?;
+    Ok(Json(s.agent.get(&format!("/api/v1/requests/{id}")).await?))
+}
+
+/// The agent's SSE, passed through; the browser's `Last-Event-ID` resumes it.
+async fn events(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, UiError> {
+    let id = plain_id(&id)?;
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() <= 20 && v.chars().all(|c| c.is_ascii_digit()));
+    let upstream = s.agent.event_stream(id, last).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(upstream.bytes_stream()),
+    )
+        .into_response())
+}
+
+fn claims_digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Each pending approval, decoded by this process from the claims a person
+/// would sign (never from the agent's prose).
+async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    let now = unix_now();
+    let pending = s.agent.get("/api/v1/approvals").await?;
+    let out: Vec<Value> = pending
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let approval = p.get("approval").cloned().unwrap_or(Value::Null);
+            match ask::decode_claims(&approval, None) {
+                Ok((c, bytes)) => json!({
+                    "approval_id": c.approval_id,
+                    "request_id": c.request_id,
+                    "action": c.action.as_str(),
+                    "container_name": c.container_name.trim_start_matches('/'),
+                    "container_id": c.container_id,
+                    "issued_at": c.issued_at,
+                    "expires_at": c.expires_at,
+                    "expires": ask::describe_time(c.expires_at, now),
+                    "message": p.get("message"),
+                    "claims_sha256": claims_digest(&bytes),
+                }),
+                Err(e) => json!({"error": format!("undecodable approval: {e:#}")}),
+            }
+        })
+        .collect();
+    Ok(Json(json!({"approvals": out, "now": now})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    /// sha256 of the claims the page showed.
+    claims_sha256: String,
+}
+
+async fn approve(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Json(body): Json<ApproveBody>,
+) -> Result<Json<Value>, UiError> {
+    let id = plain_id(&id)?;
+    let pending = s.agent.get("/api/v1/approvals").await?;
+    let approval = pending
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("approval"))
+        .find(|a| a.get("id").and_then(Value::as_str) == Some(id))
+        .cloned()
+        .ok_or_else(|| UiError(StatusCode::NOT_FOUND, format!("no pending approval {id}")))?;
+    let (claims, bytes) = ask::decode_claims(&approval, None)?;
+    if claims_digest(&bytes) != body.claims_sha256 {
+        return Err(UiError(
+            StatusCode::CONFLICT,
+            "the approval changed since the page showed it: reload and read it again".into(),
+        ));
+    }
+    ask::sign_and_approve(&s.agent, &s.cfg, &claims, &bytes).await?;
+    Ok(Json(
+        json!({"approved": id, "request_id": claims.request_id}),
+    ))
+}
+
+async fn reject(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, UiError> {
+    let id = plain_id(&id)?;
+    s.agent
+        .post(&format!("/api/v1/approvals/{id}/reject"), json!({}))
+        .await?;
+    Ok(Json(json!({"rejected": id})))
+}
+
+async fn grants(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    let mut answer = s.agent.get("/api/v1/grants").await?;
+    let now = unix_now();
+    if let Some(rows) = answer.get_mut("grants").and_then(Value::as_array_mut) {
+        for row in rows {
+            let described = serde_json::from_value::<drydock_proto::grant::GrantClaims>(
+                row["grant"]["claims"].clone(),
+            )
+            .map(|c| grant::describe(&c, now))
+            .unwrap_or_else(|_| "(undecodable grant)".into());
+            row["described"] = json!(described);
+        }
+    }
+    Ok(Json(answer))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantForm {
+    actions: Vec<String>,
+    #[serde(default)]
+    projects: Vec<String>,
+    #[serde(default)]
+    names: Vec<String>,
+    #[serde(default)]
+    classes: Vec<String>,
+    max: String,
+    expires: String,
+}
+
+/// Build the grant as `drydock grant create` would, keep it, and show it
+/// in words; nothing is signed yet.
+async fn grant_preview(
+    State(s): State<Shared>,
+    Json(f): Json<GrantForm>,
+) -> Result<Json<Value>, UiError> {
+    let args = grant::CreateArgs {
+        actions: f.actions,
+        projects: f.projects,
+        names: f.names,
+        labels: vec![],
+        classes: f.classes,
+        max: f.max,
+        max_total: None,
+        expires: f.expires,
+        yes: true,
+    };
+    let now = unix_now();
+    let claims = grant::checked(&s.agent, &args, now)
+        .await
+        .map_err(|e| bad(format!("{e:#}")))?;
+    let described = grant::describe(&claims.0, now);
+    let preview = claims.0.grant_id.clone();
+    if let Ok(mut previews) = s.grant_previews.lock() {
+        previews.insert(preview.clone(), claims.0);
+    }
+    Ok(Json(
+        json!({"preview": preview, "described": described, "notes": claims.1}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantConfirm {
+    preview: String,
+}
+
+async fn grant_confirm(
+    State(s): State<Shared>,
+    Json(c): Json<GrantConfirm>,
+) -> Result<Json<Value>, UiError> {
+    let claims = s
+        .grant_previews
+        .lock()
+        .ok()
+        .and_then(|mut p| p.remove(&c.preview))
+        .ok_or_else(|| bad("no such grant preview: fill the form again"))?;
+    grant::sign_and_store(&s.agent, &s.cfg, &claims).await?;
+    Ok(Json(json!({"grant_id": claims.grant_id})))
+}
+
+async fn grant_revoke(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, UiError> {
+    let id = plain_id(&id)?;
+    let note = grant::revoke_quietly(&s.home, &s.agent, id).await?;
+    Ok(Json(json!({"revoked": id, "note": note})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_in_agent_paths_are_plain() {
+        assert!(plain_id("apr-0123").is_ok());
+        for bad in ["", "../x", "a/b", "a?b", "a b", "%2e%2e"] {
+            assert!(plain_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_digest_binds_the_exact_bytes() {
+        assert_eq!(claims_digest(b"{}").len(), 64);
+        assert_ne!(claims_digest(b"{}"), claims_digest(b"{ }"));
+    }
+}
