@@ -114,7 +114,7 @@ pub async fn checks(home: &Home) -> Vec<Check> {
             "layout",
             Verdict::Ok,
             format!(
-                "{:?} (cli.yaml): the daemons run apart; the executor is checked through the agent",
+                "{:?} (cli.yaml): the daemons run apart, so the key modes and certificates above are this home's copies (re-stage after `init --force`); the deployed executor is checked through the agent",
                 cfg.layout
             )
             .to_lowercase(),

@@ -178,6 +178,45 @@ impl Browser {
         .await;
     }
 
+    /// Chrome DevTools through chromedriver: emulate the system's dark
+    /// colour scheme.
+    async fn dark(&self, on: bool) {
+        let features =
+            json!([{"name": "prefers-color-scheme", "value": if on { "dark" } else { "light" }}]);
+        self.cmd(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": features}})),
+        )
+        .await;
+    }
+
+    async fn fill(&self, css: &str, text: &str) {
+        let id = self.find(css).await.unwrap_or_else(|| panic!("no {css}"));
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/clear"),
+            Some(json!({})),
+        )
+        .await;
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
+    async fn click(&self, css: &str) {
+        let id = self.find(css).await.unwrap_or_else(|| panic!("no {css}"));
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
     async fn cookie(&self, name: &str) -> Option<String> {
         let v = self
             .cmd(reqwest::Method::GET, &format!("/cookie/{name}"), None)
@@ -493,6 +532,39 @@ async fn the_console_approves_from_the_browser_and_refuses_without_its_token() {
         .await;
     assert_eq!(c.health(), "healthy", "Docker reports it healthy");
     browser.screenshot("ui-completed.png").await;
+
+    // Dark mode follows the system's colour scheme.
+    browser.dark(true).await;
+    let background = browser
+        .run("return getComputedStyle(document.body).backgroundColor")
+        .await;
+    assert_eq!(background, "rgb(15, 18, 22)", "dark background");
+    browser.screenshot("ui-dark.png").await;
+    browser.dark(false).await;
+
+    // A grant: built and shown in words here, signed only on confirmation.
+    browser.goto(&format!("{}/#/grants", console.origin)).await;
+    browser
+        .wait_for("h1", "grants", Duration::from_secs(10))
+        .await;
+    browser.fill("input[name=names]", &c.name).await;
+    browser.fill("input[name=classes]", "unhealthy").await;
+    browser.click("#grant-form button[type=submit]").await;
+    browser
+        .wait_for("#grant-preview", "restart", Duration::from_secs(10))
+        .await;
+    browser.click("#grant-sign").await;
+    browser
+        .wait_for("#grants", "active", Duration::from_secs(10))
+        .await;
+    let grants = dd.cli(&["grant", "list", "--json"]);
+    let listed: Value = serde_json::from_slice(&grants.stdout).expect("grant list --json");
+    assert_eq!(
+        listed["grants"][0]["grant"]["claims"]["scope"]["names"][0],
+        c.name.as_str(),
+        "the grant the console signed is the one shown: {listed:#}"
+    );
+
     browser.window(390, 844).await;
     browser
         .goto(&format!("{}/#/requests", console.origin))
