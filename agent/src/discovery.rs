@@ -1,7 +1,12 @@
 //! Target discovery: the user says "backend", the container is
 //! `shop-prod-backend-1`. Candidates are ranked by compose service label,
-//! exact and segment name matches, fuzzy name, and image; a tie between
-//! different containers is a question for the user, not a guess.
+//! exact and segment name matches, the role a container plays ("the
+//! database" is whatever runs postgres, mysql, mongo…), plurals and joined
+//! words ("order service" → `shop-orders-1`), substrings, image, and typos
+//! (one or two edits away). A tie between different containers is a
+//! question for the user, not a guess, unless exactly one of them is broken:
+//! that is the one people mean. Words in other scripts ("backend 挂了") are
+//! separators, so the names among them still count.
 
 use crate::model::{Candidate, ContainerSummaryView, COMPOSE_SERVICE_LABEL};
 
@@ -59,6 +64,70 @@ const STOPWORDS: &[&str] = &[
     "up",
 ];
 
+/// Role words people use, and what containers playing that role run
+/// (image or compose service names).
+const ROLES: &[(&[&str], &[&str])] = &[
+    (
+        &["database", "databases", "db", "sql", "datastore"],
+        &[
+            "postgres",
+            "postgresql",
+            "mysql",
+            "mariadb",
+            "mongo",
+            "mongodb",
+            "cockroach",
+            "timescaledb",
+            "percona",
+            "mssql",
+            "oracle",
+        ],
+    ),
+    (
+        &["cache", "caches", "kv"],
+        &["redis", "memcached", "valkey", "keydb", "dragonfly"],
+    ),
+    (
+        &["queue", "queues", "broker", "mq", "messaging", "bus"],
+        &[
+            "rabbitmq",
+            "kafka",
+            "nats",
+            "activemq",
+            "redpanda",
+            "pulsar",
+            "mosquitto",
+        ],
+    ),
+    (
+        &[
+            "proxy",
+            "gateway",
+            "ingress",
+            "lb",
+            "balancer",
+            "loadbalancer",
+            "router",
+        ],
+        &["nginx", "traefik", "haproxy", "caddy", "envoy"],
+    ),
+    (
+        &["webserver", "web-server", "httpd"],
+        &["nginx", "httpd", "apache", "caddy", "lighttpd"],
+    ),
+    (
+        &["search", "index"],
+        &[
+            "elasticsearch",
+            "opensearch",
+            "meilisearch",
+            "solr",
+            "typesense",
+        ],
+    ),
+    (&["storage", "s3", "objectstore"], &["minio", "seaweedfs"]),
+];
+
 /// The outcome of discovery.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Discovery {
@@ -81,15 +150,83 @@ fn candidate(c: &ContainerSummaryView, score: u32, why: impl Into<String>) -> Ca
     }
 }
 
+/// The words of a message that can name a container, and each adjacent
+/// pair joined (`web server` → `web-server`, `webserver`). Anything that is
+/// not ASCII letters, digits, `-`, `_` or `.` separates words.
 fn words(message: &str) -> Vec<String> {
-    message
+    let plain: Vec<String> = message
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
         .map(|w| {
             w.trim_matches(|c: char| c == '.' || c == '-')
                 .to_ascii_lowercase()
         })
-        .filter(|w| w.len() >= 2 && !STOPWORDS.contains(&w.as_str()))
-        .collect()
+        .filter(|w| w.len() >= 2)
+        .collect();
+    let mut out: Vec<String> = plain
+        .iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .cloned()
+        .collect();
+    for pair in plain.windows(2) {
+        if pair.iter().all(|w| w.len() >= 2)
+            && pair.iter().any(|w| !STOPWORDS.contains(&w.as_str()))
+        {
+            out.push(format!("{}-{}", pair[0], pair[1]));
+            out.push(format!("{}{}", pair[0], pair[1]));
+        }
+    }
+    out
+}
+
+/// Damerau-Levenshtein distance (adjacent transpositions), for typos.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// Edits a word of this length may be away from a name and still be a typo.
+fn typo_budget(len: usize) -> usize {
+    match len {
+        0..=3 => 0,
+        4..=6 => 1,
+        _ => 2,
+    }
+}
+
+/// The image's base name: `docker.io/library/postgres:16` → `postgres`.
+fn image_base(image: &str) -> String {
+    let image = image.to_ascii_lowercase();
+    image
+        .rsplit('/')
+        .next()
+        .unwrap_or(&image)
+        .split(['@', ':'])
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Is the container broken as `docker ps` shows it?
+fn is_broken(c: &ContainerSummaryView) -> bool {
+    c.state != "running" || c.status.contains("(unhealthy)")
 }
 
 /// Score one container against one word of the request.
@@ -111,14 +248,29 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     if name.split(['-', '_', '.']).any(|seg| seg == word) {
         return Some((80, format!("name `{}` contains `{word}`", c.name)));
     }
-    let image = c.image.to_ascii_lowercase();
-    let image_base = image
-        .rsplit('/')
-        .next()
-        .unwrap_or(&image)
-        .split(':')
-        .next()
-        .unwrap_or("");
+    let segments: Vec<&str> = name.split(['-', '_', '.']).collect();
+    let plural = |a: &str, b: &str| a.len() >= 3 && (format!("{a}s") == b || format!("{b}s") == a);
+    if segments.iter().any(|seg| plural(seg, word))
+        || service.as_deref().is_some_and(|s| plural(s, word))
+    {
+        return Some((
+            75,
+            format!("name `{}` has `{word}` (singular or plural)", c.name),
+        ));
+    }
+    let image_base = image_base(&c.image);
+    if let Some((_, runs)) = ROLES.iter().find(|(said, _)| said.contains(&word)) {
+        let plays = |what: &str| {
+            runs.iter()
+                .any(|r| what == *r || what.starts_with(&format!("{r}-")))
+        };
+        if plays(&image_base)
+            || service.as_deref().is_some_and(plays)
+            || segments.iter().any(|s| plays(s))
+        {
+            return Some((70, format!("the {word}: it runs `{}`", c.image)));
+        }
+    }
     if image_base == word {
         return Some((60, format!("image `{}`", c.image)));
     }
@@ -127,6 +279,19 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     }
     if word.len() >= 4 && service.as_deref().is_some_and(|s| s.contains(word)) {
         return Some((45, format!("compose service contains `{word}`")));
+    }
+    let budget = typo_budget(word.len());
+    if budget > 0 {
+        let close = segments
+            .iter()
+            .copied()
+            .chain(service.as_deref())
+            .chain(std::iter::once(name.as_str()))
+            .filter(|s| s.len() >= 4)
+            .find(|s| edits(s, word) <= budget);
+        if let Some(close) = close {
+            return Some((40, format!("`{word}` looks like a typo of `{close}`")));
+        }
     }
     None
 }
@@ -161,7 +326,30 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
         [first, second, ..] if first.score > second.score => Discovery::Found(first.clone()),
         _ => {
             let top = ranked[0].score;
-            Discovery::Ambiguous(ranked.into_iter().filter(|c| c.score == top).collect())
+            let tied: Vec<Candidate> = ranked.into_iter().filter(|c| c.score == top).collect();
+            // Several fit equally: if exactly one of them is broken, that is
+            // the one the person means.
+            let broken: Vec<&Candidate> = tied
+                .iter()
+                .filter(|t| {
+                    containers
+                        .iter()
+                        .find(|c| c.id == t.container_id)
+                        .is_some_and(is_broken)
+                })
+                .collect();
+            match broken.as_slice() {
+                [only] => {
+                    let mut found = (*only).clone();
+                    found.why = format!(
+                        "{}; the only one of {} that is broken",
+                        found.why,
+                        tied.len()
+                    );
+                    Discovery::Found(found)
+                }
+                _ => Discovery::Ambiguous(tied),
+            }
         }
     }
 }
@@ -240,5 +428,81 @@ mod tests {
             matches!(exact("cache", &fleet), Discovery::Found(c) if c.container_name == "cache")
         );
         assert!(matches!(exact("nope", &fleet), Discovery::NoMatch(_)));
+    }
+
+    fn broken(mut c: ContainerSummaryView, id: char) -> ContainerSummaryView {
+        c.state = "exited".into();
+        c.id = id.to_string().repeat(64);
+        c
+    }
+
+    #[test]
+    fn roles_typos_joined_words_and_other_languages() {
+        let fleet = vec![
+            c("shop-orders-1", Some("orders"), "shop/orders:3"),
+            c("shop-db-1", Some("db"), "docker.io/library/postgres:16"),
+            c("shop-redis-1", Some("redis"), "redis:7"),
+            c("shop-mq-1", Some("mq"), "rabbitmq:3-management"),
+            c("edge", None, "traefik:v3"),
+            c("shop-payments-1", Some("payments"), "shop/payments:1"),
+            c("shop-search-1", None, "elasticsearch:8"),
+        ];
+        let found = |msg: &str| match discover(msg, &fleet) {
+            Discovery::Found(c) => c.container_name,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(found("the database is down"), "shop-db-1");
+        assert_eq!(found("cache is slow"), "shop-redis-1");
+        assert_eq!(found("the queue is not consuming"), "shop-mq-1");
+        assert_eq!(found("the proxy returns 502"), "edge");
+        assert_eq!(found("order service is down"), "shop-orders-1");
+        assert_eq!(found("paymnets keeps failing"), "shop-payments-1");
+        assert_eq!(found("ordres are stuck"), "shop-orders-1");
+        assert_eq!(found("payments 挂了"), "shop-payments-1");
+        assert_eq!(
+            found("la base de datos (database) no responde"),
+            "shop-db-1"
+        );
+        assert_eq!(found("search is broken"), "shop-search-1");
+        // Short words are never typos of something else.
+        assert!(matches!(
+            discover("db2 is down", &fleet),
+            Discovery::NoMatch(_)
+        ));
+    }
+
+    #[test]
+    fn among_equals_the_broken_one_is_meant() {
+        let primary = c("pg-primary", None, "postgres:16");
+        let replica = broken(c("pg-replica", None, "postgres:16"), 'b');
+        let fleet = vec![primary.clone(), replica];
+        match discover("the database is down", &fleet) {
+            Discovery::Found(c) => {
+                assert_eq!(c.container_name, "pg-replica");
+                assert!(c.why.contains("only one"), "{}", c.why);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Both broken, or none: still a question.
+        let both = vec![
+            broken(primary.clone(), 'a'),
+            broken(c("pg-replica", None, "postgres:16"), 'b'),
+        ];
+        assert!(
+            matches!(discover("the database is down", &both), Discovery::Ambiguous(v) if v.len() == 2)
+        );
+        let none = vec![primary, c("pg-replica", None, "postgres:16")];
+        assert!(matches!(
+            discover("the database is down", &none),
+            Discovery::Ambiguous(_)
+        ));
+    }
+
+    #[test]
+    fn edits_count_transpositions_once() {
+        assert_eq!(edits("orders", "ordres"), 1);
+        assert_eq!(edits("payments", "paymnets"), 1);
+        assert_eq!(edits("backend", "backend"), 0);
+        assert_eq!(edits("api", "web"), 3);
     }
 }

@@ -6,6 +6,7 @@ mod architecture;
 mod automation;
 mod closed_loop;
 mod deploy;
+mod discovery;
 mod executor_behaviour;
 mod executor_boundary;
 mod executor_load;
