@@ -435,7 +435,12 @@ async fn env_values_are_all_withheld_but_the_allowed_under_redact_env_all() {
     // A bad allow-list entry is refused at start, naming the key.
     let bad = dd.home.path("executor-bad.yaml");
     let yaml = std::fs::read_to_string(dd.home.executor_config()).expect("config");
-    std::fs::write(&bad, format!("{yaml}redact:\n  env_allow: [\"A B\"]\n")).expect("write");
+    assert!(yaml.contains("redact:\n  env: secret-looking\n"), "{yaml}");
+    let yaml = yaml.replace(
+        "redact:\n  env: secret-looking\n",
+        "redact:\n  env_allow: [\"A B\"]\n",
+    );
+    std::fs::write(&bad, yaml).expect("write");
     let out = std::process::Command::new(bin("drydock-executor"))
         .args(["check-config", "--config"])
         .arg(&bad)

@@ -1,6 +1,7 @@
 //! `GET /api/v1/containers`: the containers the executor lets the agent
 //! see, at a glance (state, health, compose project and service), each with
-//! the newest request about it and the cause that request named. For the
+//! the newest request about it, the cause that request named and the
+//! restart count its inspect saw. For the
 //! operator's views (MCP, console); the agent itself reads containers per
 //! request, as evidence.
 
@@ -42,8 +43,22 @@ fn last_request(req: &Request) -> Value {
     })
 }
 
+/// Docker's list has no restart count: the newest inspect drydock made of
+/// the container says it, with when.
+fn restarts(newest: Option<&Request>) -> Value {
+    newest
+        .and_then(|r| r.evidence.iter().rev().find(|e| e.kind == "inspect"))
+        .and_then(|e| {
+            e.data
+                .get("restart_count")
+                .map(|n| json!({"count": n, "as_of": e.timestamp}))
+        })
+        .unwrap_or(Value::Null)
+}
+
 fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> Value {
     json!({
+        "restarts": restarts(newest),
         "id": c.id,
         "name": c.name.trim_start_matches('/'),
         "image": c.image,

@@ -82,7 +82,7 @@ async function containersView() {
   show("Containers",
     el("p", { class: "muted", text: "Every container the executor's policy lets drydock see." }),
     el("div", { class: "scroll" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["Name", "State", "Health", "Status", "Project / service", "Last request"].map(h => el("th", { scope: "col", text: h })))),
+      el("thead", {}, el("tr", {}, ["Name", "State", "Health", "Restarts", "Project / service", "Last request"].map(h => el("th", { scope: "col", text: h })))),
       body)));
   async function load() {
     const data = await api("/api/containers");
@@ -91,8 +91,10 @@ async function containersView() {
       return el("tr", { id: "container-" + c.name },
         el("td", {}, el("strong", { text: c.name }), el("div", { class: "muted small", text: c.image })),
         el("td", {}, badge(c.state, c.state)),
-        el("td", {}, badge(c.health, c.health)),
-        el("td", { text: c.status }),
+        el("td", {}, badge(c.health, c.health), el("div", { class: "muted small", text: c.status })),
+        el("td", c.restarts
+          ? { text: c.restarts.count, title: "as of " + c.restarts.as_of + " (the newest inspect drydock made)" }
+          : { text: "—", title: "not inspected by drydock yet" }),
         el("td", { text: [c.project, c.service].filter(Boolean).join(" / ") || "—" }),
         el("td", {}, last
           ? el("a", { href: "#/requests/" + last.id, text: (last.class || last.status) + " · " + last.id })
