@@ -119,6 +119,25 @@ const LOG_RULES: &[LogRule] = &[
         pattern: r#"\[emerg\] open\(\) "(?P<detail>[^"]+)" failed \(2: No such file or directory\)|Unable to access jarfile (?P<detail2>\S+)"#,
         what: "a file the program needs is missing",
     },
+    // A file read at start is missing: Node's ENOENT, Python's
+    // FileNotFoundError, Go's os.Open error.
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"ENOENT: no such file or directory, (?:open|stat|scandir|lstat) '(?P<detail>[^']+)'|FileNotFoundError: \[Errno 2\] No such file or directory: '(?P<detail2>[^']+)'|open (?P<detail3>/\S+): no such file or directory"#,
+        what: "a file the program reads at start is missing",
+    },
+    // TLS: Go's x509 errors, Node's, Python's ssl module, the JVM's PKIX.
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"x509: certificate has expired or is not yet valid|x509: certificate signed by unknown authority|CERT_HAS_EXPIRED|UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN|self[- ]signed certificate in certificate chain|\[SSL: CERTIFICATE_VERIFY_FAILED\]|certificate verify failed|PKIX path building failed|CertificateExpiredException"#,
+        what: "a TLS certificate is expired or not trusted",
+    },
+    // The image's binary is for another CPU: runc, as Docker logs it.
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"exec (?P<detail>\S+): exec format error|exec user process caused:? "?exec format error|exec format error"#,
+        what: "the image is built for another CPU architecture (exec format error)",
+    },
     // ---- Ports: the address it binds is taken. ----
     // Rows that name the port first: Go, Node, nginx; Spring Boot;
     // redis; the mysqld and postgres hints.
@@ -212,6 +231,19 @@ const LOG_RULES: &[LogRule] = &[
         pattern: r#"failed to resolve host '(?P<detail>[^']+)'"#,
         what: "a dependency's name does not resolve",
     },
+    // A resolver that failed rather than said no: SERVFAIL, or the DNS
+    // server timing out (Go names the server, Node says EAI_AGAIN).
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"lookup (?P<detail>[^\s:]+) on \S+: (?:read udp \S+: i/o timeout|dial udp \S+: i/o timeout)|(?i:SERVFAIL)|server failure in name resolution|status: SERVFAIL"#,
+        what: "the DNS server failed to resolve a dependency (SERVFAIL or timeout)",
+    },
+    // The peer closed the connection mid-way: Go, Node, Python, the JVM.
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"read tcp \S+->(?P<detail>\S+): read: connection reset by peer|(?:read )?ECONNRESET|ConnectionResetError: \[Errno 104\]|java\.net\.SocketException: Connection reset|(?i:connection reset by peer)"#,
+        what: "a dependency reset the connection",
+    },
     // Go and Node timeouts.
     LogRule {
         class: FaultClass::DependencyUnavailable,
@@ -277,28 +309,55 @@ pub struct LogMatch {
     pub detail: Option<String>,
 }
 
-/// The first rule (in table order) that matches any recent line; among that
-/// rule's matches the newest line wins.
+fn log_match(line: &str, re: &Regex, rule: &'static LogRule) -> Option<LogMatch> {
+    let caps = re.captures(line)?;
+    let detail = ["detail", "detail2", "detail3"]
+        .iter()
+        .find_map(|n| caps.name(n))
+        .map(|m| m.as_str().to_string());
+    Some(LogMatch {
+        class: rule.class,
+        what: rule.what,
+        line: line.to_string(),
+        detail,
+    })
+}
+
+/// The cause nearest the exit: the newest line of the window that a rule
+/// matches decides the class (on one line, table order: specific rows
+/// before generic ones). Crash signatures (panics, tracebacks, trailers)
+/// count only when no other class matched, since they follow the line that
+/// says why; among them table order wins (the panic or exception line
+/// before a runtime's trailer). Within the chosen class, the newest line
+/// whose row names a detail (a variable, a host, a path) is quoted, so
+/// advice can name it.
 pub fn match_logs(lines: &[String]) -> Option<LogMatch> {
     let start = lines.len().saturating_sub(LOG_WINDOW);
     let window = &lines[start..];
-    for (re, rule) in compiled() {
-        for line in window.iter().rev() {
-            if let Some(caps) = re.captures(line) {
-                let detail = ["detail", "detail2", "detail3"]
-                    .iter()
-                    .find_map(|n| caps.name(n))
-                    .map(|m| m.as_str().to_string());
-                return Some(LogMatch {
-                    class: rule.class,
-                    what: rule.what,
-                    line: line.clone(),
-                    detail,
-                });
-            }
-        }
+    let rules = compiled();
+    let newest_cause = window.iter().rev().find_map(|line| {
+        rules
+            .iter()
+            .filter(|(_, r)| r.class != FaultClass::Crash)
+            .find_map(|(re, r)| log_match(line, re, r))
+    });
+    let crash = || {
+        rules
+            .iter()
+            .filter(|(_, r)| r.class == FaultClass::Crash)
+            .find_map(|(re, r)| window.iter().rev().find_map(|line| log_match(line, re, r)))
+    };
+    let found = newest_cause.or_else(crash)?;
+    if found.detail.is_some() {
+        return Some(found);
     }
-    None
+    let with_detail = window.iter().rev().find_map(|line| {
+        rules
+            .iter()
+            .filter(|(_, r)| r.class == found.class)
+            .find_map(|(re, r)| log_match(line, re, r).filter(|m| m.detail.is_some()))
+    });
+    Some(with_detail.unwrap_or(found))
 }
 
 fn cause(class: FaultClass, reason: String, confidence: f32, evidence: &[&str]) -> Cause {
@@ -326,6 +385,15 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
 
     if c.oom_killed {
         causes.push(cause(FaultClass::OomKilled, format!("{name} was killed by the kernel for exceeding its memory limit (State.OOMKilled=true, exit {})", c.exit_code), 0.95, &[ins]));
+    } else if let Some((class, what)) = (!c.running).then(|| engine_error(&c.error)).flatten() {
+        // The engine itself said why it could not start the container.
+        causes.push(cause(
+            class,
+            format!("{name} could not start: {what} (Docker: {})", c.error),
+            0.95,
+            &[ins],
+        ));
+        detail = Some(c.error.clone());
     } else if !c.running && docker_port_error(&c.error) {
         causes.push(cause(
             FaultClass::PortConflict,
@@ -487,6 +555,30 @@ fn regex_is_match(pattern: &str, text: &str) -> bool {
 }
 
 /// Docker's own wording (State.Error) when it cannot bind a published port.
+/// Why the engine could not start a container, from `State.Error`: its own
+/// disk is full, the image's binary is for another CPU, the image is gone.
+fn engine_error(text: &str) -> Option<(FaultClass, &'static str)> {
+    if text.is_empty() {
+        return None;
+    }
+    if regex_is_match(r"(?i)no space left on device", text) {
+        return Some((FaultClass::DiskFull, "the engine's disk is full"));
+    }
+    if regex_is_match(r"(?i)exec format error", text) {
+        return Some((
+            FaultClass::ConfigError,
+            "the image is built for another CPU architecture",
+        ));
+    }
+    if regex_is_match(
+        r"(?i)No such image|pull access denied|manifest unknown|repository does not exist",
+        text,
+    ) {
+        return Some((FaultClass::ConfigError, "its image is missing"));
+    }
+    None
+}
+
 fn docker_port_error(text: &str) -> bool {
     regex_is_match(
         r"(?i)port is already allocated|address already in use|failed programming external connectivity",

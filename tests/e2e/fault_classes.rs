@@ -292,6 +292,51 @@ fn log_scenarios() -> Vec<Scenario> {
             "    ratio = done / total",
             "ZeroDivisionError: division by zero",
         ])),
+        // Connection reset by peer: Go's pq driver and Python's requests.
+        scenario("reset-go", "dependency_unavailable", Exited, crash(1, &[], &[
+            "2026/12/01 03:12:09 read tcp 172.18.0.3:41234->172.18.0.2:5432: read: connection reset by peer",
+        ])).mentioning("172.18.0.2:5432"),
+        scenario("reset-python", "dependency_unavailable", Exited, crash(1, &[], &[
+            "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))",
+        ])),
+        // A file missing at start: Node and Python.
+        scenario("enoent-node", "config_error", Exited, crash(1, &[], &[
+            "Error: ENOENT: no such file or directory, open '/app/config/production.json'",
+            "    at Object.openSync (node:fs:601:3)",
+            "Node.js v20.11.0",
+        ])).mentioning("/app/config/production.json"),
+        scenario("enoent-python", "config_error", Exited, crash(1, &[], &[
+            "Traceback (most recent call last):",
+            "  File \"/app/main.py\", line 4, in <module>",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'settings.yaml'",
+        ])).mentioning("settings.yaml"),
+        // TLS: Go (expired) and Python (unknown authority).
+        scenario("tls-go", "config_error", Exited, crash(1, &[], &[
+            "Get \"https://vault:8200/v1/sys/health\": x509: certificate has expired or is not yet valid: current time 2026-12-01T03:00:00Z is after 2026-11-30T00:00:00Z",
+        ])),
+        scenario("tls-python", "config_error", Exited, crash(1, &[], &[
+            "ssl.SSLCertVerificationError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate (_ssl.c:1006)",
+        ])),
+        // DNS failing rather than answering: Go's resolver timing out, Node's EAI_AGAIN.
+        scenario("dns-go", "dependency_unavailable", Exited, crash(1, &[], &[
+            "dial tcp: lookup db on 127.0.0.11:53: read udp 127.0.0.1:50714->127.0.0.11:53: i/o timeout",
+        ])).mentioning("db"),
+        scenario("dns-node", "dependency_unavailable", Exited, crash(1, &[], &[
+            "Error: getaddrinfo EAI_AGAIN redis",
+        ])).mentioning("redis"),
+        // Wrong architecture, as runc reports it in the container's output.
+        scenario("arch-runc", "config_error", Exited, crash(1, &[], &[
+            "exec /usr/local/bin/api: exec format error",
+        ])),
+        scenario("arch-runc-old", "config_error", Exited, crash(1, &[], &[
+            "standard_init_linux.go:228: exec user process caused: exec format error",
+        ])),
+        // The nearest cause wins: an old auth failure, then the disk filled.
+        scenario("recency", "disk_full", Exited, crash(1, &[], &[
+            "FATAL:  password authentication failed for user \"shop\"",
+            "LOG:  retrying in 5s",
+            "PANIC:  could not write to file \"pg_wal/xlogtemp.32\": No space left on device",
+        ])),
         // crash: a non-zero exit with nothing recognisable in the logs.
         scenario("crash-silent", "crash", Exited, crash(3, &["INFO shutting down"], &[]))
             .mentioning("exited with code 3"),

@@ -288,6 +288,10 @@ fn state_rules_table() {
         (exited(2), vec!["something odd"], FaultClass::Crash),
         (ContainerView { restarting: true, restart_count: 5, ..exited(1) }, vec![], FaultClass::CrashLoop),
         (ContainerView { error: "driver failed programming external connectivity on endpoint x: Bind for 0.0.0.0:8080 failed: port is already allocated".into(), ..exited(128) }, vec![], FaultClass::PortConflict),
+        // The engine's own errors (State.Error).
+        (ContainerView { error: "mkdir /var/lib/docker/overlay2/abc/merged: no space left on device".into(), ..exited(128) }, vec![], FaultClass::DiskFull),
+        (ContainerView { error: "failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: \"/app\": exec format error: unknown".into(), ..exited(128) }, vec![], FaultClass::ConfigError),
+        (ContainerView { error: "Error response from daemon: No such image: shop/api:2.1".into(), ..exited(128) }, vec![], FaultClass::ConfigError),
     ];
     for (c, lines, want) in rows {
         let f = run(&c, &lines);
@@ -300,6 +304,73 @@ fn state_rules_table() {
     );
     assert_eq!(f.detail.as_deref(), Some("DATABASE_URL"));
     assert_eq!(f.diagnosis.causes[0].evidence_ids, ["ev-1", "ev-2"]);
+}
+
+/// The cause nearest the exit wins, whatever the classes' table order.
+#[test]
+fn the_newest_cause_wins_in_both_orders() {
+    let auth = "FATAL: password authentication failed for user \"shop\"";
+    let disk = "ERROR: could not extend file \"base/16384/2619\": No space left on device";
+    let lines = |v: &[&str]| v.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+    let m = match_logs(&lines(&[auth, "INFO retrying", disk])).expect("match");
+    assert_eq!(m.class, FaultClass::DiskFull, "{}", m.line);
+    let m = match_logs(&lines(&[disk, "INFO retrying", auth])).expect("match");
+    assert_eq!(m.class, FaultClass::ConfigError, "{}", m.line);
+    // A crash trailer after the line that says why does not hide it.
+    let m = match_logs(&lines(&[
+        "Error: Missing SUPABASE_KEY environment variable",
+        "    at Object.<anonymous> (/app/index.js:3:9)",
+        "Node.js v20.11.0",
+    ]))
+    .expect("match");
+    assert_eq!(m.class, FaultClass::ConfigError);
+    assert_eq!(m.detail.as_deref(), Some("SUPABASE_KEY"));
+    // Within the chosen class, the line that names the dependency is quoted.
+    let m = match_logs(&lines(&[
+        "Error: connect ECONNREFUSED 10.0.0.5:5432",
+        "    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1555:16)",
+        "Error: connection refused",
+    ]))
+    .expect("match");
+    assert_eq!(m.detail.as_deref(), Some("10.0.0.5:5432"));
+}
+
+/// New shapes, each in the wording of at least two runtimes.
+#[test]
+fn resets_missing_files_tls_dns_and_architecture() {
+    for (line, class, detail) in [
+        // connection reset by peer: Go, Node, Python, the JVM
+        ("read tcp 172.18.0.3:41234->172.18.0.2:5432: read: connection reset by peer", FaultClass::DependencyUnavailable, Some("172.18.0.2:5432")),
+        ("Error: read ECONNRESET", FaultClass::DependencyUnavailable, None),
+        ("ConnectionResetError: [Errno 104] Connection reset by peer", FaultClass::DependencyUnavailable, None),
+        ("java.net.SocketException: Connection reset", FaultClass::DependencyUnavailable, None),
+        // a file missing at start: Node, Python, Go
+        ("Error: ENOENT: no such file or directory, open '/app/config/production.json'", FaultClass::ConfigError, Some("/app/config/production.json")),
+        ("FileNotFoundError: [Errno 2] No such file or directory: 'settings.yaml'", FaultClass::ConfigError, Some("settings.yaml")),
+        ("open /etc/shop/config.yml: no such file or directory", FaultClass::ConfigError, Some("/etc/shop/config.yml")),
+        // TLS: Go, Node, Python, the JVM
+        ("Get \"https://api.example.com\": x509: certificate has expired or is not yet valid: current time 2026-12-01", FaultClass::ConfigError, None),
+        ("Post \"https://vault:8200/v1/auth\": x509: certificate signed by unknown authority", FaultClass::ConfigError, None),
+        ("Error: certificate has expired code: 'CERT_HAS_EXPIRED'", FaultClass::ConfigError, None),
+        ("ssl.SSLCertVerificationError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate", FaultClass::ConfigError, None),
+        ("javax.net.ssl.SSLHandshakeException: PKIX path building failed: unable to find valid certification path", FaultClass::ConfigError, None),
+        // DNS failures rather than answers: Go, Node, dig-style
+        ("dial tcp: lookup db on 127.0.0.11:53: read udp 127.0.0.1:50714->127.0.0.11:53: i/o timeout", FaultClass::DependencyUnavailable, Some("db")),
+        ("Error: getaddrinfo EAI_AGAIN redis", FaultClass::DependencyUnavailable, Some("redis")),
+        (";; ->>HEADER<<- opcode: QUERY, status: SERVFAIL, id: 4242", FaultClass::DependencyUnavailable, None),
+        // exec format error: runc via Docker, and the older wording
+        ("exec /usr/local/bin/api: exec format error", FaultClass::ConfigError, Some("/usr/local/bin/api")),
+        ("standard_init_linux.go:228: exec user process caused: exec format error", FaultClass::ConfigError, None),
+        // no space left on device: postgres, Go
+        ("ERROR: could not extend file \"base/1/2\": No space left on device", FaultClass::DiskFull, None),
+        ("write /data/wal/000123: no space left on device", FaultClass::DiskFull, None),
+    ] {
+        let m = match_logs(&[line.to_string()]).unwrap_or_else(|| panic!("no match: {line}"));
+        assert_eq!(m.class, class, "{line}");
+        if let Some(d) = detail {
+            assert_eq!(m.detail.as_deref(), Some(d), "{line}");
+        }
+    }
 }
 
 #[test]
