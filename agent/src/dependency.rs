@@ -85,6 +85,49 @@ pub fn from_line(line: &str) -> Option<DependencyRef> {
 
 /// The container behind a dependency name, preferring the target's own
 /// compose project: compose service label, then name, then address.
+/// The label Compose v2 puts on a service's containers:
+/// `db:service_started:false,redis:service_healthy:true`.
+pub const COMPOSE_DEPENDS_ON_LABEL: &str = "com.docker.compose.depends_on";
+
+/// The services a container's compose `depends_on` label names, in order.
+pub fn compose_depends_on(labels: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    labels
+        .get(COMPOSE_DEPENDS_ON_LABEL)
+        .map(|v| {
+            v.split(',')
+                .filter_map(|entry| entry.split(':').next())
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && s.len() <= 128)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Among the services the target's compose file says it depends on, the
+/// first whose container (same project) is not running or is unhealthy:
+/// the dependency graph as written, before anything is inferred from logs.
+pub fn broken_compose_dependency(
+    target_labels: &std::collections::BTreeMap<String, String>,
+    containers: &[ContainerSummaryView],
+) -> Option<DependencyRef> {
+    let project = target_labels.get(COMPOSE_PROJECT_LABEL)?;
+    compose_depends_on(target_labels)
+        .into_iter()
+        .find_map(|service| {
+            let down = containers
+                .iter()
+                .filter(|c| c.labels.get(COMPOSE_PROJECT_LABEL) == Some(project))
+                .filter(|c| c.labels.get(COMPOSE_SERVICE_LABEL) == Some(&service))
+                .any(|c| c.state != "running" || c.status.contains("(unhealthy)"));
+            down.then_some(DependencyRef {
+                host: service,
+                port: None,
+                source: "compose depends_on",
+            })
+        })
+}
+
 pub fn find<'a>(
     dep: &DependencyRef,
     target_project: Option<&str>,
@@ -148,6 +191,37 @@ mod tests {
             ip_addresses: vec![ip.into()],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_compose_graph_names_the_broken_dependency_first() {
+        let mut db = c("shop-db-1", "shop", "db", "10.0.0.2");
+        db.state = "exited".into();
+        let mut redis = c("shop-redis-1", "shop", "redis", "10.0.0.3");
+        redis.state = "running".into();
+        let mut other_db = c("other-db-1", "other", "db", "10.0.9.2");
+        other_db.state = "running".into();
+        let target: std::collections::BTreeMap<String, String> = [
+            (COMPOSE_PROJECT_LABEL.to_string(), "shop".to_string()),
+            (
+                COMPOSE_DEPENDS_ON_LABEL.to_string(),
+                "redis:service_started:false,db:service_healthy:true".to_string(),
+            ),
+        ]
+        .into();
+        assert_eq!(compose_depends_on(&target), ["redis", "db"]);
+        let found =
+            broken_compose_dependency(&target, &[redis.clone(), db.clone(), other_db.clone()])
+                .expect("db is down");
+        assert_eq!(
+            (found.host.as_str(), found.source),
+            ("db", "compose depends_on")
+        );
+        // Every dependency up: nothing to say from the graph.
+        db.state = "running".into();
+        assert!(broken_compose_dependency(&target, &[redis, db, other_db]).is_none());
+        // No label, no graph.
+        assert!(compose_depends_on(&Default::default()).is_empty());
     }
 
     #[test]

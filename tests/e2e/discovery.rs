@@ -36,3 +36,56 @@ fn roles_typos_several_words_and_other_languages_find_the_container() {
     }
     let _ = docker(&["rmi", &image]);
 }
+
+/// Compose's `depends_on` label is the dependency graph as written: the
+/// dependency it names that is down is the one examined, even when the log
+/// names only an address that leads nowhere.
+#[test]
+fn the_compose_depends_on_label_names_the_dependency_before_the_logs() {
+    let dd = Drydock::init();
+    let project = unique("dep");
+    let label = |k: &str, v: &str| format!("{k}={v}");
+    let db = Container::run(
+        "depends-db",
+        &[
+            "--label",
+            &label("com.docker.compose.project", &project),
+            "--label",
+            &label("com.docker.compose.service", "db"),
+            drydock::fixture::FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+        ],
+    );
+    let app = Container::run(
+        "depends-app",
+        &[
+            "--label",
+            &label("com.docker.compose.project", &project),
+            "--label",
+            &label("com.docker.compose.service", "app"),
+            "--label",
+            &label("com.docker.compose.depends_on", "db:service_started:false"),
+            drydock::fixture::FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "Error: connect ECONNREFUSED 10.99.99.99:5432",
+        ],
+    );
+    for c in [&db, &app] {
+        c.wait_for("exited", std::time::Duration::from_secs(30), |c| {
+            c.inspect("{{.State.Status}}") == "exited"
+        });
+    }
+    dd.up();
+    let (code, req) = dd.ask_json(&["--diagnose-only", "--container", &app.name, "app is down"]);
+    assert_eq!(code, 0, "{req:#}");
+    let causes = serde_json::to_string(&req["diagnosis"]["causes"]).expect("causes");
+    assert!(
+        causes.contains(&db.name),
+        "the dependency the compose graph names is examined: {causes}"
+    );
+}

@@ -31,10 +31,17 @@ impl Engine {
         }
         let runbook_dep = Self::latest_of::<RunbookEvidence>(req, "runbook")
             .and_then(|r| r.depends_on.first().cloned());
-        let named = finding
-            .detail
-            .as_deref()
-            .and_then(|d| dependency::parse(d, "log"))
+        let containers: Vec<ContainerSummaryView> =
+            Self::latest_of(req, "container_list").unwrap_or_default();
+        // The compose file's own graph first: a dependency it names that is
+        // down; then what the logs name; then the runbook.
+        let named = dependency::broken_compose_dependency(&c.labels, &containers)
+            .or_else(|| {
+                finding
+                    .detail
+                    .as_deref()
+                    .and_then(|d| dependency::parse(d, "log"))
+            })
             .or_else(|| {
                 finding
                     .matched_line
@@ -47,8 +54,6 @@ impl Engine {
                     .and_then(|d| dependency::parse(d, "runbook"))
             });
         let Some(named) = named else { return Ok(None) };
-        let containers: Vec<ContainerSummaryView> =
-            Self::latest_of(req, "container_list").unwrap_or_default();
         let project = c.labels.get(COMPOSE_PROJECT_LABEL).map(String::as_str);
         let found = dependency::find(&named, project, &containers)
             .filter(|d| d.id != c.id)
