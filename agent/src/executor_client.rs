@@ -216,6 +216,22 @@ impl ExecutorClient {
             stop_timeout_secs: r.stop_timeout_secs,
             requested_host_ports: r.requested_host_ports,
             ip_addresses: r.ip_addresses,
+            mounts: r
+                .mounts
+                .into_iter()
+                .map(|m| crate::model::MountView {
+                    kind: m.r#type,
+                    source: m.source,
+                    destination: m.destination,
+                    rw: m.rw,
+                })
+                .collect(),
+            entrypoint: r.entrypoint,
+            command: r.command,
+            user: r.user,
+            working_dir: r.working_dir,
+            image_id: r.image_id,
+            network_mode: r.network_mode,
         })
     }
 

@@ -385,6 +385,68 @@ pub struct ContainerView {
     pub requested_host_ports: Vec<u32>,
     #[serde(default)]
     pub ip_addresses: Vec<String>,
+    #[serde(default)]
+    pub mounts: Vec<MountView>,
+    #[serde(default)]
+    pub entrypoint: Vec<String>,
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// "" is the image's default user (usually root).
+    #[serde(default)]
+    pub user: String,
+    #[serde(default)]
+    pub working_dir: String,
+    /// The image by content, `sha256:…`.
+    #[serde(default)]
+    pub image_id: String,
+    /// `container:<id>` when it shares another container's network
+    /// (compose `network_mode: service:X`).
+    #[serde(default)]
+    pub network_mode: String,
+}
+
+impl ContainerView {
+    /// Who the container's process runs as, in words.
+    pub fn run_as(&self) -> String {
+        if self.user.is_empty() {
+            "the image's default user (usually root)".into()
+        } else {
+            format!("user `{}`", self.user)
+        }
+    }
+
+    /// Its mounts, in words: where each comes from and whether it is
+    /// writable.
+    pub fn mounts_said(&self) -> String {
+        if self.mounts.is_empty() {
+            return "; it has no mounts".into();
+        }
+        let list: Vec<String> = self
+            .mounts
+            .iter()
+            .take(8)
+            .map(|m| {
+                format!(
+                    "{} ({} {}, {})",
+                    m.destination,
+                    m.kind,
+                    m.source,
+                    if m.rw { "read-write" } else { "read-only" }
+                )
+            })
+            .collect();
+        format!("; its mounts: {}", list.join(", "))
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MountView {
+    /// bind, volume, tmpfs…
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub source: String,
+    pub destination: String,
+    pub rw: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

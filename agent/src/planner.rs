@@ -131,7 +131,9 @@ fn advice_for(
             vec![format!("{name} cannot bind {port}: {holder}. Stop the holder or change the published port, then start {name}.")]
         }
         FaultClass::PermissionDenied => vec![format!(
-            "{name} was denied access (\"{line}\"). Fix the ownership or mode of the path or volume, or the user the container runs as; a restart cannot change permissions."
+            "{name} was denied access (\"{line}\"). It runs as {}{}. Fix the ownership or mode of the path or volume, or the user the container runs as; a restart cannot change permissions.",
+            c.run_as(),
+            c.mounts_said()
         )],
         FaultClass::DiskFull => vec![format!("The disk behind {name} is full. Free space (`docker system df`, old volumes and logs) or grow the volume, then restart it.")],
         FaultClass::HealthcheckBroken => vec![format!(
@@ -143,6 +145,17 @@ fn advice_for(
         )],
         _ => vec![],
     }
+}
+
+/// A container that shares another's network (`network_mode: service:X`)
+/// loses it when X restarts: it has to be re-created, not restarted.
+fn shared_network_advice(c: &ContainerView) -> Option<String> {
+    let other = c.network_mode.strip_prefix("container:")?;
+    let short: String = other.chars().take(12).collect();
+    Some(format!(
+        "{} shares the network of container {short} (network_mode: service:…). When that container restarts or is re-created, {} keeps a dead network namespace: re-create it (`docker compose up -d --force-recreate <service>`); a restart is not enough.",
+        c.name, c.name
+    ))
 }
 
 /// The write drydock would like to make on the target itself.
@@ -226,6 +239,7 @@ fn steps_and_advice(
         .unwrap_or(FaultClass::Unknown);
     let mut steps = Vec::new();
     let mut advice = advice_for(primary, finding, container, ctx);
+    advice.extend(shared_network_advice(container));
     let already = |action: &str, id: &str| {
         done.iter()
             .any(|d| d.action == action && d.container_id == id)

@@ -476,10 +476,16 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
         .clone()
         .filter(|m| m.class != FaultClass::Crash || c.exit_code != 0)
     {
+        // Permissions depend on who runs and what is mounted: say both.
+        let context = if m.class == FaultClass::PermissionDenied {
+            format!(" It runs as {}{}.", c.run_as(), c.mounts_said())
+        } else {
+            String::new()
+        };
         causes.push(cause(
             m.class,
             format!(
-                "{name} exited with code {}: {} (log: \"{}\")",
+                "{name} exited with code {}: {} (log: \"{}\").{context}",
                 c.exit_code, m.what, m.line
             ),
             0.85,

@@ -196,6 +196,21 @@ pub struct ContainerDetails {
     pub stop_timeout_secs: Option<u32>,
     pub requested_host_ports: Vec<u32>,
     pub ip_addresses: Vec<String>,
+    pub mounts: Vec<MountInfo>,
+    pub entrypoint: Vec<String>,
+    pub command: Vec<String>,
+    pub user: String,
+    pub working_dir: String,
+    pub image_id: String,
+    pub network_mode: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MountInfo {
+    pub kind: String,
+    pub source: String,
+    pub destination: String,
+    pub rw: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -497,7 +512,31 @@ impl DockerAdapter {
             .collect();
         requested_host_ports.sort_unstable();
         requested_host_ports.dedup();
+        let mounts = r
+            .mounts
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| MountInfo {
+                kind: m.typ.map(|t| t.to_string()).unwrap_or_default(),
+                source: m
+                    .name
+                    .filter(|n| !n.is_empty())
+                    .or(m.source)
+                    .unwrap_or_default(),
+                destination: m.destination.unwrap_or_default(),
+                rw: m.rw.unwrap_or(false),
+            })
+            .collect();
+        let network_mode = host_config.network_mode.clone().unwrap_or_default();
         Ok(ContainerDetails {
+            mounts,
+            entrypoint: config.entrypoint.clone().unwrap_or_default(),
+            command: config.cmd.clone().unwrap_or_default(),
+            user: config.user.clone().unwrap_or_default(),
+            working_dir: config.working_dir.clone().unwrap_or_default(),
+            image_id: r.image.clone().unwrap_or_default(),
+            network_mode,
             id: r.id.unwrap_or_default(),
             name: r
                 .name

@@ -80,7 +80,37 @@ pub(super) fn shape_inspect(
     redactions += n;
     let (error, n) = redact::redact_text(&redact::neutralise_controls(&d.state.error));
     redactions += n;
+    // Entrypoint and command as one argument list, so that `-p` in one and
+    // its value in the other are seen together, then split back.
+    let argv: Vec<String> = d.entrypoint.iter().chain(&d.command).cloned().collect();
+    let (argv, n) = redact::redact_argv(&argv);
+    redactions += n;
+    let (entrypoint, command) = argv.split_at(d.entrypoint.len().min(argv.len()));
+    let mut text = |t: &str| {
+        let (t, n) = redact::redact_text(&redact::neutralise_controls(t));
+        redactions += n;
+        t
+    };
+    let mounts = d
+        .mounts
+        .iter()
+        .map(|m| pb::Mount {
+            r#type: redact::neutralise_controls(&m.kind),
+            source: text(&m.source),
+            destination: text(&m.destination),
+            rw: m.rw,
+        })
+        .collect();
+    let user = text(&d.user);
+    let working_dir = text(&d.working_dir);
     pb::InspectContainerResponse {
+        mounts,
+        entrypoint: entrypoint.to_vec(),
+        command: command.to_vec(),
+        user,
+        working_dir,
+        image_id: redact::neutralise_controls(&d.image_id),
+        network_mode: redact::neutralise_controls(&d.network_mode),
         id: d.id,
         name: redact::neutralise_controls(&d.name),
         image: redact::neutralise_controls(&d.image),

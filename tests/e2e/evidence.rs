@@ -1,0 +1,83 @@
+//! Inspect evidence a senior SRE would look at: mounts, user, working
+//! directory, command, image id and network mode, through the real
+//! executor and agent; `permission_denied` names the user and mounts, and a
+//! container sharing another's network is told to be re-created.
+
+use drydock_e2e::*;
+
+#[test]
+fn inspect_evidence_has_mounts_user_command_image_and_network_mode() {
+    let dd = Drydock::init();
+    let web = Container::run(
+        "evidence-web",
+        &[
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+        ],
+    );
+    let network = format!("container:{}", web.id());
+    let denied = Container::run(
+        "evidence-denied",
+        &[
+            "--user",
+            "1000:1000",
+            "--workdir",
+            "/tmp",
+            "--mount",
+            "type=tmpfs,destination=/data",
+            "--network",
+            &network,
+            drydock::fixture::FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "Error: EACCES: permission denied, open '/data/shop.sqlite'",
+        ],
+    );
+    denied.wait_for("exited", std::time::Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    dd.up();
+    let (code, req) = dd.ask_json(&["--container", &denied.name, "the shop is down"]);
+    assert_eq!(code, 0, "{req:#}");
+    let inspect = req["evidence"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["type"] == "inspect"))
+        .map(|e| e["data"].clone())
+        .unwrap_or_else(|| panic!("inspect evidence: {req:#}"));
+    assert_eq!(inspect["user"], "1000:1000", "{inspect:#}");
+    assert_eq!(inspect["working_dir"], "/tmp");
+    assert_eq!(inspect["network_mode"], network.as_str());
+    assert!(
+        inspect["image_id"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("sha256:")),
+        "{inspect:#}"
+    );
+    assert!(
+        inspect["mounts"].as_array().is_some_and(|m| m
+            .iter()
+            .any(|m| m["destination"] == "/data" && m["type"] == "tmpfs" && m["rw"] == true)),
+        "{inspect:#}"
+    );
+    let argv: Vec<String> = serde_json::from_value(inspect["command"].clone()).unwrap_or_default();
+    assert!(
+        argv.iter().any(|a| a == "crash"),
+        "the command is evidence: {argv:?}"
+    );
+    let cause = &req["diagnosis"]["causes"][0];
+    assert_eq!(cause["class"], "permission_denied", "{req:#}");
+    let reason = cause["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("user `1000:1000`") && reason.contains("/data"),
+        "{reason}"
+    );
+    let advice = serde_json::to_string(&req["plan"]["advice"]).expect("advice");
+    assert!(
+        advice.contains("shares the network of container"),
+        "{advice}"
+    );
+}
