@@ -189,7 +189,9 @@ async fn create_request(
             message,
             RequestOptions {
                 container: body.container,
-                diagnose_only: body.diagnose_only,
+                // A question ("why did search restart at 3 am?") gets an
+                // answer from the evidence, not a plan.
+                diagnose_only: body.diagnose_only || crate::rules::is_question(&body.message),
             },
         )
         .await?;

@@ -303,6 +303,26 @@ impl ExecutorClient {
         })
     }
 
+    /// One container's engine events of the last hour, oldest first.
+    pub async fn container_events(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> Result<Vec<crate::watch::journal::JournalEvent>, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .container_events(pb::ContainerEventsRequest {
+                request_id: request_id.into(),
+                container: container.into(),
+                since_unix: 0,
+                limit: 100,
+            })
+            .await?
+            .into_inner();
+        Ok(r.events.into_iter().map(Into::into).collect())
+    }
+
     /// The executor's event stream from `since_nanos` (0: live only).
     pub async fn watch_events(
         &self,

@@ -8,6 +8,9 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use crate::model::{Cause, ContainerView, Diagnosis, FaultClass, LogsView};
+use crate::watch::journal::JournalEvent;
+
+pub mod events;
 
 /// How many of the newest log lines the patterns look at.
 const LOG_WINDOW: usize = 200;
@@ -18,6 +21,25 @@ pub struct Observation<'a> {
     pub container_evidence: &'a str,
     pub logs: &'a LogsView,
     pub logs_evidence: &'a str,
+    /// The container's recent engine events, oldest first (empty when none
+    /// were read), and their evidence id.
+    pub events: &'a [JournalEvent],
+    pub events_evidence: &'a str,
+}
+
+/// Is this message a question about what happened ("why did search restart
+/// at 3 am?") rather than a report of a fault? A question gets an answer
+/// from the evidence, not a plan.
+pub fn is_question(message: &str) -> bool {
+    let first = message
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    matches!(
+        first.trim_matches(|c: char| !c.is_ascii_alphabetic()),
+        "why" | "when" | "what" | "how" | "who" | "did" | "was" | "were" | "has" | "have"
+    )
 }
 
 /// What the engine found, plus details the planner turns into advice.
@@ -372,7 +394,7 @@ fn cause(class: FaultClass, reason: String, confidence: f32, evidence: &[&str]) 
 const BROKEN_PROBE: &str = r#"(?i)executable file not found|command not found|no such file or directory|OCI runtime exec failed|exec format error"#;
 
 /// Diagnose one container.
-pub fn diagnose(obs: &Observation<'_>) -> Finding {
+pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
     let c = obs.container;
     let ins = obs.container_evidence;
     let logs_ev = obs.logs_evidence;
@@ -383,8 +405,39 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
     let mut detail = None;
     let name = &c.name;
 
+    let ev = obs.events_evidence;
+    let with_events = |ids: &[&'a str]| -> Vec<&'a str> {
+        let mut v = ids.to_vec();
+        if !ev.is_empty() {
+            v.push(ev);
+        }
+        v
+    };
+    let deaths = events::failed_deaths(obs.events);
     if c.oom_killed {
         causes.push(cause(FaultClass::OomKilled, format!("{name} was killed by the kernel for exceeding its memory limit (State.OOMKilled=true, exit {})", c.exit_code), 0.95, &[ins]));
+    } else if let Some(oom) = events::oom(obs.events).filter(|_| !c.running) {
+        causes.push(cause(
+            FaultClass::OomKilled,
+            format!(
+                "{name} was killed for exceeding its memory limit: the engine recorded an oom event at {} (exit {}; State.OOMKilled is not set, which a restart clears and Docker 20.10 can lose)",
+                events::clock(oom),
+                c.exit_code
+            ),
+            0.9,
+            &with_events(&[ins]),
+        ));
+    } else if deaths.len() >= 3 && (c.restart_policy.is_empty() || c.restart_policy == "no") {
+        causes.push(cause(
+            FaultClass::CrashLoop,
+            format!(
+                "{name} died {} times in the last hour (exit codes {}) and was started again each time, with no restart policy: something outside Docker keeps restarting it",
+                deaths.len(),
+                deaths.iter().filter_map(|d| d.exit_code).map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            0.85,
+            &with_events(&[ins]),
+        ));
     } else if let Some((class, what)) = (!c.running).then(|| engine_error(&c.error)).flatten() {
         // The engine itself said why it could not start the container.
         causes.push(cause(
@@ -493,8 +546,37 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
         ));
         matched_line = Some(m.line);
         detail = m.detail;
+    } else if (c.exit_code == 137 || c.exit_code == 143)
+        && matches!(events::stopped_by(obs.events), Ok(None))
+    {
+        // The engine saw it die, and no `docker stop` or `kill` came first.
+        causes.push(cause(
+            FaultClass::Crash,
+            format!(
+                "{name} was killed by a signal (exit {}) that no `docker stop` or `docker kill` sent: the engine recorded no stop or kill before it died, and it was not an OOM kill",
+                c.exit_code
+            ),
+            0.75,
+            &with_events(&[ins]),
+        ));
     } else if c.exit_code == 0 || ((c.exit_code == 137 || c.exit_code == 143) && !c.oom_killed) {
-        let how = if c.exit_code == 0 {
+        let how = match events::stopped_by(obs.events) {
+            Ok(Some(stop)) if c.exit_code != 0 => format!(
+                "was stopped at {} ({}{}; exit {}, not an OOM kill)",
+                events::clock(stop),
+                if stop.action == "kill" {
+                    "`docker kill`/`stop` sent signal "
+                } else {
+                    "`docker stop`"
+                },
+                stop.signal,
+                c.exit_code
+            ),
+            _ => String::new(),
+        };
+        let how = if !how.is_empty() {
+            how
+        } else if c.exit_code == 0 {
             "exited cleanly (code 0)".to_string()
         } else {
             format!(
@@ -537,12 +619,34 @@ pub fn diagnose(obs: &Observation<'_>) -> Finding {
         }
     }
 
+    // Running now, but the engine saw it OOM-killed within the window: that
+    // is why it restarted, whatever it looks like now.
+    if let (Some(first), Some(oom)) = (causes.first(), events::oom(obs.events)) {
+        if c.running && first.class != FaultClass::OomKilled {
+            causes.push(cause(
+                FaultClass::OomKilled,
+                format!(
+                    "{name} was OOM-killed at {} (the engine's oom event) and has run since",
+                    events::clock(oom)
+                ),
+                0.7,
+                &with_events(&[ins]),
+            ));
+        }
+    }
+
     let primary = causes
         .first()
         .cloned()
         .unwrap_or_else(|| cause(FaultClass::Unknown, "no evidence".into(), 0.1, &[ins]));
+    let timeline = events::timeline(obs.events);
+    let summary = if timeline.is_empty() {
+        primary.reason.clone()
+    } else {
+        format!("{} Recent events: {timeline}.", primary.reason)
+    };
     let diagnosis = Diagnosis {
-        summary: primary.reason.clone(),
+        summary,
         confidence: primary.confidence,
         causes,
         engine: "rules".into(),

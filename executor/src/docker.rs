@@ -768,7 +768,7 @@ impl DockerAdapter {
 mod events;
 mod stats;
 mod transport;
-pub use events::{RawEvent, EVENT_ACTIONS};
+pub use events::{RawEvent, EVENT_ACTIONS, MAX_CONTAINER_EVENTS};
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ mod discovery;
 mod evidence;
 mod executor_behaviour;
 mod executor_boundary;
+mod executor_events;
 mod executor_load;
 mod fault_classes;
 mod hostile_model;

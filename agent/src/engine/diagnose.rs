@@ -16,11 +16,14 @@ impl Engine {
         let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
             return Ok(None);
         };
+        let (events, events_ev) = Self::latest_events(req);
         let finding = rules::diagnose(&Observation {
             container: &c,
             container_evidence: &ins,
             logs: &logs,
             logs_evidence: &logs_ev,
+            events: &events,
+            events_evidence: &events_ev,
         });
         let mut diagnosis = finding.diagnosis.clone();
         if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
@@ -151,7 +154,9 @@ impl Engine {
                         "diagnosis: {} (confidence {:.0}%). {}",
                         diagnosis.summary,
                         diagnosis.confidence * 100.0,
-                        if req.options.diagnose_only {
+                        if crate::rules::is_question(&req.message) {
+                            "This was a question, so no plan was proposed; say what to fix to get one."
+                        } else if req.options.diagnose_only {
                             "Suggest-only mode: no plan was proposed."
                         } else {
                             "No single target container, so no plan."
@@ -206,9 +211,14 @@ impl Engine {
         .await?;
         if req.options.diagnose_only {
             let outcome = format!(
-                "diagnosis: {} (confidence {:.0}%). Suggest-only mode: no plan was proposed.",
+                "diagnosis: {} (confidence {:.0}%). {}",
                 diagnosis.summary,
-                diagnosis.confidence * 100.0
+                diagnosis.confidence * 100.0,
+                if crate::rules::is_question(&req.message) {
+                    "This was a question, so no plan was proposed; say what to fix to get one."
+                } else {
+                    "Suggest-only mode: no plan was proposed."
+                }
             );
             self.finish(id, Status::Completed, outcome).await?;
             return Ok(false);

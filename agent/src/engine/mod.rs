@@ -459,6 +459,21 @@ impl Engine {
         Some((c, ins.id.clone(), l, logs.id.clone()))
     }
 
+    /// The newest engine events of the target (from `ContainerEvents`, or
+    /// the watcher's journal) and their evidence id; empty when none.
+    fn latest_events(req: &Request) -> (Vec<crate::watch::journal::JournalEvent>, String) {
+        req.evidence
+            .iter()
+            .rev()
+            .find(|e| e.kind == "events")
+            .and_then(|e| {
+                serde_json::from_value(e.data.clone())
+                    .ok()
+                    .map(|v| (v, e.id.clone()))
+            })
+            .unwrap_or_default()
+    }
+
     /// The newest evidence of one kind, decoded.
     fn latest_of<T: serde::de::DeserializeOwned>(req: &Request, kind: &str) -> Option<T> {
         let ev = req.evidence.iter().rev().find(|e| e.kind == kind)?;

@@ -119,10 +119,11 @@ impl Engine {
                 None
             }
         };
-        let (inspected, logs, stats) = tokio::join!(
+        let (inspected, logs, stats, engine_events) = tokio::join!(
             self.executor.inspect(id, cid),
             self.executor.logs(id, cid, tail),
-            stats_now
+            stats_now,
+            self.executor.container_events(id, cid)
         );
         let call = format!("inspect {}", target.container_name);
         let Some(container) = self.required(id, &call, inspected).await? else {
@@ -153,8 +154,23 @@ impl Engine {
                 container.restart_count
             ),
         ));
-        if let Some(events) = self.journal_evidence(&container.id)? {
-            gathered.push(events);
+        // What the engine recorded of it (an OOM kill a restart hid, who
+        // stopped it, how often it died); the watcher's journal when the
+        // executor cannot say.
+        match engine_events {
+            Ok(events) if !events.is_empty() => gathered.push(Gathered::new(
+                "events",
+                "ContainerEvents",
+                serde_json::to_value(&events).unwrap_or_default(),
+                format!("last hour: {}", crate::rules::events::timeline(&events)),
+            )),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(request_id = %id, error = %e, "container events unavailable");
+                if let Some(events) = self.journal_evidence(&container.id)? {
+                    gathered.push(events);
+                }
+            }
         }
         gathered.push(Self::policy_gathered(&policy));
         gathered.push(Gathered::new(

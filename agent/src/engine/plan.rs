@@ -34,11 +34,14 @@ impl Engine {
             .await?;
             return Ok(false);
         };
+        let (events, events_ev) = Self::latest_events(req);
         let finding = rules::diagnose(&Observation {
             container: &c,
             container_evidence: &ins,
             logs: &logs,
             logs_evidence: &logs_ev,
+            events: &events,
+            events_evidence: &events_ev,
         });
         // The saved diagnosis includes what diagnosis learned beyond the
         // rules (the dependency's state). With a model configured, the rules

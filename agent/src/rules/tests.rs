@@ -241,6 +241,8 @@ fn run(c: &ContainerView, lines: &[&str]) -> Finding {
         container_evidence: "ev-1",
         logs: &logs,
         logs_evidence: "ev-2",
+        events: &[],
+        events_evidence: "",
     })
 }
 
@@ -379,5 +381,139 @@ fn the_grant_vocabulary_is_the_rules_engines() {
         let parsed: Result<crate::model::FaultClass, _> =
             serde_json::from_value(serde_json::json!(class));
         assert!(parsed.is_ok(), "{class} is not a FaultClass");
+    }
+}
+
+fn event(
+    secs: i64,
+    action: &str,
+    exit: Option<i64>,
+    signal: &str,
+) -> crate::watch::journal::JournalEvent {
+    crate::watch::journal::JournalEvent {
+        time_nanos: secs * 1_000_000_000,
+        container_id: "c".into(),
+        name: "web".into(),
+        action: action.into(),
+        exit_code: exit,
+        signal: signal.into(),
+        ..Default::default()
+    }
+}
+
+fn run_with_events(c: &ContainerView, events: &[crate::watch::journal::JournalEvent]) -> Finding {
+    let logs = LogsView::default();
+    diagnose(&Observation {
+        container: c,
+        container_evidence: "ev-1",
+        logs: &logs,
+        logs_evidence: "ev-2",
+        events,
+        events_evidence: "ev-3",
+    })
+}
+
+/// What Docker forgets, read from the engine's events.
+#[test]
+fn events_tell_oom_kills_stops_crashes_and_loops_apart() {
+    let exited = |code: i64| ContainerView {
+        running: false,
+        status: "exited".into(),
+        exit_code: code,
+        restart_policy: "no".into(),
+        ..view()
+    };
+    let t = 1_800_000_000 - 1_800_000_000 % 86_400 + 3 * 3600; // 03:00:00 UTC
+                                                               // OOMKilled lost: the oom event still says it.
+    let f = run_with_events(
+        &exited(137),
+        &[event(t, "oom", None, ""), event(t, "die", Some(137), "")],
+    );
+    let cause = &f.diagnosis.causes[0];
+    assert_eq!(cause.class, FaultClass::OomKilled, "{}", cause.reason);
+    assert!(cause.reason.contains("03:00:00 UTC"), "{}", cause.reason);
+    assert_eq!(cause.evidence_ids, ["ev-1", "ev-3"]);
+    // `docker stop`: kill (SIGTERM) then die.
+    let f = run_with_events(
+        &exited(143),
+        &[
+            event(t, "kill", None, "15"),
+            event(t + 1, "die", Some(143), ""),
+            event(t + 1, "stop", None, ""),
+        ],
+    );
+    assert_eq!(f.diagnosis.causes[0].class, FaultClass::Stopped);
+    assert!(
+        f.diagnosis.causes[0].reason.contains("stopped at 03:00:00"),
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+    // Killed, but nobody asked Docker to: a crash.
+    let f = run_with_events(&exited(137), &[event(t, "die", Some(137), "")]);
+    assert_eq!(
+        f.diagnosis.causes[0].class,
+        FaultClass::Crash,
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+    // Without events, exit 137 stays `stopped` as before.
+    assert_eq!(
+        run_with_events(&exited(137), &[]).diagnosis.causes[0].class,
+        FaultClass::Stopped
+    );
+    // Died three times, started again each time, no restart policy.
+    let loop_events: Vec<_> = (0..3)
+        .flat_map(|i| {
+            [
+                event(t + i * 60, "start", None, ""),
+                event(t + i * 60 + 5, "die", Some(1), ""),
+            ]
+        })
+        .collect();
+    let f = run_with_events(&exited(1), &loop_events);
+    assert_eq!(
+        f.diagnosis.causes[0].class,
+        FaultClass::CrashLoop,
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+    // Running and healthy now, but OOM-killed an hour ago: that is said too,
+    // and the summary carries the timeline.
+    let f = run_with_events(
+        &view(),
+        &[
+            event(t, "oom", None, ""),
+            event(t, "die", Some(137), ""),
+            event(t + 2, "start", None, ""),
+        ],
+    );
+    assert_eq!(f.diagnosis.causes[0].class, FaultClass::Healthy);
+    assert_eq!(f.diagnosis.causes[1].class, FaultClass::OomKilled);
+    assert!(
+        f.diagnosis
+            .summary
+            .contains("Recent events: 03:00:00 UTC hit its memory limit"),
+        "{}",
+        f.diagnosis.summary
+    );
+}
+
+#[test]
+fn questions_are_told_from_reports() {
+    for q in [
+        "why did search restart at 3 am?",
+        "What happened to the db",
+        "When did backend stop?",
+        "how come api is slow",
+    ] {
+        assert!(is_question(q), "{q}");
+    }
+    for r in [
+        "backend is down",
+        "the database keeps crashing",
+        "search 挂了",
+        "restart web please",
+    ] {
+        assert!(!is_question(r), "{r}");
     }
 }

@@ -61,7 +61,59 @@ fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
     })
 }
 
+/// The most events one `ContainerEvents` answer carries.
+pub const MAX_CONTAINER_EVENTS: usize = 256;
+
 impl DockerAdapter {
+    /// One container's events between `since_unix` and now, oldest first,
+    /// the newest `limit` kept: a bounded read (the engine ends the stream
+    /// at `until`), under the read timeout.
+    pub async fn container_events(
+        &self,
+        permit: &crate::policy::Permit,
+        since_unix: i64,
+        limit: usize,
+    ) -> Result<(Vec<RawEvent>, bool), DockerError> {
+        let id = permit.container_id();
+        self.read("events", self.timeouts.read, || async move {
+            // Now to the nanosecond: a whole-second `until` would leave out
+            // the events of the current second (often the ones that matter).
+            let until = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let options = EventsOptions {
+                since: Some(since_unix.to_string()),
+                until: Some(format!("{}.{:09}", until.as_secs(), until.subsec_nanos())),
+                filters: Some(
+                    [
+                        ("type".to_string(), vec!["container".to_string()]),
+                        ("container".to_string(), vec![id.to_string()]),
+                        (
+                            "event".to_string(),
+                            EVENT_ACTIONS.iter().map(|a| a.to_string()).collect(),
+                        ),
+                    ]
+                    .into(),
+                ),
+            };
+            let mut stream = self.client().events(Some(options));
+            let mut kept = std::collections::VecDeque::new();
+            let mut truncated = false;
+            while let Some(item) = stream.next().await {
+                let m = item.map_err(|e| classify("events", id, e))?;
+                if let Some(e) = raw_event(m) {
+                    kept.push_back(e);
+                    if kept.len() > limit {
+                        kept.pop_front();
+                        truncated = true;
+                    }
+                }
+            }
+            Ok((kept.into(), truncated))
+        })
+        .await
+    }
+
     /// Container events from `since_nanos` (0: from now), then live, into a
     /// channel; the task stops when the receiver is dropped or the engine
     /// ends the stream (a final `Err` says why).

@@ -108,6 +108,60 @@ impl ExecutorService {
     }
 }
 
+/// How far back `ContainerEvents` may look.
+const MAX_EVENTS_LOOKBACK_SECS: i64 = 7 * 86_400;
+
+impl ExecutorService {
+    /// `ContainerEvents`: one visible container's recent events, typed and
+    /// redacted like `WatchEvents`'.
+    pub(super) async fn container_events(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerEventsRequest,
+    ) -> Result<pb::ContainerEventsResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let since = match req.since_unix {
+            0 => now - 3600,
+            s if s > now => {
+                return Err(ExecError::InvalidArgument(
+                    "since_unix is in the future".into(),
+                ))
+            }
+            s if s < now - MAX_EVENTS_LOOKBACK_SECS => {
+                return Err(ExecError::InvalidArgument(format!(
+                    "since_unix may be at most {} days back",
+                    MAX_EVENTS_LOOKBACK_SECS / 86_400
+                )))
+            }
+            s => s,
+        };
+        let limit = match req.limit {
+            0 => 100,
+            n if n as usize > crate::docker::MAX_CONTAINER_EVENTS => {
+                return Err(ExecError::InvalidArgument(format!(
+                    "limit may be at most {}",
+                    crate::docker::MAX_CONTAINER_EVENTS
+                )))
+            }
+            n => n as usize,
+        };
+        let permit = self.permit_read(call, &req.container).await?;
+        let (raw, truncated) = self.docker.container_events(&permit, since, limit).await?;
+        let events: Vec<pb::ContainerEvent> = raw
+            .into_iter()
+            .filter_map(|e| visible_event(&self.policy, e))
+            .collect();
+        call.entry.result = format!("events={} truncated={truncated}", events.len());
+        Ok(pb::ContainerEventsResponse { events, truncated })
+    }
+}
+
 /// The typed, redacted event, or `None` for a container the policy hides.
 fn visible_event(policy: &Policy, e: RawEvent) -> Option<pb::ContainerEvent> {
     let name = e.attributes.get("name").cloned().unwrap_or_default();

@@ -553,6 +553,15 @@ impl pb::executor_server::Executor for ExecutorService {
         self.finish(call, result).await
     }
 
+    async fn container_events(
+        &self,
+        request: Request<pb::ContainerEventsRequest>,
+    ) -> Result<Response<pb::ContainerEventsResponse>, Status> {
+        let mut call = self.begin(&request, "events", Tier::Read);
+        let result = self.container_events(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
     type WatchEventsStream = events::EventStream;
 
     async fn watch_events(
