@@ -547,7 +547,7 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         matched_line = Some(m.line);
         detail = m.detail;
     } else if (c.exit_code == 137 || c.exit_code == 143)
-        && matches!(events::stopped_by(obs.events), Ok(None))
+        && events::death(obs.events) == events::Death::Unrequested
     {
         // The engine saw it die, and no `docker stop` or `kill` came first.
         causes.push(cause(
@@ -560,8 +560,8 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
             &with_events(&[ins]),
         ));
     } else if c.exit_code == 0 || ((c.exit_code == 137 || c.exit_code == 143) && !c.oom_killed) {
-        let how = match events::stopped_by(obs.events) {
-            Ok(Some(stop)) if c.exit_code != 0 => format!(
+        let how = match events::death(obs.events) {
+            events::Death::Requested(stop) if c.exit_code != 0 => format!(
                 "was stopped at {} ({}{}; exit {}, not an OOM kill)",
                 events::clock(stop),
                 if stop.action == "kill" {

@@ -23,15 +23,29 @@ pub fn oom(events: &[JournalEvent]) -> Option<&JournalEvent> {
     events.iter().rev().find(|e| e.action == "oom")
 }
 
-/// How the newest `die` came about: `Some(kill or stop event)` when one
-/// came just before it (a person or a tool stopped it), `None` when nothing
-/// did. `Err(())` when the record has no `die` at all.
-pub fn stopped_by(events: &[JournalEvent]) -> Result<Option<&JournalEvent>, ()> {
-    let die = events.iter().rposition(|e| e.action == "die").ok_or(())?;
+/// How the newest `die` came about, as the engine recorded it.
+#[derive(Debug, PartialEq)]
+pub enum Death<'a> {
+    /// The record has no `die`: it says nothing either way.
+    NotRecorded,
+    /// A `kill` or `stop` came just before it: a person or a tool stopped it.
+    Requested(&'a JournalEvent),
+    /// It died with nothing asking it to.
+    Unrequested,
+}
+
+pub fn death(events: &[JournalEvent]) -> Death<'_> {
+    let Some(die) = events.iter().rposition(|e| e.action == "die") else {
+        return Death::NotRecorded;
+    };
     let died_at = secs(&events[die]);
-    Ok(events[..die].iter().rev().find(|e| {
-        (e.action == "kill" || e.action == "stop") && died_at - secs(e) <= STOP_TO_DIE_SECS
-    }))
+    events[..die]
+        .iter()
+        .rev()
+        .find(|e| {
+            (e.action == "kill" || e.action == "stop") && died_at - secs(e) <= STOP_TO_DIE_SECS
+        })
+        .map_or(Death::Unrequested, Death::Requested)
 }
 
 /// `die` events with a non-zero exit in the window.
