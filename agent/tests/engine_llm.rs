@@ -156,6 +156,13 @@ impl Executor for FakeExecutor {
     type WatchEventsStream = std::pin::Pin<
         Box<dyn futures::Stream<Item = Result<pb::ContainerEvent, GrpcStatus>> + Send>,
     >;
+    async fn container_events(
+        &self,
+        _: GrpcRequest<pb::ContainerEventsRequest>,
+    ) -> R<pb::ContainerEventsResponse> {
+        // The scripted containers have no engine record.
+        Ok(GrpcResponse::new(pb::ContainerEventsResponse::default()))
+    }
     async fn watch_events(
         &self,
         _: GrpcRequest<pb::WatchEventsRequest>,
