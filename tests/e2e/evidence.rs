@@ -81,3 +81,42 @@ fn inspect_evidence_has_mounts_user_command_image_and_network_mode() {
         "{advice}"
     );
 }
+
+/// What a restart erases (state, health log, the last log lines) is kept in
+/// the request before the write.
+#[test]
+fn a_write_is_preceded_by_a_snapshot_of_what_it_erases() {
+    let dd = Drydock::init();
+    let c = Container::unhealthy_web("evidence-snapshot", &[]);
+    dd.up();
+    let (code, req) = dd.ask_json(&[
+        "--yes",
+        "--container",
+        &c.name,
+        "the web service is unhealthy",
+    ]);
+    assert_eq!(code, 0, "{req:#}");
+    assert_eq!(req["status"], "completed", "{req:#}");
+    let evidence = req["evidence"].as_array().cloned().unwrap_or_default();
+    let snapshot = evidence
+        .iter()
+        .position(|e| e["type"] == "pre_write_snapshot")
+        .unwrap_or_else(|| panic!("a snapshot: {req:#}"));
+    let verification = evidence
+        .iter()
+        .position(|e| e["type"] == "verification")
+        .unwrap_or(usize::MAX);
+    assert!(snapshot < verification, "taken before the write");
+    let data = &evidence[snapshot]["data"];
+    assert_eq!(data["action"], "restart");
+    assert_eq!(data["health_status"], "unhealthy", "{data:#}");
+    assert!(
+        data["health_log"].as_array().is_some_and(|l| !l.is_empty()),
+        "{data:#}"
+    );
+    assert!(
+        data["last_lines"].as_array().is_some_and(|l| !l.is_empty()),
+        "{data:#}"
+    );
+    assert_eq!(c.health(), "healthy");
+}

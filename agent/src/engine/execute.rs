@@ -11,7 +11,67 @@ use super::{Engine, Stop};
 use crate::executor_client::{Authority, ExecutorError};
 use crate::model::*;
 
+/// Log lines kept in the snapshot taken before a write.
+const SNAPSHOT_LOG_LINES: u32 = 50;
+
 impl Engine {
+    /// A write erases what diagnosis looked at: a restart resets the state
+    /// and the exit code, the health log starts over, and the logs roll on.
+    /// Keep them in the request first (evidence `pre_write_snapshot`). A
+    /// failed read does not hold the approved write back.
+    async fn snapshot_before_write(
+        &self,
+        id: &str,
+        action: &str,
+        target: &Target,
+    ) -> Result<(), Stop> {
+        let cid = &target.container_id;
+        let (inspected, logs) = tokio::join!(
+            self.executor.inspect(id, cid),
+            self.executor.logs(id, cid, SNAPSHOT_LOG_LINES)
+        );
+        let Ok(c) = inspected else {
+            tracing::warn!(request_id = %id, "no snapshot before the write: inspect failed");
+            return Ok(());
+        };
+        let last_lines: Vec<String> = logs
+            .map(|l| l.lines.into_iter().map(|l| l.text).collect())
+            .unwrap_or_default();
+        let data = serde_json::json!({
+            "action": action,
+            "status": c.status,
+            "exit_code": c.exit_code,
+            "oom_killed": c.oom_killed,
+            "error": c.error,
+            "started_at": c.started_at,
+            "finished_at": c.finished_at,
+            "restart_count": c.restart_count,
+            "health_status": c.health_status,
+            "failing_streak": c.failing_streak,
+            "health_log": c.health_log,
+            "last_lines": last_lines,
+        });
+        let summary = format!(
+            "before {action}: state={} exit={} health={} ({} health probes, {} log lines kept)",
+            c.status,
+            c.exit_code,
+            c.health_status,
+            c.health_log.len(),
+            last_lines.len()
+        );
+        self.record(
+            id,
+            vec![super::Gathered::new(
+                "pre_write_snapshot",
+                "InspectContainer+ContainerLogs",
+                data,
+                summary,
+            )],
+            None,
+        )
+        .await
+    }
+
     pub(super) async fn execute(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
         let Some(plan) = req.plan.clone() else {
@@ -50,6 +110,8 @@ impl Engine {
                 .await?;
                 return Ok(false);
             };
+            self.snapshot_before_write(id, &step.action, &step.target)
+                .await?;
             let result = self
                 .executor
                 .write(action, id, &step.target.container_id, authority)
