@@ -119,7 +119,7 @@ pub fn broken_compose_dependency(
                 .iter()
                 .filter(|c| c.labels.get(COMPOSE_PROJECT_LABEL) == Some(project))
                 .filter(|c| c.labels.get(COMPOSE_SERVICE_LABEL) == Some(&service))
-                .any(|c| c.state != "running" || c.status.contains("(unhealthy)"));
+                .any(ContainerSummaryView::is_broken);
             down.then_some(DependencyRef {
                 host: service,
                 port: None,

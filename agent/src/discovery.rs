@@ -224,11 +224,6 @@ fn image_base(image: &str) -> String {
         .to_string()
 }
 
-/// Is the container broken as `docker ps` shows it?
-fn is_broken(c: &ContainerSummaryView) -> bool {
-    c.state != "running" || c.status.contains("(unhealthy)")
-}
-
 /// Score one container against one word of the request.
 fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     let name = c.name.to_ascii_lowercase();
@@ -335,7 +330,7 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                     containers
                         .iter()
                         .find(|c| c.id == t.container_id)
-                        .is_some_and(is_broken)
+                        .is_some_and(ContainerSummaryView::is_broken)
                 })
                 .collect();
             match broken.as_slice() {

@@ -439,6 +439,13 @@ impl ContainerView {
     }
 }
 
+impl ContainerSummaryView {
+    /// Broken as `docker ps` shows it: not running, or unhealthy.
+    pub fn is_broken(&self) -> bool {
+        self.state != "running" || self.status.contains("(unhealthy)")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct MountView {
     /// bind, volume, tmpfs…

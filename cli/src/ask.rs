@@ -85,6 +85,19 @@ fn capitalized(action: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The pending approval `id` as the agent lists it (`None` when it is not
+/// pending): what `drydock approve` and the console decode and sign.
+pub async fn pending_approval(agent: &AgentClient, id: &str) -> anyhow::Result<Option<Value>> {
+    let pending = agent.get("/api/v1/approvals").await?;
+    Ok(pending
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("approval"))
+        .find(|a| a.get("id").and_then(Value::as_str) == Some(id))
+        .cloned())
+}
+
 /// Decode what the agent asks us to sign and check it belongs to the request
 /// we are following.
 pub fn decode_claims(

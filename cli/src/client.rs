@@ -6,6 +6,21 @@ use anyhow::{bail, Context as _};
 use futures::StreamExt as _;
 use serde_json::{json, Value};
 
+/// An id as the agent makes them (`req-…`, `apr-…`): safe in a path.
+pub fn is_plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+}
+
+/// A request state as a query value (`waiting_approval`): lowercase and
+/// `_` only; the agent itself says whether the state exists.
+pub fn is_state_word(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+}
+
 /// The longest a single call to the agent may take (event streams excepted).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest answer the CLI accepts from the agent.

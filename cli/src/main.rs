@@ -116,21 +116,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Approve { id, yes } => {
             let (agent, cfg) = agent(&home)?;
-            let pending = agent.get("/api/v1/approvals").await?;
-            let entry = pending
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|p| {
-                    p.get("approval")
-                        .and_then(|a| a.get("id"))
-                        .and_then(Value::as_str)
-                        == Some(id.as_str())
-                })
-                .with_context(|| {
-                    format!("no pending approval {id}; `drydock approvals` lists them")
-                })?;
-            let approval = entry.get("approval").cloned().unwrap_or(Value::Null);
+            let approval = ask::pending_approval(&agent, &id).await?.with_context(|| {
+                format!("no pending approval {id}; `drydock approvals` lists them")
+            })?;
             let (claims, bytes) = ask::decode_claims(&approval, None)?;
             println!("{}", ask::describe_claims(&claims));
             if !yes {

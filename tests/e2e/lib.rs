@@ -220,6 +220,12 @@ impl Container {
     /// The fixture's web service with a healthcheck, wedged (unhealthy) after
     /// its first second of life; `extra` are more `docker run` flags.
     pub fn unhealthy_web(test: &str, extra: &[&str]) -> Container {
+        Self::unhealthy_web_with(test, extra, &[])
+    }
+
+    /// `unhealthy_web`, with more arguments for the fixture's `serve`
+    /// (`--line TEXT` to log a line).
+    pub fn unhealthy_web_with(test: &str, extra: &[&str], serve: &[&str]) -> Container {
         let mut args: Vec<&str> = extra.to_vec();
         args.extend_from_slice(&[
             "--health-interval",
@@ -235,6 +241,7 @@ impl Container {
             "--wedge-after-secs",
             "1",
         ]);
+        args.extend_from_slice(serve);
         let c = Container::run(test, &args);
         c.wait_for("unhealthy", Duration::from_secs(60), |c| {
             c.health() == "unhealthy"

@@ -39,13 +39,7 @@ pub struct Tools {
 }
 
 /// A request id as the agent makes them: safe in a path and a URI.
-pub fn is_request_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-}
+pub use crate::client::is_plain_id as is_request_id;
 
 fn request_path(id: &str) -> anyhow::Result<String> {
     if !is_request_id(id) {
@@ -365,10 +359,7 @@ impl Tools {
         let limit = limit.unwrap_or(20).clamp(1, MAX_LIST_ITEMS as u32);
         let mut path = format!("/api/v1/requests?limit={limit}");
         if let Some(s) = status {
-            if !s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-                || s.is_empty()
-                || s.len() > 32
-            {
+            if !crate::client::is_state_word(s) {
                 bail!("`status` must be a request state such as waiting_approval, completed or failed");
             }
             path.push_str(&format!("&status={s}"));

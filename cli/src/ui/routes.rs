@@ -74,12 +74,7 @@ fn bad(message: impl Into<String>) -> UiError {
 
 /// Ids go into the agent's paths: plain characters only.
 fn plain_id(id: &str) -> Result<&str, UiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
-    if ok {
+    if crate::client::is_plain_id(id) {
         Ok(id)
     } else {
         Err(bad("not an id"))
@@ -137,7 +132,7 @@ async fn requests(
         q.limit.unwrap_or(50).clamp(1, 500)
     );
     if let Some(status) = q.status.filter(|st| !st.is_empty()) {
-        if !status.chars().all(|c| c.is_ascii_lowercase() || c == '_') || status.len() > 32 {
+        if !crate::client::is_state_word(&status) {
             return Err(bad("unknown status"));
         }
         path.push_str(&format!("&status={status}"));
@@ -220,14 +215,8 @@ async fn approve(
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, UiError> {
     let id = plain_id(&id)?;
-    let pending = s.agent.get("/api/v1/approvals").await?;
-    let approval = pending
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p.get("approval"))
-        .find(|a| a.get("id").and_then(Value::as_str) == Some(id))
-        .cloned()
+    let approval = ask::pending_approval(&s.agent, id)
+        .await?
         .ok_or_else(|| UiError(StatusCode::NOT_FOUND, format!("no pending approval {id}")))?;
     let (claims, bytes) = ask::decode_claims(&approval, None)?;
     if claims_digest(&bytes) != body.claims_sha256 {

@@ -122,10 +122,7 @@ impl ExecutorService {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = unix_now();
         let since = match req.since_unix {
             0 => now - 3600,
             s if s > now => {
