@@ -10,8 +10,9 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ApproverView, ContainerSummaryView, ContainerView, HealthProbeView, HealthcheckView,
-    HttpCheckView, LogLineView, LogsView, PolicyView, StatsView,
+    ApproverView, ContainerSummaryView, ContainerView, DiskUsageView, EngineDiskView,
+    HealthProbeView, HealthcheckView, HttpCheckView, LogLineView, LogsView, MountUsageView,
+    PolicyView, StatsView,
 };
 
 /// What authorises a write: a person's approval of this one step, or an
@@ -300,6 +301,51 @@ impl ExecutorClient {
             automation_enabled: r.automation.as_ref().is_some_and(|a| a.enabled),
             max_grant_ttl_secs: r.automation.as_ref().map_or(0, |a| a.max_grant_ttl_secs),
             revoked_grants: r.automation.map(|a| a.revoked).unwrap_or_default(),
+        })
+    }
+
+    /// Where one container's disk goes, and the engine's totals.
+    pub async fn disk_usage(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> Result<DiskUsageView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .disk_usage(pb::ContainerRequest {
+                request_id: request_id.into(),
+                container: container.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(DiskUsageView {
+            writable_layer_bytes: r.writable_layer_bytes,
+            root_fs_bytes: r.root_fs_bytes,
+            mounts: r
+                .mounts
+                .into_iter()
+                .map(|m| MountUsageView {
+                    kind: m.r#type,
+                    source: m.source,
+                    destination: m.destination,
+                    used_bytes: m.used_bytes,
+                    limit_bytes: m.limit_bytes,
+                })
+                .collect(),
+            log_driver: r.log_driver,
+            log_max_size: r.log_max_size,
+            engine: r.engine.map(|e| EngineDiskView {
+                images_bytes: e.images_bytes,
+                containers_bytes: e.containers_bytes,
+                volumes_bytes: e.volumes_bytes,
+                build_cache_bytes: e.build_cache_bytes,
+                reclaimable_bytes: e.reclaimable_bytes,
+                images: e.images,
+                containers: e.containers,
+                volumes: e.volumes,
+            }),
+            engine_error: r.engine_error,
         })
     }
 

@@ -10,6 +10,7 @@ pub mod api;
 pub mod config;
 pub mod dependency;
 pub mod discovery;
+pub mod disk;
 pub mod engine;
 pub mod executor_client;
 pub mod grants;

@@ -528,6 +528,44 @@ pub struct StatsView {
     pub pids: u64,
 }
 
+/// Where one container's disk goes, and the engine's totals (`DiskUsage`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DiskUsageView {
+    /// -1: the engine did not say.
+    pub writable_layer_bytes: i64,
+    pub root_fs_bytes: i64,
+    pub mounts: Vec<MountUsageView>,
+    pub log_driver: String,
+    /// Empty: no max-size (json-file and local then grow without bound).
+    pub log_max_size: String,
+    pub engine: Option<EngineDiskView>,
+    pub engine_error: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MountUsageView {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub source: String,
+    pub destination: String,
+    /// -1: the engine does not measure it.
+    pub used_bytes: i64,
+    /// A tmpfs's size limit; -1: none known.
+    pub limit_bytes: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EngineDiskView {
+    pub images_bytes: i64,
+    pub containers_bytes: i64,
+    pub volumes_bytes: i64,
+    pub build_cache_bytes: i64,
+    pub reclaimable_bytes: i64,
+    pub images: u32,
+    pub containers: u32,
+    pub volumes: u32,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct HttpCheckView {
     pub service: String,

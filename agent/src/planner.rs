@@ -6,8 +6,9 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::disk;
 use crate::model::{
-    ContainerView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
+    ContainerView, DiskUsageView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
 };
 use crate::rules::Finding;
 
@@ -54,6 +55,8 @@ pub struct Context {
     pub memory_usage_bytes: Option<u64>,
     /// Operator notes from the runbook.
     pub notes: Option<String>,
+    /// Where the target's disk goes (`DiskUsage`), for a full disk.
+    pub disk: Option<DiskUsageView>,
 }
 
 fn step(action: &str, target: &Target, reason: String, expected: &str) -> PlanStep {
@@ -135,7 +138,15 @@ fn advice_for(
             c.run_as(),
             c.mounts_said()
         )],
-        FaultClass::DiskFull => vec![format!("The disk behind {name} is full. Free space (`docker system df`, old volumes and logs) or grow the volume, then restart it.")],
+        FaultClass::DiskFull => {
+            let usage = ctx.disk.clone().unwrap_or_default();
+            let (line, engine_error) = disk::failed_line(finding.matched_line.as_deref(), c);
+            let location = match &ctx.disk {
+                Some(_) => disk::locate(&line, engine_error, &usage),
+                None => disk::Location::Unknown,
+            };
+            disk::advice(name, &location, &usage)
+        }
         FaultClass::HealthcheckBroken => vec![format!(
             "The healthcheck of {name} cannot run ({detail}). Fix the healthcheck command in the image or compose file; the service itself may be fine."
         )],

@@ -672,7 +672,10 @@ fn engine_error(text: &str) -> Option<(FaultClass, &'static str)> {
         return None;
     }
     if regex_is_match(r"(?i)no space left on device", text) {
-        return Some((FaultClass::DiskFull, "the engine's disk is full"));
+        return Some((
+            FaultClass::DiskFull,
+            "the engine found no space left to set up its filesystem",
+        ));
     }
     if regex_is_match(r"(?i)exec format error", text) {
         return Some((

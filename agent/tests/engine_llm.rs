@@ -130,6 +130,14 @@ impl Executor for FakeExecutor {
             ..Default::default()
         }))
     }
+    async fn disk_usage(&self, r: GrpcRequest<pb::ContainerRequest>) -> R<pb::DiskUsageResponse> {
+        let (_, name, _) = resolve(&r.get_ref().container)?;
+        self.log(format!("disk_usage {name}"));
+        Ok(GrpcResponse::new(pb::DiskUsageResponse {
+            writable_layer_bytes: 6 << 20,
+            ..Default::default()
+        }))
+    }
     async fn get_policy(&self, _: GrpcRequest<pb::GetPolicyRequest>) -> R<pb::PolicyResponse> {
         self.log("policy".into());
         let action = |a: &str, enabled: bool| pb::ActionPolicy {

@@ -91,6 +91,14 @@ impl ReadOnlyExecutor for Executor {
             ..Default::default()
         })
     }
+    async fn disk_usage(&self, _: &str, c: &str) -> Result<DiskUsageView, ExecutorError> {
+        self.calls.lock().unwrap().push(format!("disk_usage {c}"));
+        self.find(c)?;
+        Ok(DiskUsageView {
+            writable_layer_bytes: 6 << 20,
+            ..Default::default()
+        })
+    }
 }
 
 #[derive(Default)]

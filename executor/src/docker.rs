@@ -273,6 +273,8 @@ pub fn cpu_percent(cpu: u64, precpu: u64, system: u64, presystem: u64, cpus: u32
 pub struct DockerAdapter {
     /// Swapped once a delayed API version negotiation succeeds.
     docker: Arc<RwLock<Docker>>,
+    /// Plain GETs on the same connection pool (docker/disk.rs).
+    raw: transport::Raw,
     timeouts: Timeouts,
 }
 
@@ -316,13 +318,14 @@ impl DockerAdapter {
         // bollard's own timeout is a backstop; our deadlines are shorter.
         const CLIENT_TIMEOUT_SECS: u64 = 120;
         // Pooled: idle engine connections are reused (transport.rs).
-        let docker =
+        let (docker, raw) =
             transport::connect(endpoint, CLIENT_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
                 .map_err(|e| {
                     DockerError::Unavailable(format!("cannot connect to {endpoint}: {e}"))
                 })?;
         let adapter = DockerAdapter {
             docker: Arc::new(RwLock::new(docker.clone())),
+            raw,
             timeouts,
         };
         if let Err(e) = adapter.negotiate().await {
@@ -512,7 +515,7 @@ impl DockerAdapter {
             .collect();
         requested_host_ports.sort_unstable();
         requested_host_ports.dedup();
-        let mounts = r
+        let mut mounts: Vec<MountInfo> = r
             .mounts
             .clone()
             .unwrap_or_default()
@@ -528,6 +531,20 @@ impl DockerAdapter {
                 rw: m.rw.unwrap_or(false),
             })
             .collect();
+        // `--tmpfs` mounts are only in HostConfig, not in Mounts.
+        let mut tmpfs: Vec<(String, String)> = host_config
+            .tmpfs
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        tmpfs.sort();
+        mounts.extend(tmpfs.into_iter().map(|(destination, options)| MountInfo {
+            kind: "tmpfs".into(),
+            source: "tmpfs".into(),
+            rw: !options.split(',').any(|o| o.trim() == "ro"),
+            destination,
+        }));
         let network_mode = host_config.network_mode.clone().unwrap_or_default();
         Ok(ContainerDetails {
             mounts,
@@ -765,9 +782,11 @@ impl DockerAdapter {
     }
 }
 
+mod disk;
 mod events;
 mod stats;
 mod transport;
+pub use disk::{DiskUsage, EngineDisk, MountUsage};
 pub use events::{RawEvent, EVENT_ACTIONS, MAX_CONTAINER_EVENTS};
 
 #[cfg(test)]

@@ -219,6 +219,11 @@ fn log_scenarios() -> Vec<Scenario> {
             "2021-11-08T15:47:07.890167Z 1 [ERROR] [MY-012267] [InnoDB] Could not set the file size of './ibtmp1'. Probably out of disk space",
             "2021-11-08T15:47:07.948874Z 0 [ERROR] [MY-010119] [Server] Aborting",
         ])).mentioning("No space left on device"),
+        // disk_full for real: the kernel refuses a write to a full 1 MiB
+        // tmpfs, and the cause names that mount and its limit.
+        scenario("disk-tmpfs", "disk_full", Exited, strings(&[
+            "--tmpfs", "/small:size=1m", FIXTURE_IMAGE, "fill", "--write", "/small/x=100",
+        ])).mentioning("/small/x is on the tmpfs at /small (limited to 1.0 MiB)"),
         // oom_killed (the runtime's own error): V8 (vendurehq/vendure-docker-compose#2);
         // node aborts, so 134.
         scenario("oom-node", "oom_killed", Exited, crash(134, &[], &[

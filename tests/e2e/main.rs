@@ -7,6 +7,7 @@ mod automation;
 mod closed_loop;
 mod deploy;
 mod discovery;
+mod disk;
 mod evidence;
 mod executor_behaviour;
 mod executor_boundary;

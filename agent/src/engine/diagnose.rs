@@ -29,6 +29,7 @@ impl Engine {
         if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
             diagnosis.causes.push(cause);
         }
+        self.examine_disk(req, &finding, &c, &mut diagnosis).await?;
         Ok(Some(diagnosis))
     }
 

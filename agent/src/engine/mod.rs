@@ -18,6 +18,7 @@
 mod approve;
 mod dependency;
 mod diagnose;
+mod disk;
 mod execute;
 pub mod lifecycle;
 mod observe;

@@ -159,6 +159,7 @@ impl Engine {
             port,
             memory_usage_bytes,
             notes,
+            disk: Self::latest_of(req, "disk_usage"),
         }
     }
 }

@@ -18,8 +18,8 @@ use super::tools::{self, Journal, ReadOnlyExecutor};
 use super::untrusted::Boundary;
 use super::{compact, Message, ToolCall, Usage};
 use crate::model::{
-    ContainerSummaryView, ContainerView, Diagnosis, Evidence, ExecutionRecord, FaultClass,
-    LogsView, Plan, PolicyView, Request, StatsView, Target,
+    ContainerSummaryView, ContainerView, Diagnosis, DiskUsageView, Evidence, ExecutionRecord,
+    FaultClass, LogsView, Plan, PolicyView, Request, StatsView, Target,
 };
 use crate::runbook::Runbook;
 
@@ -108,7 +108,7 @@ fn system_prompt(boundary: &Boundary, policy: Option<&PolicyView>, diagnose_only
     };
     format!(
         "You are drydock's investigator, acting like a careful senior on-call engineer for Docker containers. \
-You can only read: list_containers, inspect_container, container_logs, container_stats, container_health, read_runbook. \
+You can only read: list_containers, inspect_container, container_logs, container_stats, container_health, disk_usage, read_runbook. \
 You cannot change anything; a plan you propose is checked by drydock, shown to a human who must sign each step, and checked again by the executor.\n\
 {untrusted}\n\
 The analyzer results are from drydock's deterministic rules engine: confirm or refute them with evidence. \
@@ -419,6 +419,20 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
                     )
                 })
                 .map_err(|e| e.to_string()),
+            "disk_usage" => self
+                .executor
+                .disk_usage(&id, &container)
+                .await
+                .map(|u: DiskUsageView| {
+                    (
+                        compact::cap(&serde_json::to_string(&u).unwrap_or_default(), compact::MAX_TOOL_CHARS),
+                        "disk_usage",
+                        "DiskUsage",
+                        serde_json::to_value(&u).unwrap_or_default(),
+                        format!("{container}: {}", crate::disk::summary(&u)),
+                    )
+                })
+                .map_err(|e| e.to_string()),
             "read_runbook" => {
                 let service = args["service"].as_str().unwrap_or_default();
                 match self.runbook.lookup(Some(service), service) {
@@ -439,7 +453,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
         };
         match result {
             Ok((shown, kind, source, data, summary)) => {
-                // The engine reads the newest `inspect`/`logs`/`stats` as the
+                // The engine reads the newest `inspect`/`logs`/`stats`/`disk_usage` as the
                 // target's own; another container's answers must not pass
                 // for it.
                 let about_target = match kind {
@@ -447,7 +461,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
                         .target
                         .as_ref()
                         .is_some_and(|t| data["id"].as_str() == Some(t.container_id.as_str())),
-                    "logs" | "stats" => self.target.as_ref().is_some_and(|t| {
+                    "logs" | "stats" | "disk_usage" => self.target.as_ref().is_some_and(|t| {
                         container == t.container_id || container == t.container_name
                     }),
                     _ => true,
@@ -456,6 +470,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
                     "inspect" if !about_target => "related_inspect",
                     "logs" if !about_target => "related_logs",
                     "stats" if !about_target => "related_stats",
+                    "disk_usage" if !about_target => "related_disk_usage",
                     k => k,
                 };
                 let ev = self.record(kind, source, data, summary).await;

@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 
 use super::ToolSpec;
 use crate::executor_client::{ExecutorClient, ExecutorError};
-use crate::model::{ContainerSummaryView, ContainerView, Evidence, LogsView, StatsView};
+use crate::model::{
+    ContainerSummaryView, ContainerView, DiskUsageView, Evidence, LogsView, StatsView,
+};
 
 /// The executor's read RPCs, as the model's tools need them. Production:
 /// `ExecutorClient`; tests: a double in `agent/tests`.
@@ -34,6 +36,11 @@ pub trait ReadOnlyExecutor: Send + Sync {
         request_id: &str,
         container: &str,
     ) -> impl Future<Output = Result<StatsView, ExecutorError>> + Send;
+    fn disk_usage(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> impl Future<Output = Result<DiskUsageView, ExecutorError>> + Send;
 }
 
 impl ReadOnlyExecutor for ExecutorClient {
@@ -57,6 +64,13 @@ impl ReadOnlyExecutor for ExecutorClient {
     }
     async fn stats(&self, request_id: &str, container: &str) -> Result<StatsView, ExecutorError> {
         ExecutorClient::stats(self, request_id, container).await
+    }
+    async fn disk_usage(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> Result<DiskUsageView, ExecutorError> {
+        ExecutorClient::disk_usage(self, request_id, container).await
     }
 }
 
@@ -112,6 +126,11 @@ pub fn specs() -> Vec<ToolSpec> {
         ToolSpec {
             name: "container_stats",
             description: "CPU, memory, network and pids of a running container.",
+            parameters: object(json!({"container": container_arg()}), &["container"]),
+        },
+        ToolSpec {
+            name: "disk_usage",
+            description: "Where a container's disk goes: its writable layer, each mount (volume sizes the engine measures, tmpfs limits), its log driver and max-size, and the engine's totals with what is reclaimable.",
             parameters: object(json!({"container": container_arg()}), &["container"]),
         },
         ToolSpec {

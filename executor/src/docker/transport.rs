@@ -61,13 +61,47 @@ impl tower_service::Service<http::Uri> for UnixConnector {
     }
 }
 
+/// The most bytes a raw engine answer may have.
+const MAX_RAW_ANSWER: usize = 16 * 1024 * 1024;
+
+type RawFuture =
+    Pin<Box<dyn Future<Output = Result<(http::StatusCode, bytes::Bytes), String>> + Send>>;
+
+/// Plain GETs on the same pooled connection, for the engine answers whose
+/// shape bollard's models do not follow on every API version (`/system/df`
+/// changed shape in API 1.52; bollard models only the new one).
+#[derive(Clone)]
+pub struct Raw {
+    send: Arc<dyn Fn(BollardRequest) -> RawFuture + Send + Sync>,
+    base: String,
+}
+
+impl Raw {
+    /// `GET /v{version}{path}`: the status and the whole body, at most
+    /// `MAX_RAW_ANSWER` bytes.
+    pub async fn get(
+        &self,
+        version: &ClientVersion,
+        path_and_query: &str,
+    ) -> Result<(http::StatusCode, bytes::Bytes), String> {
+        let uri = format!(
+            "{}/v{}.{}{path_and_query}",
+            self.base, version.major_version, version.minor_version
+        );
+        let req = http::Request::get(uri)
+            .body(bollard::body_full(bytes::Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        (self.send)(req).await
+    }
+}
+
 /// A bollard client on a pooled connection to `endpoint`: `unix:///path`,
-/// or `tcp://host:port` / `http://host:port`.
+/// or `tcp://host:port` / `http://host:port`; and raw GETs on the same pool.
 pub fn connect(
     endpoint: &str,
     timeout_secs: u64,
     version: &ClientVersion,
-) -> Result<Docker, String> {
+) -> Result<(Docker, Raw), String> {
     if let Some(path) = endpoint.strip_prefix("unix://") {
         if !std::path::Path::new(path).exists() {
             return Err(format!("no socket at {path}"));
@@ -91,7 +125,7 @@ fn with_pool<C>(
     addr: &str,
     timeout_secs: u64,
     version: &ClientVersion,
-) -> Result<Docker, String>
+) -> Result<(Docker, Raw), String>
 where
     C: Connect + Clone + Send + Sync + 'static,
 {
@@ -100,7 +134,25 @@ where
         .pool_max_idle_per_host(MAX_IDLE)
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .build(connector);
-    Docker::connect_with_custom_transport(
+    let raw_client = client.clone();
+    let raw = Raw {
+        send: Arc::new(move |req: BollardRequest| -> RawFuture {
+            let client = raw_client.clone();
+            Box::pin(async move {
+                use http_body_util::BodyExt as _;
+                let response = client.request(req).await.map_err(|e| e.to_string())?;
+                let status = response.status();
+                let body = http_body_util::Limited::new(response.into_body(), MAX_RAW_ANSWER)
+                    .collect()
+                    .await
+                    .map_err(|e| format!("reading the engine's answer: {e}"))?
+                    .to_bytes();
+                Ok((status, body))
+            })
+        }),
+        base: addr.to_string(),
+    };
+    let docker = Docker::connect_with_custom_transport(
         move |req: BollardRequest| {
             let client = client.clone();
             async move {
@@ -114,7 +166,8 @@ where
         timeout_secs,
         version,
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    Ok((docker, raw))
 }
 
 #[cfg(test)]
@@ -169,7 +222,8 @@ mod tests {
             5,
             bollard::API_DEFAULT_VERSION,
         )
-        .expect("client");
+        .expect("client")
+        .0;
         for _ in 0..20 {
             docker.ping().await.expect("ping");
         }
@@ -189,10 +243,13 @@ mod tests {
 
     #[test]
     fn endpoints_that_are_neither_unix_nor_tcp_are_refused_with_the_forms_that_work() {
-        let err = connect("ftp://x", 5, bollard::API_DEFAULT_VERSION).expect_err("refused");
+        let Err(err) = connect("ftp://x", 5, bollard::API_DEFAULT_VERSION) else {
+            panic!("ftp:// accepted")
+        };
         assert!(err.contains("unix:///PATH"), "{err}");
-        let err =
-            connect("unix:///no/such.sock", 5, bollard::API_DEFAULT_VERSION).expect_err("refused");
+        let Err(err) = connect("unix:///no/such.sock", 5, bollard::API_DEFAULT_VERSION) else {
+            panic!("a missing socket accepted")
+        };
         assert!(err.contains("no socket at /no/such.sock"), "{err}");
     }
 }

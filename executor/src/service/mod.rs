@@ -9,6 +9,7 @@
 //! (domain values to redacted wire values) and `validate` (bounded input).
 //! The single conversion of errors into `tonic::Status` is `to_status`.
 
+mod disk;
 mod events;
 mod reads;
 mod shape;
@@ -559,6 +560,15 @@ impl pb::executor_server::Executor for ExecutorService {
     ) -> Result<Response<pb::ContainerEventsResponse>, Status> {
         let mut call = self.begin(&request, "events", Tier::Read);
         let result = self.container_events(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn disk_usage(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::DiskUsageResponse>, Status> {
+        let mut call = self.begin(&request, "disk_usage", Tier::Read);
+        let result = self.disk_usage(&mut call, request.into_inner()).await;
         self.finish(call, result).await
     }
 
