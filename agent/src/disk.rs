@@ -14,8 +14,28 @@ use crate::planner::human_bytes;
 pub fn failed_line(matched_line: Option<&str>, c: &ContainerView) -> (String, bool) {
     match matched_line {
         Some(line) => (line.to_string(), false),
-        None => (c.error.clone(), !c.error.is_empty()),
+        None if says_full(&c.error) => (c.error.clone(), true),
+        None => (String::new(), false),
     }
+}
+
+/// Where a line says the disk is full (`no space left on device`,
+/// `ENOSPC`, `Disk is full`), as a byte offset.
+fn full_at(line: &str) -> Option<usize> {
+    let lower = line.to_ascii_lowercase();
+    [
+        "no space left on device",
+        "enospc",
+        "disk is full",
+        "disk full",
+    ]
+    .iter()
+    .filter_map(|w| lower.find(w))
+    .min()
+}
+
+fn says_full(line: &str) -> bool {
+    full_at(line).is_some()
 }
 
 /// Where the write that failed went.
@@ -34,25 +54,57 @@ pub enum Location<'a> {
     Unknown,
 }
 
-/// The first absolute path in a log line (`write /data/x: no space…`,
-/// `writing '/var/lib/mysql/tmp/#sql.MAD'`).
-pub fn path_in(line: &str) -> Option<String> {
-    let start = line.char_indices().find(|&(i, ch)| {
-        ch == '/'
-            && line[..i]
-                .chars()
-                .next_back()
-                .is_none_or(|p| p.is_whitespace() || "\"'`(=[<:".contains(p))
+/// The absolute paths of a line, with their byte offsets; a path right
+/// after an HTTP method (`POST /api/upload`) is a URL, not a file.
+fn paths(line: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (i, ch) in line.char_indices() {
+        if ch != '/'
+            || found
+                .last()
+                .is_some_and(|(at, p): &(usize, String)| i < at + p.len())
+        {
+            continue;
+        }
+        let before = &line[..i];
+        let starts = before
+            .chars()
+            .next_back()
+            .is_none_or(|p| p.is_whitespace() || "\"'`(=[<:".contains(p))
             && line[i + 1..]
                 .chars()
                 .next()
-                .is_some_and(|n| n.is_alphanumeric() || "._-".contains(n))
-    })?;
-    let path: String = line[start.0..]
-        .chars()
-        .take_while(|c| !c.is_whitespace() && !"\"'`,;:()[]<>".contains(*c))
-        .collect();
-    Some(path.trim_end_matches(['.', '/']).to_string()).filter(|p| p.len() > 1)
+                .is_some_and(|n| n.is_alphanumeric() || "._-".contains(n));
+        if !starts {
+            continue;
+        }
+        let method = before.split_whitespace().next_back().unwrap_or("");
+        if ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"].contains(&method.trim_matches('"')) {
+            continue;
+        }
+        let path: String = line[i..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !"\"'`,;:()[]<>".contains(*c))
+            .collect();
+        let path = path.trim_end_matches(['.', '/']).to_string();
+        if path.len() > 1 {
+            found.push((i, path));
+        }
+    }
+    found
+}
+
+/// The path a "disk full" line is about: the last absolute path before the
+/// words that say so (`copy /a -> /data/b: no space left on device` is
+/// `/data/b`), else the first after them (`ENOSPC: …, write '/app/x'`).
+pub fn path_in(line: &str) -> Option<String> {
+    let found = paths(line);
+    let at = full_at(line).unwrap_or(usize::MAX);
+    let before = found.iter().rev().find(|(i, _)| *i < at);
+    before
+        .or_else(|| found.iter().find(|(i, _)| *i > at))
+        .or(found.first())
+        .map(|(_, p)| p.clone())
 }
 
 /// Whether `path` is `dir` or under it, by whole components.
@@ -66,11 +118,22 @@ fn is_under(path: &str, dir: &str) -> bool {
 }
 
 /// The path inside the container of an engine error about its root
-/// filesystem (`mkdir /var/lib/docker/overlay2/ID/merged/data/sub: no
-/// space…` is `/data/sub`).
+/// filesystem: runc's `to rootfs at "/data/sub"`, else the part after an
+/// overlay `…/merged` of a host path (`mkdir /var/lib/docker/overlay2/ID/
+/// merged/data/sub: no space…` is `/data/sub`).
 fn container_path_in_engine_error(text: &str) -> Option<String> {
+    if let Some(at) = text.find("rootfs at \"") {
+        let rest = &text[at + "rootfs at \"".len()..];
+        let path = &rest[..rest.find('"')?];
+        if path.starts_with('/') && path.len() > 1 {
+            return Some(path.trim_end_matches('/').to_string());
+        }
+    }
     let at = text.find("/merged/")?;
-    path_in(&text[at + "/merged".len()..])
+    paths(&text[at + "/merged".len()..])
+        .into_iter()
+        .next()
+        .map(|(_, p)| p)
 }
 
 /// Which filesystem the failed write was on. `engine_error` is true when
@@ -138,10 +201,9 @@ pub fn summary(u: &DiskUsageView) -> String {
     }
     match &u.engine {
         Some(e) => parts.push(format!(
-            "engine: images {}, containers {}, volumes {}, build cache {}; {} reclaimable",
+            "engine: {} images {}, build cache {}; {} reclaimable",
+            e.images,
             human_bytes(e.images_bytes.max(0) as u64),
-            human_bytes(e.containers_bytes.max(0) as u64),
-            human_bytes(e.volumes_bytes.max(0) as u64),
             human_bytes(e.build_cache_bytes.max(0) as u64),
             human_bytes(e.reclaimable_bytes.max(0) as u64),
         )),
@@ -228,7 +290,7 @@ pub fn advice(name: &str, location: &Location, u: &DiskUsageView) -> Vec<String>
     if let Some(e) = u.engine.as_ref().filter(|e| e.reclaimable_bytes > 0) {
         let free = human_bytes(e.reclaimable_bytes as u64);
         out.push(format!(
-            "About {free} on the engine is reclaimable (unused images, stopped containers, unreferenced volumes, idle build cache): `docker system df -v` lists it; prune only what you know is unneeded."
+            "About {free} on the engine's disk is images no container uses and build cache not in use: `docker image prune -a` and `docker builder prune` free it (`docker system df -v` lists it first)."
         ));
     }
     out
@@ -266,6 +328,7 @@ mod tests {
                 reclaimable_bytes: 700 << 20,
                 ..Default::default()
             }),
+            container_id: "c0ffee".into(),
             engine_error: String::new(),
         }
     }
@@ -296,9 +359,37 @@ mod tests {
             ),
             ("No space left on device", None),
             ("read 3/4 of it: no space", None),
+            // The destination, not the source; not a URL.
+            (
+                "copyfile '/app/a' -> '/data/b': no space left on device",
+                Some("/data/b"),
+            ),
+            (
+                "POST /api/upload 500 ENOSPC: no space left on device, write '/srv/up/1.bin'",
+                Some("/srv/up/1.bin"),
+            ),
         ] {
             assert_eq!(path_in(line).as_deref(), want, "{line}");
         }
+    }
+
+    #[test]
+    fn only_an_engine_error_about_space_stands_for_the_failed_write() {
+        let port = ContainerView {
+            error: "driver failed programming external connectivity: port is already allocated"
+                .into(),
+            ..Default::default()
+        };
+        assert_eq!(failed_line(None, &port), (String::new(), false));
+        let full = ContainerView {
+            error: "mkdir /var/lib/docker/overlay2/x/merged/data: no space left on device".into(),
+            ..Default::default()
+        };
+        assert!(failed_line(None, &full).1, "the engine's own");
+        assert!(
+            !failed_line(Some("write /a: ENOSPC"), &full).1,
+            "the log line first"
+        );
     }
 
     #[test]
@@ -332,6 +423,7 @@ mod tests {
         );
         // runc creating a mountpoint (`/run/cache`) inside the tmpfs at
         // `/run`: the parent is full, not the mount being made.
+        assert_eq!(at_engine("error mounting \"/var/lib/docker/volumes/v/_data\" to rootfs at \"/run/cache\": mkdir /var/lib/docker/btrfs/subvolumes/3fe6/run/cache: no space left on device"), "/run");
         let runc = "error mounting \"tmpfs\" to rootfs at \"/run/cache\": mkdir /var/lib/docker/fuse-overlayfs/3fe6/merged/run/cache: no space left on device: unknown";
         assert_eq!(at_engine(runc), "/run");
         assert_eq!(

@@ -320,6 +320,7 @@ impl ExecutorClient {
             .await?
             .into_inner();
         Ok(DiskUsageView {
+            container_id: r.container_id,
             writable_layer_bytes: r.writable_layer_bytes,
             root_fs_bytes: r.root_fs_bytes,
             mounts: r
@@ -337,13 +338,9 @@ impl ExecutorClient {
             log_max_size: r.log_max_size,
             engine: r.engine.map(|e| EngineDiskView {
                 images_bytes: e.images_bytes,
-                containers_bytes: e.containers_bytes,
-                volumes_bytes: e.volumes_bytes,
                 build_cache_bytes: e.build_cache_bytes,
                 reclaimable_bytes: e.reclaimable_bytes,
                 images: e.images,
-                containers: e.containers,
-                volumes: e.volumes,
             }),
             engine_error: r.engine_error,
         })

@@ -528,9 +528,11 @@ pub struct StatsView {
     pub pids: u64,
 }
 
-/// Where one container's disk goes, and the engine's totals (`DiskUsage`).
+/// Where one container's disk goes, and what the engine holds that belongs
+/// to no container (`DiskUsage`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct DiskUsageView {
+    pub container_id: String,
     /// -1: the engine did not say.
     pub writable_layer_bytes: i64,
     pub root_fs_bytes: i64,
@@ -557,13 +559,10 @@ pub struct MountUsageView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct EngineDiskView {
     pub images_bytes: i64,
-    pub containers_bytes: i64,
-    pub volumes_bytes: i64,
     pub build_cache_bytes: i64,
+    /// Images no container uses and build cache not in use.
     pub reclaimable_bytes: i64,
     pub images: u32,
-    pub containers: u32,
-    pub volumes: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -275,6 +275,8 @@ pub struct DockerAdapter {
     docker: Arc<RwLock<Docker>>,
     /// Plain GETs on the same connection pool (docker/disk.rs).
     raw: transport::Raw,
+    /// The last `/system/df` answer, shared by every caller.
+    df_cache: disk::DfCache,
     timeouts: Timeouts,
 }
 
@@ -326,6 +328,7 @@ impl DockerAdapter {
         let adapter = DockerAdapter {
             docker: Arc::new(RwLock::new(docker.clone())),
             raw,
+            df_cache: Default::default(),
             timeouts,
         };
         if let Err(e) = adapter.negotiate().await {

@@ -461,7 +461,10 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
                         .target
                         .as_ref()
                         .is_some_and(|t| data["id"].as_str() == Some(t.container_id.as_str())),
-                    "logs" | "stats" | "disk_usage" => self.target.as_ref().is_some_and(|t| {
+                    "disk_usage" => self.target.as_ref().is_some_and(|t| {
+                        data["container_id"].as_str() == Some(t.container_id.as_str())
+                    }),
+                    "logs" | "stats" => self.target.as_ref().is_some_and(|t| {
                         container == t.container_id || container == t.container_name
                     }),
                     _ => true,

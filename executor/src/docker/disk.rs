@@ -1,18 +1,45 @@
 //! Where a container's disk goes: its writable layer (inspect with sizes),
 //! its mounts (volume sizes as the engine measures them, tmpfs limits), its
-//! log settings, and the engine's totals (`/system/df`).
+//! log settings, and what the engine holds that belongs to no container
+//! (images, build cache) from `/system/df`.
 //!
 //! `/system/df` changed shape in API 1.52 (`ImageUsage`… instead of
 //! `LayersSize`, `Images`…), and bollard models only the new shape, so the
-//! engine's answer is read raw and both shapes are understood.
+//! engine's answer is read raw and both shapes are understood. It walks
+//! every layer and volume on the host, so one answer is shared by all
+//! callers for `DF_FRESH` (one call in flight at a time), and only a 5xx or
+//! a lost connection is tried again.
+//!
+//! Containers and volumes other than the one asked about may be outside the
+//! caller's scope: their figures never leave here, not even as totals.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bollard::query_parameters::InspectContainerOptions;
 use serde::Deserialize;
 
 use super::{classify, DockerAdapter, DockerError};
 use crate::policy::Permit;
+
+/// How long one `/system/df` answer is reused.
+const DF_FRESH: Duration = Duration::from_secs(60);
+/// How long a failed one is (so a struggling engine is not asked again at
+/// once by every caller).
+const DF_FAILED_FRESH: Duration = Duration::from_secs(10);
+
+/// One `/system/df` answer and when it came.
+pub(super) type DfCache = Arc<tokio::sync::Mutex<Option<(Instant, Result<Df, String>)>>>;
+
+/// What drydock keeps of `/system/df`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Df {
+    pub engine: EngineDisk,
+    /// Each measured volume's size, by name (looked up only for the mounts
+    /// of the container asked about).
+    pub volume_sizes: HashMap<String, i64>,
+}
 
 /// One mount and what it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,21 +53,18 @@ pub struct MountUsage {
     pub limit_bytes: i64,
 }
 
-/// The engine's totals.
+/// What the engine holds that belongs to no container.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EngineDisk {
     pub images_bytes: i64,
-    pub containers_bytes: i64,
-    pub volumes_bytes: i64,
     pub build_cache_bytes: i64,
     pub reclaimable_bytes: i64,
     pub images: u32,
-    pub containers: u32,
-    pub volumes: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiskUsage {
+    pub container_id: String,
     pub writable_layer_bytes: i64,
     pub root_fs_bytes: i64,
     pub mounts: Vec<MountUsage>,
@@ -51,44 +75,37 @@ pub struct DiskUsage {
 }
 
 impl DockerAdapter {
-    /// One container's disk use and the engine's. The inspect (with sizes)
-    /// and `/system/df` run together; when the engine cannot compute its
-    /// totals in time, the container's part is still answered.
+    /// One container's disk use and the engine's. Three reads together: a
+    /// plain inspect (mounts, log settings: required), an inspect with
+    /// sizes and `/system/df` (both walk layers on disk, so each may fail
+    /// or run out of time alone, leaving -1 or `engine_error`).
     pub async fn disk_usage(&self, permit: &Permit) -> Result<DiskUsage, DockerError> {
         let id = permit.container_id();
-        // Both walk layers on disk: the logs deadline, which is the longer.
         let deadline = self.timeouts.logs;
-        let inspect = self.read("inspect", deadline, || async move {
+        let plain = self.read("inspect", self.timeouts.read, || async move {
+            self.client()
+                .inspect_container(id, None::<InspectContainerOptions>)
+                .await
+                .map_err(|e| classify("inspect", id, e))
+        });
+        let sized = self.read("inspect", deadline, || async move {
             self.client()
                 .inspect_container(id, Some(InspectContainerOptions { size: true }))
                 .await
                 .map_err(|e| classify("inspect", id, e))
         });
-        let df = self.read("df", deadline, || async move {
-            let version = self.client().client_version();
-            let (status, body) = self
-                .raw
-                .get(&version, "/system/df?verbose=1")
-                .await
-                .map_err(|e| DockerError::Unavailable(format!("df: {e}")))?;
-            if !status.is_success() {
-                return Err(DockerError::Unavailable(format!(
-                    "df: engine answered {status}"
-                )));
+        let (r, sized, df) = tokio::join!(plain, sized, self.df(deadline));
+        let r = r?;
+        let (size_rw, size_root_fs) = match sized {
+            Ok(s) => (s.size_rw.unwrap_or(-1), s.size_root_fs.unwrap_or(-1)),
+            Err(e) => {
+                tracing::warn!(container = id, error = %e, "container sizes unavailable");
+                (-1, -1)
             }
-            engine_disk(&body).map_err(|e| DockerError::Rejected {
-                operation: "df",
-                message: e,
-            })
-        });
-        let (inspect, engine) = tokio::join!(inspect, df);
-        let r = inspect?;
-        let host = r.host_config.unwrap_or_default();
-        let engine = engine.map_err(|e| e.to_string());
-        let volume_sizes: HashMap<String, i64> = match &engine {
-            Ok((_, sizes)) => sizes.clone(),
-            Err(_) => HashMap::new(),
         };
+        let host = r.host_config.unwrap_or_default();
+        let no_sizes = HashMap::new();
+        let volume_sizes = df.as_ref().map_or(&no_sizes, |d| &d.volume_sizes);
         let tmpfs_mount_limits: HashMap<String, i64> = host
             .mounts
             .clone()
@@ -142,8 +159,9 @@ impl DockerAdapter {
         }
         let log = host.log_config.unwrap_or_default();
         Ok(DiskUsage {
-            writable_layer_bytes: r.size_rw.unwrap_or(-1),
-            root_fs_bytes: r.size_root_fs.unwrap_or(-1),
+            container_id: id.to_string(),
+            writable_layer_bytes: size_rw,
+            root_fs_bytes: size_root_fs,
             mounts,
             log_driver: log.typ.unwrap_or_default(),
             log_max_size: log
@@ -152,13 +170,72 @@ impl DockerAdapter {
                 .get("max-size")
                 .cloned()
                 .unwrap_or_default(),
-            engine: engine.map(|(totals, _)| totals),
+            engine: df.map(|d| d.engine),
         })
+    }
+
+    /// `/system/df`, shared: a fresh answer is reused, and while one call
+    /// is in flight the others wait for it rather than start their own.
+    async fn df(&self, deadline: Duration) -> Result<Df, String> {
+        let fetch = async {
+            let mut cached = self.df_cache.lock().await;
+            if let Some((at, answer)) = cached.as_ref() {
+                let fresh = if answer.is_ok() {
+                    DF_FRESH
+                } else {
+                    DF_FAILED_FRESH
+                };
+                if at.elapsed() < fresh {
+                    return answer.clone();
+                }
+            }
+            let answer = self
+                .read("df", deadline, || async move {
+                    let version = self.client().client_version();
+                    let (status, body) = self
+                        .raw
+                        .get(&version, "/system/df?verbose=1")
+                        .await
+                        .map_err(|e| match e {
+                            super::transport::RawError::Connection(e) => {
+                                DockerError::Unavailable(format!("df: {e}"))
+                            }
+                            super::transport::RawError::Answer(e) => DockerError::Rejected {
+                                operation: "df",
+                                message: e,
+                            },
+                        })?;
+                    if status.is_server_error() {
+                        return Err(DockerError::Unavailable(format!(
+                            "df: engine answered {status}"
+                        )));
+                    }
+                    if !status.is_success() {
+                        return Err(DockerError::Rejected {
+                            operation: "df",
+                            message: format!("engine answered {status}"),
+                        });
+                    }
+                    parse_df(&body).map_err(|e| DockerError::Rejected {
+                        operation: "df",
+                        message: e,
+                    })
+                })
+                .await
+                .map_err(|e| e.to_string());
+            *cached = Some((Instant::now(), answer.clone()));
+            answer
+        };
+        // Waiting for another caller's answer counts against the deadline.
+        tokio::time::timeout(deadline, fetch)
+            .await
+            .unwrap_or_else(|_| Err(format!("docker did not answer df within {deadline:?}")))
     }
 }
 
-/// The `size=` of tmpfs options (`rw,noexec,size=1m`), in bytes; -1 when
-/// none is given or it is a percentage of memory.
+/// The `size=` of tmpfs options (`rw,noexec,size=1m`), in bytes, in the
+/// kernel's binary suffixes; -1 when none is given or it is a percentage
+/// of memory.
 pub(crate) fn tmpfs_size(options: &str) -> i64 {
     let Some(size) = options
         .split(',')
@@ -173,29 +250,30 @@ pub(crate) fn tmpfs_size(options: &str) -> i64 {
     let Ok(n) = digits.parse::<i64>() else {
         return -1;
     };
-    let multiplier: i64 = match unit.to_ascii_lowercase().as_str() {
-        "" => 1,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        "e" => 60,
         _ => return -1,
     };
-    n.checked_mul(multiplier).unwrap_or(-1)
+    n.checked_mul(1i64 << shift).unwrap_or(-1)
 }
 
-/// `/system/df` before API 1.52.
+/// `/system/df`: before API 1.52 the lists, from 1.52 the engine's own
+/// totals per category. Unknown fields are ignored.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "PascalCase", default)]
-struct LegacyDf {
+struct DfAnswer {
     layers_size: Option<i64>,
     images: Option<Vec<LegacyImage>>,
-    containers: Option<Vec<LegacyContainer>>,
     volumes: Option<Vec<Volume>>,
     build_cache: Option<Vec<LegacyCache>>,
-    // From API 1.52.
     image_usage: Option<Usage>,
-    container_usage: Option<Usage>,
-    volume_usage: Option<Usage>,
+    volume_usage: Option<VolumeUsage>,
     build_cache_usage: Option<Usage>,
 }
 
@@ -209,13 +287,6 @@ struct LegacyImage {
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "PascalCase", default)]
-struct LegacyContainer {
-    size_rw: i64,
-    state: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "PascalCase", default)]
 struct Volume {
     name: String,
     usage_data: Option<VolumeUsageData>,
@@ -225,7 +296,6 @@ struct Volume {
 #[serde(rename_all = "PascalCase", default)]
 struct VolumeUsageData {
     size: i64,
-    ref_count: i64,
 }
 
 #[derive(Deserialize, Default)]
@@ -243,115 +313,77 @@ struct Usage {
     total_count: i64,
     reclaimable: i64,
     total_size: i64,
-    /// Only with `verbose=1`; volumes are `Volume` objects.
-    items: Option<Vec<serde_json::Value>>,
 }
 
-fn count(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
+/// The volumes' category, whose items (with `verbose=1`) carry each
+/// volume's size; the other categories' items are not read at all.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct VolumeUsage {
+    items: Option<Vec<Volume>>,
 }
 
-/// The engine's totals and each volume's measured size (by name), from
-/// either shape of `/system/df`.
-pub(crate) fn engine_disk(body: &[u8]) -> Result<(EngineDisk, HashMap<String, i64>), String> {
-    let df: LegacyDf = serde_json::from_slice(body)
+fn sum(values: impl Iterator<Item = i64>) -> i64 {
+    values.fold(0i64, |a, v| a.saturating_add(v.max(0)))
+}
+
+/// What drydock keeps of either shape of `/system/df`.
+pub(crate) fn parse_df(body: &[u8]) -> Result<Df, String> {
+    let df: DfAnswer = serde_json::from_slice(body)
         .map_err(|e| format!("the engine's disk usage is not the JSON expected: {e}"))?;
-    let mut volume_sizes = HashMap::new();
-    let mut add_volume = |v: &Volume| {
-        if let Some(u) = &v.usage_data {
-            if u.size >= 0 && !v.name.is_empty() {
-                volume_sizes.insert(v.name.clone(), u.size);
+    let volumes = df
+        .volumes
+        .or_else(|| df.volume_usage.and_then(|u| u.items))
+        .unwrap_or_default();
+    let volume_sizes = volumes
+        .into_iter()
+        .filter_map(|v| {
+            let size = v.usage_data?.size;
+            (size >= 0 && !v.name.is_empty()).then_some((v.name, size))
+        })
+        .collect();
+    let engine = match (&df.images, &df.image_usage) {
+        // Before 1.52: as `docker system df` sums them.
+        (Some(images), _) => {
+            let caches = df.build_cache.as_deref().unwrap_or_default();
+            let images_bytes = df.layers_size.unwrap_or(0).max(0);
+            let images_used = sum(images
+                .iter()
+                .filter(|i| i.containers > 0 && i.size >= 0 && i.shared_size >= 0)
+                .map(|i| i.size - i.shared_size));
+            let cache = || caches.iter().filter(|c| !c.shared);
+            EngineDisk {
+                images_bytes,
+                build_cache_bytes: sum(cache().map(|c| c.size)),
+                reclaimable_bytes: (images_bytes - images_used)
+                    .max(0)
+                    .saturating_add(sum(cache().filter(|c| !c.in_use).map(|c| c.size))),
+                images: u32::try_from(images.len()).unwrap_or(u32::MAX),
             }
         }
-    };
-    let totals = if let Some(images) = &df.images {
-        // Before 1.52: sum what the lists give, as `docker system df` does.
-        let containers = df.containers.as_deref().unwrap_or_default();
-        let volumes = df.volumes.as_deref().unwrap_or_default();
-        let caches = df.build_cache.as_deref().unwrap_or_default();
-        volumes.iter().for_each(&mut add_volume);
-        let images_bytes = df.layers_size.unwrap_or(0).max(0);
-        let images_used: i64 = images
-            .iter()
-            .filter(|i| i.containers > 0 && i.size >= 0 && i.shared_size >= 0)
-            .map(|i| i.size - i.shared_size)
-            .sum();
-        let sized = || {
-            volumes
-                .iter()
-                .filter_map(|v| v.usage_data.as_ref())
-                .filter(|u| u.size >= 0)
-        };
-        let volumes_bytes: i64 = sized().map(|u| u.size).sum();
-        let volumes_free: i64 = sized().filter(|u| u.ref_count == 0).map(|u| u.size).sum();
-        let containers_bytes: i64 = containers.iter().map(|c| c.size_rw.max(0)).sum();
-        let containers_free: i64 = containers
-            .iter()
-            .filter(|c| c.state != "running")
-            .map(|c| c.size_rw.max(0))
-            .sum();
-        let cache_bytes: i64 = caches
-            .iter()
-            .filter(|c| !c.shared)
-            .map(|c| c.size.max(0))
-            .sum();
-        let cache_free: i64 = caches
-            .iter()
-            .filter(|c| !c.shared && !c.in_use)
-            .map(|c| c.size.max(0))
-            .sum();
-        EngineDisk {
-            images_bytes,
-            containers_bytes,
-            volumes_bytes,
-            build_cache_bytes: cache_bytes,
-            reclaimable_bytes: (images_bytes - images_used).max(0)
-                + containers_free
-                + volumes_free
-                + cache_free,
-            images: count(images.len()),
-            containers: count(containers.len()),
-            volumes: count(volumes.len()),
-        }
-    } else {
-        // From 1.52: the engine's own totals per category.
-        let of = |u: &Option<Usage>| {
-            let u = u.as_ref();
-            (
-                u.map_or(0, |u| u.total_size.max(0)),
-                u.map_or(0, |u| u.reclaimable.max(0)),
-                u.map_or(0, |u| {
+        // From 1.52: the engine's own totals.
+        (None, images) => {
+            let images = images.as_ref();
+            let cache = df.build_cache_usage.as_ref();
+            EngineDisk {
+                images_bytes: images.map_or(0, |u| u.total_size.max(0)),
+                build_cache_bytes: cache.map_or(0, |u| u.total_size.max(0)),
+                reclaimable_bytes: sum([
+                    images.map(|u| u.reclaimable),
+                    cache.map(|u| u.reclaimable),
+                ]
+                .into_iter()
+                .flatten()),
+                images: images.map_or(0, |u| {
                     u32::try_from(u.total_count.max(0)).unwrap_or(u32::MAX)
                 }),
-            )
-        };
-        let (images_bytes, images_free, images) = of(&df.image_usage);
-        let (containers_bytes, containers_free, containers) = of(&df.container_usage);
-        let (volumes_bytes, volumes_free, volumes) = of(&df.volume_usage);
-        let (build_cache_bytes, cache_free, _) = of(&df.build_cache_usage);
-        for item in df
-            .volume_usage
-            .as_ref()
-            .and_then(|u| u.items.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            if let Ok(v) = serde_json::from_value::<Volume>(item.clone()) {
-                add_volume(&v);
             }
         }
-        EngineDisk {
-            images_bytes,
-            containers_bytes,
-            volumes_bytes,
-            build_cache_bytes,
-            reclaimable_bytes: images_free + containers_free + volumes_free + cache_free,
-            images,
-            containers,
-            volumes,
-        }
     };
-    Ok((totals, volume_sizes))
+    Ok(Df {
+        engine,
+        volume_sizes,
+    })
 }
 
 #[cfg(test)]
@@ -366,14 +398,9 @@ mod tests {
                 {"Size": 600, "SharedSize": 100, "Containers": 1},
                 {"Size": 300, "SharedSize": 100, "Containers": 0}
             ],
-            "Containers": [
-                {"SizeRw": 50, "State": "running"},
-                {"SizeRw": 70, "State": "exited"},
-                {"SizeRw": -1, "State": "created"}
-            ],
+            "Containers": [{"SizeRw": 50, "State": "running", "Names": ["/hidden"]}],
             "Volumes": [
                 {"Name": "pgdata", "UsageData": {"Size": 4000, "RefCount": 1}},
-                {"Name": "old", "UsageData": {"Size": 900, "RefCount": 0}},
                 {"Name": "nfs", "UsageData": {"Size": -1, "RefCount": 1}}
             ],
             "BuildCache": [
@@ -383,59 +410,163 @@ mod tests {
             ],
             "BuilderSize": 0
         }"#;
-        let (t, sizes) = engine_disk(body).expect("parsed");
-        assert_eq!(t.images_bytes, 1000);
-        assert_eq!(t.containers_bytes, 120);
-        assert_eq!(t.volumes_bytes, 4900);
-        assert_eq!(t.build_cache_bytes, 50);
-        // images 1000 - 500 in use, a stopped container, an unused volume,
-        // the cache not in use.
-        assert_eq!(t.reclaimable_bytes, 500 + 70 + 900 + 30);
-        assert_eq!((t.images, t.containers, t.volumes), (2, 3, 3));
-        assert_eq!(sizes.get("pgdata"), Some(&4000));
-        assert_eq!(sizes.get("nfs"), None, "an unmeasured volume has no size");
+        let df = parse_df(body).expect("parsed");
+        assert_eq!(
+            df.engine,
+            EngineDisk {
+                images_bytes: 1000,
+                build_cache_bytes: 50,
+                // images 1000 - 500 in use, the cache not in use.
+                reclaimable_bytes: 500 + 30,
+                images: 2,
+            }
+        );
+        assert_eq!(df.volume_sizes.get("pgdata"), Some(&4000));
+        assert_eq!(
+            df.volume_sizes.get("nfs"),
+            None,
+            "an unmeasured volume has no size"
+        );
     }
 
     #[test]
     fn the_shape_from_api_1_52_uses_the_engines_totals() {
         let body = br#"{
-            "ImageUsage": {"ActiveCount": 1, "TotalCount": 4, "Reclaimable": 300, "TotalSize": 1000},
+            "ImageUsage": {"ActiveCount": 1, "TotalCount": 4, "Reclaimable": 300, "TotalSize": 1000,
+                "Items": [{"Id": "sha256:aa", "Size": 1000}]},
             "ContainerUsage": {"ActiveCount": 1, "TotalCount": 2, "Reclaimable": 70, "TotalSize": 120},
             "VolumeUsage": {"ActiveCount": 1, "TotalCount": 2, "Reclaimable": 900, "TotalSize": 4900,
                 "Items": [{"Name": "pgdata", "UsageData": {"Size": 4000, "RefCount": 1}}]},
-            "BuildCacheUsage": {"TotalCount": 0, "Reclaimable": 0, "TotalSize": 0}
+            "BuildCacheUsage": {"TotalCount": 1, "Reclaimable": 5, "TotalSize": 7}
         }"#;
-        let (t, sizes) = engine_disk(body).expect("parsed");
+        let df = parse_df(body).expect("parsed");
         assert_eq!(
-            t,
+            df.engine,
             EngineDisk {
                 images_bytes: 1000,
-                containers_bytes: 120,
-                volumes_bytes: 4900,
-                build_cache_bytes: 0,
-                reclaimable_bytes: 1270,
+                build_cache_bytes: 7,
+                reclaimable_bytes: 305,
                 images: 4,
-                containers: 2,
-                volumes: 2,
             }
         );
-        assert_eq!(sizes.get("pgdata"), Some(&4000));
+        assert_eq!(df.volume_sizes.get("pgdata"), Some(&4000));
     }
 
     #[test]
-    fn an_answer_that_is_not_json_is_an_error_that_says_so() {
-        let err = engine_disk(b"<html>").expect_err("refused");
+    fn an_answer_that_is_not_json_is_an_error_and_absurd_sizes_do_not_overflow() {
+        let err = parse_df(b"<html>").expect_err("refused");
         assert!(err.contains("not the JSON expected"), "{err}");
         // An empty object is an engine with nothing on it.
-        let (t, _) = engine_disk(b"{}").expect("parsed");
-        assert_eq!(t, EngineDisk::default());
+        assert_eq!(parse_df(b"{}").expect("parsed"), Df::default());
+        let huge = format!(
+            r#"{{"LayersSize": 0, "Images": [], "BuildCache": [{{"Size": {m}}}, {{"Size": {m}}}]}}"#,
+            m = i64::MAX
+        );
+        let df = parse_df(huge.as_bytes()).expect("parsed");
+        assert_eq!(df.engine.build_cache_bytes, i64::MAX);
+    }
+
+    /// A stand-in engine: `/system/df` answers after a pause and is
+    /// counted; every other path answers `{}`.
+    async fn engine(path: std::path::PathBuf, df_calls: Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let df_calls = df_calls.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        buf.drain(..end + 4);
+                        let body = if head.contains("/system/df") {
+                            df_calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            r#"{"LayersSize": 7, "Images": [], "Volumes": [{"Name": "v", "UsageData": {"Size": 3}}]}"#
+                        } else {
+                            "{}"
+                        };
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_callers_share_one_engine_df_and_a_fresh_answer_is_reused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("engine.sock");
+        let df_calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        tokio::spawn(engine(path.clone(), df_calls.clone()));
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let adapter = DockerAdapter::connect(
+            &format!("unix://{}", path.display()),
+            super::super::Timeouts {
+                read: Duration::from_secs(5),
+                logs: Duration::from_secs(5),
+                write: Duration::from_secs(5),
+            },
+        )
+        .await
+        .expect("adapter");
+        let answers =
+            futures::future::join_all((0..8).map(|_| adapter.df(Duration::from_secs(5)))).await;
+        for a in &answers {
+            let df = a.as_ref().expect("answer");
+            assert_eq!(df.engine.images_bytes, 7);
+            assert_eq!(df.volume_sizes.get("v"), Some(&3));
+        }
+        assert_eq!(
+            df_calls.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "one in flight"
+        );
+        adapter.df(Duration::from_secs(5)).await.expect("answer");
+        assert_eq!(
+            df_calls.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "reused while fresh"
+        );
+        // A caller whose deadline ends while another's call is in flight
+        // gets an error, not a wait beyond its deadline.
+        *adapter.df_cache.lock().await = None;
+        let slow = adapter.df(Duration::from_secs(5));
+        let impatient = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            adapter.df(Duration::from_millis(50)).await
+        };
+        let (slow, impatient) = tokio::join!(slow, impatient);
+        assert!(slow.is_ok());
+        let err = impatient.expect_err("timed out");
+        assert!(err.contains("did not answer df"), "{err}");
     }
 
     #[test]
-    fn tmpfs_sizes_are_read_in_docker_units() {
+    fn tmpfs_sizes_are_read_in_the_kernels_units() {
         assert_eq!(tmpfs_size("rw,noexec,size=1m"), 1 << 20);
         assert_eq!(tmpfs_size("size=64k"), 64 << 10);
         assert_eq!(tmpfs_size("size=2G,mode=1777"), 2 << 30);
+        assert_eq!(tmpfs_size("size=1t"), 1 << 40);
         assert_eq!(tmpfs_size("size=4096"), 4096);
         assert_eq!(tmpfs_size("size=50%"), -1);
         assert_eq!(tmpfs_size("rw"), -1);

@@ -64,8 +64,19 @@ impl tower_service::Service<http::Uri> for UnixConnector {
 /// The most bytes a raw engine answer may have.
 const MAX_RAW_ANSWER: usize = 16 * 1024 * 1024;
 
+/// A raw GET's own deadline, for a caller without a shorter one.
+const RAW_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a raw GET has no answer: the connection (worth another try) or the
+/// answer itself (too big, cut off: not worth one).
+#[derive(Debug)]
+pub enum RawError {
+    Connection(String),
+    Answer(String),
+}
+
 type RawFuture =
-    Pin<Box<dyn Future<Output = Result<(http::StatusCode, bytes::Bytes), String>> + Send>>;
+    Pin<Box<dyn Future<Output = Result<(http::StatusCode, bytes::Bytes), RawError>> + Send>>;
 
 /// Plain GETs on the same pooled connection, for the engine answers whose
 /// shape bollard's models do not follow on every API version (`/system/df`
@@ -83,15 +94,17 @@ impl Raw {
         &self,
         version: &ClientVersion,
         path_and_query: &str,
-    ) -> Result<(http::StatusCode, bytes::Bytes), String> {
+    ) -> Result<(http::StatusCode, bytes::Bytes), RawError> {
         let uri = format!(
             "{}/v{}.{}{path_and_query}",
             self.base, version.major_version, version.minor_version
         );
         let req = http::Request::get(uri)
             .body(bollard::body_full(bytes::Bytes::new()))
-            .map_err(|e| e.to_string())?;
-        (self.send)(req).await
+            .map_err(|e| RawError::Answer(e.to_string()))?;
+        tokio::time::timeout(RAW_TIMEOUT, (self.send)(req))
+            .await
+            .map_err(|_| RawError::Connection(format!("no answer within {RAW_TIMEOUT:?}")))?
     }
 }
 
@@ -140,12 +153,19 @@ where
             let client = raw_client.clone();
             Box::pin(async move {
                 use http_body_util::BodyExt as _;
-                let response = client.request(req).await.map_err(|e| e.to_string())?;
+                let response = client
+                    .request(req)
+                    .await
+                    .map_err(|e| RawError::Connection(e.to_string()))?;
                 let status = response.status();
                 let body = http_body_util::Limited::new(response.into_body(), MAX_RAW_ANSWER)
                     .collect()
                     .await
-                    .map_err(|e| format!("reading the engine's answer: {e}"))?
+                    .map_err(|e| {
+                        RawError::Answer(format!(
+                            "the engine's answer could not be read (at most {MAX_RAW_ANSWER} bytes): {e}"
+                        ))
+                    })?
                     .to_bytes();
                 Ok((status, body))
             })

@@ -36,19 +36,16 @@ fn shape_disk(d: DiskUsage) -> pb::DiskUsageResponse {
         Ok(e) => (
             Some(pb::EngineDiskUsage {
                 images_bytes: e.images_bytes,
-                containers_bytes: e.containers_bytes,
-                volumes_bytes: e.volumes_bytes,
                 build_cache_bytes: e.build_cache_bytes,
                 reclaimable_bytes: e.reclaimable_bytes,
                 images: e.images,
-                containers: e.containers,
-                volumes: e.volumes,
             }),
             String::new(),
         ),
         Err(e) => (None, text(&e)),
     };
     pb::DiskUsageResponse {
+        container_id: d.container_id,
         writable_layer_bytes: d.writable_layer_bytes,
         root_fs_bytes: d.root_fs_bytes,
         mounts: d
