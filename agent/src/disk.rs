@@ -282,6 +282,11 @@ pub fn advice(name: &str, location: &Location, u: &DiskUsageView) -> Vec<String>
             "The disk behind {name} is full. Free space (`docker system df`, old volumes and logs) or grow the volume, then restart it."
         )),
     }
+    // What else fills the engine's disk matters unless the full one is a
+    // tmpfs (memory).
+    if matches!(location, Location::Mount { mount, .. } if mount.kind == "tmpfs") {
+        return out;
+    }
     if u.log_driver == "json-file" && u.log_max_size.is_empty() {
         out.push(format!(
             "The log of {name} (json-file) has no max-size, so it grows without bound: set `--log-opt max-size=10m --log-opt max-file=3` (compose: `logging.options`)."
@@ -447,6 +452,22 @@ mod tests {
         );
         let said = advice("web-1", &l, &u);
         assert!(said[0].contains("--tmpfs /run/cache:size="), "{said:?}");
+        assert_eq!(
+            said.len(),
+            1,
+            "a tmpfs is memory: the engine's disk is beside the point: {said:?}"
+        );
+        let said = advice(
+            "web-1",
+            &Location::Layer {
+                path: "/srv/x".into(),
+            },
+            &u,
+        );
+        assert!(
+            said[0].contains("put that directory on a volume"),
+            "{said:?}"
+        );
         assert!(
             said.iter().any(|a| a.contains("max-size")),
             "unbounded log: {said:?}"
