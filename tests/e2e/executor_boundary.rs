@@ -550,6 +550,39 @@ async fn tls_refuses_clients_without_an_allowed_certificate() {
         (row["decision"].as_str(), row["caller"].as_str()),
         (Some("denied"), Some("intruder"))
     );
+    // The newer reads go through the same gate.
+    let err = c
+        .disk_usage(pb::ContainerRequest {
+            request_id: "req-intruder-disk".into(),
+            container: "anything".into(),
+        })
+        .await
+        .expect_err("identity not allowed");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let err = c
+        .container_events(pb::ContainerEventsRequest {
+            request_id: "req-intruder-events".into(),
+            container: "anything".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("identity not allowed");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    for (id, action) in [
+        ("req-intruder-disk", "disk_usage"),
+        ("req-intruder-events", "events"),
+    ] {
+        let row = audit_for(&dd, id);
+        assert_eq!(
+            (
+                row["decision"].as_str(),
+                row["caller"].as_str(),
+                row["action"].as_str()
+            ),
+            (Some("denied"), Some("intruder"), Some(action)),
+            "{row:#}"
+        );
+    }
     // The standard health service answers known identities only, and its
     // refusals are audited too.
     let health_channel =
