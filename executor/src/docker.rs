@@ -9,13 +9,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bollard::container::LogOutput;
 use bollard::query_parameters::{
-    InspectContainerOptions, ListContainersOptions, LogsOptions, RestartContainerOptions,
-    StartContainerOptions, StopContainerOptions,
+    InspectContainerOptions, ListContainersOptions, RestartContainerOptions, StartContainerOptions,
+    StopContainerOptions,
 };
 use bollard::Docker;
-use futures::StreamExt as _;
 use std::sync::{Arc, RwLock};
 
 use crate::policy::{Permit, ResolvedTarget};
@@ -24,29 +22,6 @@ use crate::policy::{Permit, ResolvedTarget};
 pub const READ_ATTEMPTS: u32 = 3;
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 const NEGOTIATE_RETRY: Duration = Duration::from_secs(5);
-/// One log line longer than this is cut (a binary blob printed to stdout),
-/// after it is redacted whole.
-const MAX_LINE_BYTES: usize = 16 * 1024;
-/// Partial messages of one line are joined up to this many bytes.
-const MAX_JOINED_BYTES: usize = 64 * 1024;
-
-/// A line longer than `MAX_LINE_BYTES` is redacted whole, then cut: cutting
-/// first could leave half a secret that no pattern recognises.
-/// Returns the line and the redactions made while cutting it.
-fn cut_long_line(raw: Vec<u8>, truncated: &mut bool) -> (Vec<u8>, u32) {
-    if raw.len() <= MAX_LINE_BYTES {
-        return (raw, 0);
-    }
-    *truncated = true;
-    let (text, redactions) = crate::redact::shape_log_line(&raw);
-    let mut end = text.len().min(MAX_LINE_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut line = text.as_bytes()[..end].to_vec();
-    line.extend_from_slice(" [line truncated]".as_bytes());
-    (line, redactions)
-}
 /// Grace period Docker gives a container to stop before it kills it.
 /// The longest stop timeout a write waits for. A container that asks for
 /// more still gets it from the engine (drydock passes no `t`), but the
@@ -213,35 +188,11 @@ pub struct MountInfo {
     pub rw: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStream {
-    Stdout,
-    Stderr,
-}
-
-#[derive(Debug, Clone)]
-pub struct RawLogLine {
-    pub stream: LogStream,
-    pub bytes: Vec<u8>,
-    /// Redactions already made here (a long line is redacted before it is
-    /// cut); the service adds them to the call's count.
-    pub redactions: u32,
-}
-
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     pub read: Duration,
     pub logs: Duration,
     pub write: Duration,
-}
-
-/// Which log lines to read.
-#[derive(Debug, Clone, Copy)]
-pub struct LogQuery {
-    pub tail: u32,
-    pub since: i64,
-    pub stdout: bool,
-    pub stderr: bool,
 }
 
 /// One resource snapshot.
@@ -466,6 +417,34 @@ impl DockerAdapter {
         self.inspect_raw(permit.container_id()).await
     }
 
+    /// Does the engine still have the permitted container's image? Asked
+    /// by content id (`sha256:…`, from the container's own inspect), so no
+    /// name the caller gave reaches the engine; `None` when it cannot say.
+    pub async fn image_present(&self, permit: &Permit, image_id: &str) -> Option<bool> {
+        let valid = image_id
+            .strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !valid {
+            return None;
+        }
+        let answer = self
+            .read("inspect_image", self.timeouts.read, || async {
+                self.client()
+                    .inspect_image(image_id)
+                    .await
+                    .map_err(|e| classify("inspect_image", permit.container_id(), e))
+            })
+            .await;
+        match answer {
+            Ok(_) => Some(true),
+            Err(DockerError::NotFound(_)) => Some(false),
+            Err(e) => {
+                tracing::warn!(container_id = %permit.container_id(), error = %e, "cannot tell whether the image is present");
+                None
+            }
+        }
+    }
+
     async fn inspect_raw(&self, name_or_id: &str) -> Result<ContainerDetails, DockerError> {
         let r = self
             .read("inspect", self.timeouts.read, || async {
@@ -613,91 +592,6 @@ impl DockerAdapter {
         })
     }
 
-    /// The last `tail` lines, stopping early once `max_bytes` were read so a
-    /// container with huge lines cannot exhaust the executor's memory.
-    pub async fn logs(
-        &self,
-        permit: &Permit,
-        query: LogQuery,
-        max_bytes: usize,
-    ) -> Result<(Vec<RawLogLine>, bool), DockerError> {
-        let id = permit.container_id();
-        self.read("logs", self.timeouts.logs, || async move {
-            let mut stream = self.client().logs(
-                id,
-                Some(LogsOptions {
-                    stdout: query.stdout,
-                    stderr: query.stderr,
-                    // The engine API's `since` is a 32-bit timestamp in
-                    // bollard; a time past 2038 asks for nothing yet.
-                    since: i32::try_from(query.since).unwrap_or(i32::MAX),
-                    tail: query.tail.to_string(),
-                    ..Default::default()
-                }),
-            );
-            // Keep the newest lines within the byte budget: the end of a
-            // log is where a crash explains itself.
-            let mut lines: std::collections::VecDeque<RawLogLine> =
-                std::collections::VecDeque::new();
-            let mut bytes = 0usize;
-            let mut truncated = false;
-            // Docker splits a line longer than 16 KiB into partial messages
-            // (and a TTY's output comes in arbitrary chunks): bytes are
-            // joined per stream up to each newline, so a secret split
-            // across messages is redacted whole.
-            let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
-            let mut keep = |stream: LogStream, raw: Vec<u8>, truncated: &mut bool| {
-                let (line, redactions) = cut_long_line(raw, truncated);
-                bytes += line.len();
-                lines.push_back(RawLogLine {
-                    stream,
-                    bytes: line,
-                    redactions,
-                });
-                while bytes > max_bytes {
-                    match lines.pop_front() {
-                        Some(old) => bytes -= old.bytes.len(),
-                        None => break,
-                    }
-                    *truncated = true;
-                }
-            };
-            while let Some(item) = stream.next().await {
-                let (stream_kind, message) = match item.map_err(|e| classify("logs", id, e))? {
-                    LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                        (LogStream::Stdout, message)
-                    }
-                    LogOutput::StdErr { message } => (LogStream::Stderr, message),
-                    LogOutput::StdIn { .. } => continue,
-                };
-                let buf = &mut pending[usize::from(stream_kind == LogStream::Stderr)];
-                for piece in message.split_inclusive(|b| *b == b'\n') {
-                    let room = MAX_JOINED_BYTES.saturating_sub(buf.len());
-                    if piece.len() > room {
-                        truncated = true;
-                    }
-                    buf.extend_from_slice(&piece[..piece.len().min(room)]);
-                    if piece.ends_with(b"\n") {
-                        keep(stream_kind, std::mem::take(buf), &mut truncated);
-                    }
-                }
-            }
-            for (i, buf) in pending.into_iter().enumerate() {
-                if !buf.is_empty() {
-                    let stream = if i == 0 {
-                        LogStream::Stdout
-                    } else {
-                        LogStream::Stderr
-                    };
-                    keep(stream, buf, &mut truncated);
-                }
-            }
-            let lines: Vec<RawLogLine> = lines.into();
-            Ok((lines, truncated))
-        })
-        .await
-    }
-
     /// Writes are attempted once: a restart that timed out may still have
     /// happened, and repeating it blindly is how outages get longer.
     /// The deadline of a restart or stop: `timeouts.write`, or the
@@ -787,10 +681,12 @@ impl DockerAdapter {
 
 mod disk;
 mod events;
+mod logs;
 mod stats;
 mod transport;
 pub use disk::{DiskUsage, EngineDisk, MountUsage};
 pub use events::{RawEvent, EVENT_ACTIONS, MAX_CONTAINER_EVENTS};
+pub use logs::{LogQuery, LogStream, RawLogLine};
 
 #[cfg(test)]
 mod tests;

@@ -93,15 +93,26 @@ impl ExecutorService {
             Some(d) => d,
             None => self.docker.inspect(&permit).await?,
         };
-        let shaped = shape_inspect(details, &self.env_policy);
+        // A container that is down may be down for good if its image is
+        // gone; one that runs is not asked about (one engine trip less on
+        // the hot path).
+        let image_missing = !details.state.running
+            && self.docker.image_present(&permit, &details.image_id).await == Some(false);
+        let mut shaped = shape_inspect(details, &self.env_policy);
+        shaped.image_missing = image_missing;
         call.entry.result = format!(
-            "state={} redactions={}",
+            "state={} redactions={}{}",
             shaped
                 .state
                 .as_ref()
                 .map(|s| s.status.as_str())
                 .unwrap_or(""),
-            shaped.redactions
+            shaped.redactions,
+            if shaped.image_missing {
+                " image_missing"
+            } else {
+                ""
+            }
         );
         Ok(shaped)
     }
@@ -166,8 +177,8 @@ impl ExecutorService {
     ) -> Result<pb::LogsResponse, ExecError> {
         call.record(&req.request_id, &req.container);
         call.entry.input = format!(
-            "tail={} since={} streams={}",
-            req.tail, req.since, req.streams
+            "tail={} since={} until={} streams={}",
+            req.tail, req.since, req.until, req.streams
         );
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
@@ -177,10 +188,23 @@ impl ExecutorService {
                 req.tail, self.limits.logs_max_lines
             )));
         }
-        if req.since < 0 || req.since > unix_now() + 86_400 {
+        let latest = unix_now() + 86_400;
+        if req.since < 0 || req.since > latest {
             return Err(ExecError::InvalidArgument(format!(
                 "since {} must be a unix time in seconds, 0 for no bound",
                 req.since
+            )));
+        }
+        if req.until < 0 || req.until > latest {
+            return Err(ExecError::InvalidArgument(format!(
+                "until {} must be a unix time in seconds, 0 for no bound",
+                req.until
+            )));
+        }
+        if req.until != 0 && req.until < req.since {
+            return Err(ExecError::InvalidArgument(format!(
+                "until {} is before since {}: no line can be in between",
+                req.until, req.since
             )));
         }
         let (stdout, stderr) = match pb::LogStreams::try_from(req.streams) {
@@ -203,6 +227,7 @@ impl ExecutorService {
         let query = LogQuery {
             tail,
             since: req.since,
+            until: req.until,
             stdout,
             stderr,
         };
@@ -222,6 +247,7 @@ impl ExecutorService {
                 }
                 .into(),
                 text: shaper.line(&l.bytes),
+                time_unix_nanos: l.time_nanos,
             })
             .collect();
         let redactions = shaper.redactions().saturating_add(cut_redactions);

@@ -111,6 +111,8 @@ pub(super) fn shape_inspect(
         working_dir,
         image_id: redact::neutralise_controls(&d.image_id),
         network_mode: redact::neutralise_controls(&d.network_mode),
+        // Asked apart (docker.rs `image_present`), by the service.
+        image_missing: false,
         id: d.id,
         name: redact::neutralise_controls(&d.name),
         image: redact::neutralise_controls(&d.image),
