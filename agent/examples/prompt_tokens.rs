@@ -93,6 +93,7 @@ fn measure(label: &str, lines: &[String]) {
                 .map(|t| LogLineView {
                     stream: "stdout".into(),
                     text: t.clone(),
+                    ..Default::default()
                 })
                 .collect(),
             truncated: false,

@@ -153,13 +153,16 @@ struct CreateBody {
     container: Option<String>,
     #[serde(default)]
     diagnose_only: bool,
+    /// The asker's offset from UTC in minutes, for a time in a question.
+    #[serde(default)]
+    utc_offset_minutes: Option<i32>,
 }
 
 async fn create_request(
     State(s): State<AppState>,
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
-    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool}}")))?;
+    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"utc_offset_minutes\"?: int}}")))?;
     let message = body.message.trim().to_string();
     if message.is_empty() || message.len() > MAX_MESSAGE_LEN {
         return Err(Problem::new(
@@ -183,11 +186,20 @@ async fn create_request(
             ));
         }
     }
+    let max = crate::rules::question::MAX_UTC_OFFSET_MINUTES;
+    if let Some(off) = body.utc_offset_minutes.filter(|o| o.abs() > max) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid utc_offset_minutes",
+            format!("utc_offset_minutes {off} must be between -{max} and {max} (UTC+01:00 is 60)"),
+        ));
+    }
     let req = s
         .engine
         .create(
             message,
             RequestOptions {
+                utc_offset_minutes: body.utc_offset_minutes,
                 container: body.container,
                 // A question ("why did search restart at 3 am?") gets an
                 // answer from the evidence, not a plan.

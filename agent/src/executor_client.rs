@@ -233,6 +233,7 @@ impl ExecutorClient {
             working_dir: r.working_dir,
             image_id: r.image_id,
             network_mode: r.network_mode,
+            image_missing: r.image_missing,
         })
     }
 
@@ -242,6 +243,20 @@ impl ExecutorClient {
         container: &str,
         tail: u32,
     ) -> Result<LogsView, ExecutorError> {
+        self.logs_window(request_id, container, tail, 0, 0).await
+    }
+
+    /// The last `tail` lines between `since` and `until` (unix seconds,
+    /// `until`'s own second included; 0 for no bound): what a container
+    /// said before a moment.
+    pub async fn logs_window(
+        &self,
+        request_id: &str,
+        container: &str,
+        tail: u32,
+        since: i64,
+        until: i64,
+    ) -> Result<LogsView, ExecutorError> {
         let r = self
             .inner
             .clone()
@@ -249,6 +264,8 @@ impl ExecutorClient {
                 request_id: request_id.into(),
                 container: container.into(),
                 tail,
+                since,
+                until,
                 ..Default::default()
             })
             .await?
@@ -260,6 +277,7 @@ impl ExecutorClient {
                 .map(|l| LogLineView {
                     stream: l.stream,
                     text: l.text,
+                    time_unix_nanos: l.time_unix_nanos,
                 })
                 .collect(),
             truncated: r.truncated,
@@ -347,10 +365,14 @@ impl ExecutorClient {
     }
 
     /// One container's engine events of the last hour, oldest first.
+    /// The container's engine events since `since_unix` (0: the last
+    /// hour), the newest `limit` (at most 256).
     pub async fn container_events(
         &self,
         request_id: &str,
         container: &str,
+        since_unix: i64,
+        limit: u32,
     ) -> Result<Vec<crate::watch::journal::JournalEvent>, ExecutorError> {
         let r = self
             .inner
@@ -358,8 +380,8 @@ impl ExecutorClient {
             .container_events(pb::ContainerEventsRequest {
                 request_id: request_id.into(),
                 container: container.into(),
-                since_unix: 0,
-                limit: 100,
+                since_unix,
+                limit,
             })
             .await?
             .into_inner();

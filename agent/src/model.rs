@@ -228,6 +228,10 @@ pub struct RequestOptions {
     pub container: Option<String>,
     #[serde(default)]
     pub diagnose_only: bool,
+    /// The asker's offset from UTC, in minutes, so a time in a question
+    /// ("at 3 am") is read as their clock says; UTC when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utc_offset_minutes: Option<i32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -403,6 +407,10 @@ pub struct ContainerView {
     /// (compose `network_mode: service:X`).
     #[serde(default)]
     pub network_mode: String,
+    /// The engine no longer has the image it was created from (asked only
+    /// when it is not running).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub image_missing: bool,
 }
 
 impl ContainerView {
@@ -460,6 +468,27 @@ pub struct MountView {
 pub struct LogLineView {
     pub stream: String,
     pub text: String,
+    /// When the engine received the line, in unix nanoseconds; 0 when it
+    /// gave no time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub time_unix_nanos: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// What the target logged before a death the engine recorded, when that
+/// death is not the state it is in now (it was started again since, or a
+/// question asked about an earlier one): evidence `death_logs`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DeathLogs {
+    /// The `die` event's time, in unix nanoseconds.
+    pub died_at_unix_nanos: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// Its lines up to that moment (none of the run after it).
+    pub logs: LogsView,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

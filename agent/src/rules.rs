@@ -11,6 +11,11 @@ use crate::model::{Cause, ContainerView, Diagnosis, FaultClass, LogsView};
 use crate::watch::journal::JournalEvent;
 
 pub mod events;
+pub mod past;
+pub mod question;
+
+pub use past::PastDeath;
+pub use question::{is_question, AskedTime};
 
 /// How many of the newest log lines the patterns look at.
 const LOG_WINDOW: usize = 200;
@@ -25,21 +30,13 @@ pub struct Observation<'a> {
     /// were read), and their evidence id.
     pub events: &'a [JournalEvent],
     pub events_evidence: &'a str,
-}
-
-/// Is this message a question about what happened ("why did search restart
-/// at 3 am?") rather than a report of a fault? A question gets an answer
-/// from the evidence, not a plan.
-pub fn is_question(message: &str) -> bool {
-    let first = message
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    matches!(
-        first.trim_matches(|c: char| !c.is_ascii_alphabetic()),
-        "why" | "when" | "what" | "how" | "who" | "did" | "was" | "were" | "has" | "have"
-    )
+    /// A death it has moved on from (started again since, or asked about),
+    /// with what it logged before it.
+    pub past_death: Option<PastDeath<'a>>,
+    /// The time a question named, if any.
+    pub asked: Option<AskedTime>,
+    /// Now, in unix seconds: "recent" is measured from here.
+    pub now_unix: i64,
 }
 
 /// What the engine found, plus details the planner turns into advice.
@@ -413,7 +410,7 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         }
         v
     };
-    let deaths = events::failed_deaths(obs.events);
+    let deaths = events::failed_deaths(obs.events, obs.now_unix - 3600);
     if c.oom_killed {
         causes.push(cause(FaultClass::OomKilled, format!("{name} was killed by the kernel for exceeding its memory limit (State.OOMKilled=true, exit {})", c.exit_code), 0.95, &[ins]));
     } else if let Some(oom) = events::oom(obs.events).filter(|_| !c.running) {
@@ -619,10 +616,22 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         }
     }
 
+    // A death it has moved on from: when and why, from the events and what
+    // it logged up to that moment (the answer to "why did it restart?").
+    let past = obs
+        .past_death
+        .as_ref()
+        .and_then(|d| past::cause_of(c, obs.events, ev, d, obs.asked.as_ref()));
+    let past_said = past.as_ref().map(|p| p.reason.clone());
+    let past_oom = past
+        .as_ref()
+        .is_some_and(|p| p.class == FaultClass::OomKilled);
+    causes.extend(past);
+
     // Running now, but the engine saw it OOM-killed within the window: that
     // is why it restarted, whatever it looks like now.
     if let (Some(first), Some(oom)) = (causes.first(), events::oom(obs.events)) {
-        if c.running && first.class != FaultClass::OomKilled {
+        if c.running && first.class != FaultClass::OomKilled && !past_oom {
             causes.push(cause(
                 FaultClass::OomKilled,
                 format!(
@@ -640,11 +649,13 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         .cloned()
         .unwrap_or_else(|| cause(FaultClass::Unknown, "no evidence".into(), 0.1, &[ins]));
     let timeline = events::timeline(obs.events);
-    let summary = if timeline.is_empty() {
-        primary.reason.clone()
-    } else {
-        format!("{} Recent events: {timeline}.", primary.reason)
-    };
+    let mut summary = sentence(&primary.reason);
+    if let Some(past) = past_said.filter(|p| *p != primary.reason) {
+        summary = format!("{summary} {}", sentence(&past));
+    }
+    if !timeline.is_empty() {
+        summary = format!("{summary} Recent events: {timeline}.");
+    }
     let diagnosis = Diagnosis {
         summary,
         confidence: primary.confidence,
@@ -658,13 +669,22 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
     }
 }
 
+/// A reason as a sentence of a summary: ends with a full stop.
+fn sentence(reason: &str) -> String {
+    let reason = reason.trim_end();
+    if reason.ends_with(['.', '!', '?']) {
+        reason.to_string()
+    } else {
+        format!("{reason}.")
+    }
+}
+
 fn regex_is_match(pattern: &str, text: &str) -> bool {
     Regex::new(pattern)
         .map(|r| r.is_match(text))
         .unwrap_or(false)
 }
 
-/// Docker's own wording (State.Error) when it cannot bind a published port.
 /// Why the engine could not start a container, from `State.Error`: its own
 /// disk is full, the image's binary is for another CPU, the image is gone.
 fn engine_error(text: &str) -> Option<(FaultClass, &'static str)> {
@@ -692,6 +712,7 @@ fn engine_error(text: &str) -> Option<(FaultClass, &'static str)> {
     None
 }
 
+/// Docker's own wording (State.Error) when it cannot bind a published port.
 fn docker_port_error(text: &str) -> bool {
     regex_is_match(
         r"(?i)port is already allocated|address already in use|failed programming external connectivity",

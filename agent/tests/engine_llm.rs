@@ -32,6 +32,13 @@ use support::{call, data, evidence_ids, serve, Reply, Script};
 
 const WEB: &str = "aaaaaaaaaaaa0000000000000000000000000000000000000000000000000000";
 const DB: &str = "bbbbbbbbbbbb0000000000000000000000000000000000000000000000000000";
+/// When db died: a minute ago (the agent reads the last hour or day).
+static DB_DIED_NANOS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now.as_secs() as i64 - 60) * 1_000_000_000
+});
 
 // ---- A scripted executor behind real mTLS. ----
 
@@ -101,6 +108,27 @@ impl Executor for FakeExecutor {
     }
     async fn container_logs(&self, r: GrpcRequest<pb::LogsRequest>) -> R<pb::LogsResponse> {
         let (_, name, _) = resolve(&r.get_ref().container)?;
+        let until = r.get_ref().until;
+        if until != 0 {
+            // What db said up to its death, and a line of the run after it
+            // in the same second (the engine's `until` is in seconds).
+            self.log(format!("logs {name} until {until}"));
+            let line = |text: &str, time_unix_nanos: i64| pb::LogLine {
+                stream: "stderr".into(),
+                text: text.into(),
+                time_unix_nanos,
+            };
+            return Ok(GrpcResponse::new(pb::LogsResponse {
+                lines: vec![
+                    line(
+                        "panic: lost the cache connection",
+                        *DB_DIED_NANOS - 1_000_000,
+                    ),
+                    line("INFO after-the-death line", *DB_DIED_NANOS + 1_000_000),
+                ],
+                ..Default::default()
+            }));
+        }
         self.log(format!("logs {name}"));
         Ok(GrpcResponse::new(pb::LogsResponse {
             lines: self
@@ -109,6 +137,7 @@ impl Executor for FakeExecutor {
                 .map(|t| pb::LogLine {
                     stream: "stdout".into(),
                     text: t.clone(),
+                    ..Default::default()
                 })
                 .collect(),
             ..Default::default()
@@ -166,10 +195,29 @@ impl Executor for FakeExecutor {
     >;
     async fn container_events(
         &self,
-        _: GrpcRequest<pb::ContainerEventsRequest>,
+        r: GrpcRequest<pb::ContainerEventsRequest>,
     ) -> R<pb::ContainerEventsResponse> {
-        // The scripted containers have no engine record.
-        Ok(GrpcResponse::new(pb::ContainerEventsResponse::default()))
+        // web has no engine record; db died once and was started again.
+        let (id, name, _) = resolve(&r.get_ref().container)?;
+        if name != "db" {
+            return Ok(GrpcResponse::new(pb::ContainerEventsResponse::default()));
+        }
+        let event = |action: &str, time_unix_nanos: i64, exit: Option<i64>| pb::ContainerEvent {
+            time_unix_nanos,
+            container_id: id.into(),
+            name: name.into(),
+            action: action.into(),
+            has_exit_code: exit.is_some(),
+            exit_code: exit.unwrap_or(0),
+            ..Default::default()
+        };
+        Ok(GrpcResponse::new(pb::ContainerEventsResponse {
+            events: vec![
+                event("die", *DB_DIED_NANOS, Some(2)),
+                event("start", *DB_DIED_NANOS + 400_000_000, None),
+            ],
+            truncated: false,
+        }))
     }
     async fn watch_events(
         &self,
@@ -466,6 +514,66 @@ async fn a_question_naming_no_container_is_answered_with_no_plan() {
     );
     assert!(r.plan.is_none() && r.approvals.is_empty());
     assert!(w.executor.rpcs().contains(&"stats db".to_string()));
+}
+
+/// "Why did db restart?" with a model: the rules engine's reading of the
+/// death (from the events and what db logged up to it) is the analyzer's,
+/// and the model sees those lines, none of the run after, and answers
+/// with no plan.
+#[tokio::test]
+async fn a_question_about_a_restart_shows_the_model_the_lines_before_the_death() {
+    fn answer(body: &Value) -> Reply {
+        let ids = evidence_ids(body);
+        call(
+            "a",
+            "answer_question",
+            json!({"answer": "db panicked (lost the cache connection) and was started again", "evidence_ids": ids}),
+        )
+    }
+    let w = world(&["INFO serving"], vec![Reply::With(answer)], 1).await;
+    let req = w
+        .engine
+        .create("why did db restart?".into(), RequestOptions::default())
+        .await
+        .unwrap();
+    let r = settle(&w.engine, &req.id).await;
+    assert_eq!(r.status, Status::Completed, "{:?}", r.outcome);
+    assert!(r.plan.is_none() && r.approvals.is_empty());
+    let rpcs = w.executor.rpcs();
+    let until = *DB_DIED_NANOS / 1_000_000_000;
+    assert!(rpcs.contains(&format!("logs db until {until}")), "{rpcs:?}");
+    let death = r
+        .evidence
+        .iter()
+        .find(|e| e.kind == "death_logs")
+        .expect("the lines before the death are evidence");
+    let texts = death.data["logs"]["lines"].to_string();
+    assert!(
+        texts.contains("panic: lost the cache connection"),
+        "{texts}"
+    );
+    assert!(
+        !texts.contains("after-the-death"),
+        "cut at the death: {texts}"
+    );
+    let sent = w.script.sent(0);
+    assert!(sent.contains("what it logged before it died at"), "{sent}");
+    assert!(sent.contains("panic: lost the cache connection"), "{sent}");
+    assert!(!sent.contains("after-the-death"), "{sent}");
+    // The analyzer's reading, shown to the model too.
+    let analyzer = r.rules_diagnosis.expect("the rules engine's diagnosis");
+    let past = analyzer
+        .causes
+        .iter()
+        .find(|c| c.reason.contains("db died at"))
+        .unwrap_or_else(|| panic!("{analyzer:#?}"));
+    assert_eq!(past.class, FaultClass::Crash, "{}", past.reason);
+    assert!(
+        past.reason.contains("panic: lost the cache connection"),
+        "{}",
+        past.reason
+    );
+    assert!(past.evidence_ids.contains(&death.id), "{past:?}");
 }
 
 #[tokio::test]

@@ -77,6 +77,7 @@ impl ReadOnlyExecutor for Executor {
                 .map(|t| LogLineView {
                     stream: "stdout".into(),
                     text: t.clone(),
+                    ..Default::default()
                 })
                 .collect(),
             ..Default::default()

@@ -215,7 +215,12 @@ impl AgentClient {
     ) -> anyhow::Result<Value> {
         self.post(
             "/api/v1/requests",
-            json!({"message": message, "container": container, "diagnose_only": diagnose_only}),
+            json!({
+                "message": message,
+                "container": container,
+                "diagnose_only": diagnose_only,
+                "utc_offset_minutes": local_utc_offset_minutes(),
+            }),
         )
         .await
     }
@@ -296,6 +301,13 @@ impl AgentClient {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
+}
+
+/// This machine's offset from UTC now, in minutes (`TZ`, else
+/// `/etc/localtime`): a time in a question is the operator's.
+pub fn local_utc_offset_minutes() -> i32 {
+    use chrono::Offset as _;
+    chrono::Local::now().offset().fix().local_minus_utc() / 60
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ mod hostile_model;
 mod llm_injection;
 mod mcp;
 mod operator_cli;
+mod past_deaths;
 mod reference_docs;
 mod ui;
 mod writes_in_doubt;

@@ -7,29 +7,22 @@ use serde_json::json;
 use super::{Engine, EngineJournal, Stop};
 use crate::llm::investigate::{self, Verdict};
 use crate::model::*;
-use crate::rules::{self, Observation};
+use crate::rules;
 
 impl Engine {
     /// The rules engine's reading of the target's newest evidence, with the
     /// state of a dependency it points at; `None` without evidence.
     async fn analyze(&self, req: &Request) -> Result<Option<Diagnosis>, Stop> {
-        let Some((c, ins, logs, logs_ev)) = Self::latest(req) else {
+        let Some(observed) = Self::observed(req) else {
             return Ok(None);
         };
-        let (events, events_ev) = Self::latest_events(req);
-        let finding = rules::diagnose(&Observation {
-            container: &c,
-            container_evidence: &ins,
-            logs: &logs,
-            logs_evidence: &logs_ev,
-            events: &events,
-            events_evidence: &events_ev,
-        });
+        let finding = rules::diagnose(&observed.observation());
+        let (c, logs_ev) = (&observed.container, &observed.logs_ev);
         let mut diagnosis = finding.diagnosis.clone();
-        if let Some(cause) = self.examine_dependency(req, &finding, &c, &logs_ev).await? {
+        if let Some(cause) = self.examine_dependency(req, &finding, c, logs_ev).await? {
             diagnosis.causes.push(cause);
         }
-        self.examine_disk(req, &finding, &c, &mut diagnosis).await?;
+        self.examine_disk(req, &finding, c, &mut diagnosis).await?;
         Ok(Some(diagnosis))
     }
 

@@ -451,28 +451,37 @@ impl Engine {
         serde_json::from_value(ev.data.clone()).ok()
     }
 
-    /// The newest inspect and logs evidence of the target.
-    fn latest(req: &Request) -> Option<(ContainerView, String, LogsView, String)> {
+    /// The newest evidence of the target that diagnosis reads: inspect and
+    /// logs (none without both), its engine events (from `ContainerEvents`,
+    /// or the watcher's journal) and what it logged before a past death.
+    fn observed(req: &Request) -> Option<Observed> {
         let ins = req.evidence.iter().rev().find(|e| e.kind == "inspect")?;
         let logs = req.evidence.iter().rev().find(|e| e.kind == "logs")?;
-        let c: ContainerView = serde_json::from_value(ins.data.clone()).ok()?;
-        let l: LogsView = serde_json::from_value(logs.data.clone()).ok()?;
-        Some((c, ins.id.clone(), l, logs.id.clone()))
-    }
-
-    /// The newest engine events of the target (from `ContainerEvents`, or
-    /// the watcher's journal) and their evidence id; empty when none.
-    fn latest_events(req: &Request) -> (Vec<crate::watch::journal::JournalEvent>, String) {
-        req.evidence
-            .iter()
-            .rev()
-            .find(|e| e.kind == "events")
-            .and_then(|e| {
-                serde_json::from_value(e.data.clone())
-                    .ok()
-                    .map(|v| (v, e.id.clone()))
-            })
-            .unwrap_or_default()
+        fn decoded<T: serde::de::DeserializeOwned>(
+            req: &Request,
+            kind: &str,
+        ) -> Option<(T, String)> {
+            let e = req.evidence.iter().rev().find(|e| e.kind == kind)?;
+            Some((serde_json::from_value(e.data.clone()).ok()?, e.id.clone()))
+        }
+        let (events, events_ev) = decoded(req, "events").unwrap_or_default();
+        let now_unix = unix_now();
+        Some(Observed {
+            container: serde_json::from_value(ins.data.clone()).ok()?,
+            container_ev: ins.id.clone(),
+            logs: serde_json::from_value(logs.data.clone()).ok()?,
+            logs_ev: logs.id.clone(),
+            events,
+            events_ev,
+            death: decoded(req, "death_logs"),
+            asked: crate::rules::question::asked_time(
+                &req.message,
+                now_unix,
+                req.options.utc_offset_minutes.unwrap_or(0),
+            )
+            .filter(|_| crate::rules::is_question(&req.message)),
+            now_unix,
+        })
     }
 
     /// The newest evidence of one kind, decoded.
@@ -553,6 +562,38 @@ impl Journal for EngineJournal<'_> {
     async fn event(&self, kind: &'static str, data: serde_json::Value) {
         if let Err(e) = self.engine.update(self.id, kind, data, |_| {}).await {
             tracing::error!(request_id = %self.id, error = %e, "cannot save event");
+        }
+    }
+}
+
+/// The evidence diagnosis reads, decoded (`Engine::observed`).
+struct Observed {
+    container: ContainerView,
+    container_ev: String,
+    logs: LogsView,
+    logs_ev: String,
+    events: Vec<crate::watch::journal::JournalEvent>,
+    events_ev: String,
+    death: Option<(DeathLogs, String)>,
+    asked: Option<crate::rules::AskedTime>,
+    now_unix: i64,
+}
+
+impl Observed {
+    fn observation(&self) -> crate::rules::Observation<'_> {
+        crate::rules::Observation {
+            container: &self.container,
+            container_evidence: &self.container_ev,
+            logs: &self.logs,
+            logs_evidence: &self.logs_ev,
+            events: &self.events,
+            events_evidence: &self.events_ev,
+            past_death: self
+                .death
+                .as_ref()
+                .map(|(logs, evidence)| crate::rules::PastDeath { logs, evidence }),
+            asked: self.asked,
+            now_unix: self.now_unix,
         }
     }
 }

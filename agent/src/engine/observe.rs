@@ -10,6 +10,12 @@ use crate::discovery::{self, Discovery};
 use crate::model::*;
 use crate::planner;
 
+/// How far back `ContainerEvents` may look (the executor's bound), less a
+/// minute for the clocks.
+const EVENTS_LOOKBACK_SECS: i64 = 7 * 86_400 - 60;
+/// What a container logged in the hour before a death is what explains it.
+const DEATH_LOGS_WINDOW_SECS: i64 = 3600;
+
 impl Engine {
     /// Observe: find the target, then gather its state and logs.
     pub(super) async fn observe(&self, req: &Request) -> Result<bool, Stop> {
@@ -112,6 +118,20 @@ impl Engine {
             max => self.config.logs_tail.min(max),
         };
         let cid = &target.container_id;
+        // A question looks further back than the hour a report needs: to
+        // the time it names, or a day.
+        let now = unix_now();
+        let asked = crate::rules::question::asked_time(
+            &req.message,
+            now,
+            req.options.utc_offset_minutes.unwrap_or(0),
+        )
+        .filter(|_| crate::rules::is_question(&req.message));
+        let (events_since, events_limit) = match asked {
+            Some(a) => ((a.unix - 3600).clamp(now - EVENTS_LOOKBACK_SECS, now), 256),
+            None if crate::rules::is_question(&req.message) => (now - 86_400, 256),
+            None => (now - 3600, 100),
+        };
         let stats_now = async {
             if listed_running {
                 Some(self.executor.stats(id, cid).await)
@@ -123,7 +143,8 @@ impl Engine {
             self.executor.inspect(id, cid),
             self.executor.logs(id, cid, tail),
             stats_now,
-            self.executor.container_events(id, cid)
+            self.executor
+                .container_events(id, cid, events_since, events_limit)
         );
         let call = format!("inspect {}", target.container_name);
         let Some(container) = self.required(id, &call, inspected).await? else {
@@ -155,20 +176,83 @@ impl Engine {
             ),
         ));
         // What the engine recorded of it (an OOM kill a restart hid, who
-        // stopped it, how often it died); the watcher's journal when the
-        // executor cannot say.
-        match engine_events {
-            Ok(events) if !events.is_empty() => gathered.push(Gathered::new(
-                "events",
-                "ContainerEvents",
-                serde_json::to_value(&events).unwrap_or_default(),
-                format!("last hour: {}", crate::rules::events::timeline(&events)),
-            )),
-            Ok(_) => {}
+        // stopped it, how often it died), and before the engine's own
+        // record (it keeps 256 events) the watcher's journal.
+        let journaled = crate::watch::journal::for_container(
+            &self.store,
+            &container.id,
+            events_since.saturating_mul(1_000_000_000),
+            events_limit,
+        )?;
+        let (events, source) = match engine_events {
+            Ok(engine) => {
+                let oldest = engine.first().map_or(i64::MAX, |e| e.time_nanos);
+                let mut events: Vec<_> = journaled
+                    .into_iter()
+                    .filter(|e| e.time_nanos < oldest)
+                    .collect();
+                let source = if events.is_empty() {
+                    "ContainerEvents"
+                } else {
+                    "WatchEvents (journal), ContainerEvents"
+                };
+                events.extend(engine);
+                (events, source)
+            }
             Err(e) => {
                 tracing::warn!(request_id = %id, error = %e, "container events unavailable");
-                if let Some(events) = self.journal_evidence(&container.id)? {
-                    gathered.push(events);
+                (journaled, "WatchEvents (journal)")
+            }
+        };
+        if !events.is_empty() {
+            gathered.push(Gathered::new(
+                "events",
+                source,
+                serde_json::to_value(&events).unwrap_or_default(),
+                format!(
+                    "since {}: {}",
+                    crate::rules::events::clock_of(events_since),
+                    crate::rules::events::timeline(&events)
+                ),
+            ));
+        }
+        // A death it has moved on from (started again since, or the one a
+        // question names): what it logged up to that moment. Docker's
+        // logs run on across restarts, so its newest lines are of the run
+        // after it.
+        if let Some(die) =
+            crate::rules::events::past_death(&events, container.running, asked.map(|a| a.unix))
+        {
+            let died = die.time_nanos.div_euclid(1_000_000_000);
+            match self
+                .executor
+                .logs_window(id, cid, tail, died - DEATH_LOGS_WINDOW_SECS, died)
+                .await
+            {
+                Ok(mut logs) => {
+                    logs.lines.retain(|l| l.time_unix_nanos <= die.time_nanos);
+                    let summary = format!(
+                        "{} lines before it died at {}{}",
+                        logs.lines.len(),
+                        crate::rules::events::clock(die),
+                        die.exit_code
+                            .map(|c| format!(" (exit {c})"))
+                            .unwrap_or_default()
+                    );
+                    let death = DeathLogs {
+                        died_at_unix_nanos: die.time_nanos,
+                        exit_code: die.exit_code,
+                        logs,
+                    };
+                    gathered.push(Gathered::new(
+                        "death_logs",
+                        "ContainerLogs",
+                        serde_json::to_value(&death).unwrap_or_default(),
+                        summary,
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(request_id = %id, error = %e, "logs before the death unavailable")
                 }
             }
         }
@@ -241,33 +325,6 @@ impl Engine {
             serde_json::to_value(&entry).unwrap_or_default(),
             summary,
         ))
-    }
-
-    /// What Docker forgets (an OOM flag cleared by a restart, the health
-    /// log's last 5 entries): the agent's own journal of the container's
-    /// events in the last hour.
-    fn journal_evidence(&self, container_id: &str) -> Result<Option<Gathered>, Stop> {
-        let hour_ago = (unix_now() - 3600).saturating_mul(1_000_000_000);
-        let journaled =
-            crate::watch::journal::for_container(&self.store, container_id, hour_ago, 50)?;
-        if journaled.is_empty() {
-            return Ok(None);
-        }
-        let summary = journaled
-            .iter()
-            .map(|e| match (e.action.as_str(), e.exit_code) {
-                ("die", Some(code)) => format!("die({code})"),
-                ("health_status", _) => format!("health_status({})", e.health),
-                (a, _) => a.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        Ok(Some(Gathered::new(
-            "events",
-            "WatchEvents (journal)",
-            serde_json::to_value(&journaled).unwrap_or_default(),
-            format!("last hour: {summary}"),
-        )))
     }
 
     fn policy_gathered(policy: &PolicyView) -> Gathered {

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::{Engine, RunbookEvidence, Stop};
 use crate::model::*;
 use crate::planner;
-use crate::rules::{self, Observation};
+use crate::rules;
 
 impl Engine {
     pub(super) async fn plan(&self, req: &Request) -> Result<bool, Stop> {
@@ -19,8 +19,7 @@ impl Engine {
         if let (Some(plan), Some(diagnosis)) = (model_plan, req.diagnosis.clone()) {
             return self.propose(req, plan, &diagnosis).await;
         }
-        let (Some((c, ins, logs, logs_ev)), Some(target)) = (Self::latest(req), req.target.clone())
-        else {
+        let (Some(observed), Some(target)) = (Self::observed(req), req.target.clone()) else {
             self.finish(id, Status::Failed, "no evidence to plan from".into())
                 .await?;
             return Ok(false);
@@ -34,15 +33,8 @@ impl Engine {
             .await?;
             return Ok(false);
         };
-        let (events, events_ev) = Self::latest_events(req);
-        let finding = rules::diagnose(&Observation {
-            container: &c,
-            container_evidence: &ins,
-            logs: &logs,
-            logs_evidence: &logs_ev,
-            events: &events,
-            events_evidence: &events_ev,
-        });
+        let finding = rules::diagnose(&observed.observation());
+        let c = &observed.container;
         // The saved diagnosis includes what diagnosis learned beyond the
         // rules (the dependency's state). With a model configured, the rules
         // planner plans from the rules engine's own diagnosis, never from
@@ -52,8 +44,8 @@ impl Engine {
         if let Some(d) = req.rules_diagnosis.as_ref().or(req.diagnosis.as_ref()) {
             finding.diagnosis = d.clone();
         }
-        let context = Self::context(req, &finding, &c);
-        let plan = planner::plan(&finding, &c, &target, &policy, &req.execution, &context);
+        let context = Self::context(req, &finding, c);
+        let plan = planner::plan(&finding, c, &target, &policy, &req.execution, &context);
         self.propose(req, plan, &finding.diagnosis).await
     }
 

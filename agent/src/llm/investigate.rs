@@ -130,6 +130,17 @@ pub fn render_evidence(boundary: &Boundary, e: &Evidence) -> String {
             Ok(l) => render_logs(&l),
             Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
         },
+        "death_logs" => match serde_json::from_value::<crate::model::DeathLogs>(e.data.clone()) {
+            Ok(d) => format!(
+                "what it logged before it died at {}{} (the run after it is not here):\n{}",
+                crate::rules::events::clock_of(d.died_at_unix_nanos.div_euclid(1_000_000_000)),
+                d.exit_code
+                    .map(|c| format!(" with exit {c}"))
+                    .unwrap_or_default(),
+                render_logs(&d.logs)
+            ),
+            Err(_) => compact::cap(&e.data.to_string(), compact::MAX_TOOL_CHARS),
+        },
         "inspect" | "related_inspect" | "verification" => {
             match serde_json::from_value::<ContainerView>(e.data.clone()) {
                 Ok(c) => render_inspect(&c),

@@ -14,7 +14,12 @@ fn secs(e: &JournalEvent) -> i64 {
 
 /// `HH:MM:SS UTC` of an event, for reasons people read.
 pub fn clock(e: &JournalEvent) -> String {
-    let t = secs(e).rem_euclid(86_400);
+    clock_of(secs(e))
+}
+
+/// `HH:MM:SS UTC` of a unix time.
+pub fn clock_of(unix: i64) -> String {
+    let t = unix.rem_euclid(86_400);
     format!("{:02}:{:02}:{:02} UTC", t / 3600, t % 3600 / 60, t % 60)
 }
 
@@ -48,14 +53,73 @@ pub fn death(events: &[JournalEvent]) -> Death<'_> {
         .map_or(Death::Unrequested, Death::Requested)
 }
 
-/// `die` events with a non-zero exit in the window.
-pub fn failed_deaths(events: &[JournalEvent]) -> Vec<&JournalEvent> {
+/// `die` events with a non-zero exit since `since_unix`.
+pub fn failed_deaths(events: &[JournalEvent], since_unix: i64) -> Vec<&JournalEvent> {
     events
         .iter()
-        .filter(|e| e.action == "die" && e.exit_code.is_some_and(|c| c != 0))
+        .filter(|e| {
+            e.action == "die" && e.exit_code.is_some_and(|c| c != 0) && secs(e) >= since_unix
+        })
         .collect()
 }
 
+/// The death to explain that is not the state the container is in now:
+/// with a time asked, the `die` nearest it (unless that is the death the
+/// stopped container still shows); otherwise, for a container running now,
+/// its newest `die`, the one it was started again after.
+pub fn past_death(
+    events: &[JournalEvent],
+    running: bool,
+    asked_unix: Option<i64>,
+) -> Option<&JournalEvent> {
+    let deaths = || events.iter().filter(|e| e.action == "die");
+    let newest = deaths().next_back();
+    let chosen = match asked_unix {
+        Some(t) => deaths().min_by_key(|e| (secs(e) - t).abs()),
+        None => newest.filter(|_| running),
+    }?;
+    let current = !running && newest.is_some_and(|n| std::ptr::eq(n, chosen));
+    (!current).then_some(chosen)
+}
+
+/// Where a `die` of this slice sits in it (the engine's order).
+fn index_of(events: &[JournalEvent], die: &JournalEvent) -> usize {
+    events
+        .iter()
+        .position(|e| std::ptr::eq(e, die))
+        .unwrap_or(events.len())
+}
+
+/// What came just before a `die` of this slice (within the time a stop
+/// takes): an `oom` event, and a `kill` or `stop` someone sent.
+pub fn before_death<'a>(
+    events: &'a [JournalEvent],
+    die: &JournalEvent,
+) -> (Option<&'a JournalEvent>, Option<&'a JournalEvent>) {
+    let died_at = secs(die);
+    let near = || {
+        events[..index_of(events, die)]
+            .iter()
+            .filter(move |e| died_at - secs(e) <= STOP_TO_DIE_SECS)
+    };
+    let oom = near().rfind(|e| e.action == "oom");
+    let stop = near().rfind(|e| e.action == "kill" || e.action == "stop");
+    (oom, stop)
+}
+
+/// The `start` after a `die` of this slice, and whether a `restart`
+/// (`docker restart`) came with it.
+pub fn started_after<'a>(
+    events: &'a [JournalEvent],
+    die: &JournalEvent,
+) -> Option<(&'a JournalEvent, bool)> {
+    let later = events.get(index_of(events, die) + 1..).unwrap_or_default();
+    let start = later.iter().find(|e| e.action == "start")?;
+    let restart = later
+        .iter()
+        .any(|e| e.action == "restart" && (secs(e) - secs(start)).abs() <= STOP_TO_DIE_SECS);
+    Some((start, restart))
+}
 /// What happened, oldest first, in a few words each: the answer to "why did
 /// it restart at 3 am?".
 pub fn timeline(events: &[JournalEvent]) -> String {

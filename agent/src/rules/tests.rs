@@ -232,6 +232,7 @@ fn run(c: &ContainerView, lines: &[&str]) -> Finding {
             .map(|l| LogLineView {
                 stream: "stderr".into(),
                 text: l.to_string(),
+                ..Default::default()
             })
             .collect(),
         ..Default::default()
@@ -243,6 +244,9 @@ fn run(c: &ContainerView, lines: &[&str]) -> Finding {
         logs_evidence: "ev-2",
         events: &[],
         events_evidence: "",
+        past_death: None,
+        asked: None,
+        now_unix: 0,
     })
 }
 
@@ -410,7 +414,190 @@ fn run_with_events(c: &ContainerView, events: &[crate::watch::journal::JournalEv
         logs_evidence: "ev-2",
         events,
         events_evidence: "ev-3",
+        past_death: None,
+        asked: None,
+        now_unix: events
+            .last()
+            .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60),
     })
+}
+
+/// A running container and what it logged before one of its deaths.
+fn run_with_past_death(
+    c: &ContainerView,
+    events: &[crate::watch::journal::JournalEvent],
+    asked: Option<AskedTime>,
+    before: &[&str],
+) -> Finding {
+    let logs = LogsView {
+        lines: ["INFO listening on :8080", "WARN read ECONNRESET, retrying"]
+            .iter()
+            .map(|l| LogLineView {
+                text: l.to_string(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let now_unix = events
+        .last()
+        .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60);
+    let die = events::past_death(events, c.running, asked.map(|a| a.unix)).expect("a past death");
+    let death = crate::model::DeathLogs {
+        died_at_unix_nanos: die.time_nanos,
+        exit_code: die.exit_code,
+        logs: LogsView {
+            lines: before
+                .iter()
+                .map(|l| LogLineView {
+                    text: l.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        },
+    };
+    diagnose(&Observation {
+        container: c,
+        container_evidence: "ev-1",
+        logs: &logs,
+        logs_evidence: "ev-2",
+        events,
+        events_evidence: "ev-3",
+        past_death: Some(PastDeath {
+            logs: &death,
+            evidence: "ev-4",
+        }),
+        asked,
+        now_unix,
+    })
+}
+
+/// "Why did it restart?": the death it moved on from, explained from the
+/// events and the lines before it, never from the run after it.
+#[test]
+fn a_past_death_is_explained_from_what_it_logged_before_it() {
+    let t = 1_800_000_000 - 1_800_000_000 % 86_400 + 3 * 3600; // 03:00:00 UTC
+    let always = ContainerView {
+        restart_policy: "always".into(),
+        ..view()
+    };
+    let crashed = [
+        event(t, "start", None, ""),
+        event(t + 5, "die", Some(1), ""),
+        event(t + 6, "start", None, ""),
+    ];
+    let f = run_with_past_death(
+        &always,
+        &crashed,
+        None,
+        &[
+            "INFO starting",
+            "Error: connect ECONNREFUSED 10.0.0.5:5432",
+            "Node.js v20.11.0",
+        ],
+    );
+    let causes = &f.diagnosis.causes;
+    assert_eq!(causes[0].class, FaultClass::Healthy, "{causes:#?}");
+    assert_eq!(
+        causes[1].class,
+        FaultClass::DependencyUnavailable,
+        "{causes:#?}"
+    );
+    let r = &causes[1].reason;
+    assert!(r.contains("web died at 03:00:05 UTC (exit 1)"), "{r}");
+    assert!(r.contains("ECONNREFUSED 10.0.0.5:5432"), "{r}");
+    assert!(!r.contains("ECONNRESET"), "not the run after it: {r}");
+    assert!(
+        r.contains("restart policy (`always`) started it again at 03:00:06 UTC"),
+        "{r}"
+    );
+    assert_eq!(causes[1].evidence_ids, ["ev-3", "ev-4"]);
+    assert!(
+        f.diagnosis
+            .summary
+            .starts_with("web is running. web died at 03:00:05"),
+        "{}",
+        f.diagnosis.summary
+    );
+
+    // `docker restart`: kill, die, stop, start, restart — someone's stop.
+    let restarted = [
+        event(t, "kill", None, "15"),
+        event(t + 1, "die", Some(143), ""),
+        event(t + 1, "stop", None, ""),
+        event(t + 1, "start", None, ""),
+        event(t + 1, "restart", None, ""),
+    ];
+    let f = run_with_past_death(&view(), &restarted, None, &["INFO shutting down"]);
+    let r = &f.diagnosis.causes[1];
+    assert_eq!(r.class, FaultClass::Stopped, "{}", r.reason);
+    assert!(
+        r.reason.contains("a kill at 03:00:00 UTC with signal 15"),
+        "{}",
+        r.reason
+    );
+    assert!(r.reason.contains("by `docker restart`"), "{}", r.reason);
+
+    // An OOM kill is said once, as the past death.
+    let oom = [
+        event(t, "oom", None, ""),
+        event(t, "die", Some(137), ""),
+        event(t + 2, "start", None, ""),
+    ];
+    let f = run_with_past_death(&view(), &oom, None, &["INFO allocating"]);
+    let classes: Vec<FaultClass> = f.diagnosis.causes.iter().map(|c| c.class).collect();
+    assert_eq!(classes, [FaultClass::Healthy, FaultClass::OomKilled]);
+    assert!(
+        f.diagnosis.causes[1]
+            .reason
+            .contains("no restart policy: a person or a tool did"),
+        "{}",
+        f.diagnosis.causes[1].reason
+    );
+
+    // Two deaths; the question names the time of the first.
+    let twice = [
+        event(t, "die", Some(2), ""),
+        event(t + 1, "start", None, ""),
+        event(t + 5 * 3600, "die", Some(1), ""),
+        event(t + 5 * 3600 + 1, "start", None, ""),
+    ];
+    let asked = question::asked_time("why did web restart at 3 am?", t + 6 * 3600, 0);
+    let f = run_with_past_death(
+        &always,
+        &twice,
+        asked,
+        &["panic: runtime error: index out of range"],
+    );
+    let r = &f.diagnosis.causes[1].reason;
+    assert!(r.starts_with("Of its deaths, the one nearest the time asked (03:00 UTC): web died at 03:00:00 UTC (exit 2)"), "{r}");
+    assert_eq!(f.diagnosis.causes[1].class, FaultClass::Crash);
+}
+
+#[test]
+fn only_a_death_it_moved_on_from_is_a_past_death() {
+    let t = 1_800_000_000;
+    let crashed = [
+        event(t, "die", Some(1), ""),
+        event(t + 1, "start", None, ""),
+        event(t + 9, "die", Some(3), ""),
+    ];
+    // Exited now: its newest death is its state, told by its own logs.
+    assert_eq!(events::past_death(&crashed, false, None), None);
+    // Running now: the newest death is the one it was started again after.
+    let running = &crashed[..2];
+    assert_eq!(
+        events::past_death(running, true, None).map(|e| e.time_nanos),
+        Some(t * 1_000_000_000)
+    );
+    // A time asked picks the nearest death, unless that is its state now.
+    assert_eq!(
+        events::past_death(&crashed, false, Some(t - 100)).map(|e| e.exit_code),
+        Some(Some(1))
+    );
+    assert_eq!(events::past_death(&crashed, false, Some(t + 100)), None);
+    assert_eq!(events::past_death(&[], true, None), None);
 }
 
 /// What Docker forgets, read from the engine's events.

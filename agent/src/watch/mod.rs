@@ -275,6 +275,7 @@ impl Watcher {
         let options = RequestOptions {
             container: Some(e.name.clone()),
             diagnose_only,
+            utc_offset_minutes: None,
         };
         match self
             .engine

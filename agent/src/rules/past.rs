@@ -1,0 +1,133 @@
+//! A death the container has moved on from: it was started again since
+//! (by its restart policy, a person, a tool), or a question asked about an
+//! earlier one. Its state now says nothing of it; the engine's events say
+//! when and how it died, and what it logged up to that moment says why.
+
+use super::events::{self, clock};
+use super::question::AskedTime;
+use super::{cause, match_logs};
+use crate::model::{Cause, ContainerView, DeathLogs, FaultClass};
+use crate::watch::journal::JournalEvent;
+
+/// A past death and the evidence about it.
+pub struct PastDeath<'a> {
+    pub logs: &'a DeathLogs,
+    pub evidence: &'a str,
+}
+
+/// The cause of a past death: an OOM kill (the engine's `oom` event), a
+/// stop someone asked for, the log line nearest the exit, a clean exit, or
+/// a crash its log does not explain. `None` when the events do not hold
+/// that death (they are what dates it).
+pub fn cause_of(
+    c: &ContainerView,
+    events: &[JournalEvent],
+    events_evidence: &str,
+    death: &PastDeath<'_>,
+    asked: Option<&AskedTime>,
+) -> Option<Cause> {
+    let die = events
+        .iter()
+        .find(|e| e.action == "die" && e.time_nanos == death.logs.died_at_unix_nanos)?;
+    let name = &c.name;
+    let exit = die.exit_code.map_or_else(
+        || "exit code not recorded".to_string(),
+        |code| format!("exit {code}"),
+    );
+    let (oom, stop) = events::before_death(events, die);
+    let lines: Vec<String> = death
+        .logs
+        .logs
+        .lines
+        .iter()
+        .map(|l| l.text.clone())
+        .collect();
+    let found =
+        match_logs(&lines).filter(|m| m.class != FaultClass::Crash || die.exit_code != Some(0));
+    let (class, why, confidence) = if let Some(oom) = oom {
+        (
+            FaultClass::OomKilled,
+            format!(
+                "the kernel killed it for exceeding its memory limit (the engine's oom event at {})",
+                clock(oom)
+            ),
+            0.9,
+        )
+    } else if let Some(stop) = stop {
+        (
+            FaultClass::Stopped,
+            format!(
+                "someone stopped it: {} at {}{}, not a crash",
+                if stop.action == "kill" {
+                    "a kill"
+                } else {
+                    "a stop"
+                },
+                clock(stop),
+                if stop.signal.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with signal {}", stop.signal)
+                }
+            ),
+            0.85,
+        )
+    } else if let Some(m) = found {
+        (
+            m.class,
+            format!("{} (its log before it died: \"{}\")", m.what, m.line),
+            0.8,
+        )
+    } else if die.exit_code == Some(0) {
+        (FaultClass::Stopped, "it exited cleanly".to_string(), 0.7)
+    } else {
+        let last = lines
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map_or_else(
+                || "it logged nothing before it died".to_string(),
+                |l| format!("its last log line: \"{}\"", l.trim()),
+            );
+        (
+            FaultClass::Crash,
+            format!("its log names no known cause; {last}"),
+            0.6,
+        )
+    };
+    let again = match events::started_after(events, die) {
+        Some((start, true)) => format!(
+            "; it was started again at {} by `docker restart`",
+            clock(start)
+        ),
+        Some((start, false)) if !c.restart_policy.is_empty() && c.restart_policy != "no" => {
+            format!(
+                "; its restart policy (`{}`) started it again at {}",
+                c.restart_policy,
+                clock(start)
+            )
+        }
+        Some((start, false)) => format!(
+            "; it was started again at {} (it has no restart policy: a person or a tool did)",
+            clock(start)
+        ),
+        None => String::new(),
+    };
+    let nearest = asked.map_or_else(String::new, |a| {
+        format!(
+            "Of its deaths, the one nearest the time asked ({}): ",
+            a.said()
+        )
+    });
+    let mut evidence = vec![events_evidence, death.evidence];
+    evidence.retain(|e| !e.is_empty());
+    Some(cause(
+        class,
+        format!(
+            "{nearest}{name} died at {} ({exit}): {why}{again}.",
+            clock(die)
+        ),
+        confidence,
+        &evidence,
+    ))
+}
