@@ -169,6 +169,24 @@ fn shared_network_advice(c: &ContainerView) -> Option<String> {
     ))
 }
 
+/// The image it was created from is gone from the engine: what works now
+/// (start, restart) and what will not (re-creating it).
+fn missing_image_advice(c: &ContainerView) -> Option<String> {
+    if !c.image_missing {
+        return None;
+    }
+    let id: String = c
+        .image_id
+        .trim_start_matches("sha256:")
+        .chars()
+        .take(12)
+        .collect();
+    Some(format!(
+        "The image {} (sha256:{id}) that {} was created from is no longer on this engine: it was removed or pruned. A start or restart still works, since the container keeps its layers, but re-creating it (`docker compose up` after any change, `docker run`) fails until the image is back: pull it (`docker pull {}`) or rebuild it first.",
+        c.image, c.name, c.image
+    ))
+}
+
 /// The write drydock would like to make on the target itself.
 fn target_step(
     primary: FaultClass,
@@ -251,6 +269,7 @@ fn steps_and_advice(
     let mut steps = Vec::new();
     let mut advice = advice_for(primary, finding, container, ctx);
     advice.extend(shared_network_advice(container));
+    advice.extend(missing_image_advice(container));
     let already = |action: &str, id: &str| {
         done.iter()
             .any(|d| d.action == action && d.container_id == id)

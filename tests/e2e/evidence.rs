@@ -1,7 +1,8 @@
 //! Inspect evidence a senior SRE would look at: mounts, user, working
 //! directory, command, image id and network mode, through the real
 //! executor and agent; `permission_denied` names the user and mounts, and a
-//! container sharing another's network is told to be re-created.
+//! container sharing another's network is told to be re-created, and one
+//! whose image is gone is told what that breaks.
 
 use drydock_e2e::*;
 
@@ -63,6 +64,10 @@ fn inspect_evidence_has_mounts_user_command_image_and_network_mode() {
             .any(|m| m["destination"] == "/data" && m["type"] == "tmpfs" && m["rw"] == true)),
         "{inspect:#}"
     );
+    assert!(
+        inspect.get("image_missing").is_none(),
+        "its image is there: {inspect:#}"
+    );
     let argv: Vec<String> = serde_json::from_value(inspect["command"].clone()).unwrap_or_default();
     assert!(
         argv.iter().any(|a| a == "crash"),
@@ -79,6 +84,69 @@ fn inspect_evidence_has_mounts_user_command_image_and_network_mode() {
     assert!(
         advice.contains("shares the network of container"),
         "{advice}"
+    );
+}
+
+/// The image a crashed container was made from is deleted (`docker rmi -f`
+/// removes a stopped container's image): starting it still works, but
+/// re-creating it will not, and the advice says so.
+#[test]
+fn a_container_whose_image_is_gone_is_told_what_that_breaks() {
+    let dd = Drydock::init();
+    let tag = format!("{}/api:2.1", unique("dd-e2e"));
+    // Its own image (a label makes a new image id), so deleting it
+    // leaves the fixture alone.
+    build_image(
+        &tag,
+        &format!(
+            "FROM {}\nLABEL drydock.e2e=\"{tag}\"\n",
+            drydock::fixture::FIXTURE_IMAGE
+        ),
+    );
+    let c = Container::run(
+        "evidence-noimage",
+        &[
+            &tag,
+            "crash",
+            "--code",
+            "1",
+            "--stderr-line",
+            "panic: runtime error: invalid memory address or nil pointer dereference",
+        ],
+    );
+    c.wait_for("exited", std::time::Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    let image_id = c.inspect("{{.Image}}");
+    docker_ok(&["rmi", "-f", &tag]);
+    assert!(
+        !docker(&["image", "inspect", &image_id]).status.success(),
+        "the image is gone"
+    );
+    dd.up();
+    let (code, req) = dd.ask_json(&["--diagnose-only", "--container", &c.name, "api is down"]);
+    assert_eq!(code, 0, "{req:#}");
+    let inspect = req["evidence"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["type"] == "inspect"))
+        .map(|e| e["data"].clone())
+        .unwrap_or_else(|| panic!("inspect evidence: {req:#}"));
+    assert_eq!(inspect["image_missing"], true, "{inspect:#}");
+    assert_eq!(req["diagnosis"]["causes"][0]["class"], "crash", "{req:#}");
+
+    // Suggest-only has no plan; the plan's advice is asked for by a report.
+    let (code, req) = dd.ask_json(&["--container", &c.name, "api is down"]);
+    assert_eq!(code, 3, "the start waits for its approval: {req:#}");
+    let advice = serde_json::to_string(&req["plan"]["advice"]).expect("advice");
+    assert!(
+        advice.contains("is no longer on this engine")
+            && advice.contains(&format!("docker pull {tag}")),
+        "{advice}"
+    );
+    let steps = req["plan"]["steps"].as_array().cloned().unwrap_or_default();
+    assert!(
+        steps.iter().any(|s| s["action"] == "start"),
+        "a start still works: {req:#}"
     );
 }
 
