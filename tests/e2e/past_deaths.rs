@@ -44,9 +44,9 @@ fn restarted(test: &str) -> Container {
     c
 }
 
-/// The `die` event's time, in unix nanoseconds, as the engine recorded it
-/// (asked again for a while: the engine's answer has been seen empty
-/// right after the restart).
+/// The `die` event's time, in unix nanoseconds, as the engine recorded it.
+/// Asked again until it shows: the docker CLI turns `--until 0s` into a
+/// whole second, so an event of the current second is left out at first.
 fn died_at(c: &Container) -> i64 {
     let id = c.id();
     let started = std::time::Instant::now();
