@@ -187,7 +187,10 @@ async fn create_request(
         }
     }
     let max = crate::rules::question::MAX_UTC_OFFSET_MINUTES;
-    if let Some(off) = body.utc_offset_minutes.filter(|o| o.abs() > max) {
+    if let Some(off) = body
+        .utc_offset_minutes
+        .filter(|o| !(-max..=max).contains(o))
+    {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
             "invalid utc_offset_minutes",

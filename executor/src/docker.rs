@@ -178,6 +178,8 @@ pub struct ContainerDetails {
     pub working_dir: String,
     pub image_id: String,
     pub network_mode: String,
+    /// `Config.Tty`: its logs are one raw stream, not framed messages.
+    pub tty: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -530,6 +532,7 @@ impl DockerAdapter {
         let network_mode = host_config.network_mode.clone().unwrap_or_default();
         Ok(ContainerDetails {
             mounts,
+            tty: config.tty.unwrap_or(false),
             entrypoint: config.entrypoint.clone().unwrap_or_default(),
             command: config.cmd.clone().unwrap_or_default(),
             user: config.user.clone().unwrap_or_default(),

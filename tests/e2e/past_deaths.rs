@@ -138,8 +138,9 @@ async fn log_lines_carry_their_times_and_until_reads_what_came_before_a_death() 
 
     // Up to the death's second: the run before it, and at most what the
     // run after it said within that same second.
+    let died_secs = died / 1_000_000_000;
     let until = client
-        .container_logs(logs_req("req-past-2", &c.name, 0, died / 1_000_000_000))
+        .container_logs(logs_req("req-past-2", &c.name, died_secs - 3600, died_secs))
         .await
         .expect("logs until")
         .into_inner();
@@ -149,14 +150,14 @@ async fn log_lines_carry_their_times_and_until_reads_what_came_before_a_death() 
         until
             .lines
             .iter()
-            .all(|l| l.time_unix_nanos < (died / 1_000_000_000 + 1) * 1_000_000_000),
+            .all(|l| l.time_unix_nanos < (died_secs + 1) * 1_000_000_000),
         "{until:?}"
     );
     // The tail is taken of the window, not of the whole log.
     let one = client
         .container_logs(pb::LogsRequest {
             tail: 1,
-            ..logs_req("req-past-3", &c.name, 0, died / 1_000_000_000 - 3600)
+            ..logs_req("req-past-3", &c.name, died_secs - 7200, died_secs - 3600)
         })
         .await
         .expect("logs until an hour before")
@@ -179,6 +180,15 @@ async fn log_lines_carry_their_times_and_until_reads_what_came_before_a_death() 
             logs_req("req-past-6", &c.name, 0, now + 2 * 86_400),
             "must be a unix time",
         ),
+        // The engine sends the whole window: it must be bounded.
+        (
+            logs_req("req-past-7", &c.name, 0, died_secs),
+            "needs a since at most 24 hours before it",
+        ),
+        (
+            logs_req("req-past-8", &c.name, died_secs - 2 * 86_400, died_secs),
+            "needs a since at most 24 hours before it",
+        ),
     ];
     for (r, needle) in refusals {
         let id = r.request_id.clone();
@@ -196,7 +206,7 @@ async fn log_lines_carry_their_times_and_until_reads_what_came_before_a_death() 
                     .is_some_and(|id| id.starts_with("req-past-"))
         })
         .collect();
-    assert_eq!(rows.len(), 6, "every call audited, refusals too: {rows:#?}");
+    assert_eq!(rows.len(), 8, "every call audited, refusals too: {rows:#?}");
     assert_eq!(
         rows.iter().filter(|r| r["decision"] == "allowed").count(),
         3,
@@ -307,4 +317,79 @@ fn why_did_it_restart_is_answered_from_what_it_logged_before_it_died() {
         "{reason}"
     );
     assert!(reason.contains(BEFORE), "{reason}");
+
+    // `docker restart` is someone's stop, not a crash, and is named.
+    let restarted_by_hand = Container::run("past-restart", &[FIXTURE_IMAGE, "sleep"]);
+    docker_ok(&["restart", "-t", "1", &restarted_by_hand.name]);
+    let (code, req) = dd.ask_json(&[&format!("why did {} restart?", restarted_by_hand.name)]);
+    assert_eq!(code, 0, "{req:#}");
+    let past = cause_about_the_death(&req);
+    assert_eq!(past["class"], "stopped", "{past:#}");
+    let reason = past["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("someone stopped it") && reason.contains("by `docker restart`"),
+        "{reason}"
+    );
+}
+
+/// A TTY's log is one raw stream that the client cuts at newlines, not at
+/// the engine's messages: a line longer than Docker's 16 KiB message comes
+/// in two, and a timestamp of the second part would land inside the line,
+/// splitting a key so that no pattern sees it. So a TTY's lines have no
+/// time, the line comes whole, and the key is withheld, with `until` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_line_split_by_the_engine_is_redacted_whole_and_has_no_time() {
+    let dd = Drydock::init();
+    let long_line = format!("{} AKIAIOSFODNN7EXAMPLE done", "x".repeat(16 * 1024 - 10));
+    let c = Container::run(
+        "past-tty",
+        &[
+            "-t",
+            FIXTURE_IMAGE,
+            "crash",
+            "--code",
+            "0",
+            "--line",
+            &long_line,
+        ],
+    );
+    c.wait_for("exited", Duration::from_secs(30), |c| {
+        c.inspect("{{.State.Status}}") == "exited"
+    });
+    let exec = ExecutorProcess::start(&dd, |y| y);
+    let mut client = exec.agent_client(&dd).await;
+    let now = exec_now();
+    for (id, since, until) in [("req-tty-1", 0, 0), ("req-tty-2", now - 600, now)] {
+        let logs = client
+            .container_logs(logs_req(id, &c.name, since, until))
+            .await
+            .expect("logs")
+            .into_inner();
+        let text = format!("{logs:?}");
+        // Where a leak would be, not 16 KiB of x.
+        let excerpt = |at: usize| {
+            text.get(at.saturating_sub(80)..(at + 80).min(text.len()))
+                .unwrap_or("")
+        };
+        for half in ["AKIAIOSF", "ODNN7EXAMPLE"] {
+            if let Some(at) = text.find(half) {
+                panic!("{id}: {half} leaked: …{}…", excerpt(at));
+            }
+        }
+        assert!(
+            logs.lines.iter().any(|l| l.text.starts_with("xxxx")),
+            "{id}: the line is there: {} lines",
+            logs.lines.len()
+        );
+        for l in &logs.lines {
+            assert_eq!(l.time_unix_nanos, 0, "{id}: a TTY line has no time");
+            if let Some(at) = l.text.find("Z ") {
+                panic!(
+                    "{id}: a timestamp inside a line: …{}…",
+                    &l.text[at.saturating_sub(40)..]
+                );
+            }
+        }
+    }
+    drop(exec);
 }

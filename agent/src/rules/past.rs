@@ -9,6 +9,17 @@ use super::{cause, match_logs};
 use crate::model::{Cause, ContainerView, DeathLogs, FaultClass};
 use crate::watch::journal::JournalEvent;
 
+/// The most of a log line a reason quotes: the evidence holds it whole.
+const MAX_QUOTE_CHARS: usize = 200;
+
+/// A log line as a reason quotes it, cut at `MAX_QUOTE_CHARS`.
+fn quoted(line: &str) -> String {
+    match line.char_indices().nth(MAX_QUOTE_CHARS) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line.to_string(),
+    }
+}
+
 /// A past death and the evidence about it.
 pub struct PastDeath<'a> {
     pub logs: &'a DeathLogs,
@@ -75,7 +86,11 @@ pub fn cause_of(
     } else if let Some(m) = found {
         (
             m.class,
-            format!("{} (its log before it died: \"{}\")", m.what, m.line),
+            format!(
+                "{} (its log before it died: \"{}\")",
+                m.what,
+                quoted(&m.line)
+            ),
             0.8,
         )
     } else if die.exit_code == Some(0) {
@@ -87,7 +102,7 @@ pub fn cause_of(
             .find(|l| !l.trim().is_empty())
             .map_or_else(
                 || "it logged nothing before it died".to_string(),
-                |l| format!("its last log line: \"{}\"", l.trim()),
+                |l| format!("its last log line: \"{}\"", quoted(l.trim())),
             );
         (
             FaultClass::Crash,

@@ -87,8 +87,9 @@ pub fn asked_time(message: &str, now_unix: i64, utc_offset_minutes: i32) -> Opti
             _ => 0,
         }
     };
-    let offset =
-        i64::from(utc_offset_minutes.clamp(-MAX_UTC_OFFSET_MINUTES, MAX_UTC_OFFSET_MINUTES)) * 60;
+    let utc_offset_minutes =
+        utc_offset_minutes.clamp(-MAX_UTC_OFFSET_MINUTES, MAX_UTC_OFFSET_MINUTES);
+    let offset = i64::from(utc_offset_minutes) * 60;
     let local_now = now_unix + offset;
     let mut local = local_now.div_euclid(86_400) * 86_400 + i64::from(minute_of_day) * 60;
     // "Yesterday" is the day before today on that clock; otherwise a time
@@ -189,5 +190,9 @@ mod tests {
         assert_eq!(a.said(), "01:30 at UTC-05:30 (07:00 UTC)");
         let a = asked_time("at 3 am", NOW, 0).expect("time");
         assert_eq!(a.said(), "03:00 UTC");
+        // An offset past any clock's is read, and said, as the widest.
+        let a = asked_time("at 3 am", NOW, i32::MIN).expect("time");
+        assert_eq!(a.utc_offset_minutes, -MAX_UTC_OFFSET_MINUTES);
+        assert_eq!(a.said(), "03:00 at UTC-18:00 (21:00 UTC)");
     }
 }

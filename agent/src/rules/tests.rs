@@ -556,6 +556,13 @@ fn a_past_death_is_explained_from_what_it_logged_before_it() {
         f.diagnosis.causes[1].reason
     );
 
+    // A reason quotes at most 200 characters of a line; the evidence
+    // keeps it whole.
+    let long = format!("fatal: {}", "y".repeat(5_000));
+    let f = run_with_past_death(&always, &crashed, None, &[long.as_str()]);
+    let r = &f.diagnosis.causes[1].reason;
+    assert!(r.len() < 600 && r.contains("yyyy…"), "{}", r.len());
+
     // Two deaths; the question names the time of the first.
     let twice = [
         event(t, "die", Some(2), ""),

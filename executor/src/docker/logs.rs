@@ -2,13 +2,17 @@
 //! with the time the engine received it, the newest kept within a byte
 //! budget.
 //!
-//! The engine is always asked for timestamps. Each message it sends then
-//! starts with one (RFC 3339, nanoseconds), also every part of a line it
-//! split at 16 KiB, so the prefix is taken off every message before the
-//! parts are joined; a line's time is its first part's. The time is what
-//! lets the agent read what a container said before a death the engine
-//! recorded, and nothing of it is container output, so it is never shaped
-//! or redacted.
+//! The engine is asked for timestamps unless the container has a TTY. Each
+//! message it sends then starts with one (RFC 3339, nanoseconds), also
+//! every part of a line it split at 16 KiB, so the prefix is taken off
+//! every message before the parts are joined; a line's time is its first
+//! part's. The time is what lets the agent read what a container said
+//! before a death the engine recorded, and nothing of it is container
+//! output, so it is never shaped or redacted. A TTY's log is one raw
+//! stream that bollard cuts at newlines, not at the engine's messages: a
+//! timestamp of a line's second part would land inside the line, where it
+//! could split a secret in two and hide it from redaction, so a TTY's
+//! lines have no time.
 
 use std::collections::VecDeque;
 
@@ -50,12 +54,25 @@ pub struct RawLogLine {
 #[derive(Debug, Clone, Copy)]
 pub struct LogQuery {
     pub tail: u32,
+    /// Ask the engine for each message's time (never for a TTY).
+    pub timestamps: bool,
     /// Unix seconds; 0 for no bound.
     pub since: i64,
     /// Unix seconds, the lines of that second included; 0 for no bound.
     pub until: i64,
     pub stdout: bool,
     pub stderr: bool,
+}
+
+const CUT_MARKER: &str = " [line truncated]";
+
+/// The length a line will have once `cut_long_line` is done with it.
+fn cut_len(len: usize) -> usize {
+    if len <= MAX_LINE_BYTES {
+        len
+    } else {
+        MAX_LINE_BYTES + CUT_MARKER.len()
+    }
 }
 
 /// A line longer than `MAX_LINE_BYTES` is redacted whole, then cut: cutting
@@ -72,7 +89,7 @@ fn cut_long_line(raw: Vec<u8>, truncated: &mut bool) -> (Vec<u8>, u32) {
         end -= 1;
     }
     let mut line = text.as_bytes()[..end].to_vec();
-    line.extend_from_slice(" [line truncated]".as_bytes());
+    line.extend_from_slice(CUT_MARKER.as_bytes());
     (line, redactions)
 }
 
@@ -172,6 +189,8 @@ pub(super) struct LineJoiner {
     bytes: usize,
     max_bytes: usize,
     max_lines: usize,
+    /// Each message starts with the engine's timestamp.
+    timestamps: bool,
     truncated: bool,
     /// Per stream (stdout, stderr): the time of the line's first part and
     /// its bytes so far.
@@ -179,12 +198,13 @@ pub(super) struct LineJoiner {
 }
 
 impl LineJoiner {
-    pub(super) fn new(max_lines: usize, max_bytes: usize) -> LineJoiner {
+    pub(super) fn new(max_lines: usize, max_bytes: usize, timestamps: bool) -> LineJoiner {
         LineJoiner {
             kept: VecDeque::new(),
             bytes: 0,
             max_bytes,
             max_lines,
+            timestamps,
             truncated: false,
             pending: [(0, Vec::new()), (0, Vec::new())],
         }
@@ -195,7 +215,11 @@ impl LineJoiner {
     /// comes in arbitrary chunks): bytes are joined per stream up to each
     /// newline, so a secret split across messages is redacted whole.
     pub(super) fn push(&mut self, stream: LogStream, message: &[u8]) {
-        let (time, message) = split_timestamp(message);
+        let (time, message) = if self.timestamps {
+            split_timestamp(message)
+        } else {
+            (0, message)
+        };
         for piece in message.split_inclusive(|b| *b == b'\n') {
             let slot = usize::from(stream == LogStream::Stderr);
             let (line_time, buf) = &mut self.pending[slot];
@@ -215,26 +239,29 @@ impl LineJoiner {
         }
     }
 
+    /// Keep a whole line. A long one is kept as it came and cut (after
+    /// redacting it whole) only if it is still kept at the end, so a
+    /// window of long lines costs one redaction per line answered, not per
+    /// line read; it counts against the budget at its cut length.
     fn keep(&mut self, stream: LogStream, raw: Vec<u8>, time_nanos: i64) {
-        let (bytes, redactions) = cut_long_line(raw, &mut self.truncated);
-        self.bytes += bytes.len();
+        self.bytes += cut_len(raw.len());
         self.kept.push_back(RawLogLine {
             stream,
-            bytes,
+            bytes: raw,
             time_nanos,
-            redactions,
+            redactions: 0,
         });
         // More lines than the tail asked for: the oldest goes, as the
         // engine's own tail would have left it out.
         while self.kept.len() > self.max_lines {
             if let Some(old) = self.kept.pop_front() {
-                self.bytes -= old.bytes.len();
+                self.bytes -= cut_len(old.bytes.len());
             }
         }
         // Over the byte budget: a cut the caller is told of.
         while self.bytes > self.max_bytes {
             match self.kept.pop_front() {
-                Some(old) => self.bytes -= old.bytes.len(),
+                Some(old) => self.bytes -= cut_len(old.bytes.len()),
                 None => break,
             }
             self.truncated = true;
@@ -253,14 +280,27 @@ impl LineJoiner {
                 self.keep(stream, buf, time);
             }
         }
-        (self.kept.into(), self.truncated)
+        let mut truncated = self.truncated;
+        let lines = self
+            .kept
+            .into_iter()
+            .map(|l| {
+                let (bytes, redactions) = cut_long_line(l.bytes, &mut truncated);
+                RawLogLine {
+                    bytes,
+                    redactions,
+                    ..l
+                }
+            })
+            .collect();
+        (lines, truncated)
     }
 }
 
 impl DockerAdapter {
-    /// The last `tail` lines (before `until`, after `since`), stopping
-    /// early once `max_bytes` were read so a container with huge lines
-    /// cannot exhaust the executor's memory.
+    /// The last `tail` lines (before `until`, after `since`), the newest
+    /// kept within `max_bytes` as they stream in, so a container with huge
+    /// lines cannot exhaust the executor's memory.
     pub async fn logs(
         &self,
         permit: &Permit,
@@ -281,11 +321,15 @@ impl DockerAdapter {
             // before it looks at `until` (Docker 20.10's json-file and
             // local drivers): the last lines before a moment would be
             // lost behind what came after it. So with `until` the engine
-            // sends every line of the window and the tail is kept here.
-            let tail = if until == 0 {
-                query.tail.to_string()
-            } else {
+            // sends every line of the window (the service bounds it to a
+            // day) and the tail is kept here. Not for a TTY: bollard holds
+            // its raw stream until a newline comes, so a window of output
+            // without one would be held whole; there the engine's tail
+            // applies first.
+            let tail = if until != 0 && query.timestamps {
                 "all".to_string()
+            } else {
+                query.tail.to_string()
             };
             let mut stream = self.client().logs(
                 id,
@@ -294,12 +338,12 @@ impl DockerAdapter {
                     stderr: query.stderr,
                     since: i32::try_from(query.since).unwrap_or(i32::MAX),
                     until,
-                    timestamps: true,
+                    timestamps: query.timestamps,
                     tail,
                     ..Default::default()
                 }),
             );
-            let mut lines = LineJoiner::new(query.tail as usize, max_bytes);
+            let mut lines = LineJoiner::new(query.tail as usize, max_bytes, query.timestamps);
             while let Some(item) = stream.next().await {
                 let (stream_kind, message) = match item.map_err(|e| classify("logs", id, e))? {
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
@@ -398,7 +442,7 @@ mod tests {
 
     #[test]
     fn every_message_loses_its_timestamp_and_a_split_line_keeps_its_first() {
-        let mut j = LineJoiner::new(100, 1 << 20);
+        let mut j = LineJoiner::new(100, 1 << 20, true);
         j.push(
             LogStream::Stdout,
             b"2024-05-01T03:00:12.000000001Z starting\n",
@@ -453,8 +497,48 @@ mod tests {
     }
 
     #[test]
+    fn without_timestamps_nothing_is_taken_off_a_line() {
+        // A TTY's output that starts like a timestamp is the container's.
+        let mut j = LineJoiner::new(100, 1 << 20, false);
+        j.push(
+            LogStream::Stdout,
+            b"2024-05-01T03:00:12Z is when it began\n",
+        );
+        let (lines, _) = j.finish();
+        assert_eq!(lines[0].bytes, b"2024-05-01T03:00:12Z is when it began\n");
+        assert_eq!(lines[0].time_nanos, 0);
+    }
+
+    #[test]
+    fn a_long_line_is_cut_only_if_it_is_kept_and_counts_at_its_cut_length() {
+        let long = format!("{} AKIAIOSFODNN7EXAMPLE\n", "x".repeat(MAX_LINE_BYTES));
+        let mut j = LineJoiner::new(1, 1 << 20, false);
+        j.push(LogStream::Stdout, long.as_bytes());
+        j.push(LogStream::Stdout, long.as_bytes());
+        let (lines, truncated) = j.finish();
+        assert!(truncated, "a cut line is said");
+        assert_eq!(lines.len(), 1);
+        // Redacted whole before the cut, once: the line dropped for the
+        // tail never was.
+        assert_eq!(lines[0].redactions, 1);
+        assert!(!String::from_utf8_lossy(&lines[0].bytes).contains("AKIA"));
+        assert!(lines[0].bytes.ends_with(CUT_MARKER.as_bytes()));
+        // Two cut lines fit a budget of two cut lengths, whatever their
+        // length as read.
+        let mut j = LineJoiner::new(100, 2 * (MAX_LINE_BYTES + CUT_MARKER.len()), false);
+        for _ in 0..2 {
+            j.push(
+                LogStream::Stdout,
+                format!("{}\n", "y".repeat(60_000)).as_bytes(),
+            );
+        }
+        let (lines, _) = j.finish();
+        assert_eq!(lines.len(), 2);
+    }
+
+    #[test]
     fn the_newest_lines_are_kept_within_the_byte_budget() {
-        let mut j = LineJoiner::new(100, 10);
+        let mut j = LineJoiner::new(100, 10, true);
         for n in 0..5 {
             j.push(
                 LogStream::Stdout,
@@ -466,7 +550,7 @@ mod tests {
         let texts: Vec<&[u8]> = lines.iter().map(|l| l.bytes.as_slice()).collect();
         assert_eq!(texts, vec![b"line4\n".as_slice()]);
         // And the newest `tail` lines, however short.
-        let mut j = LineJoiner::new(2, 1 << 20);
+        let mut j = LineJoiner::new(2, 1 << 20, true);
         for n in 0..5 {
             j.push(LogStream::Stdout, format!("line{n}\n").as_bytes());
         }

@@ -6,6 +6,9 @@ use super::shape::*;
 use super::*;
 use crate::docker::Resolved;
 
+/// The widest window a `ContainerLogs` with `until` may ask for.
+const MAX_LOGS_WINDOW_SECS: i64 = 86_400;
+
 impl ExecutorService {
     /// Resolve a name or id to the container as it is now. A target outside
     /// the selectors is reported exactly like a missing one, for reads and
@@ -85,6 +88,18 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::ContainerRequest,
     ) -> Result<pb::InspectContainerResponse, ExecError> {
+        self.inspect_shaped(call, req, true).await
+    }
+
+    /// The shaped inspect; `image_check` also asks, for a container that
+    /// is down, whether its image is still there (`InspectContainer`
+    /// only: health has no use for it).
+    async fn inspect_shaped(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+        image_check: bool,
+    ) -> Result<pb::InspectContainerResponse, ExecError> {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
@@ -96,7 +111,8 @@ impl ExecutorService {
         // A container that is down may be down for good if its image is
         // gone; one that runs is not asked about (one engine trip less on
         // the hot path).
-        let image_missing = !details.state.running
+        let image_missing = image_check
+            && !details.state.running
             && self.docker.image_present(&permit, &details.image_id).await == Some(false);
         let mut shaped = shape_inspect(details, &self.env_policy);
         shaped.image_missing = image_missing;
@@ -122,7 +138,7 @@ impl ExecutorService {
         call: &mut Call,
         req: pb::ContainerRequest,
     ) -> Result<pb::HealthResponse, ExecError> {
-        let inspected = self.inspect(call, req).await?;
+        let inspected = self.inspect_shaped(call, req, false).await?;
         call.entry.result = format!(
             "health={}",
             inspected
@@ -207,6 +223,16 @@ impl ExecutorService {
                 req.until, req.since
             )));
         }
+        // With `until` the engine sends the whole window (its own tail
+        // comes before `until`), so the window is bounded.
+        if req.until != 0 && (req.since == 0 || req.until - req.since > MAX_LOGS_WINDOW_SECS) {
+            return Err(ExecError::InvalidArgument(format!(
+                "until {} needs a since at most {} hours before it (since is {})",
+                req.until,
+                MAX_LOGS_WINDOW_SECS / 3600,
+                req.since
+            )));
+        }
         let (stdout, stderr) = match pb::LogStreams::try_from(req.streams) {
             Ok(pb::LogStreams::Both) => (true, true),
             Ok(pb::LogStreams::Stdout) => (true, false),
@@ -223,9 +249,13 @@ impl ExecutorService {
         } else {
             req.tail
         };
-        let permit = self.permit_read(call, &req.container).await?;
+        let (permit, details) = self.permit_read_resolved(call, &req.container).await?;
+        // A TTY's lines get no time (docker/logs.rs says why); when the
+        // inspect is not at hand, none either.
+        let timestamps = details.is_some_and(|d| !d.tty);
         let query = LogQuery {
             tail,
+            timestamps,
             since: req.since,
             until: req.until,
             stdout,
