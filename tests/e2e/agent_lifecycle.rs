@@ -347,6 +347,25 @@ async fn the_api_requires_the_token_and_answers_problem_details() {
         .await
         .expect("send");
     assert_eq!(unknown_field.status(), 400);
+    // An offset no clock has, the most negative integer too: refused, with
+    // the field and its bounds named.
+    for offset in [json!(1081), json!(i32::MIN), json!(-1081)] {
+        let bad_offset = http
+            .post(format!("{base}/api/v1/requests"))
+            .bearer_auth(&t)
+            .json(&json!({"message": "why did web restart at 3 am?", "utc_offset_minutes": offset}))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(bad_offset.status(), 400, "{offset}");
+        let problem: Value = bad_offset.json().await.expect("json");
+        assert!(
+            problem["detail"].as_str().is_some_and(
+                |d| d.contains("utc_offset_minutes") && d.contains("between -1080 and 1080")
+            ),
+            "{problem}"
+        );
+    }
     let bad_status = http
         .get(format!("{base}/api/v1/requests?status=bogus"))
         .bearer_auth(&t)
