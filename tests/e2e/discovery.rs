@@ -4,6 +4,17 @@
 
 use drydock_e2e::*;
 
+/// The container a diagnose-only request about `message` lands on (a
+/// request that lands on none fails here, with its candidates).
+fn target_of(dd: &Drydock, message: &str) -> String {
+    let (code, req) = dd.ask_json(&["--diagnose-only", message]);
+    assert_eq!(code, 0, "{message}: {req:#}");
+    req["target"]["container_name"]
+        .as_str()
+        .map(|n| n.trim_start_matches('/').to_string())
+        .unwrap_or_else(|| panic!("{message}: no target; candidates {:#}", req["candidates"]))
+}
+
 #[test]
 fn roles_typos_several_words_and_other_languages_find_the_container() {
     let dd = Drydock::init();
@@ -23,16 +34,7 @@ fn roles_typos_several_words_and_other_languages_find_the_container() {
         ("ledgres keep failing", &ledgers),
         ("ledgers 挂了", &ledgers),
     ] {
-        let (code, req) = dd.ask_json(&["--diagnose-only", message]);
-        assert_eq!(code, 0, "{message}: {req:#}");
-        assert_eq!(
-            req["target"]["container_name"]
-                .as_str()
-                .map(|n| n.trim_start_matches('/')),
-            Some(expected.name.as_str()),
-            "{message}: {:#}",
-            req["candidates"]
-        );
+        assert_eq!(target_of(&dd, message), expected.name, "{message}");
     }
     let _ = docker(&["rmi", &image]);
 }
@@ -123,15 +125,10 @@ fn a_compose_project_is_found_by_roles_typos_words_and_the_broken_one() {
         ("paymnets keeps failing", "payments"),
         ("backend 挂了", "backend"),
     ] {
-        let (code, req) = dd.ask_json(&["--diagnose-only", message]);
-        assert_eq!(code, 0, "{message}: {req:#}");
         assert_eq!(
-            req["target"]["container_name"]
-                .as_str()
-                .map(|n| n.trim_start_matches('/')),
-            Some(format!("{project}-{expected}-1").as_str()),
-            "{message}: {:#}",
-            req["candidates"]
+            target_of(&dd, message),
+            format!("{project}-{expected}-1"),
+            "{message}"
         );
     }
     drop(fleet);

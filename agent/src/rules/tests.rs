@@ -225,8 +225,9 @@ fn view() -> ContainerView {
     }
 }
 
-fn run(c: &ContainerView, lines: &[&str]) -> Finding {
-    let logs = LogsView {
+/// Log lines as the executor would answer them.
+fn logs_of(lines: &[&str]) -> LogsView {
+    LogsView {
         lines: lines
             .iter()
             .map(|l| LogLineView {
@@ -236,7 +237,11 @@ fn run(c: &ContainerView, lines: &[&str]) -> Finding {
             })
             .collect(),
         ..Default::default()
-    };
+    }
+}
+
+fn run(c: &ContainerView, lines: &[&str]) -> Finding {
+    let logs = logs_of(lines);
     diagnose(&Observation {
         container: c,
         container_evidence: "ev-1",
@@ -429,16 +434,7 @@ fn run_with_past_death(
     asked: Option<AskedTime>,
     before: &[&str],
 ) -> Finding {
-    let logs = LogsView {
-        lines: ["INFO listening on :8080", "WARN read ECONNRESET, retrying"]
-            .iter()
-            .map(|l| LogLineView {
-                text: l.to_string(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    };
+    let logs = logs_of(&["INFO listening on :8080", "WARN read ECONNRESET, retrying"]);
     let now_unix = events
         .last()
         .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60);
@@ -446,16 +442,7 @@ fn run_with_past_death(
     let death = crate::model::DeathLogs {
         died_at_unix_nanos: die.time_nanos,
         exit_code: die.exit_code,
-        logs: LogsView {
-            lines: before
-                .iter()
-                .map(|l| LogLineView {
-                    text: l.to_string(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        },
+        logs: logs_of(before),
     };
     diagnose(&Observation {
         container: c,
