@@ -474,12 +474,11 @@ impl Engine {
             events,
             events_ev,
             death: decoded(req, "death_logs"),
-            asked: crate::rules::question::asked_time(
+            asked: crate::rules::question::asked_in(
                 &req.message,
+                req.options.utc_offset_minutes,
                 now_unix,
-                req.options.utc_offset_minutes.unwrap_or(0),
-            )
-            .filter(|_| crate::rules::is_question(&req.message)),
+            ),
             now_unix,
         })
     }

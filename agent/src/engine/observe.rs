@@ -121,12 +121,8 @@ impl Engine {
         // A question looks further back than the hour a report needs: to
         // the time it names, or a day.
         let now = unix_now();
-        let asked = crate::rules::question::asked_time(
-            &req.message,
-            now,
-            req.options.utc_offset_minutes.unwrap_or(0),
-        )
-        .filter(|_| crate::rules::is_question(&req.message));
+        let asked =
+            crate::rules::question::asked_in(&req.message, req.options.utc_offset_minutes, now);
         let (events_since, events_limit) = match asked {
             Some(a) => ((a.unix - 3600).clamp(now - EVENTS_LOOKBACK_SECS, now), 256),
             None if crate::rules::is_question(&req.message) => (now - 86_400, 256),

@@ -104,6 +104,18 @@ pub fn asked_time(message: &str, now_unix: i64, utc_offset_minutes: i32) -> Opti
     })
 }
 
+/// The time a request's message asks about: only a question names one.
+pub fn asked_in(
+    message: &str,
+    utc_offset_minutes: Option<i32>,
+    now_unix: i64,
+) -> Option<AskedTime> {
+    if !is_question(message) {
+        return None;
+    }
+    asked_time(message, now_unix, utc_offset_minutes.unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +202,12 @@ mod tests {
         assert_eq!(a.said(), "01:30 at UTC-05:30 (07:00 UTC)");
         let a = asked_time("at 3 am", NOW, 0).expect("time");
         assert_eq!(a.said(), "03:00 UTC");
+        // Only a question asks about a time.
+        assert_eq!(asked_in("db is down since 3 am", Some(60), NOW), None);
+        assert_eq!(
+            asked_in("why is db down since 3 am", Some(60), NOW),
+            asked_time("why is db down since 3 am", NOW, 60)
+        );
         // An offset past any clock's is read, and said, as the widest.
         let a = asked_time("at 3 am", NOW, i32::MIN).expect("time");
         assert_eq!(a.utc_offset_minutes, -MAX_UTC_OFFSET_MINUTES);
