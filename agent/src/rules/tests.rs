@@ -410,21 +410,32 @@ fn event(
     }
 }
 
-fn run_with_events(c: &ContainerView, events: &[crate::watch::journal::JournalEvent]) -> Finding {
-    let logs = LogsView::default();
+/// Diagnose with engine events (now is a minute after the last one), and
+/// optionally a past death and the time a question asked about.
+fn diagnose_with(
+    c: &ContainerView,
+    logs: &LogsView,
+    events: &[crate::watch::journal::JournalEvent],
+    past_death: Option<PastDeath<'_>>,
+    asked: Option<AskedTime>,
+) -> Finding {
     diagnose(&Observation {
         container: c,
         container_evidence: "ev-1",
-        logs: &logs,
+        logs,
         logs_evidence: "ev-2",
         events,
         events_evidence: "ev-3",
-        past_death: None,
-        asked: None,
+        past_death,
+        asked,
         now_unix: events
             .last()
             .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60),
     })
+}
+
+fn run_with_events(c: &ContainerView, events: &[crate::watch::journal::JournalEvent]) -> Finding {
+    diagnose_with(c, &LogsView::default(), events, None, None)
 }
 
 /// A running container and what it logged before one of its deaths.
@@ -435,29 +446,17 @@ fn run_with_past_death(
     before: &[&str],
 ) -> Finding {
     let logs = logs_of(&["INFO listening on :8080", "WARN read ECONNRESET, retrying"]);
-    let now_unix = events
-        .last()
-        .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60);
     let die = events::past_death(events, c.running, asked.map(|a| a.unix)).expect("a past death");
     let death = crate::model::DeathLogs {
         died_at_unix_nanos: die.time_nanos,
         exit_code: die.exit_code,
         logs: logs_of(before),
     };
-    diagnose(&Observation {
-        container: c,
-        container_evidence: "ev-1",
-        logs: &logs,
-        logs_evidence: "ev-2",
-        events,
-        events_evidence: "ev-3",
-        past_death: Some(PastDeath {
-            logs: &death,
-            evidence: "ev-4",
-        }),
-        asked,
-        now_unix,
-    })
+    let past = PastDeath {
+        logs: &death,
+        evidence: "ev-4",
+    };
+    diagnose_with(c, &logs, events, Some(past), asked)
 }
 
 /// "Why did it restart?": the death it moved on from, explained from the
