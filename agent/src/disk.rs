@@ -216,7 +216,7 @@ pub fn summary(u: &DiskUsageView) -> String {
 }
 
 /// What the location says, for the cause's reason.
-pub fn finding(location: &Location, u: &DiskUsageView) -> Option<String> {
+pub fn finding(location: &Location<'_>, u: &DiskUsageView) -> Option<String> {
     Some(match location {
         Location::Mount { path, mount } => match mount.kind.as_str() {
             "tmpfs" => format!(
@@ -252,7 +252,7 @@ pub fn finding(location: &Location, u: &DiskUsageView) -> Option<String> {
 
 /// What to do, in order: the full filesystem first, then what else holds
 /// space (an unbounded log, what the engine could reclaim).
-pub fn advice(name: &str, location: &Location, u: &DiskUsageView) -> Vec<String> {
+pub fn advice(name: &str, location: &Location<'_>, u: &DiskUsageView) -> Vec<String> {
     let mut out = Vec::new();
     match location {
         Location::Mount { mount, .. } if mount.kind == "tmpfs" => out.push(format!(

@@ -2,6 +2,8 @@
 //! server on 127.0.0.1: real HTTP, real SSE, real reqwest. Only the executor
 //! is a double (the agent crate cannot start one); it has no write method,
 //! like the trait it implements.
+// Test code: a failed unwrap is the failure report.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

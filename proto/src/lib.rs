@@ -6,25 +6,10 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod fault;
 pub mod grant;
 
-/// The rules engine's fault classes: what a diagnosis names, what a model
-/// may answer, and what an automation grant may be limited to.
-pub const FAULT_CLASSES: [&str; 13] = [
-    "dependency_unavailable",
-    "config_error",
-    "port_conflict",
-    "oom_killed",
-    "crash",
-    "crash_loop",
-    "unhealthy",
-    "healthcheck_broken",
-    "permission_denied",
-    "disk_full",
-    "stopped",
-    "healthy",
-    "unknown",
-];
+pub use fault::{FaultClass, FAULT_CLASSES};
 
 /// Generated protobuf and tonic types. They stop at the gRPC edge: the daemons
 /// convert them into their own domain types.

@@ -1,5 +1,7 @@
 //! End-to-end tests against a real Docker engine and real drydock processes.
 //! Run with `cargo test --workspace`; a missing Docker engine fails them.
+// Test code: a failed unwrap is the failure report.
+#![allow(clippy::unwrap_used)]
 
 mod agent_lifecycle;
 mod architecture;

@@ -1,0 +1,125 @@
+//! The agent API's answers other than a request itself: pending approvals,
+//! containers at a glance, grants, and the executor's reachability.
+
+use serde::{Deserialize, Serialize};
+
+use crate::container::PolicyView;
+use crate::request::{ApprovalRecord, PlanStep, Status};
+use crate::FaultClass;
+
+pub use drydock_proto::grant::GrantClaims;
+
+/// One entry of `GET /api/v1/approvals`: a pending approval (without its
+/// signature) and what it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    pub approval: ApprovalRecord,
+    pub request_id: String,
+    pub message: String,
+    #[serde(default)]
+    pub step: Option<PlanStep>,
+}
+
+/// One container of `GET /api/v1/containers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerRow {
+    /// From the newest inspect drydock made of it: Docker's list has no
+    /// restart count.
+    pub restarts: Option<Restarts>,
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub state: String,
+    pub status: String,
+    /// `healthy`, `unhealthy`, `starting` or `none`, from Docker's status.
+    pub health: String,
+    pub project: Option<String>,
+    pub service: Option<String>,
+    pub last_request: Option<LastRequest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Restarts {
+    pub count: serde_json::Value,
+    pub as_of: String,
+}
+
+/// The newest request that targeted a container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastRequest {
+    pub id: String,
+    pub status: Status,
+    pub created_at: String,
+    pub class: Option<FaultClass>,
+    pub summary: Option<String>,
+}
+
+/// `GET /api/v1/containers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerList {
+    pub containers: Vec<ContainerRow>,
+}
+
+/// A grant as the agent keeps it, decoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantRecord {
+    pub id: String,
+    pub key_id: String,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+    pub claims: GrantClaims,
+}
+
+/// Whether a grant can still authorise anything (by the agent's record and
+/// the executor's revocation list, which is what counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantStatus {
+    Active,
+    Expired,
+    Revoked,
+}
+
+impl GrantStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GrantStatus::Active => "active",
+            GrantStatus::Expired => "expired",
+            GrantStatus::Revoked => "revoked",
+        }
+    }
+}
+
+/// One grant with its status: an entry of `GET /api/v1/grants`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantRow {
+    pub grant: GrantRecord,
+    pub status: GrantStatus,
+}
+
+/// The answer to `POST /api/v1/grants`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantAdded {
+    pub grant: GrantRecord,
+    pub status: GrantStatus,
+    /// Set when the executor has automation off: the grant authorises
+    /// nothing until its operator turns it on.
+    pub warning: Option<String>,
+}
+
+/// `GET /api/v1/grants`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantList {
+    pub grants: Vec<GrantRow>,
+    /// `None` when the executor could not be asked.
+    pub executor_automation_enabled: Option<bool>,
+}
+
+/// `GET /api/v1/executor`, when the executor answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutorReach {
+    pub reachable: bool,
+    pub latency_ms: u64,
+    pub policy: PolicyView,
+}

@@ -1,0 +1,313 @@
+//! What the executor reports, as the agent records it in evidence: the
+//! views of its read RPCs (`pb::` types stop at the agent's gRPC client and
+//! become these), and one container event as the agent's journal keeps it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One engine event of a visible container, as the executor streams it
+/// (`WatchEvents`, `ContainerEvents`) and the agent's journal keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ContainerEvent {
+    pub time_nanos: i64,
+    pub container_id: String,
+    pub name: String,
+    /// start, die, oom, kill, health_status, restart, destroy or stop.
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signal: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub health: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub project: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service: String,
+}
+
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ContainerSummaryView {
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub state: String,
+    pub status: String,
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub public_ports: Vec<u32>,
+    #[serde(default)]
+    pub ip_addresses: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HealthProbeView {
+    pub exit_code: i64,
+    pub output: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HealthcheckView {
+    pub test: Vec<String>,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub retries: u32,
+    pub start_period_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ContainerView {
+    pub id: String,
+    pub name: String,
+    pub image: String,
+    pub status: String,
+    pub running: bool,
+    pub restarting: bool,
+    pub oom_killed: bool,
+    pub exit_code: i64,
+    pub error: String,
+    pub started_at: String,
+    pub finished_at: String,
+    /// `none`, `starting`, `healthy`, `unhealthy`.
+    pub health_status: String,
+    pub failing_streak: u32,
+    pub health_log: Vec<HealthProbeView>,
+    pub healthcheck: Option<HealthcheckView>,
+    pub labels: BTreeMap<String, String>,
+    pub env: Vec<String>,
+    pub restart_count: i64,
+    pub restart_policy: String,
+    pub networks: Vec<String>,
+    pub aliases: Vec<String>,
+    pub redactions: u32,
+    /// 0 when unlimited.
+    #[serde(default)]
+    pub memory_limit_bytes: i64,
+    /// The container's StopTimeout; 0 when it sets none (10 s then).
+    #[serde(default)]
+    pub stop_timeout_secs: u32,
+    #[serde(default)]
+    pub requested_host_ports: Vec<u32>,
+    #[serde(default)]
+    pub ip_addresses: Vec<String>,
+    #[serde(default)]
+    pub mounts: Vec<MountView>,
+    #[serde(default)]
+    pub entrypoint: Vec<String>,
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// "" is the image's default user (usually root).
+    #[serde(default)]
+    pub user: String,
+    #[serde(default)]
+    pub working_dir: String,
+    /// The image by content, `sha256:…`.
+    #[serde(default)]
+    pub image_id: String,
+    /// `container:<id>` when it shares another container's network
+    /// (compose `network_mode: service:X`).
+    #[serde(default)]
+    pub network_mode: String,
+    /// The engine no longer has the image it was created from (asked only
+    /// when it is not running).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub image_missing: bool,
+}
+
+impl ContainerView {
+    /// Who the container's process runs as, in words.
+    pub fn run_as(&self) -> String {
+        if self.user.is_empty() {
+            "the image's default user (usually root)".into()
+        } else {
+            format!("user `{}`", self.user)
+        }
+    }
+
+    /// Its mounts, in words: where each comes from and whether it is
+    /// writable.
+    pub fn mounts_said(&self) -> String {
+        if self.mounts.is_empty() {
+            return "; it has no mounts".into();
+        }
+        let list: Vec<String> = self
+            .mounts
+            .iter()
+            .take(8)
+            .map(|m| {
+                format!(
+                    "{} ({} {}, {})",
+                    m.destination,
+                    m.kind,
+                    m.source,
+                    if m.rw { "read-write" } else { "read-only" }
+                )
+            })
+            .collect();
+        format!("; its mounts: {}", list.join(", "))
+    }
+}
+
+impl ContainerSummaryView {
+    /// Broken as `docker ps` shows it: not running, or unhealthy.
+    pub fn is_broken(&self) -> bool {
+        self.state != "running" || self.status.contains("(unhealthy)")
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MountView {
+    /// bind, volume, tmpfs…
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub source: String,
+    pub destination: String,
+    pub rw: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LogLineView {
+    pub stream: String,
+    pub text: String,
+    /// When the engine received the line, in unix nanoseconds; 0 when it
+    /// gave no time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub time_unix_nanos: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// What the target logged before a death the engine recorded, when that
+/// death is not the state it is in now (it was started again since, or a
+/// question asked about an earlier one): evidence `death_logs`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DeathLogs {
+    /// The `die` event's time, in unix nanoseconds.
+    pub died_at_unix_nanos: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// Its lines up to that moment (none of the run after it).
+    pub logs: LogsView,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LogsView {
+    pub lines: Vec<LogLineView>,
+    pub truncated: bool,
+    pub redactions: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct PolicyView {
+    pub start_enabled: bool,
+    pub restart_enabled: bool,
+    #[serde(default)]
+    pub stop_enabled: bool,
+    pub approver_ids: Vec<String>,
+    #[serde(default)]
+    pub logs_max_lines: u32,
+    /// Services the executor has an HTTP check for.
+    #[serde(default)]
+    pub http_checks: Vec<String>,
+    /// Trusted approvers' public keys (`ed25519:<base64>`), by id.
+    #[serde(default)]
+    pub approvers: Vec<ApproverView>,
+    /// Name selectors of the executor's target scope (`*` is everything).
+    #[serde(default)]
+    pub allow_names: Vec<String>,
+    /// The executor's risk tier per action (`start` → 1, `stop` → 2).
+    #[serde(default)]
+    pub tiers: std::collections::BTreeMap<String, u32>,
+    /// Whether the executor accepts automation grants.
+    #[serde(default)]
+    pub automation_enabled: bool,
+    /// Grant ids on the executor's revocation list.
+    #[serde(default)]
+    pub revoked_grants: Vec<String>,
+    /// The longest grant the executor accepts.
+    #[serde(default)]
+    pub max_grant_ttl_secs: u64,
+}
+
+impl PolicyView {
+    /// `T1`, `T2`: the tier the executor gives `action`. An action the
+    /// executor did not report is shown at the highest write tier.
+    pub fn tier_label(&self, action: &str) -> String {
+        format!("T{}", self.tiers.get(action).copied().unwrap_or(2))
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ApproverView {
+    pub id: String,
+    pub public_key: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StatsView {
+    pub cpu_percent: f64,
+    pub memory_usage_bytes: u64,
+    pub memory_limit_bytes: u64,
+    pub memory_percent: f64,
+    pub network_rx_bytes: u64,
+    pub network_tx_bytes: u64,
+    pub block_read_bytes: u64,
+    pub block_write_bytes: u64,
+    pub pids: u64,
+}
+
+/// Where one container's disk goes, and what the engine holds that belongs
+/// to no container (`DiskUsage`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DiskUsageView {
+    pub container_id: String,
+    /// -1: the engine did not say.
+    pub writable_layer_bytes: i64,
+    pub root_fs_bytes: i64,
+    pub mounts: Vec<MountUsageView>,
+    pub log_driver: String,
+    /// Empty: no max-size (json-file and local then grow without bound).
+    pub log_max_size: String,
+    pub engine: Option<EngineDiskView>,
+    pub engine_error: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MountUsageView {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub source: String,
+    pub destination: String,
+    /// -1: the engine does not measure it.
+    pub used_bytes: i64,
+    /// A tmpfs's size limit; -1: none known.
+    pub limit_bytes: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EngineDiskView {
+    pub images_bytes: i64,
+    pub build_cache_bytes: i64,
+    /// Images no container uses and build cache not in use.
+    pub reclaimable_bytes: i64,
+    pub images: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HttpCheckView {
+    pub service: String,
+    pub ok: bool,
+    pub status_code: u32,
+    pub latency_ms: u64,
+    pub error: String,
+    pub body_snippet: String,
+}
+
+pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";

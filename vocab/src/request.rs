@@ -1,0 +1,408 @@
+//! A request and what it accumulates: target, evidence, diagnosis, plan,
+//! approvals, execution and verification. This is the JSON document of
+//! `GET /api/v1/requests/{id}`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{FaultClass, WriteAction};
+
+/// Where a request stands. The lifecycle (which state follows which) is the
+/// agent's (`engine::lifecycle`); the words are here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Observing,
+    Diagnosing,
+    Planning,
+    WaitingApproval,
+    Executing,
+    Verifying,
+    Completed,
+    Failed,
+    NeedsClarification,
+    Rejected,
+    Canceled,
+}
+
+impl Status {
+    /// Every state, in lifecycle order.
+    pub const ALL: [Status; 11] = [
+        Status::Observing,
+        Status::Diagnosing,
+        Status::Planning,
+        Status::WaitingApproval,
+        Status::Executing,
+        Status::Verifying,
+        Status::Completed,
+        Status::Failed,
+        Status::NeedsClarification,
+        Status::Rejected,
+        Status::Canceled,
+    ];
+
+    /// A finished request is never changed again.
+    pub const fn is_terminal(self) -> bool {
+        match self {
+            Status::Completed
+            | Status::Failed
+            | Status::NeedsClarification
+            | Status::Rejected
+            | Status::Canceled => true,
+            Status::Observing
+            | Status::Diagnosing
+            | Status::Planning
+            | Status::WaitingApproval
+            | Status::Executing
+            | Status::Verifying => false,
+        }
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Status::Observing => "observing",
+            Status::Diagnosing => "diagnosing",
+            Status::Planning => "planning",
+            Status::WaitingApproval => "waiting_approval",
+            Status::Executing => "executing",
+            Status::Verifying => "verifying",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::NeedsClarification => "needs_clarification",
+            Status::Rejected => "rejected",
+            Status::Canceled => "canceled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// The finished states.
+    pub fn terminal() -> impl Iterator<Item = Status> {
+        Status::ALL.into_iter().filter(|s| s.is_terminal())
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who opened a request.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestSource {
+    /// A person: `drydock ask`, the console, an MCP client.
+    #[default]
+    Ask,
+    /// The agent's watcher, on a container event.
+    Watch,
+    /// An Alertmanager webhook.
+    Alert,
+}
+
+impl RequestSource {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RequestSource::Ask => "ask",
+            RequestSource::Watch => "watch",
+            RequestSource::Alert => "alert",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Target {
+    /// `container` now; `service` once compose services are targeted whole.
+    pub kind: String,
+    pub container_id: String,
+    pub container_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Candidate {
+    pub container_id: String,
+    pub container_name: String,
+    pub image: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    pub score: u32,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Evidence {
+    pub id: String,
+    /// `container_list`, `inspect`, `logs`, `health`, `policy`, `verification`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The executor RPC that produced it.
+    pub source: String,
+    pub timestamp: String,
+    pub data: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cause {
+    pub class: FaultClass,
+    pub reason: String,
+    pub confidence: f32,
+    pub evidence_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Diagnosis {
+    pub summary: String,
+    pub confidence: f32,
+    pub causes: Vec<Cause>,
+    /// `rules` or the model's name.
+    pub engine: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlanStep {
+    pub action: WriteAction,
+    pub target: Target,
+    pub reason: String,
+    /// The executor's tier for the action: `T1` (change), `T2` (disruptive).
+    pub risk: String,
+    pub expected_effect: String,
+    pub rollback: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Plan {
+    /// sha256 over the steps; bound into every approval.
+    pub digest: String,
+    pub steps: Vec<PlanStep>,
+    /// What a human must do; no executor action can.
+    pub advice: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+}
+
+impl ApprovalStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Rejected => "rejected",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalRecord {
+    pub id: String,
+    pub request_id: String,
+    pub step: usize,
+    pub status: ApprovalStatus,
+    /// base64 of the encoded claims: exactly the bytes the approver signs.
+    pub claims: String,
+    pub expires_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// base64 signature, kept (in the agent's store only) until execution;
+    /// the API never returns it (see `Request::for_api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    /// Set when an automation grant, not a person, authorised this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionRecord {
+    pub step: usize,
+    pub action: WriteAction,
+    pub container_id: String,
+    pub approval_id: String,
+    pub ok: bool,
+    pub message: String,
+    pub at: String,
+    /// The executor's answer was lost (it stopped, or the connection did):
+    /// the write may or may not have happened. It is never sent again; the
+    /// container's state decides.
+    #[serde(default)]
+    pub in_doubt: bool,
+    /// The automation grant that authorised it, when no person did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerificationCheck {
+    /// `running`, `healthy`, `stable`, `http`.
+    pub level: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    pub ok: bool,
+    pub checks: Vec<VerificationCheck>,
+    pub evidence_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RequestOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    #[serde(default)]
+    pub diagnose_only: bool,
+    /// The asker's offset from UTC, in minutes, so a time in a question
+    /// ("at 3 am") is read as their clock says; UTC when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utc_offset_minutes: Option<i32>,
+}
+
+/// Token accounting from the model API's own usage fields, summed over the
+/// request's model calls.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct LlmUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub model_calls: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Request {
+    pub id: String,
+    pub message: String,
+    /// Who opened it: a person (`ask`), the watcher, or an alert.
+    #[serde(default)]
+    pub source: RequestSource,
+    pub status: Status,
+    pub created_at: String,
+    pub updated_at: String,
+    pub options: RequestOptions,
+    pub target: Option<Target>,
+    #[serde(default)]
+    pub candidates: Vec<Candidate>,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    pub diagnosis: Option<Diagnosis>,
+    /// With a model configured: what the rules engine concluded on its own.
+    /// Writes on the target are bounded by it whatever the model says, and
+    /// the rules planner plans from it when the model's plan is refused.
+    #[serde(default)]
+    pub rules_diagnosis: Option<Diagnosis>,
+    pub plan: Option<Plan>,
+    #[serde(default)]
+    pub approvals: Vec<ApprovalRecord>,
+    #[serde(default)]
+    pub execution: Vec<ExecutionRecord>,
+    pub verification: Option<Verification>,
+    #[serde(default)]
+    pub iterations: u32,
+    /// Final words for the human: what happened and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Tokens the model API reported for this request (absent without a
+    /// model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_usage: Option<LlmUsage>,
+}
+
+impl Request {
+    /// A new request, `observing`, with nothing gathered yet.
+    pub fn new(
+        id: String,
+        message: String,
+        options: RequestOptions,
+        source: RequestSource,
+        now: String,
+    ) -> Request {
+        Request {
+            id,
+            message,
+            source,
+            status: Status::Observing,
+            created_at: now.clone(),
+            updated_at: now,
+            options,
+            target: None,
+            candidates: vec![],
+            evidence: vec![],
+            diagnosis: None,
+            rules_diagnosis: None,
+            plan: None,
+            approvals: vec![],
+            execution: vec![],
+            verification: None,
+            iterations: 0,
+            outcome: None,
+            error: None,
+            llm_usage: None,
+        }
+    }
+
+    /// The request as the API shows it: signatures stay inside the agent.
+    pub fn for_api(mut self) -> Request {
+        for a in &mut self.approvals {
+            a.signature = None;
+        }
+        self
+    }
+
+    /// The newest evidence of one kind.
+    pub fn latest_evidence(&self, kind: &str) -> Option<&Evidence> {
+        self.evidence.iter().rev().find(|e| e.kind == kind)
+    }
+
+    /// Approvals of the current plan (the newest round of them).
+    pub fn current_approvals(&self) -> &[ApprovalRecord] {
+        let n = self.plan.as_ref().map_or(0, |p| p.steps.len());
+        let start = self.approvals.len().saturating_sub(n);
+        &self.approvals[start..]
+    }
+
+    /// The pending approvals a person still has to decide.
+    pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalRecord> {
+        self.approvals
+            .iter()
+            .filter(|a| a.status == ApprovalStatus::Pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_words_round_trip_and_terminal_ones_are_five() {
+        for s in Status::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, serde_json::json!(s.as_str()));
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(
+            Status::terminal().map(Status::as_str).collect::<Vec<_>>(),
+            [
+                "completed",
+                "failed",
+                "needs_clarification",
+                "rejected",
+                "canceled"
+            ]
+        );
+        assert_eq!(Status::parse("done"), None);
+    }
+}
