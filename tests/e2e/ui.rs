@@ -29,8 +29,63 @@ struct Browser {
     driver: Child,
 }
 
+/// Chromium and its WebDriver, installed from Debian's packages when this
+/// machine lacks them, as `.ci/run` would: `cargo test --workspace` is the
+/// one test command, also on a fresh machine. Installing needs root and
+/// `apt-get`; without them the failure says what to install.
+fn ensure_chromium() {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let present = |bin: &str| {
+            Command::new(bin)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if present("chromedriver") && std::path::Path::new(CHROMIUM).exists() {
+            return Ok(());
+        }
+        let hint = "the console test needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver";
+        if !nix::unistd::geteuid().is_root() || !present("apt-get") {
+            return Err(format!("{hint} (this test installs them itself only as root, with apt-get)"));
+        }
+        eprintln!("ui: installing chromium and chromium-driver with apt-get (once)");
+        for args in [
+            &["update", "-qq"][..],
+            &["install", "-y", "-qq", "chromium", "chromium-driver"][..],
+        ] {
+            let out = Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .output()
+                .map_err(|e| format!("{hint}: cannot run apt-get: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{hint}: apt-get {} failed: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        if present("chromedriver") {
+            Ok(())
+        } else {
+            Err(format!("{hint}: apt-get ran, but chromedriver still does not start"))
+        }
+    });
+    if let Err(e) = ready {
+        panic!("{e}");
+    }
+}
+
+/// Where Debian's chromium package puts the browser.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
 impl Browser {
     async fn start() -> Browser {
+        ensure_chromium();
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -58,7 +113,7 @@ impl Browser {
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "binary": "/usr/bin/chromium",
+                "binary": CHROMIUM,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                          "--window-size=1280,900", "--force-device-scale-factor=1"]
             }
