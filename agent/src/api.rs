@@ -325,11 +325,11 @@ async fn events(
     let terminal_at_start = req.status.is_terminal();
     let stream = async_stream::stream! {
         let mut last = after;
-        let to_sse = |e: &crate::model::Event| SseEvent::default().id(e.seq.to_string()).event(e.kind.clone()).data(serde_json::to_string(e).unwrap_or_default());
+        let to_sse = |e: &crate::model::Event| SseEvent::default().id(e.seq.to_string()).event(e.kind().as_str()).data(serde_json::to_string(e).unwrap_or_default());
         for e in &replay {
             last = e.seq;
             yield Ok(to_sse(e));
-            if e.kind == "final" {
+            if e.kind().is_final() {
                 return;
             }
         }
@@ -340,7 +340,7 @@ async fn events(
             match live.recv().await {
                 Ok(e) if e.request_id == id && e.seq > last => {
                     last = e.seq;
-                    let done = e.kind == "final";
+                    let done = e.kind().is_final();
                     yield Ok(to_sse(&e));
                     if done {
                         return;
@@ -352,7 +352,7 @@ async fn events(
                     if let Ok(missed) = engine.store().events_after(&id, last) {
                         for e in missed {
                             last = e.seq;
-                            let done = e.kind == "final";
+                            let done = e.kind().is_final();
                             yield Ok(to_sse(&e));
                             if done {
                                 return;

@@ -6,7 +6,7 @@
 //! /run/cache is full".
 
 use crate::model::{ContainerView, DiskUsageView, MountUsageView};
-use crate::planner::human_bytes;
+use crate::text::human_bytes;
 
 /// The line that said the disk was full (the log line the rules matched,
 /// else the engine's `State.Error`), and whether it is the engine's own,

@@ -10,9 +10,9 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ApproverView, ContainerSummaryView, ContainerView, DiskUsageView, EngineDiskView,
-    HealthProbeView, HealthcheckView, HttpCheckView, LogLineView, LogsView, MountUsageView,
-    PolicyView, StatsView,
+    ApproverView, ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView,
+    EngineDiskView, HealthProbeView, HealthcheckView, HttpCheckView, LogLineView, LogsView,
+    MountUsageView, PolicyView, StatsView,
 };
 
 /// What authorises a write: a person's approval of this one step, or an
@@ -373,7 +373,7 @@ impl ExecutorClient {
         container: &str,
         since_unix: i64,
         limit: u32,
-    ) -> Result<Vec<crate::watch::journal::JournalEvent>, ExecutorError> {
+    ) -> Result<Vec<ContainerEvent>, ExecutorError> {
         let r = self
             .inner
             .clone()
@@ -385,7 +385,7 @@ impl ExecutorClient {
             })
             .await?
             .into_inner();
-        Ok(r.events.into_iter().map(Into::into).collect())
+        Ok(r.events.into_iter().map(container_event).collect())
     }
 
     /// The executor's event stream from `since_nanos` (0: live only).
@@ -503,5 +503,21 @@ impl ExecutorClient {
             WriteAction::Stop => client.stop_container(req).await?,
         };
         Ok(())
+    }
+}
+
+/// One engine event as the executor streamed it, as the agent keeps it.
+pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
+    ContainerEvent {
+        time_nanos: e.time_unix_nanos,
+        container_id: e.container_id,
+        name: e.name,
+        action: e.action,
+        exit_code: e.has_exit_code.then_some(e.exit_code),
+        signal: e.signal,
+        health: e.health_status,
+        image: e.image,
+        project: e.compose_project,
+        service: e.compose_service,
     }
 }

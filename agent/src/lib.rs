@@ -22,4 +22,5 @@ pub mod planner;
 pub mod rules;
 pub mod runbook;
 pub mod store;
+pub mod text;
 pub mod watch;

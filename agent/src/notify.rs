@@ -17,7 +17,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::config::{WebhookConfig, WebhookFormat, NOTIFY_EVENTS};
 use crate::engine::Engine;
-use crate::model::{now_rfc3339, unix_now, Event, Request};
+use crate::model::{now_rfc3339, unix_now, Event, EventPayload, Request, Status};
 use crate::store::{Store, StoreError};
 
 pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS deliveries (
@@ -103,18 +103,13 @@ impl Notification {
     }
 }
 
-/// Which notification, if any, an engine event is.
+/// Which notification, if any, an engine event is. Every kind is named, so
+/// a new kind is a decision about notifying, not a silent default.
 pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
-    let status_of = |d: &serde_json::Value| d["status"].as_str().map(str::to_string);
-    let (name, approve, authorised) = match event.kind.as_str() {
-        "created" => ("opened", None, None),
-        "status" if status_of(&event.data).as_deref() == Some("waiting_approval") => {
-            let pending: Vec<&str> = req
-                .approvals
-                .iter()
-                .filter(|a| a.status == crate::model::ApprovalStatus::Pending)
-                .map(|a| a.id.as_str())
-                .collect();
+    let (name, approve, authorised) = match &event.payload {
+        EventPayload::Created(_) => ("opened", None, None),
+        EventPayload::Status(s) if s.status == Status::WaitingApproval => {
+            let pending: Vec<&str> = req.pending_approvals().map(|a| a.id.as_str()).collect();
             if pending.is_empty() {
                 // Authorised by a grant: no person is needed.
                 return None;
@@ -126,22 +121,42 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
                 .join(" && ");
             ("needs_approval", Some(cmd), None)
         }
-        "execution" if event.data["execution"]["ok"].as_bool() == Some(true) => {
-            let exec = &event.data["execution"];
-            let by = match exec["grant_id"].as_str() {
+        EventPayload::Execution(e) if e.execution.ok => {
+            let by = match &e.execution.grant_id {
                 Some(g) => format!("grant {g}"),
-                None => format!("approval {}", exec["approval_id"].as_str().unwrap_or("?")),
+                None => format!("approval {}", e.execution.approval_id),
             };
             ("executed", None, Some(by))
         }
-        "final" => match status_of(&event.data).as_deref() {
-            Some("completed") if !req.execution.is_empty() => ("recovered", None, None),
-            Some("failed") | Some("rejected") => ("failed", None, None),
+        EventPayload::Final(f) => match f.status {
+            Status::Completed if !req.execution.is_empty() => ("recovered", None, None),
+            Status::Failed | Status::Rejected => ("failed", None, None),
             _ => return None,
         },
-        _ => return None,
+        EventPayload::Status(_)
+        | EventPayload::Execution(_)
+        | EventPayload::Target(_)
+        | EventPayload::Candidates(_)
+        | EventPayload::Evidence(_)
+        | EventPayload::Diagnosis(_)
+        | EventPayload::Plan(_)
+        | EventPayload::ApprovalRequested(_)
+        | EventPayload::ApprovalDecided(_)
+        | EventPayload::ApprovalExpired(_)
+        | EventPayload::ApprovedByGrant(_)
+        | EventPayload::DependencyReady(_)
+        | EventPayload::Verification(_)
+        | EventPayload::Iteration(_)
+        | EventPayload::Interrupted(_)
+        | EventPayload::Error(_)
+        | EventPayload::Answer(_)
+        | EventPayload::LlmStarted(_)
+        | EventPayload::LlmTool(_)
+        | EventPayload::LlmRetry(_)
+        | EventPayload::LlmUsage(_)
+        | EventPayload::LlmFallback(_) => return None,
     };
-    let redact = crate::llm::investigate::redact;
+    let redact = crate::text::redact;
     Some(Notification {
         event: name.into(),
         request_id: req.id.clone(),
@@ -350,7 +365,7 @@ impl Notifier {
                     Err(e) => self.retry(
                         id,
                         attempts,
-                        &crate::llm::investigate::redact(&e.without_url().to_string()),
+                        &crate::text::redact(&e.without_url().to_string()),
                     ),
                 }
             }

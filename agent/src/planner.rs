@@ -9,8 +9,10 @@ use sha2::{Digest as _, Sha256};
 use crate::disk;
 use crate::model::{
     ContainerView, DiskUsageView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
+    WriteAction,
 };
 use crate::rules::Finding;
+use crate::text::human_bytes;
 
 /// A dependency named by the evidence, and what became of looking for it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -59,9 +61,9 @@ pub struct Context {
     pub disk: Option<DiskUsageView>,
 }
 
-fn step(action: &str, target: &Target, reason: String, expected: &str) -> PlanStep {
+fn step(action: WriteAction, target: &Target, reason: String, expected: &str) -> PlanStep {
     PlanStep {
-        action: action.into(),
+        action,
         target: target.clone(),
         reason,
         risk: "T1".into(),
@@ -80,25 +82,25 @@ pub fn stop_note(stop_timeout_secs: u32) -> String {
     }
 }
 
+/// Faults a restart cannot fix: the plan for them has no write step, only
+/// advice for a person.
+pub fn restart_cannot_fix(class: FaultClass) -> bool {
+    matches!(
+        class,
+        FaultClass::ConfigError
+            | FaultClass::OomKilled
+            | FaultClass::PortConflict
+            | FaultClass::PermissionDenied
+            | FaultClass::DiskFull
+            | FaultClass::HealthcheckBroken
+            | FaultClass::CrashLoop
+    )
+}
+
 /// sha256 of the steps; an approval binds to exactly this plan.
 pub fn digest(steps: &[PlanStep]) -> String {
     let bytes = serde_json::to_vec(steps).unwrap_or_default();
     hex::encode(Sha256::digest(&bytes))
-}
-
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
 }
 
 fn advice_for(
@@ -193,10 +195,10 @@ fn target_step(
     c: &ContainerView,
     target: &Target,
     policy: &PolicyView,
-) -> Option<(&'static str, bool, String, &'static str)> {
+) -> Option<(WriteAction, bool, String, &'static str)> {
     match primary {
         FaultClass::Unhealthy => Some((
-            "restart",
+            WriteAction::Restart,
             policy.restart_enabled,
             format!(
                 "{} is running but unhealthy; a restart clears a wedged process",
@@ -211,7 +213,7 @@ fn target_step(
             if !c.running =>
         {
             Some((
-                "start",
+                WriteAction::Start,
                 policy.start_enabled,
                 format!(
                     "{} is not running (exit code {})",
@@ -221,7 +223,7 @@ fn target_step(
             ))
         }
         FaultClass::DependencyUnavailable if c.running => Some((
-            "restart",
+            WriteAction::Restart,
             policy.restart_enabled,
             format!(
                 "{} lost its dependency and may not reconnect by itself",
@@ -270,13 +272,13 @@ fn steps_and_advice(
     let mut advice = advice_for(primary, finding, container, ctx);
     advice.extend(shared_network_advice(container));
     advice.extend(missing_image_advice(container));
-    let already = |action: &str, id: &str| {
+    let already = |action: WriteAction, id: &str| {
         done.iter()
             .any(|d| d.action == action && d.container_id == id)
     };
     let propose = |steps: &mut Vec<PlanStep>,
                    advice: &mut Vec<String>,
-                   action: &str,
+                   action: WriteAction,
                    enabled: bool,
                    t: &Target,
                    reason: String,
@@ -292,7 +294,7 @@ fn steps_and_advice(
             false
         } else {
             let mut s = step(action, t, reason, expected);
-            if action == "restart" && t.container_id == container.id {
+            if action == WriteAction::Restart && t.container_id == container.id {
                 s.expected_effect
                     .push_str(&stop_note(container.stop_timeout_secs));
             }
@@ -325,7 +327,7 @@ fn steps_and_advice(
                 let started = propose(
                     &mut steps,
                     &mut advice,
-                    "start",
+                    WriteAction::Start,
                     policy.start_enabled,
                     &dt,
                     format!(
@@ -373,7 +375,7 @@ fn steps_and_advice(
                 expected,
             );
         }
-    } else if !primary.restart_cannot_fix() {
+    } else if !restart_cannot_fix(primary) {
         if let Some((action, enabled, reason, expected)) =
             target_step(primary, container, target, policy)
         {
@@ -517,7 +519,7 @@ mod tests {
                 *want,
                 "{class:?}"
             );
-            if class.restart_cannot_fix() {
+            if restart_cannot_fix(*class) {
                 assert!(!p.advice.is_empty(), "{class:?} needs advice");
             }
         }
@@ -568,7 +570,7 @@ mod tests {
         );
         let done = ExecutionRecord {
             step: 0,
-            action: "restart".into(),
+            action: WriteAction::Restart,
             container_id: "c".repeat(64),
             approval_id: "a".into(),
             ok: true,

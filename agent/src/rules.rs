@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use crate::model::ContainerEvent;
 use crate::model::{Cause, ContainerView, Diagnosis, FaultClass, LogsView};
-use crate::watch::journal::JournalEvent;
 
 pub mod events;
 pub mod past;
@@ -28,7 +28,7 @@ pub struct Observation<'a> {
     pub logs_evidence: &'a str,
     /// The container's recent engine events, oldest first (empty when none
     /// were read), and their evidence id.
-    pub events: &'a [JournalEvent],
+    pub events: &'a [ContainerEvent],
     pub events_evidence: &'a str,
     /// A death it has moved on from (started again since, or asked about),
     /// with what it logged before it.

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension as _};
 
-use crate::model::{now_rfc3339, Event, Request};
+use crate::model::{now_rfc3339, Event, EventPayload, Request};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -67,13 +67,8 @@ impl Store {
     }
 
     /// Save the request and append one event, atomically.
-    pub fn save(
-        &self,
-        request: &Request,
-        kind: &str,
-        data: serde_json::Value,
-    ) -> Result<Event, StoreError> {
-        let mut events = self.save_events(request, vec![(kind.to_string(), data)])?;
+    pub fn save(&self, request: &Request, payload: EventPayload) -> Result<Event, StoreError> {
+        let mut events = self.save_events(request, vec![payload])?;
         events
             .pop()
             .ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom("no event was saved")))
@@ -84,7 +79,7 @@ impl Store {
     pub fn save_events(
         &self,
         request: &Request,
-        events: Vec<(String, serde_json::Value)>,
+        events: Vec<EventPayload>,
     ) -> Result<Vec<Event>, StoreError> {
         let doc = serde_json::to_string(request)?;
         let ts = now_rfc3339();
@@ -96,17 +91,21 @@ impl Store {
             params![request.id, request.created_at, request.status.as_str(), doc],
         )?;
         let mut saved = Vec::with_capacity(events.len());
-        for (kind, data) in events {
+        for payload in events {
             tx.execute(
                 "INSERT INTO events (request_id, ts, kind, data) VALUES (?1, ?2, ?3, ?4)",
-                params![request.id, ts, kind, data.to_string()],
+                params![
+                    request.id,
+                    ts,
+                    payload.kind().as_str(),
+                    payload.data()?.to_string()
+                ],
             )?;
             saved.push(Event {
                 seq: tx.last_insert_rowid(),
                 request_id: request.id.clone(),
                 ts: ts.clone(),
-                kind,
-                data,
+                payload,
             });
         }
         tx.commit()?;
@@ -176,8 +175,7 @@ impl Store {
                     seq,
                     request_id,
                     ts,
-                    kind,
-                    data: serde_json::from_str(&data)?,
+                    payload: EventPayload::from_parts(&kind, serde_json::from_str(&data)?)?,
                 })
             })
             .collect()
@@ -187,31 +185,40 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{RequestOptions, Status};
+    use crate::model::{EventKind, EvidenceAdded, RequestOptions, Status, StatusChanged};
 
     fn request(id: &str) -> Request {
-        Request {
-            id: id.into(),
+        Request::new(
+            id.into(),
+            "m".into(),
+            RequestOptions::default(),
+            Default::default(),
+            now_rfc3339(),
+        )
+    }
+
+    fn created() -> EventPayload {
+        EventPayload::Created(crate::model::Created {
             message: "m".into(),
-            source: Default::default(),
-            status: Status::Observing,
-            created_at: now_rfc3339(),
-            updated_at: now_rfc3339(),
             options: RequestOptions::default(),
-            target: None,
-            candidates: vec![],
-            evidence: vec![],
-            diagnosis: None,
-            rules_diagnosis: None,
-            plan: None,
-            approvals: vec![],
-            execution: vec![],
-            verification: None,
-            iterations: 0,
-            outcome: None,
-            error: None,
-            llm_usage: None,
-        }
+            source: Default::default(),
+        })
+    }
+
+    fn status(status: Status) -> EventPayload {
+        EventPayload::Status(StatusChanged {
+            status,
+            message: String::new(),
+        })
+    }
+
+    fn evidence(kind: &str) -> EventPayload {
+        EventPayload::Evidence(EvidenceAdded {
+            id: format!("ev-{kind}"),
+            kind: kind.into(),
+            source: "test".into(),
+            summary: String::new(),
+        })
     }
 
     #[test]
@@ -221,21 +228,17 @@ mod tests {
         {
             let store = Store::open(&path).unwrap();
             let mut r = request("r1");
-            store.save(&r, "created", serde_json::json!({})).unwrap();
+            store.save(&r, created()).unwrap();
             r.status = Status::Completed;
-            store
-                .save(&r, "status", serde_json::json!({"status": "completed"}))
-                .unwrap();
-            store
-                .save(&request("r2"), "created", serde_json::json!({}))
-                .unwrap();
+            store.save(&r, status(Status::Completed)).unwrap();
+            store.save(&request("r2"), created()).unwrap();
         }
         let store = Store::open(&path).unwrap();
         assert_eq!(store.get("r1").unwrap().unwrap().status, Status::Completed);
         let events = store.events_after("r1", 0).unwrap();
         assert_eq!(
-            events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
-            ["created", "status"]
+            events.iter().map(|e| e.kind()).collect::<Vec<_>>(),
+            [EventKind::Created, EventKind::Status]
         );
         assert_eq!(store.events_after("r1", events[0].seq).unwrap().len(), 1);
         assert_eq!(
@@ -259,9 +262,9 @@ mod tests {
             .save_events(
                 &r,
                 vec![
-                    ("evidence".into(), serde_json::json!({"type": "inspect"})),
-                    ("evidence".into(), serde_json::json!({"type": "logs"})),
-                    ("status".into(), serde_json::json!({"status": "diagnosing"})),
+                    evidence("inspect"),
+                    evidence("logs"),
+                    status(Status::Diagnosing),
                 ],
             )
             .unwrap();
@@ -269,8 +272,11 @@ mod tests {
         assert!(saved[0].seq < saved[1].seq && saved[1].seq < saved[2].seq);
         let replayed = store.events_after("r1", 0).unwrap();
         assert_eq!(
-            replayed.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
-            saved.iter().map(|e| e.data.clone()).collect::<Vec<_>>()
+            replayed
+                .iter()
+                .map(|e| e.payload.clone())
+                .collect::<Vec<_>>(),
+            saved.iter().map(|e| e.payload.clone()).collect::<Vec<_>>()
         );
     }
 }

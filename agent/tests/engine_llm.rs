@@ -431,12 +431,12 @@ async fn injected_stop_is_refused_and_only_the_validated_plan_is_put_up_for_appr
     assert!(rpcs.contains(&"inspect db".to_string()));
     // The refusal went back to the model, and the trail is on the record.
     assert!(w.script.sent(3).contains("does not enable `stop`"));
-    let kinds: Vec<String> = events(&w.engine, &req.id)
+    let kinds: Vec<EventKind> = events(&w.engine, &req.id)
         .into_iter()
-        .map(|e| e.kind)
+        .map(|e| e.kind())
         .collect();
     assert!(
-        kinds.contains(&"llm_started".to_string()) && kinds.contains(&"llm_tool".to_string()),
+        kinds.contains(&EventKind::LlmStarted) && kinds.contains(&EventKind::LlmTool),
         "{kinds:?}"
     );
     let u = r.llm_usage.unwrap();
@@ -468,12 +468,20 @@ async fn an_unavailable_model_falls_back_to_the_rules_engine_and_says_so() {
         d.summary
     );
     let evs = events(&w.engine, &req.id);
-    assert_eq!(evs.iter().filter(|e| e.kind == "llm_retry").count(), 1);
+    assert_eq!(
+        evs.iter()
+            .filter(|e| e.kind() == EventKind::LlmRetry)
+            .count(),
+        1
+    );
     let fallback = evs
         .iter()
-        .find(|e| e.kind == "llm_fallback")
+        .find(|e| e.kind() == EventKind::LlmFallback)
         .expect("an llm_fallback event");
-    assert!(fallback.data["message"].as_str().unwrap().contains("503"));
+    let EventPayload::LlmFallback(fallback) = &fallback.payload else {
+        unreachable!()
+    };
+    assert!(fallback.message.contains("503"));
     assert_eq!(w.script.bodies().len(), 2);
     // The dependency was looked at once, for the analyzer, not again.
     assert_eq!(
@@ -631,9 +639,12 @@ async fn invalid_plans_past_the_budget_leave_planning_to_the_rules_planner() {
     );
     assert!(events(&w.engine, &req.id)
         .iter()
-        .any(|e| e.kind == "llm_fallback"));
+        .any(|e| e.kind() == EventKind::LlmFallback));
     // Whatever the rules planner chose, it is never a stop.
     let steps = r.plan.map(|p| p.steps).unwrap_or_default();
-    assert!(steps.iter().all(|s| s.action != "stop"), "{steps:?}");
+    assert!(
+        steps.iter().all(|s| s.action != WriteAction::Stop),
+        "{steps:?}"
+    );
     assert!(w.executor.rpcs().iter().all(|c| !c.starts_with("WRITE")));
 }

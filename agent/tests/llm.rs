@@ -126,8 +126,12 @@ impl Journal for Recorder {
     async fn evidence(&self, evidence: Evidence, _summary: String) {
         self.evidence.lock().unwrap().push(evidence);
     }
-    async fn event(&self, kind: &'static str, data: Value) {
-        self.events.lock().unwrap().push((kind.into(), data));
+    async fn event(&self, payload: EventPayload) {
+        let data = payload.data().unwrap();
+        self.events
+            .lock()
+            .unwrap()
+            .push((payload.kind().as_str().into(), data));
     }
 }
 
@@ -322,7 +326,7 @@ async fn streaming_tool_call_deltas_are_reassembled_and_tokens_counted() {
     };
     assert_eq!(diagnosis.causes[0].class, FaultClass::DependencyUnavailable);
     assert_eq!(diagnosis.engine, "llm:test-model");
-    assert_eq!(plan.steps[0].action, "start");
+    assert_eq!(plan.steps[0].action, WriteAction::Start);
     assert_eq!(
         plan.steps[0].target.container_id,
         web().id,

@@ -29,7 +29,6 @@ pub struct ContainerEvent {
     pub service: String,
 }
 
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct ContainerSummaryView {
     pub id: String,
@@ -310,4 +309,4 @@ pub struct HttpCheckView {
 }
 
 pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
-pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+pub use drydock_proto::grant::COMPOSE_PROJECT_LABEL;

@@ -189,9 +189,8 @@ impl<'de> Deserialize<'de> for Event {
             data: Value,
         }
         let w = Wire::deserialize(d)?;
-        let payload = EventPayload::from_parts(&w.kind, w.data).map_err(|e| {
-            D::Error::custom(format!("event {} ({}): {e}", w.seq, w.kind))
-        })?;
+        let payload = EventPayload::from_parts(&w.kind, w.data)
+            .map_err(|e| D::Error::custom(format!("event {} ({}): {e}", w.seq, w.kind)))?;
         Ok(Event {
             seq: w.seq,
             request_id: w.request_id,

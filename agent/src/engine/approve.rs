@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::{ApprovalClaims, WriteAction, CLAIMS_VERSION};
-use serde_json::json;
+use drydock_proto::approval::{ApprovalClaims, CLAIMS_VERSION};
 
 use super::{Engine, EngineError, Stop};
 use crate::model::*;
@@ -23,13 +22,12 @@ impl Engine {
         plan.steps
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| {
-                let action = WriteAction::parse(&s.action)?;
+            .map(|(i, s)| {
                 let claims = ApprovalClaims {
                     version: CLAIMS_VERSION,
                     approval_id: format!("apr-{}", uuid::Uuid::new_v4().simple()),
                     request_id: id.to_string(),
-                    action,
+                    action: s.action,
                     container_id: s.target.container_id.clone(),
                     container_name: s.target.container_name.clone(),
                     plan_digest: plan.digest.clone(),
@@ -37,7 +35,7 @@ impl Engine {
                     expires_at,
                     nonce: ApprovalClaims::new_nonce(),
                 };
-                Some(ApprovalRecord {
+                ApprovalRecord {
                     id: claims.approval_id.clone(),
                     request_id: id.to_string(),
                     step: i,
@@ -48,7 +46,7 @@ impl Engine {
                     signature: None,
                     decided_at: None,
                     grant_id: None,
-                })
+                }
             })
             .collect()
     }
@@ -81,9 +79,7 @@ impl Engine {
             let Some(step) = plan.steps.get(a.step) else {
                 return Ok(false);
             };
-            let Some(action) = WriteAction::parse(&step.action) else {
-                return Ok(false);
-            };
+            let action = step.action;
             let labels = Self::labels_of(&req, &step.target.container_id);
             match crate::grants::covering(
                 &grants,
@@ -101,14 +97,16 @@ impl Engine {
         if chosen.is_empty() {
             return Ok(false);
         }
-        let shown: Vec<serde_json::Value> = chosen
+        let steps = chosen
             .iter()
-            .map(|(a, g, _)| json!({"approval_id": a, "grant_id": g}))
+            .map(|(approval_id, grant_id, _)| GrantedStep {
+                approval_id: approval_id.clone(),
+                grant_id: grant_id.clone(),
+            })
             .collect();
         self.update(
             id,
-            "approved_by_grant",
-            json!({"steps": shown, "class": class}),
+            EventPayload::ApprovedByGrant(ApprovedByGrant { steps, class }),
             |r| {
                 for (approval_id, grant_id, key_id) in &chosen {
                     if let Some(rec) = r.approvals.iter_mut().find(|x| &x.id == approval_id) {
@@ -141,8 +139,10 @@ impl Engine {
         for a in self.approval_requests(id, plan) {
             self.update(
                 id,
-                "approval_requested",
-                json!({"approval": a, "step": plan.steps.get(a.step)}),
+                EventPayload::ApprovalRequested(ApprovalRequested {
+                    approval: a.clone(),
+                    step: plan.steps.get(a.step).cloned(),
+                }),
                 |r| r.approvals.push(a.clone()),
             )
             .await?;
@@ -203,11 +203,17 @@ impl Engine {
                 .map(|a| a.id.clone())
                 .collect();
             if !expired.is_empty() {
-                self.update(id, "approval_expired", json!({"approvals": expired}), |r| {
-                    for a in r.approvals.iter_mut().filter(|a| expired.contains(&a.id)) {
-                        a.status = ApprovalStatus::Expired;
-                    }
-                })
+                self.update(
+                    id,
+                    EventPayload::ApprovalExpired(ApprovalsExpired {
+                        approvals: expired.clone(),
+                    }),
+                    |r| {
+                        for a in r.approvals.iter_mut().filter(|a| expired.contains(&a.id)) {
+                            a.status = ApprovalStatus::Expired;
+                        }
+                    },
+                )
                 .await?;
                 self.finish(
                     id,
@@ -293,22 +299,32 @@ impl Engine {
         signed: Option<(String, String)>,
     ) -> Result<Request, EngineError> {
         let (req, _) = self.find_approval(approval_id)?;
-        let kind = if status == ApprovalStatus::Approved {
-            "approved"
-        } else {
-            "rejected"
+        let decided = ApprovalDecided {
+            approval_id: approval_id.into(),
+            decision: if status == ApprovalStatus::Approved {
+                Decision::Approved
+            } else {
+                Decision::Rejected
+            },
+            key_id: signed.as_ref().map(|s| s.0.clone()),
         };
         let updated = self
-            .try_update(&req.id, "approval_decided", json!({"approval_id": approval_id, "decision": kind, "key_id": signed.as_ref().map(|s| &s.0)}), |r| {
+            .try_update(&req.id, EventPayload::ApprovalDecided(decided), |r| {
                 let waiting = r.status == Status::WaitingApproval;
                 let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) else {
                     return Err(EngineError::ApprovalNotFound(approval_id.into()));
                 };
                 if rec.status != ApprovalStatus::Pending || !waiting {
-                    return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: format!("{:?}", rec.status).to_lowercase() });
+                    return Err(EngineError::ApprovalNotPending {
+                        id: approval_id.into(),
+                        status: format!("{:?}", rec.status).to_lowercase(),
+                    });
                 }
                 if rec.expires_at <= unix_now() {
-                    return Err(EngineError::ApprovalNotPending { id: approval_id.into(), status: "expired".into() });
+                    return Err(EngineError::ApprovalNotPending {
+                        id: approval_id.into(),
+                        status: "expired".into(),
+                    });
                 }
                 rec.status = status;
                 rec.decided_at = Some(now_rfc3339());

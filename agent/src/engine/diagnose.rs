@@ -2,8 +2,6 @@
 //! model configured, the model investigates with read-only tools and the
 //! rules engine stands behind it for whatever it cannot deliver.
 
-use serde_json::json;
-
 use super::{Engine, EngineJournal, Stop};
 use crate::llm::investigate::{self, Verdict};
 use crate::model::*;
@@ -49,8 +47,10 @@ impl Engine {
         let rules_view = analyzer.clone();
         self.update(
             id,
-            "llm_started",
-            json!({"model": setup.provider.model, "analyzer": analyzer.as_ref().map(|d| &d.summary)}),
+            EventPayload::LlmStarted(LlmStarted {
+                model: setup.provider.model.clone(),
+                analyzer: analyzer.as_ref().map(|d| d.summary.clone()),
+            }),
             move |r| r.rules_diagnosis = rules_view,
         )
         .await?;
@@ -72,8 +72,11 @@ impl Engine {
         let turns = report.turns;
         self.update(
             id,
-            "llm_usage",
-            json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "model_calls": turns}),
+            EventPayload::LlmUsage(LlmUsage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                model_calls: turns,
+            }),
             |r| {
                 let u = r.llm_usage.get_or_insert_with(LlmUsage::default);
                 u.prompt_tokens += usage.prompt_tokens;
@@ -90,8 +93,10 @@ impl Engine {
             } => {
                 self.update(
                     id,
-                    "answer",
-                    json!({"answer": answer, "evidence_ids": evidence_ids}),
+                    EventPayload::Answer(Answer {
+                        answer: answer.clone(),
+                        evidence_ids: evidence_ids.clone(),
+                    }),
                     |_| {},
                 )
                 .await?;
@@ -107,8 +112,9 @@ impl Engine {
                 tracing::warn!(request_id = %id, reason = %reason, "falling back to the rules engine");
                 self.update(
                     id,
-                    "llm_fallback",
-                    json!({"message": format!("{reason}; the rules engine decides")}),
+                    EventPayload::LlmFallback(Message::new(format!(
+                        "{reason}; the rules engine decides"
+                    ))),
                     |_| {},
                 )
                 .await?;
@@ -127,8 +133,9 @@ impl Engine {
                 if let Some(note) = &note {
                     self.update(
                         id,
-                        "llm_fallback",
-                        json!({"message": format!("{note}; the rules planner plans from the model's diagnosis")}),
+                        EventPayload::LlmFallback(Message::new(format!(
+                            "{note}; the rules planner plans from the model's diagnosis"
+                        ))),
                         |_| {},
                     )
                     .await?;
@@ -139,9 +146,13 @@ impl Engine {
                         diagnosis.summary
                     );
                 }
-                self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
-                    r.diagnosis = Some(diagnosis.clone())
-                })
+                self.update(
+                    id,
+                    EventPayload::Diagnosis(DiagnosisMade {
+                        diagnosis: diagnosis.clone(),
+                    }),
+                    |r| r.diagnosis = Some(diagnosis.clone()),
+                )
                 .await?;
                 if req.options.diagnose_only || req.target.is_none() {
                     let outcome = format!(
@@ -199,9 +210,13 @@ impl Engine {
                 diagnosis.summary
             );
         }
-        self.update(id, "diagnosis", json!({"diagnosis": diagnosis}), |r| {
-            r.diagnosis = Some(diagnosis.clone())
-        })
+        self.update(
+            id,
+            EventPayload::Diagnosis(DiagnosisMade {
+                diagnosis: diagnosis.clone(),
+            }),
+            |r| r.diagnosis = Some(diagnosis.clone()),
+        )
         .await?;
         if req.options.diagnose_only {
             let outcome = format!(

@@ -4,8 +4,6 @@
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::WriteAction;
-use serde_json::json;
 
 use super::{Engine, Stop};
 use crate::executor_client::{Authority, ExecutorError};
@@ -22,7 +20,7 @@ impl Engine {
     async fn snapshot_before_write(
         &self,
         id: &str,
-        action: &str,
+        action: WriteAction,
         target: &Target,
     ) -> Result<(), Stop> {
         let cid = &target.container_id;
@@ -97,8 +95,8 @@ impl Engine {
                     _ => None,
                 },
             };
-            let (Some(action), Some(authority)) = (WriteAction::parse(&step.action), authority)
-            else {
+            let action = step.action;
+            let Some(authority) = authority else {
                 self.finish(
                     id,
                     Status::Failed,
@@ -110,7 +108,7 @@ impl Engine {
                 .await?;
                 return Ok(false);
             };
-            self.snapshot_before_write(id, &step.action, &step.target)
+            self.snapshot_before_write(id, step.action, &step.target)
                 .await?;
             let result = self
                 .executor
@@ -119,7 +117,7 @@ impl Engine {
             let in_doubt = matches!(&result, Err(e) if e.outcome_in_doubt());
             let record = ExecutionRecord {
                 step: approval.step,
-                action: step.action.clone(),
+                action: step.action,
                 container_id: step.target.container_id.clone(),
                 approval_id: approval.id.clone(),
                 ok: result.is_ok(),
@@ -136,13 +134,19 @@ impl Engine {
                 grant_id: approval.grant_id.clone(),
             };
             let approval_id = approval.id.clone();
-            self.update(id, "execution", json!({"execution": record}), |r| {
-                r.execution.push(record.clone());
-                // The signature was single-use; do not keep it.
-                if let Some(a) = r.approvals.iter_mut().find(|a| a.id == approval_id) {
-                    a.signature = None;
-                }
-            })
+            self.update(
+                id,
+                EventPayload::Execution(Executed {
+                    execution: record.clone(),
+                }),
+                |r| {
+                    r.execution.push(record.clone());
+                    // The signature was single-use; do not keep it.
+                    if let Some(a) = r.approvals.iter_mut().find(|a| a.id == approval_id) {
+                        a.signature = None;
+                    }
+                },
+            )
             .await?;
             if in_doubt {
                 // An unknown outcome is not a failure: look at the
@@ -197,7 +201,16 @@ impl Engine {
                         )
                     })
                     .collect();
-                self.update(id, "dependency_ready", json!({"container": step.target.container_name, "ok": ok, "message": detail.join("; ")}), |_| {}).await?;
+                self.update(
+                    id,
+                    EventPayload::DependencyReady(DependencyReady {
+                        container: step.target.container_name.clone(),
+                        ok,
+                        message: detail.join("; "),
+                    }),
+                    |_| {},
+                )
+                .await?;
                 if !ok {
                     self.finish(
                         id,

@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::{broadcast, watch, Notify};
 
 use crate::executor_client::{ExecutorClient, ExecutorError};
@@ -114,6 +113,16 @@ struct Gathered {
 }
 
 impl Gathered {
+    /// The `evidence` event that says it was added.
+    fn announced(&self) -> EvidenceAdded {
+        EvidenceAdded {
+            id: self.evidence.id.clone(),
+            kind: self.evidence.kind.clone(),
+            source: self.evidence.source.clone(),
+            summary: self.summary.clone(),
+        }
+    }
+
     fn new(kind: &str, source: &str, data: serde_json::Value, summary: String) -> Gathered {
         Gathered {
             evidence: Evidence {
@@ -171,12 +180,11 @@ impl Engine {
     async fn update(
         &self,
         id: &str,
-        kind: &str,
-        data: serde_json::Value,
+        payload: EventPayload,
         change: impl FnOnce(&mut Request),
     ) -> Result<Request, StoreError> {
         let result = self
-            .try_update(id, kind, data, |r| {
+            .try_update(id, payload, |r| {
                 change(r);
                 Ok::<(), StoreError>(())
             })
@@ -189,12 +197,10 @@ impl Engine {
     async fn try_update<E: From<StoreError>>(
         &self,
         id: &str,
-        kind: &str,
-        data: serde_json::Value,
+        payload: EventPayload,
         change: impl FnOnce(&mut Request) -> Result<(), E>,
     ) -> Result<Request, E> {
-        self.update_with_events(id, vec![(kind.to_string(), data)], change)
-            .await
+        self.update_with_events(id, vec![payload], change).await
     }
 
     /// Change one request and append several events in one transaction
@@ -202,7 +208,7 @@ impl Engine {
     async fn update_with_events<E: From<StoreError>>(
         &self,
         id: &str,
-        events: Vec<(String, serde_json::Value)>,
+        events: Vec<EventPayload>,
         change: impl FnOnce(&mut Request) -> Result<(), E>,
     ) -> Result<Request, E> {
         let _guard = self.doc_lock.lock().await;
@@ -248,8 +254,10 @@ impl Engine {
         );
         self.update(
             id,
-            "status",
-            json!({"status": status, "message": message}),
+            EventPayload::Status(StatusChanged {
+                status,
+                message: message.into(),
+            }),
             |r| r.status = status,
         )
         .await
@@ -266,8 +274,10 @@ impl Engine {
         let req = self
             .update(
                 id,
-                "final",
-                json!({"status": status, "outcome": outcome}),
+                EventPayload::Final(Finished {
+                    status,
+                    outcome: outcome.clone(),
+                }),
                 |r| {
                     r.status = status;
                     r.outcome = Some(outcome.clone());
@@ -296,33 +306,20 @@ impl Engine {
         options: RequestOptions,
         source: RequestSource,
     ) -> Result<Request, EngineError> {
-        let now = now_rfc3339();
-        let req = Request {
-            id: format!("req-{}", uuid::Uuid::new_v4().simple()),
+        let req = Request::new(
+            format!("req-{}", uuid::Uuid::new_v4().simple()),
             message,
-            source,
-            status: Status::Observing,
-            created_at: now.clone(),
-            updated_at: now,
             options,
-            target: None,
-            candidates: vec![],
-            evidence: vec![],
-            diagnosis: None,
-            rules_diagnosis: None,
-            plan: None,
-            approvals: vec![],
-            execution: vec![],
-            verification: None,
-            iterations: 0,
-            outcome: None,
-            error: None,
-            llm_usage: None,
-        };
+            source,
+            now_rfc3339(),
+        );
         let event = self.store.save(
             &req,
-            "created",
-            json!({"message": req.message, "options": req.options, "source": req.source}),
+            EventPayload::Created(Created {
+                message: req.message.clone(),
+                options: req.options.clone(),
+                source: req.source,
+            }),
         )?;
         let _ = self.events.send(event);
         self.spawn(req.id.clone());
@@ -349,8 +346,10 @@ impl Engine {
             if let Some((status, why)) = lifecycle::resume(req.status) {
                 self.update(
                     &req.id,
-                    "interrupted",
-                    json!({"status": status, "message": why}),
+                    EventPayload::Interrupted(StatusChanged {
+                        status,
+                        message: why.into(),
+                    }),
                     |r| r.status = status,
                 )
                 .await?;
@@ -383,7 +382,7 @@ impl Engine {
             Err(e) => e,
         };
         let outcome = format!("could not {call}: {e}");
-        self.update(id, "error", json!({"message": outcome}), |r| {
+        self.update(id, EventPayload::Error(Message::new(&outcome)), |r| {
             r.error = Some(outcome.clone())
         })
         .await?;
@@ -413,15 +412,9 @@ impl Engine {
         gathered: Vec<Gathered>,
         status: Option<(Status, &str)>,
     ) -> Result<(), Stop> {
-        let mut events: Vec<(String, serde_json::Value)> = gathered
+        let mut events: Vec<EventPayload> = gathered
             .iter()
-            .map(|g| {
-                let ev = &g.evidence;
-                (
-                    "evidence".to_string(),
-                    json!({"id": ev.id, "type": ev.kind, "source": ev.source, "summary": g.summary}),
-                )
-            })
+            .map(|g| EventPayload::Evidence(g.announced()))
             .collect();
         if let Some((status, message)) = status {
             tracing::info!(
@@ -430,10 +423,10 @@ impl Engine {
                 message,
                 "transition"
             );
-            events.push((
-                "status".to_string(),
-                json!({"status": status, "message": message}),
-            ));
+            events.push(EventPayload::Status(StatusChanged {
+                status,
+                message: message.into(),
+            }));
         }
         self.update_with_events(id, events, |r| {
             r.evidence.extend(gathered.into_iter().map(|g| g.evidence));
@@ -546,20 +539,23 @@ struct EngineJournal<'a> {
 
 impl Journal for EngineJournal<'_> {
     async fn evidence(&self, evidence: Evidence, summary: String) {
-        let data = json!({"id": evidence.id, "type": evidence.kind, "source": evidence.source, "summary": summary});
+        let announced = EventPayload::Evidence(EvidenceAdded {
+            id: evidence.id.clone(),
+            kind: evidence.kind.clone(),
+            source: evidence.source.clone(),
+            summary,
+        });
         if let Err(e) = self
             .engine
-            .update(self.id, "evidence", data, move |r| {
-                r.evidence.push(evidence)
-            })
+            .update(self.id, announced, move |r| r.evidence.push(evidence))
             .await
         {
             tracing::error!(request_id = %self.id, error = %e, "cannot save evidence");
         }
     }
 
-    async fn event(&self, kind: &'static str, data: serde_json::Value) {
-        if let Err(e) = self.engine.update(self.id, kind, data, |_| {}).await {
+    async fn event(&self, payload: EventPayload) {
+        if let Err(e) = self.engine.update(self.id, payload, |_| {}).await {
             tracing::error!(request_id = %self.id, error = %e, "cannot save event");
         }
     }
@@ -571,7 +567,7 @@ struct Observed {
     container_ev: String,
     logs: LogsView,
     logs_ev: String,
-    events: Vec<crate::watch::journal::JournalEvent>,
+    events: Vec<crate::model::ContainerEvent>,
     events_ev: String,
     death: Option<(DeathLogs, String)>,
     asked: Option<crate::rules::AskedTime>,

@@ -3,12 +3,9 @@
 //! executor's policy, its logs and (when it runs) its resource use — each as
 //! evidence.
 
-use serde_json::json;
-
 use super::{Engine, Gathered, RunbookEvidence, Stop};
 use crate::discovery::{self, Discovery};
 use crate::model::*;
-use crate::planner;
 
 /// How far back `ContainerEvents` may look (the executor's bound), less a
 /// minute for the clocks.
@@ -57,16 +54,25 @@ impl Engine {
                         container_name: c.container_name.clone(),
                         service: c.service.clone(),
                     };
-                    self.update(id, "target", json!({"target": target, "why": c.why}), |r| {
-                        r.target = Some(target.clone())
-                    })
+                    self.update(
+                        id,
+                        EventPayload::Target(TargetChosen {
+                            target: target.clone(),
+                            why: c.why.clone(),
+                        }),
+                        |r| r.target = Some(target.clone()),
+                    )
                     .await?;
                 }
                 Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => {
                     let outcome = Self::clarification(&req.message, &cands);
-                    self.update(id, "candidates", json!({"candidates": cands}), |r| {
-                        r.candidates = cands.clone()
-                    })
+                    self.update(
+                        id,
+                        EventPayload::Candidates(CandidatesFound {
+                            candidates: cands.clone(),
+                        }),
+                        |r| r.candidates = cands.clone(),
+                    )
                     .await?;
                     if self.config.llm.is_some() && req.options.container.is_none() {
                         // A question ("which containers use the most
@@ -276,8 +282,8 @@ impl Engine {
                 format!(
                     "cpu {:.1}%, memory {} of {} ({:.0}%)",
                     stats.cpu_percent,
-                    planner::human_bytes(stats.memory_usage_bytes),
-                    planner::human_bytes(stats.memory_limit_bytes),
+                    crate::text::human_bytes(stats.memory_usage_bytes),
+                    crate::text::human_bytes(stats.memory_limit_bytes),
                     stats.memory_percent
                 ),
             )),

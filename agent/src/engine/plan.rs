@@ -1,8 +1,6 @@
 //! Plan: steps the executor's policy enables on containers seen in this
 //! request's evidence, or advice when a restart cannot fix the fault.
 
-use serde_json::json;
-
 use super::{Engine, RunbookEvidence, Stop};
 use crate::model::*;
 use crate::planner;
@@ -57,9 +55,11 @@ impl Engine {
         diagnosis: &Diagnosis,
     ) -> Result<bool, Stop> {
         let id = &req.id;
-        self.update(id, "plan", json!({"plan": plan}), |r| {
-            r.plan = Some(plan.clone())
-        })
+        self.update(
+            id,
+            EventPayload::Plan(PlanMade { plan: plan.clone() }),
+            |r| r.plan = Some(plan.clone()),
+        )
         .await?;
         let class = diagnosis
             .causes

@@ -5,8 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use super::{Engine, RunbookEvidence, Stop, STABLE_FOR};
 use crate::model::*;
 
@@ -178,8 +176,9 @@ impl Engine {
         };
         self.update(
             id,
-            "verification",
-            json!({"verification": verification}),
+            EventPayload::Verification(Verified {
+                verification: verification.clone(),
+            }),
             |r| r.verification = Some(verification.clone()),
         )
         .await?;
@@ -210,17 +209,29 @@ impl Engine {
                 iterations,
                 Self::tried(&req)
             );
-            self.update(id, "iteration", json!({"iterations": iterations}), |r| {
-                r.iterations = iterations
-            })
+            self.update(
+                id,
+                EventPayload::Iteration(Iteration {
+                    iterations,
+                    message: None,
+                }),
+                |r| r.iterations = iterations,
+            )
             .await?;
             self.finish(id, Status::Failed, outcome).await?;
             return Ok(false);
         }
-        self.update(id, "iteration", json!({"iterations": iterations, "message": "verification failed; diagnosing again with new evidence"}), |r| {
-            r.iterations = iterations;
-            r.status = Status::Observing;
-        })
+        self.update(
+            id,
+            EventPayload::Iteration(Iteration {
+                iterations,
+                message: Some("verification failed; diagnosing again with new evidence".into()),
+            }),
+            |r| {
+                r.iterations = iterations;
+                r.status = Status::Observing;
+            },
+        )
         .await?;
         Ok(true)
     }

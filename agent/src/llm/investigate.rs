@@ -18,8 +18,8 @@ use super::tools::{self, Journal, ReadOnlyExecutor};
 use super::untrusted::Boundary;
 use super::{compact, Message, ToolCall, Usage};
 use crate::model::{
-    ContainerSummaryView, ContainerView, Diagnosis, DiskUsageView, Evidence, ExecutionRecord,
-    FaultClass, LogsView, Plan, PolicyView, Request, StatsView, Target,
+    ContainerSummaryView, ContainerView, Diagnosis, DiskUsageView, EventPayload, Evidence,
+    ExecutionRecord, FaultClass, LlmTool, LogsView, Plan, PolicyView, Request, StatsView, Target,
 };
 use crate::runbook::Runbook;
 
@@ -260,25 +260,7 @@ fn first_message(boundary: &Boundary, input: &Input<'_>) -> String {
 const ELIDED: &str = "[earlier tool answer elided to fit the context budget]";
 
 /// Secret-looking values in tool output, replaced before the model sees them.
-pub fn redact(text: &str) -> String {
-    static PATTERNS: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
-    let patterns = PATTERNS.get_or_init(|| {
-        [
-            r"(?i)((?:password|passwd|secret|token|api[_-]?key|access[_-]?key)\s*[=:]\s*)[^\s,;&]+",
-            r"(?i)(bearer\s+)[a-z0-9._~+/=-]{8,}",
-            r"()\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}",
-            r"()\bAKIA[0-9A-Z]{16}\b",
-        ]
-        .iter()
-        .filter_map(|p| regex::Regex::new(p).ok())
-        .collect()
-    });
-    let mut out = text.to_string();
-    for re in patterns {
-        out = re.replace_all(&out, "${1}[redacted]").into_owned();
-    }
-    out
-}
+use crate::text::redact;
 
 struct Investigator<'a, E, J> {
     executor: &'a E,
@@ -498,7 +480,10 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
 impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
     async fn call(&mut self, call: &ToolCall, args: Value) -> ToolReply {
         self.journal
-            .event("llm_tool", json!({"tool": call.name, "arguments": args}))
+            .event(EventPayload::LlmTool(LlmTool {
+                tool: call.name.clone(),
+                arguments: args.clone(),
+            }))
             .await;
         match call.name.as_str() {
             "submit_diagnosis" => {
@@ -548,7 +533,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
                         .map(|c| c.class)
                         .into_iter()
                         .chain(self.rules_class)
-                        .any(|c| c.restart_cannot_fix());
+                        .any(crate::planner::restart_cannot_fix);
                     let on_target = |s: &crate::model::PlanStep| {
                         self.target
                             .as_ref()
@@ -653,7 +638,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
     async fn notice(&mut self, text: String) {
         tracing::warn!(request_id = %self.request_id, notice = %text, "model API");
         self.journal
-            .event("llm_retry", json!({"message": text}))
+            .event(EventPayload::LlmRetry(crate::model::Message::new(text)))
             .await;
     }
 

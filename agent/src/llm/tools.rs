@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::ToolSpec;
 use crate::executor_client::{ExecutorClient, ExecutorError};
 use crate::model::{
-    ContainerSummaryView, ContainerView, DiskUsageView, Evidence, LogsView, StatsView,
+    ContainerSummaryView, ContainerView, DiskUsageView, EventPayload, Evidence, LogsView, StatsView,
 };
 
 /// The executor's read RPCs, as the model's tools need them. Production:
@@ -78,7 +78,7 @@ impl ReadOnlyExecutor for ExecutorClient {
 /// the request's stream. Production: the engine's store.
 pub trait Journal: Send + Sync {
     fn evidence(&self, evidence: Evidence, summary: String) -> impl Future<Output = ()> + Send;
-    fn event(&self, kind: &'static str, data: Value) -> impl Future<Output = ()> + Send;
+    fn event(&self, payload: EventPayload) -> impl Future<Output = ()> + Send;
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {

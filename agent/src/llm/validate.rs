@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::Value;
 
 use crate::model::{
-    Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
+    Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target, WriteAction,
     COMPOSE_SERVICE_LABEL,
 };
 use crate::planner;
@@ -157,16 +157,16 @@ pub fn plan(
     let mut steps = Vec::new();
     for (i, s) in steps_in.iter().enumerate() {
         let at = format!("steps[{i}]");
-        let action = s["action"].as_str().unwrap_or_default();
+        let named = s["action"].as_str().unwrap_or_default();
+        let Some(action) = WriteAction::parse(named) else {
+            return Err(format!(
+                "{at}: `{named}` is not an executor action (start, restart, stop)"
+            ));
+        };
         let enabled = match action {
-            "start" => policy.start_enabled,
-            "restart" => policy.restart_enabled,
-            "stop" => policy.stop_enabled,
-            other => {
-                return Err(format!(
-                    "{at}: `{other}` is not an executor action (start, restart, stop)"
-                ))
-            }
+            WriteAction::Start => policy.start_enabled,
+            WriteAction::Restart => policy.restart_enabled,
+            WriteAction::Stop => policy.stop_enabled,
         };
         if !enabled {
             return Err(format!(
@@ -186,10 +186,10 @@ pub fn plan(
             ));
         }
         steps.push(PlanStep {
-            action: action.to_string(),
+            action,
             target: target.clone(),
             reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
-            risk: policy.tier_label(action),
+            risk: policy.tier_label(action.as_str()),
             expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
             rollback: format!(
                 "{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and act by hand",
@@ -289,7 +289,7 @@ mod tests {
         }
         let done = [ExecutionRecord {
             step: 0,
-            action: "restart".into(),
+            action: WriteAction::Restart,
             container_id: "aaaaaaaaaaaa1111".into(),
             approval_id: "a".into(),
             ok: true,

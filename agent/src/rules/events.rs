@@ -3,17 +3,17 @@
 //! load), who stopped it (`docker stop` sends `kill` before `die`), and how
 //! often it died (a crash loop without a restart policy).
 
-use crate::watch::journal::JournalEvent;
+use crate::model::ContainerEvent;
 
 /// Seconds between a `kill`/`stop` and the `die` it caused, at most.
 const STOP_TO_DIE_SECS: i64 = 30;
 
-fn secs(e: &JournalEvent) -> i64 {
+fn secs(e: &ContainerEvent) -> i64 {
     e.time_nanos / 1_000_000_000
 }
 
 /// `HH:MM:SS UTC` of an event, for reasons people read.
-pub fn clock(e: &JournalEvent) -> String {
+pub fn clock(e: &ContainerEvent) -> String {
     clock_of(secs(e))
 }
 
@@ -24,7 +24,7 @@ pub fn clock_of(unix: i64) -> String {
 }
 
 /// The newest `oom` event, when the engine recorded one in the window.
-pub fn oom(events: &[JournalEvent]) -> Option<&JournalEvent> {
+pub fn oom(events: &[ContainerEvent]) -> Option<&ContainerEvent> {
     events.iter().rev().find(|e| e.action == "oom")
 }
 
@@ -34,12 +34,12 @@ pub enum Death<'a> {
     /// The record has no `die`: it says nothing either way.
     NotRecorded,
     /// A `kill` or `stop` came just before it: a person or a tool stopped it.
-    Requested(&'a JournalEvent),
+    Requested(&'a ContainerEvent),
     /// It died with nothing asking it to.
     Unrequested,
 }
 
-pub fn death(events: &[JournalEvent]) -> Death<'_> {
+pub fn death(events: &[ContainerEvent]) -> Death<'_> {
     let Some(die) = events.iter().rposition(|e| e.action == "die") else {
         return Death::NotRecorded;
     };
@@ -54,7 +54,7 @@ pub fn death(events: &[JournalEvent]) -> Death<'_> {
 }
 
 /// `die` events with a non-zero exit since `since_unix`.
-pub fn failed_deaths(events: &[JournalEvent], since_unix: i64) -> Vec<&JournalEvent> {
+pub fn failed_deaths(events: &[ContainerEvent], since_unix: i64) -> Vec<&ContainerEvent> {
     events
         .iter()
         .filter(|e| {
@@ -68,10 +68,10 @@ pub fn failed_deaths(events: &[JournalEvent], since_unix: i64) -> Vec<&JournalEv
 /// stopped container still shows); otherwise, for a container running now,
 /// its newest `die`, the one it was started again after.
 pub fn past_death(
-    events: &[JournalEvent],
+    events: &[ContainerEvent],
     running: bool,
     asked_unix: Option<i64>,
-) -> Option<&JournalEvent> {
+) -> Option<&ContainerEvent> {
     let deaths = || events.iter().filter(|e| e.action == "die");
     let newest = deaths().next_back();
     let chosen = match asked_unix {
@@ -83,7 +83,7 @@ pub fn past_death(
 }
 
 /// Where a `die` of this slice sits in it (the engine's order).
-fn index_of(events: &[JournalEvent], die: &JournalEvent) -> usize {
+fn index_of(events: &[ContainerEvent], die: &ContainerEvent) -> usize {
     events
         .iter()
         .position(|e| std::ptr::eq(e, die))
@@ -93,9 +93,9 @@ fn index_of(events: &[JournalEvent], die: &JournalEvent) -> usize {
 /// What came just before a `die` of this slice (within the time a stop
 /// takes): an `oom` event, and a `kill` or `stop` someone sent.
 pub fn before_death<'a>(
-    events: &'a [JournalEvent],
-    die: &JournalEvent,
-) -> (Option<&'a JournalEvent>, Option<&'a JournalEvent>) {
+    events: &'a [ContainerEvent],
+    die: &ContainerEvent,
+) -> (Option<&'a ContainerEvent>, Option<&'a ContainerEvent>) {
     let died_at = secs(die);
     let near = || {
         events[..index_of(events, die)]
@@ -110,9 +110,9 @@ pub fn before_death<'a>(
 /// The `start` after a `die` of this slice, and whether a `restart`
 /// (`docker restart`) came with it.
 pub fn started_after<'a>(
-    events: &'a [JournalEvent],
-    die: &JournalEvent,
-) -> Option<(&'a JournalEvent, bool)> {
+    events: &'a [ContainerEvent],
+    die: &ContainerEvent,
+) -> Option<(&'a ContainerEvent, bool)> {
     let later = events.get(index_of(events, die) + 1..).unwrap_or_default();
     let start = later.iter().find(|e| e.action == "start")?;
     let restart = later
@@ -122,7 +122,7 @@ pub fn started_after<'a>(
 }
 /// What happened, oldest first, in a few words each: the answer to "why did
 /// it restart at 3 am?".
-pub fn timeline(events: &[JournalEvent]) -> String {
+pub fn timeline(events: &[ContainerEvent]) -> String {
     events
         .iter()
         .filter(|e| e.action != "health_status" || e.health == "unhealthy")

@@ -6,8 +6,8 @@
 use super::events::{self, clock};
 use super::question::AskedTime;
 use super::{cause, match_logs};
+use crate::model::ContainerEvent;
 use crate::model::{Cause, ContainerView, DeathLogs, FaultClass};
-use crate::watch::journal::JournalEvent;
 
 /// The most of a log line a reason quotes: the evidence holds it whole.
 const MAX_QUOTE_CHARS: usize = 200;
@@ -32,7 +32,7 @@ pub struct PastDeath<'a> {
 /// that death (they are what dates it).
 pub fn cause_of(
     c: &ContainerView,
-    events: &[JournalEvent],
+    events: &[ContainerEvent],
     events_evidence: &str,
     death: &PastDeath<'_>,
     asked: Option<&AskedTime>,

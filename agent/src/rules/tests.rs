@@ -393,13 +393,8 @@ fn the_grant_vocabulary_is_the_rules_engines() {
     }
 }
 
-fn event(
-    secs: i64,
-    action: &str,
-    exit: Option<i64>,
-    signal: &str,
-) -> crate::watch::journal::JournalEvent {
-    crate::watch::journal::JournalEvent {
+fn event(secs: i64, action: &str, exit: Option<i64>, signal: &str) -> crate::model::ContainerEvent {
+    crate::model::ContainerEvent {
         time_nanos: secs * 1_000_000_000,
         container_id: "c".into(),
         name: "web".into(),
@@ -415,7 +410,7 @@ fn event(
 fn diagnose_with(
     c: &ContainerView,
     logs: &LogsView,
-    events: &[crate::watch::journal::JournalEvent],
+    events: &[crate::model::ContainerEvent],
     past_death: Option<PastDeath<'_>>,
     asked: Option<AskedTime>,
 ) -> Finding {
@@ -434,14 +429,14 @@ fn diagnose_with(
     })
 }
 
-fn run_with_events(c: &ContainerView, events: &[crate::watch::journal::JournalEvent]) -> Finding {
+fn run_with_events(c: &ContainerView, events: &[crate::model::ContainerEvent]) -> Finding {
     diagnose_with(c, &LogsView::default(), events, None, None)
 }
 
 /// A running container and what it logged before one of its deaths.
 fn run_with_past_death(
     c: &ContainerView,
-    events: &[crate::watch::journal::JournalEvent],
+    events: &[crate::model::ContainerEvent],
     asked: Option<AskedTime>,
     before: &[&str],
 ) -> Finding {

@@ -163,8 +163,7 @@ pub async fn open_from_alerts(
             .or_else(|| alert.annotations.get("description"))
             .map(|s| format!(": {}", clean(s, 300)))
             .unwrap_or_default();
-        let message =
-            crate::llm::investigate::redact(&format!("alert {name} for {value}{summary}"));
+        let message = crate::text::redact(&format!("alert {name} for {value}{summary}"));
         // A container label names the container; a service label is left to
         // discovery, which maps compose services to their containers.
         let container = matches!(label.as_str(), "container" | "container_name" | "name")

@@ -7,8 +7,8 @@
 //! is recognised and never triggers twice.
 
 use rusqlite::{params, OptionalExtension as _};
-use serde::{Deserialize, Serialize};
 
+use crate::model::ContainerEvent;
 use crate::store::{Store, StoreError};
 
 pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS journal (
@@ -28,46 +28,8 @@ pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS journal (
 CREATE INDEX IF NOT EXISTS journal_by_container ON journal (container_id, time_nanos);
 CREATE INDEX IF NOT EXISTS journal_by_trigger ON journal (trigger);";
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct JournalEvent {
-    pub time_nanos: i64,
-    pub container_id: String,
-    pub name: String,
-    /// start, die, oom, kill, health_status, restart, destroy or stop.
-    pub action: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i64>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub signal: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub health: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub image: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub project: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub service: String,
-}
-
-impl From<drydock_proto::pb::ContainerEvent> for JournalEvent {
-    fn from(e: drydock_proto::pb::ContainerEvent) -> Self {
-        JournalEvent {
-            time_nanos: e.time_unix_nanos,
-            container_id: e.container_id,
-            name: e.name,
-            action: e.action,
-            exit_code: e.has_exit_code.then_some(e.exit_code),
-            signal: e.signal,
-            health: e.health_status,
-            image: e.image,
-            project: e.compose_project,
-            service: e.compose_service,
-        }
-    }
-}
-
 /// Record an event; `false` when it was already there (a replay).
-pub fn record(store: &Store, e: &JournalEvent) -> Result<bool, StoreError> {
+pub fn record(store: &Store, e: &ContainerEvent) -> Result<bool, StoreError> {
     let n = store.lock().execute(
         "INSERT OR IGNORE INTO journal (time_nanos, container_id, name, action, exit_code, signal, health, image, project, service)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -86,7 +48,7 @@ pub fn last_time(store: &Store) -> Result<Option<i64>, StoreError> {
 }
 
 /// Set the trigger state of one event (`pending`, `opened`, `skipped`).
-pub fn set_trigger(store: &Store, e: &JournalEvent, state: &str) -> Result<(), StoreError> {
+pub fn set_trigger(store: &Store, e: &ContainerEvent, state: &str) -> Result<(), StoreError> {
     store.lock().execute(
         "UPDATE journal SET trigger = ?5 WHERE time_nanos = ?1 AND container_id = ?2 AND action = ?3 AND health = ?4",
         params![e.time_nanos, e.container_id, e.action, e.health, state],
@@ -98,12 +60,12 @@ fn select(
     store: &Store,
     sql: &str,
     args: impl rusqlite::Params,
-) -> Result<Vec<JournalEvent>, StoreError> {
+) -> Result<Vec<ContainerEvent>, StoreError> {
     let conn = store.lock();
     let mut stmt = conn.prepare(sql)?;
     let rows = stmt
         .query_map(args, |r| {
-            Ok(JournalEvent {
+            Ok(ContainerEvent {
                 time_nanos: r.get(0)?,
                 container_id: r.get(1)?,
                 name: r.get(2)?,
@@ -124,7 +86,7 @@ const COLUMNS: &str =
     "time_nanos, container_id, name, action, exit_code, signal, health, image, project, service";
 
 /// Events whose trigger was still being debounced when the agent stopped.
-pub fn pending(store: &Store) -> Result<Vec<JournalEvent>, StoreError> {
+pub fn pending(store: &Store) -> Result<Vec<ContainerEvent>, StoreError> {
     select(
         store,
         &format!("SELECT {COLUMNS} FROM journal WHERE trigger = 'pending' ORDER BY time_nanos"),
@@ -139,7 +101,7 @@ pub fn for_container(
     container_id: &str,
     since_nanos: i64,
     limit: u32,
-) -> Result<Vec<JournalEvent>, StoreError> {
+) -> Result<Vec<ContainerEvent>, StoreError> {
     let mut rows = select(
         store,
         &format!("SELECT {COLUMNS} FROM journal WHERE container_id = ?1 AND time_nanos >= ?2 ORDER BY time_nanos DESC LIMIT ?3"),
@@ -167,8 +129,8 @@ pub fn prune(store: &Store, before_nanos: i64, max_rows: u32) -> Result<usize, S
 mod tests {
     use super::*;
 
-    fn event(t: i64, action: &str) -> JournalEvent {
-        JournalEvent {
+    fn event(t: i64, action: &str) -> ContainerEvent {
+        ContainerEvent {
             time_nanos: t,
             container_id: "c1".into(),
             name: "shop-web-1".into(),

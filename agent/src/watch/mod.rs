@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use journal::JournalEvent;
+use crate::model::ContainerEvent;
 
 use crate::config::WatchConfig;
 use crate::engine::Engine;
@@ -50,7 +50,7 @@ impl Trigger {
 
 /// Whether a new event is a trigger. `recent` holds the container's
 /// earlier events (for telling a person's stop or kill from a crash).
-pub fn trigger_of(e: &JournalEvent, recent: &[JournalEvent]) -> Option<Trigger> {
+pub fn trigger_of(e: &ContainerEvent, recent: &[ContainerEvent]) -> Option<Trigger> {
     match e.action.as_str() {
         "health_status" if e.health == "unhealthy" => Some(Trigger::Unhealthy),
         "oom" => Some(Trigger::OomKilled),
@@ -73,7 +73,7 @@ pub fn trigger_of(e: &JournalEvent, recent: &[JournalEvent]) -> Option<Trigger> 
 }
 
 struct Pending {
-    event: JournalEvent,
+    event: ContainerEvent,
     trigger: Trigger,
     due: Instant,
     folded: u32,
@@ -131,7 +131,7 @@ impl Watcher {
                     loop {
                         tokio::select! {
                             next = stream.message() => match next {
-                                Ok(Some(event)) => self.on_event(event.into()),
+                                Ok(Some(event)) => self.on_event(crate::executor_client::container_event(event)),
                                 Ok(None) => { tracing::warn!("the event stream ended; reconnecting"); break; }
                                 Err(e) => { tracing::warn!(error = %e, "the event stream failed; reconnecting"); break; }
                             },
@@ -159,7 +159,7 @@ impl Watcher {
         }
     }
 
-    fn recent(&self, e: &JournalEvent) -> Vec<JournalEvent> {
+    fn recent(&self, e: &ContainerEvent) -> Vec<ContainerEvent> {
         let window = self.config.crash_loop_window.as_nanos() as i64;
         journal::for_container(
             self.engine.store(),
@@ -170,7 +170,7 @@ impl Watcher {
         .unwrap_or_default()
     }
 
-    fn on_event(&mut self, e: JournalEvent) {
+    fn on_event(&mut self, e: ContainerEvent) {
         match journal::record(self.engine.store(), &e) {
             Ok(true) => {}
             // A replay after a reconnect: it was handled the first time.
@@ -189,7 +189,7 @@ impl Watcher {
         }
     }
 
-    fn hold(&mut self, e: JournalEvent, trigger: Trigger) {
+    fn hold(&mut self, e: ContainerEvent, trigger: Trigger) {
         let debounce = self.config.debounce;
         match self.pending.get_mut(&e.container_id) {
             Some(p) => {
@@ -298,8 +298,8 @@ impl Watcher {
 mod tests {
     use super::*;
 
-    fn ev(t: i64, action: &str, code: Option<i64>) -> JournalEvent {
-        JournalEvent {
+    fn ev(t: i64, action: &str, code: Option<i64>) -> ContainerEvent {
+        ContainerEvent {
             time_nanos: t * 1_000_000_000,
             container_id: "c1".into(),
             name: "shop-web-1".into(),
