@@ -98,7 +98,10 @@ mod tests {
     #[test]
     fn names_are_the_serde_names_and_parse_back() {
         for c in FaultClass::ALL {
-            assert_eq!(serde_json::to_value(c).unwrap(), serde_json::json!(c.as_str()));
+            assert_eq!(
+                serde_json::to_value(c).unwrap(),
+                serde_json::json!(c.as_str())
+            );
             assert_eq!(FaultClass::parse(c.as_str()), Some(c));
         }
         assert_eq!(FAULT_CLASSES[0], "dependency_unavailable");
