@@ -107,37 +107,46 @@ pub enum Command {
     },
     /// Follow an existing request until it finishes.
     Follow {
+        #[arg(value_parser = crate::text::plain_id)]
         id: String,
         #[arg(long)]
         yes: bool,
     },
     /// Approve a pending approval (signs its claims with your key).
     Approve {
+        #[arg(value_parser = crate::text::plain_id)]
         id: String,
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,
     },
     /// Reject a pending approval; nothing is changed.
-    Reject { id: String },
+    Reject {
+        #[arg(value_parser = crate::text::plain_id)]
+        id: String,
+    },
     /// List pending approvals.
     Approvals,
     /// List recent requests.
     Requests {
-        #[arg(long)]
-        status: Option<String>,
+        #[arg(long, value_parser = crate::text::parse_status)]
+        status: Option<drydock_vocab::Status>,
         #[arg(long)]
         json: bool,
     },
     /// Show a request as `ask` renders it: its timeline, diagnosis, plan and outcome.
     Show {
+        #[arg(value_parser = crate::text::plain_id)]
         id: String,
         /// Print the request as one JSON object instead.
         #[arg(long)]
         json: bool,
     },
     /// Cancel an unfinished request (an action already sent may still complete).
-    Cancel { id: String },
+    Cancel {
+        #[arg(value_parser = crate::text::plain_id)]
+        id: String,
+    },
     /// Check the installation: one verdict line per check, non-zero exit on any failure.
     Doctor,
     /// Automation grants: pre-authorise a narrow class of repairs that watch
@@ -209,12 +218,47 @@ mod tests {
 #[derive(Subcommand, Debug)]
 pub enum GrantCommand {
     /// Make and sign a grant: shows it in words and asks (or signs with --yes), then prints its id.
-    Create(crate::grant::CreateArgs),
+    Create(CreateArgs),
     /// List grants with their status (active, expired, revoked).
     List {
         #[arg(long)]
         json: bool,
     },
     /// Revoke a grant at the executor (refused from its next use on) and in the agent.
-    Revoke { id: String },
+    Revoke {
+        #[arg(value_parser = crate::text::plain_id)]
+        id: String,
+    },
+}
+
+/// What `drydock grant create` was asked for.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CreateArgs {
+    /// start or restart (repeat for both); never stop.
+    #[arg(long = "action", required = true)]
+    pub actions: Vec<String>,
+    /// A compose project the containers belong to (repeatable).
+    #[arg(long = "project")]
+    pub projects: Vec<String>,
+    /// A container name glob, like shop-web-* (repeatable).
+    #[arg(long = "name")]
+    pub names: Vec<String>,
+    /// KEY=VALUE a container's labels must hold (repeatable; all must hold).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+    /// A fault class the repair may be for (repeatable; default any).
+    #[arg(long = "class")]
+    pub classes: Vec<String>,
+    /// At most N repairs per container per WINDOW, like 2/1h.
+    #[arg(long)]
+    pub max: String,
+    /// At most this many repairs in all (default 10 × N).
+    #[arg(long)]
+    pub max_total: Option<u32>,
+    /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
+    #[arg(long)]
+    pub expires: String,
+    /// Sign without asking.
+    #[arg(long)]
+    pub yes: bool,
 }

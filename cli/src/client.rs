@@ -3,23 +3,14 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use drydock_vocab::{
+    ContainerList, Event, GrantList, PendingApproval, Request, RequestOptions, Status,
+};
 use futures::StreamExt as _;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-/// An id as the agent makes them (`req-…`, `apr-…`): safe in a path.
-pub fn is_plain_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-}
-
-/// A request state as a query value (`waiting_approval`): lowercase and
-/// `_` only; the agent itself says whether the state exists.
-pub fn is_state_word(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-}
+pub use crate::text::{is_plain_id, parse_status};
 
 /// The longest a single call to the agent may take (event streams excepted).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -207,27 +198,118 @@ impl AgentClient {
         matches!(self.http.get(format!("{}/healthz", self.base)).timeout(Duration::from_secs(2)).send().await, Ok(r) if r.status().is_success())
     }
 
+    /// An answer of the agent as a vocabulary type. An answer of another
+    /// shape means the CLI and the agent are of different releases.
+    fn read<T: DeserializeOwned>(path: &str, answer: Value) -> anyhow::Result<T> {
+        serde_json::from_value(answer).with_context(|| {
+            format!(
+                "the agent's answer to {path} is not what this drydock reads; are the CLI and the agent the same release?"
+            )
+        })
+    }
+
+    pub async fn get_as<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        Self::read(path, self.get(path).await?)
+    }
+
+    pub async fn post_as<T: DeserializeOwned>(&self, path: &str, body: Value) -> anyhow::Result<T> {
+        Self::read(path, self.post(path, body).await?)
+    }
+
     pub async fn create(
         &self,
         message: &str,
         container: Option<&str>,
         diagnose_only: bool,
-    ) -> anyhow::Result<Value> {
-        self.post(
+    ) -> anyhow::Result<Request> {
+        let options = RequestOptions {
+            container: container.map(str::to_string),
+            diagnose_only,
+            utc_offset_minutes: Some(local_utc_offset_minutes()),
+        };
+        self.post_as(
             "/api/v1/requests",
             json!({
                 "message": message,
-                "container": container,
-                "diagnose_only": diagnose_only,
-                "utc_offset_minutes": local_utc_offset_minutes(),
+                "container": options.container,
+                "diagnose_only": options.diagnose_only,
+                "utc_offset_minutes": options.utc_offset_minutes,
             }),
         )
         .await
     }
 
-    /// Follow a request's event stream until its `final` event, calling
-    /// `on_event` for each. Reconnects with `Last-Event-ID` if the connection
-    /// drops, so no event is missed or shown twice.
+    /// One request. `id` must be a plain id (`is_plain_id`).
+    pub async fn request(&self, id: &str) -> anyhow::Result<Request> {
+        self.get_as(&format!("/api/v1/requests/{id}")).await
+    }
+
+    /// The newest requests, optionally only those in one state.
+    pub async fn requests(
+        &self,
+        status: Option<Status>,
+        limit: Option<u32>,
+    ) -> anyhow::Result<Vec<Request>> {
+        let mut query = Vec::new();
+        if let Some(s) = status {
+            query.push(format!("status={}", s.as_str()));
+        }
+        if let Some(n) = limit {
+            query.push(format!("limit={n}"));
+        }
+        let path = match query.is_empty() {
+            true => "/api/v1/requests".to_string(),
+            false => format!("/api/v1/requests?{}", query.join("&")),
+        };
+        self.get_as(&path).await
+    }
+
+    /// A request's stored events, oldest first.
+    pub async fn timeline(&self, id: &str) -> anyhow::Result<Vec<Event>> {
+        self.get_as(&format!("/api/v1/requests/{id}/timeline"))
+            .await
+    }
+
+    pub async fn cancel(&self, id: &str) -> anyhow::Result<Request> {
+        self.post_as(&format!("/api/v1/requests/{id}/cancel"), json!({}))
+            .await
+    }
+
+    /// The pending approvals of every request.
+    pub async fn approvals(&self) -> anyhow::Result<Vec<PendingApproval>> {
+        self.get_as("/api/v1/approvals").await
+    }
+
+    /// Hand the agent a person's signature over an approval's claims.
+    pub async fn approve(
+        &self,
+        approval_id: &str,
+        key_id: &str,
+        signature_b64: &str,
+    ) -> anyhow::Result<Request> {
+        self.post_as(
+            &format!("/api/v1/approvals/{approval_id}/approve"),
+            json!({"key_id": key_id, "signature": signature_b64}),
+        )
+        .await
+    }
+
+    pub async fn reject(&self, approval_id: &str) -> anyhow::Result<Request> {
+        self.post_as(
+            &format!("/api/v1/approvals/{approval_id}/reject"),
+            json!({}),
+        )
+        .await
+    }
+
+    pub async fn grants(&self) -> anyhow::Result<GrantList> {
+        self.get_as("/api/v1/grants").await
+    }
+
+    pub async fn containers(&self) -> anyhow::Result<ContainerList> {
+        self.get_as("/api/v1/containers").await
+    }
+
     /// A request's event stream as the agent sends it, from after
     /// `last_event_id` when given (the console passes its browser's
     /// `Last-Event-ID` through).
@@ -250,9 +332,13 @@ impl AgentClient {
         Ok(resp)
     }
 
+    /// Follow a request's event stream until its `final` event, calling
+    /// `on_event` for each (it returns whether to go on). Reconnects with
+    /// `Last-Event-ID` if the connection drops, so no event is missed or
+    /// shown twice.
     pub async fn follow<F, Fut>(&self, request_id: &str, mut on_event: F) -> anyhow::Result<()>
     where
-        F: FnMut(Value) -> Fut,
+        F: FnMut(Event) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<bool>>,
     {
         let mut last_id: Option<String> = None;
@@ -287,9 +373,11 @@ impl AgentClient {
                     if frame.id.is_some() {
                         last_id = frame.id.clone();
                     }
-                    let value: Value = serde_json::from_str(&frame.data)
-                        .context("agent sent an event that is not JSON")?;
-                    if !on_event(value).await? || frame.event == "final" {
+                    let event: Event = serde_json::from_str(&frame.data).with_context(|| {
+                        format!("the agent sent an event this drydock cannot read ({}); are the CLI and the agent the same release?", frame.event)
+                    })?;
+                    let last = event.kind().is_final();
+                    if !on_event(event).await? || last {
                         return Ok(());
                     }
                 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 use crate::ask::{self, AskOptions};
+use crate::exit;
 use crate::fixture::{self, docker};
 use crate::home::{self, Home};
 use crate::{daemons, fixture::FIXTURE_WEB_IMAGE};
@@ -138,20 +139,16 @@ pub async fn run(opts: &DemoOptions) -> anyhow::Result<u8> {
     )
     .await?;
     println!();
-    let status = result
-        .request
-        .get("status")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
+    let status = result.request.status;
     match result.exit_code {
-        ask::exit::APPROVAL_PENDING => {
+        exit::APPROVAL_PENDING => {
             println!("The daemons and {DEMO_CONTAINER} are left running so you can approve; `drydock down` stops the daemons.");
             return Ok(result.exit_code);
         }
-        ask::exit::COMPLETED if health_status(DEMO_CONTAINER) == "healthy" => {
+        exit::COMPLETED if health_status(DEMO_CONTAINER) == "healthy" => {
             println!("The demo service recovered: {DEMO_CONTAINER} is running and healthy.");
         }
-        ask::exit::REJECTED => println!(
+        exit::REJECTED => println!(
             "{DEMO_CONTAINER} was left untouched (still {}).",
             health_status(DEMO_CONTAINER)
         ),

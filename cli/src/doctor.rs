@@ -57,7 +57,7 @@ impl Check {
         format!(
             "{tag}  {:<12} {}",
             self.name,
-            crate::ask::safe(&self.detail)
+            crate::text::safe(&self.detail)
         )
     }
 }

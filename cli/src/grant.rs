@@ -10,44 +10,13 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drydock_proto::approval::WriteAction;
 use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::ask::{describe_time, safe};
+use crate::args::CreateArgs;
 use crate::client::AgentClient;
 use crate::home::{CliConfig, Home};
 use crate::term::confirm;
-
-/// What `drydock grant create` was asked for.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct CreateArgs {
-    /// start or restart (repeat for both); never stop.
-    #[arg(long = "action", required = true)]
-    pub actions: Vec<String>,
-    /// A compose project the containers belong to (repeatable).
-    #[arg(long = "project")]
-    pub projects: Vec<String>,
-    /// A container name glob, like shop-web-* (repeatable).
-    #[arg(long = "name")]
-    pub names: Vec<String>,
-    /// KEY=VALUE a container's labels must hold (repeatable; all must hold).
-    #[arg(long = "label")]
-    pub labels: Vec<String>,
-    /// A fault class the repair may be for (repeatable; default any).
-    #[arg(long = "class")]
-    pub classes: Vec<String>,
-    /// At most N repairs per container per WINDOW, like 2/1h.
-    #[arg(long)]
-    pub max: String,
-    /// At most this many repairs in all (default 10 × N).
-    #[arg(long)]
-    pub max_total: Option<u32>,
-    /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
-    #[arg(long)]
-    pub expires: String,
-    /// Sign without asking.
-    #[arg(long)]
-    pub yes: bool,
-}
+use crate::text::{describe_time, safe};
 
 /// `N/WINDOW`, like `2/1h`.
 pub fn parse_max(text: &str) -> anyhow::Result<(u32, u64)> {
@@ -197,7 +166,7 @@ pub async fn sign_and_store(
 }
 
 pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> anyhow::Result<u8> {
-    let now = crate::ask::unix_now();
+    let now = crate::text::unix_now();
     let (claims, notes) = checked(agent, args, now).await?;
     println!("{}", describe(&claims, now));
     for note in notes {
@@ -205,35 +174,34 @@ pub async fn create(agent: &AgentClient, cfg: &CliConfig, args: &CreateArgs) -> 
     }
     if !args.yes && !confirm("Sign this grant with your approver key?").await {
         println!("not signed; nothing was stored");
-        return Ok(crate::ask::exit::REJECTED);
+        return Ok(crate::exit::REJECTED);
     }
     sign_and_store(agent, cfg, &claims).await?;
     println!("{}", claims.grant_id);
-    Ok(crate::ask::exit::COMPLETED)
+    Ok(crate::exit::COMPLETED)
 }
 
 pub async fn list(agent: &AgentClient, json_out: bool) -> anyhow::Result<u8> {
-    let answer = agent.get("/api/v1/grants").await?;
+    let list = agent.grants().await?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&answer)?);
-        return Ok(crate::ask::exit::COMPLETED);
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(crate::exit::COMPLETED);
     }
-    let rows = answer["grants"].as_array().cloned().unwrap_or_default();
-    if rows.is_empty() {
+    if list.grants.is_empty() {
         println!("no grants");
     }
-    let now = crate::ask::unix_now();
-    for row in rows {
-        let status = row["status"].as_str().unwrap_or("?");
-        match serde_json::from_value::<GrantClaims>(row["grant"]["claims"].clone()) {
-            Ok(c) => println!("[{status}] {}", describe(&c, now)),
-            Err(_) => println!("[{status}] {}", safe(&row["grant"]["id"].to_string())),
-        }
+    let now = crate::text::unix_now();
+    for row in &list.grants {
+        println!(
+            "[{}] {}",
+            row.status.as_str(),
+            describe(&row.grant.claims, now)
+        );
     }
-    if answer["executor_automation_enabled"] == Value::Bool(false) {
+    if list.executor_automation_enabled == Some(false) {
         println!("note: the executor has automation off; no grant authorises anything");
     }
-    Ok(crate::ask::exit::COMPLETED)
+    Ok(crate::exit::COMPLETED)
 }
 
 /// Revoke at the executor (its list is what refuses the grant) and in the
@@ -275,7 +243,7 @@ pub async fn revoke_quietly(home: &Home, agent: &AgentClient, id: &str) -> anyho
 
 pub async fn revoke(home: &Home, agent: &AgentClient, id: &str) -> anyhow::Result<u8> {
     println!("{}", revoke_quietly(home, agent, id).await?);
-    Ok(crate::ask::exit::COMPLETED)
+    Ok(crate::exit::COMPLETED)
 }
 
 #[cfg(test)]

@@ -149,7 +149,7 @@ impl CliConfig {
     /// its config is in this home (the local layout), else the most any
     /// agent may be configured with.
     pub fn max_signed_lifetime(&self) -> i64 {
-        let cap = crate::ask::MAX_SIGNED_LIFETIME_SECS;
+        let cap = crate::claims::MAX_SIGNED_LIFETIME_SECS;
         self.agent_approval_ttl
             .map(|t| i64::try_from(t).unwrap_or(cap).min(cap))
             .unwrap_or(cap)

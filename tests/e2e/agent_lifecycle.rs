@@ -198,8 +198,9 @@ fn a_request_caught_executing_is_reverified_never_reexecuted() {
                         .iter()
                         .filter(|e: &&Value| e["kind"] == "approval_requested")
                         .count();
-                    let done = e["kind"] == "approval_requested" && rounds >= 1;
-                    seen.push(e);
+                    let done =
+                        e.kind() == drydock_vocab::EventKind::ApprovalRequested && rounds >= 1;
+                    seen.push(serde_json::to_value(&e).expect("an event is JSON"));
                     async move { Ok(!done) }
                 })
                 .await;

@@ -13,12 +13,31 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 use super::{Shared, SESSION_COOKIE};
-use crate::ask::{self, unix_now};
-use crate::grant;
+use drydock_vocab::{EventKind, Status};
+
+use crate::args::CreateArgs;
+use crate::text::{describe_time, unix_now};
+use crate::{approve, claims, grant};
 
 const INDEX: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+/// Where the served script gets the vocabulary's words.
+const VOCAB_SLOT: &str = "/*DRYDOCK_VOCAB*/{}";
+
+/// The console's script with the vocabulary written in: every event kind
+/// and request state, from the types the agent serializes.
+fn app_js() -> &'static str {
+    static SERVED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SERVED.get_or_init(|| {
+        let vocab = json!({
+            "kinds": EventKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "states": Status::ALL.map(Status::as_str),
+            "terminal": Status::terminal().map(Status::as_str).collect::<Vec<_>>(),
+        });
+        APP_JS.replacen(VOCAB_SLOT, &vocab.to_string(), 1)
+    })
+}
 
 pub fn router(state: Shared) -> Router {
     Router::new()
@@ -29,7 +48,7 @@ pub fn router(state: Shared) -> Router {
         )
         .route(
             "/assets/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+            get(|| async { asset("text/javascript; charset=utf-8", app_js()) }),
         )
         .route(
             "/assets/app.css",
@@ -132,10 +151,8 @@ async fn requests(
         q.limit.unwrap_or(50).clamp(1, 500)
     );
     if let Some(status) = q.status.filter(|st| !st.is_empty()) {
-        if !crate::client::is_state_word(&status) {
-            return Err(bad("unknown status"));
-        }
-        path.push_str(&format!("&status={status}"));
+        let status = crate::text::parse_status(&status).map_err(|e| bad(format!("{e:#}")))?;
+        path.push_str(&format!("&status={}", status.as_str()));
     }
     Ok(Json(s.agent.get(&path).await?))
 }
@@ -175,28 +192,23 @@ fn claims_digest(bytes: &[u8]) -> String {
 /// would sign (never from the agent's prose).
 async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
     let now = unix_now();
-    let pending = s.agent.get("/api/v1/approvals").await?;
+    let pending = s.agent.approvals().await?;
     let out: Vec<Value> = pending
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let approval = p.get("approval").cloned().unwrap_or(Value::Null);
-            match ask::decode_claims(&approval, None) {
-                Ok((c, bytes)) => json!({
-                    "approval_id": c.approval_id,
-                    "request_id": c.request_id,
-                    "action": c.action.as_str(),
-                    "container_name": c.container_name.trim_start_matches('/'),
-                    "container_id": c.container_id,
-                    "issued_at": c.issued_at,
-                    "expires_at": c.expires_at,
-                    "expires": ask::describe_time(c.expires_at, now),
-                    "message": p.get("message"),
-                    "claims_sha256": claims_digest(&bytes),
-                }),
-                Err(e) => json!({"error": format!("undecodable approval: {e:#}")}),
-            }
+        .iter()
+        .map(|p| match claims::decode(&p.approval, None) {
+            Ok((c, bytes)) => json!({
+                "approval_id": c.approval_id,
+                "request_id": c.request_id,
+                "action": c.action.as_str(),
+                "container_name": c.container_name.trim_start_matches('/'),
+                "container_id": c.container_id,
+                "issued_at": c.issued_at,
+                "expires_at": c.expires_at,
+                "expires": describe_time(c.expires_at, now),
+                "message": p.message,
+                "claims_sha256": claims_digest(&bytes),
+            }),
+            Err(e) => json!({"error": format!("undecodable approval: {e:#}")}),
         })
         .collect();
     Ok(Json(json!({"approvals": out, "now": now})))
@@ -215,17 +227,17 @@ async fn approve(
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, UiError> {
     let id = plain_id(&id)?;
-    let approval = ask::pending_approval(&s.agent, id)
+    let pending = approve::pending(&s.agent, id)
         .await?
         .ok_or_else(|| UiError(StatusCode::NOT_FOUND, format!("no pending approval {id}")))?;
-    let (claims, bytes) = ask::decode_claims(&approval, None)?;
+    let (claims, bytes) = claims::decode(&pending.approval, None)?;
     if claims_digest(&bytes) != body.claims_sha256 {
         return Err(UiError(
             StatusCode::CONFLICT,
             "the approval changed since the page showed it: reload and read it again".into(),
         ));
     }
-    ask::sign_and_approve(&s.agent, &s.cfg, &claims, &bytes).await?;
+    approve::sign(&s.agent, &s.cfg, &claims, &bytes).await?;
     Ok(Json(
         json!({"approved": id, "request_id": claims.request_id}),
     ))
@@ -233,26 +245,28 @@ async fn approve(
 
 async fn reject(State(s): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, UiError> {
     let id = plain_id(&id)?;
-    s.agent
-        .post(&format!("/api/v1/approvals/{id}/reject"), json!({}))
-        .await?;
+    s.agent.reject(id).await?;
     Ok(Json(json!({"rejected": id})))
 }
 
 async fn grants(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
-    let mut answer = s.agent.get("/api/v1/grants").await?;
+    let list = s.agent.grants().await?;
     let now = unix_now();
-    if let Some(rows) = answer.get_mut("grants").and_then(Value::as_array_mut) {
-        for row in rows {
-            let described = serde_json::from_value::<drydock_proto::grant::GrantClaims>(
-                row["grant"]["claims"].clone(),
-            )
-            .map(|c| grant::describe(&c, now))
-            .unwrap_or_else(|_| "(undecodable grant)".into());
-            row["described"] = json!(described);
-        }
-    }
-    Ok(Json(answer))
+    let rows: Vec<Value> = list
+        .grants
+        .iter()
+        .map(|row| {
+            json!({
+                "grant": row.grant,
+                "status": row.status,
+                "described": grant::describe(&row.grant.claims, now),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "grants": rows,
+        "executor_automation_enabled": list.executor_automation_enabled,
+    })))
 }
 
 #[derive(Deserialize)]
@@ -275,7 +289,7 @@ async fn grant_preview(
     State(s): State<Shared>,
     Json(f): Json<GrantForm>,
 ) -> Result<Json<Value>, UiError> {
-    let args = grant::CreateArgs {
+    let args = CreateArgs {
         actions: f.actions,
         projects: f.projects,
         names: f.names,
@@ -338,6 +352,31 @@ mod tests {
         assert!(plain_id("apr-0123").is_ok());
         for bad in ["", "../x", "a/b", "a?b", "a b", "%2e%2e"] {
             assert!(plain_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_console_knows_every_event_kind_and_state_from_the_vocabulary() {
+        assert_eq!(
+            APP_JS.matches(VOCAB_SLOT).count(),
+            1,
+            "one slot for the words"
+        );
+        let served = app_js();
+        assert!(!served.contains(VOCAB_SLOT));
+        for kind in EventKind::ALL {
+            assert!(served.contains(&format!("\"{kind}\"")), "{kind} missing");
+            // The script keeps no list of its own that could fall behind
+            // (the many-word kinds are named nowhere else in it).
+            if kind.as_str().contains('_') {
+                assert!(
+                    !APP_JS.contains(kind.as_str()),
+                    "app.js names {kind} itself"
+                );
+            }
+        }
+        for state in Status::ALL {
+            assert!(served.contains(&format!("\"{state}\"")), "{state} missing");
         }
     }
 

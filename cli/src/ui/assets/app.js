@@ -3,11 +3,13 @@
 // only, never parsed as HTML.
 "use strict";
 
-const KINDS = ["created", "status", "target", "candidates", "evidence", "diagnosis", "plan",
-  "approval_requested", "approval_decided", "approval_expired", "execution", "dependency_ready",
-  "verification", "iteration", "interrupted", "error", "answer", "llm_started", "llm_tool",
-  "llm_retry", "llm_usage", "llm_fallback", "final"];
-const TERMINAL = ["completed", "failed", "needs_clarification", "rejected", "canceled"];
+// The words of drydock's vocabulary (event kinds, request states), written
+// in by the CLI when it serves this script, from the same types the agent
+// sends: a kind the console does not know cannot exist.
+const VOCAB = /*DRYDOCK_VOCAB*/{};
+const KINDS = VOCAB.kinds;
+const STATES = VOCAB.states;
+const TERMINAL = VOCAB.terminal;
 
 let csrf = "";
 let refreshTimer = null;
@@ -113,7 +115,7 @@ async function requestsView(params) {
   const select = el("select", { id: "status-filter", "aria-label": "Filter by state", onchange: e => {
     location.hash = "#/requests" + (e.target.value ? "?status=" + e.target.value : "");
   } }, el("option", { value: "", text: "every state" }),
-  ["waiting_approval", "observing", "diagnosing", "planning", "executing", "verifying", ...TERMINAL]
+  ["waiting_approval", ...STATES.filter(s => s !== "waiting_approval")]
     .map(s => el("option", { value: s, text: s, selected: s === status })));
   const body = el("tbody", { id: "requests" });
   show("Requests", el("label", {}, "State ", select),

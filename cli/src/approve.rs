@@ -1,0 +1,56 @@
+//! A person's decision on an approval: find it pending, sign exactly its
+//! claims with the approver key, or reject it. `drydock approve`, the follow
+//! loop of `ask` and the console all decide through here.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use drydock_proto::approval::{self, ApprovalClaims};
+use drydock_vocab::{PendingApproval, Request};
+
+use crate::claims;
+use crate::client::AgentClient;
+use crate::home::CliConfig;
+use crate::text::unix_now;
+
+/// The pending approval `id` as the agent lists it (`None` when it is not
+/// pending): what `drydock approve` and the console decode and sign.
+pub async fn pending(agent: &AgentClient, id: &str) -> anyhow::Result<Option<PendingApproval>> {
+    Ok(agent
+        .approvals()
+        .await?
+        .into_iter()
+        .find(|p| p.approval.id == id))
+}
+
+/// Whether approval `approval_id` of `request_id` still waits for a person.
+pub async fn still_pending(
+    agent: &AgentClient,
+    request_id: &str,
+    approval_id: &str,
+) -> anyhow::Result<bool> {
+    Ok(agent
+        .request(request_id)
+        .await?
+        .pending_approvals()
+        .any(|a| a.id == approval_id))
+}
+
+/// Sign `bytes` (the claims as decoded into `claims`) and hand the signature
+/// to the agent, after checking the claims are signable at all.
+pub async fn sign(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    claims: &ApprovalClaims,
+    bytes: &[u8],
+) -> anyhow::Result<Request> {
+    claims::check_signable(claims, unix_now(), cfg.max_signed_lifetime())?;
+    let key = cfg.signing_key()?;
+    let signature = approval::sign(bytes, &key);
+    agent
+        .approve(
+            &claims.approval_id,
+            &cfg.approver.id,
+            &B64.encode(signature),
+        )
+        .await
+}

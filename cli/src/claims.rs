@@ -1,0 +1,186 @@
+//! What a person is asked to sign, read from the claims themselves.
+//!
+//! Every prompt, the console's approval card and the MCP server's view of
+//! an approval are built from the decoded claims the CLI is about to sign
+//! (action, container name and id, expiry), never from the agent's free
+//! text, so a compromised agent cannot get a signature for something other
+//! than what the person saw.
+
+use anyhow::bail;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use drydock_proto::approval::ApprovalClaims;
+use drydock_vocab::ApprovalRecord;
+
+use crate::text::{describe_time, safe, unix_now};
+
+/// Claims are signed only if their lifetime is at most this long, whatever
+/// the agent asks: the agent's own `approval_ttl` cannot be set higher.
+pub const MAX_SIGNED_LIFETIME_SECS: i64 = 3600;
+/// How far the agent's clock may be ahead of ours when it issued claims.
+const ISSUED_AT_SKEW_SECS: i64 = 60;
+
+/// Decode what the agent asks us to sign and check it is what the record
+/// says: the same approval id, and (when following one) the same request.
+pub fn decode(
+    approval: &ApprovalRecord,
+    expected_request: Option<&str>,
+) -> anyhow::Result<(ApprovalClaims, Vec<u8>)> {
+    let bytes = B64
+        .decode(&approval.claims)
+        .map_err(|_| anyhow::anyhow!("approval {} claims are not base64", approval.id))?;
+    let claims = ApprovalClaims::decode(&bytes)?;
+    if let Some(req) = expected_request {
+        if claims.request_id != req {
+            bail!(
+                "the agent asked to sign an approval for request {} while following {req}; refusing",
+                claims.request_id
+            );
+        }
+    }
+    if claims.approval_id != approval.id {
+        bail!(
+            "approval {} carries claims for {}; refusing",
+            approval.id,
+            claims.approval_id
+        );
+    }
+    Ok((claims, bytes))
+}
+
+/// Refuse to sign claims a careful person would not: an empty or inverted
+/// window, a lifetime longer than any the agent may give (`max_lifetime`
+/// seconds), an `issued_at` not close to now, or claims already expired.
+/// The executor checks the same, but a signature that is never made cannot
+/// be misused.
+pub fn check_signable(c: &ApprovalClaims, now: i64, max_lifetime: i64) -> anyhow::Result<()> {
+    if c.expires_at <= c.issued_at {
+        bail!("refusing to sign: the claims' expiry is not after their issue time");
+    }
+    let lifetime = c.expires_at.checked_sub(c.issued_at);
+    if lifetime.is_none_or(|l| l > max_lifetime) {
+        bail!(
+            "refusing to sign: the claims would stay valid for longer than {} (expires {})",
+            humantime::format_duration(std::time::Duration::from_secs(max_lifetime.unsigned_abs())),
+            describe_time(c.expires_at, now)
+        );
+    }
+    if c.expires_at <= now {
+        bail!(
+            "refusing to sign: the approval expired {}",
+            describe_time(c.expires_at, now)
+        );
+    }
+    if c.issued_at > now.saturating_add(ISSUED_AT_SKEW_SECS)
+        || c.issued_at < now.saturating_sub(max_lifetime.saturating_add(ISSUED_AT_SKEW_SECS))
+    {
+        bail!(
+            "refusing to sign: the claims say they were issued {}, which is not close to now; check the agent's clock",
+            describe_time(c.issued_at, now)
+        );
+    }
+    Ok(())
+}
+
+/// One line saying exactly what the claims authorise.
+pub fn describe(c: &ApprovalClaims) -> String {
+    let expires = describe_time(c.expires_at, unix_now());
+    format!(
+        "{} container {} (id {}) — request {}, approval {}, expires {expires}",
+        c.action,
+        safe(&c.container_name),
+        safe(&c.container_id),
+        safe(&c.request_id),
+        safe(&c.approval_id)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::LAST_WRITABLE_SECOND;
+    use drydock_proto::approval::{WriteAction, CLAIMS_VERSION};
+    use drydock_vocab::ApprovalStatus;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn claims(issued_at: i64, expires_at: i64) -> ApprovalClaims {
+        ApprovalClaims {
+            version: CLAIMS_VERSION,
+            approval_id: "apr-1".into(),
+            request_id: "req-1".into(),
+            action: WriteAction::Restart,
+            container_id: "c".repeat(64),
+            container_name: "web".into(),
+            plan_digest: "0".repeat(64),
+            issued_at,
+            expires_at,
+            nonce: "n".into(),
+        }
+    }
+
+    fn record(id: &str, claims: &ApprovalClaims) -> ApprovalRecord {
+        ApprovalRecord {
+            id: id.into(),
+            request_id: claims.request_id.clone(),
+            step: 0,
+            status: ApprovalStatus::Pending,
+            claims: B64.encode(claims.encode()),
+            expires_at: claims.expires_at,
+            key_id: None,
+            signature: None,
+            decided_at: None,
+            grant_id: None,
+        }
+    }
+
+    #[test]
+    fn extreme_times_are_described_not_panicked_on() {
+        for t in [
+            i64::MIN,
+            -1,
+            0,
+            LAST_WRITABLE_SECOND,
+            LAST_WRITABLE_SECOND + 1,
+            253_402_300_800 * 4,
+            i64::MAX,
+        ] {
+            let text = describe(&claims(NOW, t));
+            assert!(text.contains("expires"), "{text}");
+        }
+    }
+
+    #[test]
+    fn only_sane_windows_are_signed() {
+        assert!(check_signable(&claims(NOW, NOW + 600), NOW, 600).is_ok());
+        let wrapped = (NOW + 300).wrapping_sub(i64::MIN);
+        for (issued, expires, why) in [
+            (wrapped, NOW + 300, "longer than"),
+            (NOW, NOW + 601, "longer than"),
+            (NOW + 10, NOW + 5, "not after"),
+            (NOW + 3600, NOW + 3700, "not close to now"),
+            (NOW - 700, NOW - 100, "expired"),
+            (i64::MIN, i64::MAX, "longer than"),
+            (NOW, i64::MAX, "longer than"),
+        ] {
+            let err = check_signable(&claims(issued, expires), NOW, 600).unwrap_err();
+            assert!(err.to_string().contains(why), "{issued}..{expires}: {err}");
+        }
+    }
+
+    #[test]
+    fn claims_for_another_approval_or_request_are_refused() {
+        let c = claims(NOW, NOW + 600);
+        assert!(decode(&record("apr-1", &c), Some("req-1")).is_ok());
+        let err = decode(&record("apr-2", &c), None).unwrap_err();
+        assert!(
+            err.to_string().contains("carries claims for apr-1"),
+            "{err}"
+        );
+        let err = decode(&record("apr-1", &c), Some("req-9")).unwrap_err();
+        assert!(err.to_string().contains("while following req-9"), "{err}");
+        let mut garbled = record("apr-1", &c);
+        garbled.claims = "not base64!".into();
+        assert!(decode(&garbled, None).is_err());
+    }
+}

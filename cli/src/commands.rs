@@ -1,0 +1,279 @@
+//! One function per command; `run` is the table from a parsed command line
+//! to them. Each returns the exit code (`exit`); an error is mapped to one
+//! by `main`.
+
+use anyhow::Context as _;
+use drydock_vocab::Status;
+
+use crate::args::{AuditCommand, Cli, Command, GrantCommand};
+use crate::ask::{self, AskOptions};
+use crate::client::AgentClient;
+use crate::home::{self, CliConfig, Home, InitOptions};
+use crate::text::safe;
+use crate::{approve, claims, daemons, demo, doctor, exit, grant, render, show};
+
+/// Run one parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let home = Home::locate()?;
+    match cli.command {
+        Command::Init {
+            force,
+            layout,
+            executor_port,
+            agent_port,
+            executor_names,
+            approver_id,
+            targets,
+            agent_tcp,
+            agent_tls,
+            no_watch,
+        } => init(
+            &home,
+            InitOptions {
+                force,
+                executor_port,
+                agent_port,
+                executor_names,
+                approver_id,
+                docker_endpoint: home::default_docker_endpoint(),
+                targets,
+                agent_tcp,
+                agent_tls,
+                watch: !no_watch,
+                layout,
+            },
+        ),
+        Command::Ui { port, no_open } => {
+            let (agent, cfg) = agent(&home)?;
+            crate::ui::serve(home, agent, cfg, port, !no_open).await?;
+            Ok(exit::COMPLETED)
+        }
+        Command::Mcp => {
+            // Only what reaching the agent needs: the approver key is never
+            // loaded, so no tool can sign anything.
+            let (agent, _) = agent(&home)?;
+            crate::mcp::serve(agent).await?;
+            Ok(exit::COMPLETED)
+        }
+        Command::Up => up(&home).await,
+        Command::Down => down(&home).await,
+        Command::Ask {
+            container,
+            diagnose_only,
+            yes,
+            json,
+            message,
+        } => {
+            let options = AskOptions {
+                message: message.join(" "),
+                container,
+                diagnose_only,
+                yes,
+                json,
+            };
+            Ok(ask::ask(&home.load_cli_config()?, &options)
+                .await?
+                .exit_code)
+        }
+        Command::Follow { id, yes } => {
+            let (agent, cfg) = agent(&home)?;
+            let mode = ask::approval_mode(yes);
+            Ok(ask::follow_request(&agent, &cfg, &id, mode, false)
+                .await?
+                .exit_code)
+        }
+        Command::Approve { id, yes } => {
+            let (agent, cfg) = agent(&home)?;
+            approve_one(&agent, &cfg, &id, yes).await
+        }
+        Command::Reject { id } => {
+            let (agent, _) = agent(&home)?;
+            agent.reject(&id).await?;
+            println!("rejected {}; nothing was changed", safe(&id));
+            Ok(exit::COMPLETED)
+        }
+        Command::Approvals => approvals(&agent(&home)?.0).await,
+        Command::Requests { status, json } => requests(&agent(&home)?.0, status, json).await,
+        Command::Show { id, json } => show::show(&agent(&home)?.0, &id, json).await,
+        Command::Cancel { id } => {
+            let request = agent(&home)?.0.cancel(&id).await?;
+            println!(
+                "canceled {}: {}",
+                safe(&id),
+                safe(request.outcome.as_deref().unwrap_or(""))
+            );
+            Ok(exit::COMPLETED)
+        }
+        Command::Doctor => Ok(doctor::run(&home).await),
+        Command::Grant { command } => {
+            let (agent, cfg) = agent(&home)?;
+            match command {
+                GrantCommand::Create(args) => grant::create(&agent, &cfg, &args).await,
+                GrantCommand::List { json } => grant::list(&agent, json).await,
+                GrantCommand::Revoke { id } => grant::revoke(&home, &agent, &id).await,
+            }
+        }
+        Command::Audit { command } => audit(&home, command),
+        Command::Completions { shell } => {
+            let mut cmd = crate::args::command();
+            clap_complete::generate(shell, &mut cmd, "drydock", &mut std::io::stdout());
+            Ok(exit::COMPLETED)
+        }
+        Command::Man { out } => man(out),
+        Command::Demo { yes, keep } => demo::run(&demo::DemoOptions { yes, keep }).await,
+    }
+}
+
+fn agent(home: &Home) -> anyhow::Result<(AgentClient, CliConfig)> {
+    let cfg = home.load_cli_config()?;
+    Ok((AgentClient::from_config(&cfg)?, cfg))
+}
+
+fn init(home: &Home, options: InitOptions) -> anyhow::Result<u8> {
+    let opts = options.for_layout();
+    let written = home::init(home, &opts)?;
+    println!("initialized {}:", home.root.display());
+    for p in written {
+        println!("  {}", p.display());
+    }
+    println!("{}", opts.scope_note());
+    println!("{}", opts.next_step(&home.root));
+    Ok(exit::COMPLETED)
+}
+
+async fn up(home: &Home) -> anyhow::Result<u8> {
+    daemons::up(home).await?;
+    println!(
+        "drydock-executor and drydock-agent are running (logs in {})",
+        home.path("logs").display()
+    );
+    Ok(exit::COMPLETED)
+}
+
+async fn down(home: &Home) -> anyhow::Result<u8> {
+    let stopped = daemons::down(home).await?;
+    if stopped.is_empty() {
+        println!("nothing was running");
+    } else {
+        println!("stopped {}", stopped.join(", "));
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// `drydock approve`: show the decoded claims, confirm, sign.
+async fn approve_one(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    id: &str,
+    yes: bool,
+) -> anyhow::Result<u8> {
+    let pending = approve::pending(agent, id).await?.with_context(|| {
+        format!(
+            "no pending approval {}; `drydock approvals` lists them",
+            safe(id)
+        )
+    })?;
+    let (claims, bytes) = claims::decode(&pending.approval, None)?;
+    println!("{}", claims::describe(&claims));
+    if !yes {
+        use std::io::{BufRead as _, IsTerminal as _, Write as _};
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!("no terminal to confirm on; pass --yes to approve without asking");
+        }
+        print!("Approve? [y/N] ");
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        if !matches!(line.trim(), "y" | "Y" | "yes") {
+            println!(
+                "not approved; it is still pending (`drydock reject {}` rejects it)",
+                safe(id)
+            );
+            return Ok(exit::APPROVAL_PENDING);
+        }
+    }
+    approve::sign(agent, cfg, &claims, &bytes).await?;
+    println!(
+        "approved {}; follow the request with `drydock follow {}`",
+        safe(id),
+        safe(&claims.request_id)
+    );
+    Ok(exit::COMPLETED)
+}
+
+/// `drydock approvals`: each pending approval from its decoded claims.
+async fn approvals(agent: &AgentClient) -> anyhow::Result<u8> {
+    let pending = agent.approvals().await?;
+    if pending.is_empty() {
+        println!("no pending approvals");
+    }
+    for p in pending {
+        match claims::decode(&p.approval, None) {
+            Ok((c, _)) => println!("{}  {}", safe(&c.approval_id), claims::describe(&c)),
+            Err(e) => println!("(undecodable approval: {})", safe(&format!("{e:#}"))),
+        }
+    }
+    Ok(exit::COMPLETED)
+}
+
+async fn requests(agent: &AgentClient, status: Option<Status>, json: bool) -> anyhow::Result<u8> {
+    let list = agent.requests(status, None).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        for r in &list {
+            println!("{}", render::request_line(r));
+        }
+    }
+    Ok(exit::COMPLETED)
+}
+
+fn man(out: Option<std::path::PathBuf>) -> anyhow::Result<u8> {
+    let cmd = crate::args::command();
+    match out {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir)
+                .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+            println!("man pages written to {}", dir.display());
+        }
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// The local layout's audit log, through the executor's own audit tools
+/// (the CLI never opens the executor's store itself).
+fn audit(home: &Home, command: AuditCommand) -> anyhow::Result<u8> {
+    let bin = daemons::find_binary("drydock-executor").context(
+        "drydock-executor not found (looked at $DRYDOCK_EXECUTOR_BIN, next to drydock, and on PATH)",
+    )?;
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("audit");
+    match command {
+        AuditCommand::Verify { expect } => {
+            cmd.arg("verify");
+            let public = home.path("pki/audit.pub");
+            if public.is_file() {
+                cmd.arg("--public-key").arg(public);
+            }
+            if let Some(e) = expect {
+                cmd.arg("--expect").arg(e);
+            }
+            &mut cmd
+        }
+        AuditCommand::Export => cmd.arg("export"),
+        AuditCommand::Tail { lines } => cmd.arg("tail").arg("--lines").arg(lines.to_string()),
+    };
+    let status = cmd
+        .arg("--config")
+        .arg(home.executor_config())
+        .status()
+        .context("cannot run drydock-executor")?;
+    Ok(match status.code() {
+        Some(0) => exit::COMPLETED,
+        Some(1) => exit::FAILED,
+        _ => exit::USAGE,
+    })
+}
