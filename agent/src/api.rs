@@ -223,19 +223,20 @@ async fn list_requests(
     State(s): State<AppState>,
     Query(q): Query<ListQuery>,
 ) -> Result<Response, Problem> {
-    if let Some(st) = &q.status {
-        if serde_json::from_value::<Status>(json!(st)).is_err() {
-            return Err(Problem::new(
+    let status = match &q.status {
+        Some(st) => Some(Status::parse(st).ok_or_else(|| {
+            Problem::new(
                 StatusCode::BAD_REQUEST,
                 "invalid status",
                 format!("unknown status `{st}`"),
-            ));
-        }
-    }
+            )
+        })?),
+        None => None,
+    };
     let list: Vec<_> = s
         .engine
         .store()
-        .list(q.status.as_deref(), q.limit.unwrap_or(50).min(500))
+        .list(status, q.limit.unwrap_or(50).min(500))
         .map_err(EngineError::from)?
         .into_iter()
         .map(|r| r.for_api())

@@ -9,20 +9,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drydock_proto::approval::WriteAction;
 use drydock_proto::grant::GrantClaims;
-use rusqlite::{params, OptionalExtension as _};
 use serde::Serialize;
 
 use crate::model::{now_rfc3339, PolicyView};
-use crate::store::{Store, StoreError};
-
-pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS grants (
-    id TEXT PRIMARY KEY,
-    claims TEXT NOT NULL,
-    signature TEXT NOT NULL,
-    key_id TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    revoked_at TEXT
-);";
+use crate::store::{self, Store, StoreError};
 
 /// A grant as stored, with its decoded claims for display and matching.
 #[derive(Debug, Clone, Serialize)]
@@ -63,12 +53,6 @@ pub enum GrantStoreError {
     Invalid(String),
 }
 
-impl From<rusqlite::Error> for GrantStoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        GrantStoreError::Store(StoreError::Sqlite(e))
-    }
-}
-
 /// Check a grant's bytes and signature against the executor's approvers,
 /// then store it.
 pub fn add(
@@ -106,11 +90,15 @@ pub fn add(
         )));
     }
     let created_at = now_rfc3339();
-    let inserted = store.lock().execute(
-        "INSERT OR IGNORE INTO grants (id, claims, signature, key_id, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![claims.grant_id, claims_b64, signature_b64, key_id, created_at],
-    )?;
-    if inserted == 0 {
+    let row = store::grants::GrantRow {
+        id: claims.grant_id.clone(),
+        claims_b64: claims_b64.to_string(),
+        signature_b64: signature_b64.to_string(),
+        key_id: key_id.to_string(),
+        created_at: created_at.clone(),
+        revoked_at: None,
+    };
+    if !store::grants::insert(store, &row)? {
         return Err(invalid(format!(
             "grant {} is already stored",
             claims.grant_id
@@ -130,57 +118,28 @@ pub fn add(
 /// Every stored grant, newest first. A row whose claims no longer decode
 /// (it cannot happen through `add`) is skipped.
 pub fn list(store: &Store) -> Result<Vec<StoredGrant>, StoreError> {
-    let conn = store.lock();
-    let mut stmt = conn.prepare(
-        "SELECT id, claims, signature, key_id, created_at, revoked_at FROM grants ORDER BY created_at DESC",
-    )?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, Option<String>>(5)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows
+    Ok(store::grants::all(store)?
         .into_iter()
-        .filter_map(
-            |(id, claims_b64, signature_b64, key_id, created_at, revoked_at)| {
-                let bytes = B64.decode(&claims_b64).ok()?;
-                let claims = GrantClaims::decode(&bytes).ok()?;
-                Some(StoredGrant {
-                    id,
-                    key_id,
-                    created_at,
-                    revoked_at,
-                    claims,
-                    claims_b64,
-                    signature_b64,
-                })
-            },
-        )
+        .filter_map(|row| {
+            let bytes = B64.decode(&row.claims_b64).ok()?;
+            let claims = GrantClaims::decode(&bytes).ok()?;
+            Some(StoredGrant {
+                id: row.id,
+                key_id: row.key_id,
+                created_at: row.created_at,
+                revoked_at: row.revoked_at,
+                claims,
+                claims_b64: row.claims_b64,
+                signature_b64: row.signature_b64,
+            })
+        })
         .collect())
 }
 
 /// Mark a grant revoked in the agent (it is no longer offered); the
 /// executor's own list is what refuses it. Returns false if unknown.
 pub fn revoke(store: &Store, id: &str) -> Result<bool, StoreError> {
-    let exists: Option<String> = store
-        .lock()
-        .query_row("SELECT id FROM grants WHERE id = ?1", [id], |r| r.get(0))
-        .optional()?;
-    if exists.is_none() {
-        return Ok(false);
-    }
-    store.lock().execute(
-        "UPDATE grants SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
-        params![id, now_rfc3339()],
-    )?;
-    Ok(true)
+    store::grants::revoke(store, id, &now_rfc3339())
 }
 
 /// An active grant covering `action` on this container for this class.

@@ -96,7 +96,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     };
     let watch_client = executor.clone();
     let engine = Engine::new(
-        store,
+        store.clone(),
         executor,
         EngineConfig {
             approval_ttl: config.approval_ttl,
@@ -114,10 +114,19 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!(resumed, "resumed unfinished requests");
     }
     if config.watch.enabled {
-        drydock_agent::watch::Watcher::spawn(engine.clone(), watch_client, config.watch.clone());
+        drydock_agent::watch::Watcher::spawn(
+            store.clone(),
+            Arc::new(engine.clone()),
+            watch_client,
+            config.watch.clone(),
+        );
         tracing::info!(mode = ?config.watch.mode, "watching container events");
     }
-    drydock_agent::notify::Notifier::spawn(engine.clone(), config.notify.webhooks.clone())?;
+    drydock_agent::notify::Notifier::spawn(
+        store,
+        engine.subscribe(),
+        config.notify.webhooks.clone(),
+    )?;
     let app = api::router(AppState {
         engine,
         token: Arc::new(token),

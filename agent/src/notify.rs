@@ -11,29 +11,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::params;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::{WebhookConfig, WebhookFormat, NOTIFY_EVENTS};
-use crate::engine::Engine;
 use crate::model::{now_rfc3339, unix_now, Event, EventPayload, Request, Status};
-use crate::store::{Store, StoreError};
-
-pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS deliveries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    webhook TEXT NOT NULL,
-    event TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    status TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_at INTEGER NOT NULL,
-    last_error TEXT NOT NULL DEFAULT '',
-    created_at TEXT NOT NULL,
-    delivered_at TEXT
-);
-CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_at);";
+use crate::store::{deliveries, Store};
 
 /// Attempts before a delivery is given up (about 17 minutes of backoff).
 pub const MAX_ATTEMPTS: u32 = 10;
@@ -191,71 +174,21 @@ fn wants(hook: &WebhookConfig, event: &str) -> bool {
     }
 }
 
-/// One row of the delivery log.
-#[derive(Debug, Clone, Serialize)]
-pub struct Delivery {
-    pub id: i64,
-    pub webhook: String,
-    pub event: String,
-    pub request_id: String,
-    pub status: String,
-    pub attempts: u32,
-    pub last_error: String,
-    pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivered_at: Option<String>,
-}
-
-pub fn deliveries(store: &Store, limit: u32) -> Result<Vec<Delivery>, StoreError> {
-    let conn = store.lock();
-    let mut stmt = conn.prepare(
-        "SELECT id, webhook, event, request_id, status, attempts, last_error, created_at, delivered_at
-         FROM deliveries ORDER BY id DESC LIMIT ?1",
-    )?;
-    let rows = stmt
-        .query_map([limit], |r| {
-            Ok(Delivery {
-                id: r.get(0)?,
-                webhook: r.get(1)?,
-                event: r.get(2)?,
-                request_id: r.get(3)?,
-                status: r.get(4)?,
-                attempts: r.get(5)?,
-                last_error: r.get(6)?,
-                created_at: r.get(7)?,
-                delivered_at: r.get(8)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
-}
-
-type Due = (i64, String, String, String, u32);
-
-fn due_deliveries(store: &Store) -> Result<Vec<Due>, StoreError> {
-    let conn = store.lock();
-    let mut stmt = conn.prepare(
-        "SELECT id, webhook, event, body, attempts FROM deliveries
-         WHERE status = 'pending' AND next_at <= ?1 ORDER BY id LIMIT 50",
-    )?;
-    let rows = stmt
-        .query_map([unix_now()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
-}
-
 pub struct Notifier {
-    engine: Arc<Engine>,
+    store: Arc<Store>,
     hooks: Vec<(WebhookConfig, Option<Vec<u8>>)>,
     client: reqwest::Client,
     wake: tokio::sync::Notify,
 }
 
 impl Notifier {
-    /// Start queueing and delivering; nothing runs without webhooks.
-    pub fn spawn(engine: Arc<Engine>, hooks: Vec<WebhookConfig>) -> anyhow::Result<()> {
+    /// Start queueing (from the engine's `events`) and delivering; nothing
+    /// runs without webhooks.
+    pub fn spawn(
+        store: Arc<Store>,
+        mut events: tokio::sync::broadcast::Receiver<Event>,
+        hooks: Vec<WebhookConfig>,
+    ) -> anyhow::Result<()> {
         if hooks.is_empty() {
             return Ok(());
         }
@@ -280,12 +213,11 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let notifier = Arc::new(Notifier {
-            engine: engine.clone(),
+            store,
             hooks: with_secrets,
             client,
             wake: tokio::sync::Notify::new(),
         });
-        let mut events = engine.subscribe();
         let queue = notifier.clone();
         tokio::spawn(async move {
             loop {
@@ -306,17 +238,21 @@ impl Notifier {
     }
 
     fn enqueue(&self, event: &Event) {
-        let Ok(Some(req)) = self.engine.store().get(&event.request_id) else {
+        let Ok(Some(req)) = self.store.get(&event.request_id) else {
             return;
         };
         let Some(n) = notification_for(event, &req) else {
             return;
         };
         for (hook, _) in self.hooks.iter().filter(|(h, _)| wants(h, &n.event)) {
-            let queued = self.engine.store().lock().execute(
-                "INSERT INTO deliveries (webhook, event, request_id, body, status, next_at, created_at)
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
-                params![hook.name, n.event, n.request_id, body_for(hook, &n), unix_now(), now_rfc3339()],
+            let queued = deliveries::queue(
+                &self.store,
+                &hook.name,
+                &n.event,
+                &n.request_id,
+                &body_for(hook, &n),
+                unix_now(),
+                &now_rfc3339(),
             );
             if let Err(e) = queued {
                 tracing::error!(error = %e, webhook = %hook.name, "cannot queue a notification");
@@ -327,7 +263,7 @@ impl Notifier {
 
     async fn deliver_loop(&self) {
         loop {
-            let due = match due_deliveries(self.engine.store()) {
+            let due = match deliveries::due(&self.store, unix_now()) {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot read the delivery queue");
@@ -335,7 +271,14 @@ impl Notifier {
                     continue;
                 }
             };
-            for (id, webhook, event, body, attempts) in due {
+            for deliveries::Due {
+                id,
+                webhook,
+                event,
+                body,
+                attempts,
+            } in due
+            {
                 let Some((hook, secret)) = self.hooks.iter().find(|(h, _)| h.name == webhook)
                 else {
                     self.settle(id, "failed", attempts, "webhook no longer configured", None);
@@ -379,20 +322,14 @@ impl Notifier {
             return;
         }
         let backoff = 1i64 << attempts.min(10);
-        let result = self.engine.store().lock().execute(
-            "UPDATE deliveries SET attempts = ?2, next_at = ?3, last_error = ?4 WHERE id = ?1",
-            params![id, attempts, unix_now() + backoff, error],
-        );
+        let result = deliveries::retry_at(&self.store, id, attempts, unix_now() + backoff, error);
         if let Err(e) = result {
             tracing::error!(error = %e, "cannot record a delivery attempt");
         }
     }
 
     fn settle(&self, id: i64, status: &str, attempts: u32, error: &str, at: Option<String>) {
-        let result = self.engine.store().lock().execute(
-            "UPDATE deliveries SET status = ?2, attempts = ?3, last_error = ?4, delivered_at = ?5 WHERE id = ?1",
-            params![id, status, attempts, error, at],
-        );
+        let result = deliveries::settle(&self.store, id, status, attempts, error, at.as_deref());
         if let Err(e) = result {
             tracing::error!(error = %e, "cannot record a delivery");
         }

@@ -89,3 +89,211 @@ fn dependencies_point_one_way() {
         );
     }
 }
+
+/// The modules of a crate, bottom up: a module may import from its own
+/// layer or below, never from above. ARCHITECTURE.md draws the same layers.
+const AGENT_LAYERS: &[&[&str]] = &[
+    // The vocabulary and plain helpers.
+    &["model", "config", "text"],
+    // Reasoning: pure functions over the domain.
+    &[
+        "rules",
+        "discovery",
+        "dependency",
+        "disk",
+        "planner",
+        "runbook",
+    ],
+    // The store, owning every table and its migrations.
+    &["store"],
+    // What talks to the world: the executor, the model, webhooks; the
+    // watcher; grants over the store.
+    &["executor_client", "grants", "llm", "watch", "notify"],
+    // The request engine.
+    &["engine"],
+    // The API and its listener.
+    &["api", "listen"],
+];
+
+const CLI_LAYERS: &[&[&str]] = &[
+    &["exit", "text", "term", "claims", "pki", "fixture"],
+    &["home"],
+    &["args", "client"],
+    &["render", "approve"],
+    &["ask", "show", "grant", "daemons", "doctor"],
+    &["demo", "mcp", "ui"],
+    &["commands"],
+];
+
+/// `crate::x` paths in Rust source (comments left out), including the
+/// members of `use crate::{a, b::c}`.
+fn crate_modules_named(source: &str) -> BTreeSet<String> {
+    let code: String = source
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let first = item.trim().split("::").next().unwrap_or("").trim();
+                if !first.is_empty() && first != "self" {
+                    out.insert(first.to_string());
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// For each top-level module of `src`, the crate modules its files name.
+fn module_graph(src: &std::path::Path) -> HashMap<String, BTreeSet<String>> {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(src, &mut all);
+    let mut graph: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for path in all {
+        let rel = path.strip_prefix(src).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        let named = crate_modules_named(&std::fs::read_to_string(&path).unwrap());
+        let entry = graph.entry(top.clone()).or_default();
+        entry.extend(named.into_iter().filter(|m| *m != top));
+    }
+    graph
+}
+
+/// Every import that points up a layer, every module the table does not
+/// place, and every cycle.
+fn layer_problems(src: &std::path::Path, layers: &[&[&str]]) -> Vec<String> {
+    let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let graph = module_graph(src);
+    let mut problems = Vec::new();
+    let mut modules: Vec<&String> = graph.keys().collect();
+    modules.sort();
+    for m in &modules {
+        let Some(own) = layer_of(m) else {
+            problems.push(format!("module `{m}` has no layer in the table"));
+            continue;
+        };
+        for dep in &graph[*m] {
+            match layer_of(dep) {
+                Some(l) if l > own => problems.push(format!(
+                    "`{m}` (layer {own}) imports `{dep}` (layer {l}), which is above it"
+                )),
+                Some(_) => {}
+                // Not a module (a macro or a re-export at the root).
+                None => {}
+            }
+        }
+    }
+    // Cycles among modules of one layer (edges between layers all point
+    // down once the check above passes).
+    fn visit<'a>(
+        m: &'a str,
+        graph: &'a HashMap<String, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+        problems: &mut Vec<String>,
+    ) {
+        if let Some(at) = path.iter().position(|p| *p == m) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(m);
+            problems.push(format!("import cycle: {}", cycle.join(" → ")));
+            return;
+        }
+        if !done.insert(m) {
+            return;
+        }
+        path.push(m);
+        for dep in graph.get(m).into_iter().flatten() {
+            if graph.contains_key(dep) {
+                visit(dep, graph, path, done, problems);
+            }
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for m in modules {
+        visit(m, &graph, &mut Vec::new(), &mut done, &mut problems);
+    }
+    problems
+}
+
+#[test]
+fn modules_of_the_agent_and_the_cli_point_one_way() {
+    let root = drydock_e2e::workspace_root();
+    for (src, layers) in [
+        (root.join("agent/src"), AGENT_LAYERS),
+        (root.join("cli/src"), CLI_LAYERS),
+    ] {
+        let graph = module_graph(&src);
+        assert!(
+            graph.len() >= 10,
+            "sanity: read the modules of {}",
+            src.display()
+        );
+        let problems = layer_problems(&src, layers);
+        assert!(
+            problems.is_empty(),
+            "{}:\n{}",
+            src.display(),
+            problems.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_layer_check_sees_an_upward_import_and_a_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("low.rs"), "use crate::high::Thing;\n").unwrap();
+    std::fs::create_dir(src.join("high")).unwrap();
+    std::fs::write(src.join("high/mod.rs"), "use crate::{low, other::X};\n").unwrap();
+    std::fs::write(src.join("other.rs"), "// use crate::high;\nfn f() {}\n").unwrap();
+    let problems = layer_problems(src, &[&["low", "other"], &["high"]]);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`low` (layer 0) imports `high` (layer 1)")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.starts_with("import cycle")),
+        "{problems:?}"
+    );
+    assert!(
+        !problems.iter().any(|p| p.contains("`other`")),
+        "a comment is not an import: {problems:?}"
+    );
+}

@@ -140,9 +140,26 @@ fn show_and_cancel_work_on_a_real_request() {
 fn audit_commands_read_the_local_chain() {
     let dd = Drydock::init();
     dd.up();
+    let mut asked = Vec::new();
     for _ in 0..2 {
-        dd.ask_json(&["--diagnose-only", "--container", "no-such-container-x", "x"]);
+        asked.push(dd.ask_json(&["--diagnose-only", "--container", "no-such-container-x", "x"]));
     }
+    // Each ask read the list and the policy; an answered read's row is
+    // committed by the executor's flusher just after the answer (group
+    // commit), so give a loaded machine a moment to write them.
+    let rows_now = || {
+        String::from_utf8_lossy(&dd.cli(&["audit", "export"]).stdout)
+            .lines()
+            .count()
+    };
+    let started = std::time::Instant::now();
+    while rows_now() < 5 && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(
+        rows_now() >= 5,
+        "the asks' reads were not audited: {asked:?}"
+    );
     let out = dd.cli(&["audit", "verify"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("intact"), "{}", text(&out));

@@ -105,11 +105,12 @@ pub(super) async fn alerts(
             format!("the body is not an Alertmanager webhook message ({{\"alerts\": [...]}}): {e}"),
         )
     })?;
-    let outcomes = crate::watch::alerts::open_from_alerts(&s.engine, &s.watch, batch).await;
+    let outcomes =
+        crate::watch::alerts::open_from_alerts(&s.engine, s.engine.store(), &s.watch, batch).await;
     Ok(Json(json!({"alerts": outcomes})).into_response())
 }
 
 pub(super) async fn deliveries(State(s): State<AppState>) -> Result<Response, Problem> {
-    let rows = crate::notify::deliveries(s.engine.store(), 200).map_err(store_problem)?;
+    let rows = crate::store::deliveries::newest(s.engine.store(), 200).map_err(store_problem)?;
     Ok(Json(json!({"deliveries": rows})).into_response())
 }

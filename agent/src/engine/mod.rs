@@ -518,6 +518,24 @@ impl Engine {
     }
 }
 
+/// The watcher and the alert intake open requests through the engine
+/// without knowing it.
+impl crate::watch::Opener for Arc<Engine> {
+    fn open(
+        &self,
+        message: String,
+        options: RequestOptions,
+        source: RequestSource,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Request, String>> + Send + '_>>
+    {
+        Box::pin(async move {
+            Engine::open(self, message, options, source)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 /// The runbook entry for the target, as recorded in evidence.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct RunbookEvidence {

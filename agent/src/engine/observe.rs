@@ -180,7 +180,7 @@ impl Engine {
         // What the engine recorded of it (an OOM kill a restart hid, who
         // stopped it, how often it died), and before the engine's own
         // record (it keeps 256 events) the watcher's journal.
-        let journaled = crate::watch::journal::for_container(
+        let journaled = crate::store::journal::for_container(
             &self.store,
             &container.id,
             events_since.saturating_mul(1_000_000_000),

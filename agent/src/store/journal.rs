@@ -8,25 +8,8 @@
 
 use rusqlite::{params, OptionalExtension as _};
 
+use super::{Store, StoreError};
 use crate::model::ContainerEvent;
-use crate::store::{Store, StoreError};
-
-pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS journal (
-    time_nanos INTEGER NOT NULL,
-    container_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    action TEXT NOT NULL,
-    exit_code INTEGER,
-    signal TEXT NOT NULL,
-    health TEXT NOT NULL,
-    image TEXT NOT NULL,
-    project TEXT NOT NULL,
-    service TEXT NOT NULL,
-    trigger TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (time_nanos, container_id, action, health)
-);
-CREATE INDEX IF NOT EXISTS journal_by_container ON journal (container_id, time_nanos);
-CREATE INDEX IF NOT EXISTS journal_by_trigger ON journal (trigger);";
 
 /// Record an event; `false` when it was already there (a replay).
 pub fn record(store: &Store, e: &ContainerEvent) -> Result<bool, StoreError> {

@@ -1,14 +1,24 @@
-//! Durable request state and the event log, in SQLite. Every state
-//! transition saves the request document and appends its event in one
-//! transaction, so a crash never leaves a state without its event or the
-//! reverse, and the SSE stream can be replayed from here.
+//! The agent's durable state, in one SQLite file: requests and their event
+//! log (`requests`), automation grants (`grants`), the watcher's journal of
+//! container events (`journal`) and webhook deliveries (`deliveries`).
+//!
+//! The store owns every table and its schema (`schema`, versioned
+//! migrations); the modules above it call these functions and never write
+//! SQL of their own. Every state transition saves the request document and
+//! appends its event in one transaction, so a crash never leaves a state
+//! without its event or the reverse, and the SSE stream can be replayed from
+//! here.
+
+pub mod deliveries;
+pub mod grants;
+pub mod journal;
+mod requests;
+pub mod schema;
 
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, OptionalExtension as _};
-
-use crate::model::{now_rfc3339, Event, EventPayload, Request};
+use rusqlite::Connection;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -18,6 +28,12 @@ pub enum StoreError {
     Corrupt(#[from] serde_json::Error),
     #[error("cannot create store folder {0}: {1}")]
     Folder(String, std::io::Error),
+    #[error("{path} was written by a newer drydock-agent (store version {found}; this release knows up to {known}): run that release, or move the file away to start afresh")]
+    Newer {
+        path: String,
+        found: u32,
+        known: u32,
+    },
 }
 
 pub struct Store {
@@ -25,6 +41,8 @@ pub struct Store {
 }
 
 impl Store {
+    /// Open (or create) the store at `path`, bringing its schema to this
+    /// release's version.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -32,251 +50,108 @@ impl Store {
                     .map_err(|e| StoreError::Folder(dir.display().to_string(), e))?;
             }
         }
-        let conn = Connection::open(path)?;
+        let mut conn = Connection::open(path)?;
         // Pending approvals' signatures live here until they are used.
         drydock_daemon::files::restrict_sqlite(path);
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=NORMAL;
-             PRAGMA busy_timeout=5000;
-             CREATE TABLE IF NOT EXISTS requests (
-               id TEXT PRIMARY KEY,
-               created_at TEXT NOT NULL,
-               status TEXT NOT NULL,
-               doc TEXT NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS events (
-               seq INTEGER PRIMARY KEY AUTOINCREMENT,
-               request_id TEXT NOT NULL,
-               ts TEXT NOT NULL,
-               kind TEXT NOT NULL,
-               data TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS events_by_request ON events(request_id, seq);",
+             PRAGMA busy_timeout=5000;",
         )?;
-        conn.execute_batch(crate::grants::SCHEMA)?;
-        conn.execute_batch(crate::watch::journal::SCHEMA)?;
-        conn.execute_batch(crate::notify::SCHEMA)?;
+        migrate(&mut conn, path)?;
         Ok(Store {
             conn: Mutex::new(conn),
         })
     }
 
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+    /// The schema version of the open file.
+    pub fn version(&self) -> Result<u32, StoreError> {
+        Ok(self
+            .lock()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    /// Save the request and append one event, atomically.
-    pub fn save(&self, request: &Request, payload: EventPayload) -> Result<Event, StoreError> {
-        let mut events = self.save_events(request, vec![payload])?;
-        events
-            .pop()
-            .ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom("no event was saved")))
+/// Run the migrations this file has not had, in one transaction.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let known = schema::current();
+    if found > known {
+        return Err(StoreError::Newer {
+            path: path.display().to_string(),
+            found,
+            known,
+        });
     }
-
-    /// Save the request and append its events, in one transaction: a phase
-    /// that gathered several pieces of evidence writes them together.
-    pub fn save_events(
-        &self,
-        request: &Request,
-        events: Vec<EventPayload>,
-    ) -> Result<Vec<Event>, StoreError> {
-        let doc = serde_json::to_string(request)?;
-        let ts = now_rfc3339();
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        tx.execute(
-            "INSERT INTO requests (id, created_at, status, doc) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(id) DO UPDATE SET status = excluded.status, doc = excluded.doc",
-            params![request.id, request.created_at, request.status.as_str(), doc],
-        )?;
-        let mut saved = Vec::with_capacity(events.len());
-        for payload in events {
-            tx.execute(
-                "INSERT INTO events (request_id, ts, kind, data) VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    request.id,
-                    ts,
-                    payload.kind().as_str(),
-                    payload.data()?.to_string()
-                ],
-            )?;
-            saved.push(Event {
-                seq: tx.last_insert_rowid(),
-                request_id: request.id.clone(),
-                ts: ts.clone(),
-                payload,
-            });
-        }
-        tx.commit()?;
-        Ok(saved)
+    if found == known {
+        return Ok(());
     }
-
-    pub fn get(&self, id: &str) -> Result<Option<Request>, StoreError> {
-        let doc: Option<String> = self
-            .lock()
-            .query_row("SELECT doc FROM requests WHERE id = ?1", params![id], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        Ok(match doc {
-            Some(d) => Some(serde_json::from_str(&d)?),
-            None => None,
-        })
+    let tx = conn.transaction()?;
+    for sql in &schema::MIGRATIONS[found as usize..] {
+        tx.execute_batch(sql)?;
     }
-
-    /// Newest first, optionally only one status.
-    pub fn list(&self, status: Option<&str>, limit: u32) -> Result<Vec<Request>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare(
-            "SELECT doc FROM requests WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC LIMIT ?2",
-        )?;
-        let docs = stmt
-            .query_map(params![status, limit], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        docs.iter()
-            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
-            .collect()
-    }
-
-    pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare(
-            "SELECT doc FROM requests WHERE status NOT IN ('completed','failed','needs_clarification','rejected','canceled') ORDER BY created_at",
-        )?;
-        let docs = stmt
-            .query_map([], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        docs.iter()
-            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
-            .collect()
-    }
-
-    /// Events of one request after `after_seq`, in order.
-    pub fn events_after(&self, request_id: &str, after_seq: i64) -> Result<Vec<Event>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare(
-            "SELECT seq, request_id, ts, kind, data FROM events WHERE request_id = ?1 AND seq > ?2 ORDER BY seq",
-        )?;
-        let rows = stmt
-            .query_map(params![request_id, after_seq], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(seq, request_id, ts, kind, data)| {
-                Ok(Event {
-                    seq,
-                    request_id,
-                    ts,
-                    payload: EventPayload::from_parts(&kind, serde_json::from_str(&data)?)?,
-                })
-            })
-            .collect()
-    }
+    tx.pragma_update(None, "user_version", known)?;
+    tx.commit()?;
+    tracing::info!(from = found, to = known, "agent store migrated");
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EventKind, EvidenceAdded, RequestOptions, Status, StatusChanged};
 
-    fn request(id: &str) -> Request {
-        Request::new(
-            id.into(),
-            "m".into(),
-            RequestOptions::default(),
-            Default::default(),
-            now_rfc3339(),
-        )
-    }
-
-    fn created() -> EventPayload {
-        EventPayload::Created(crate::model::Created {
-            message: "m".into(),
-            options: RequestOptions::default(),
-            source: Default::default(),
-        })
-    }
-
-    fn status(status: Status) -> EventPayload {
-        EventPayload::Status(StatusChanged {
-            status,
-            message: String::new(),
-        })
-    }
-
-    fn evidence(kind: &str) -> EventPayload {
-        EventPayload::Evidence(EvidenceAdded {
-            id: format!("ev-{kind}"),
-            kind: kind.into(),
-            source: "test".into(),
-            summary: String::new(),
-        })
+    #[test]
+    fn a_new_store_is_at_this_releases_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        assert_eq!(store.version().unwrap(), schema::current());
     }
 
     #[test]
-    fn saves_survive_reopen_and_events_replay_in_order() {
+    fn a_store_from_before_versions_keeps_its_rows() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.db");
         {
-            let store = Store::open(&path).unwrap();
-            let mut r = request("r1");
-            store.save(&r, created()).unwrap();
-            r.status = Status::Completed;
-            store.save(&r, status(Status::Completed)).unwrap();
-            store.save(&request("r2"), created()).unwrap();
+            // What the release before versions wrote: the same tables, and
+            // user_version 0.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(schema::MIGRATIONS[0]).unwrap();
+            conn.execute(
+                "INSERT INTO requests (id, created_at, status, doc) VALUES ('r1', 't', 'completed', '{}')",
+                [],
+            )
+            .unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.get("r1").unwrap().unwrap().status, Status::Completed);
-        let events = store.events_after("r1", 0).unwrap();
-        assert_eq!(
-            events.iter().map(|e| e.kind()).collect::<Vec<_>>(),
-            [EventKind::Created, EventKind::Status]
-        );
-        assert_eq!(store.events_after("r1", events[0].seq).unwrap().len(), 1);
-        assert_eq!(
-            store
-                .unfinished()
-                .unwrap()
-                .iter()
-                .map(|r| r.id.as_str())
-                .collect::<Vec<_>>(),
-            ["r2"]
-        );
-        assert_eq!(store.list(Some("completed"), 10).unwrap().len(), 1);
+        assert_eq!(store.version().unwrap(), schema::current());
+        let n: i64 = store
+            .lock()
+            .query_row("SELECT count(*) FROM requests", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
     }
 
     #[test]
-    fn a_phase_saves_its_events_together_in_order() {
+    fn a_store_from_a_newer_release_is_refused_and_left_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("agent.db")).unwrap();
-        let r = request("r1");
-        let saved = store
-            .save_events(
-                &r,
-                vec![
-                    evidence("inspect"),
-                    evidence("logs"),
-                    status(Status::Diagnosing),
-                ],
-            )
+        let path = dir.path().join("agent.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
             .unwrap();
-        assert_eq!(saved.len(), 3);
-        assert!(saved[0].seq < saved[1].seq && saved[1].seq < saved[2].seq);
-        let replayed = store.events_after("r1", 0).unwrap();
-        assert_eq!(
-            replayed
-                .iter()
-                .map(|e| e.payload.clone())
-                .collect::<Vec<_>>(),
-            saved.iter().map(|e| e.payload.clone()).collect::<Vec<_>>()
+        let err = Store::open(&path).err().expect("refused").to_string();
+        assert!(
+            err.contains("newer drydock-agent (store version 99"),
+            "{err}"
         );
+        let version: u32 = Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 99, "nothing was written");
     }
 }

@@ -3,20 +3,19 @@
 //! automatic request share.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
+use super::Opener;
 use crate::config::WatchConfig;
-use crate::engine::Engine;
 use crate::model::{RequestOptions, RequestSource};
+use crate::store::Store;
 
 /// Why no new automatic request should be opened for a container, if so:
 /// an unfinished request already covers it, or an automatic one for it
 /// ended within the cooldown.
-pub fn busy(engine: &Engine, name: &str, id: &str, cooldown: Duration) -> Option<String> {
-    let store = engine.store();
+pub fn busy(store: &Store, name: &str, id: &str, cooldown: Duration) -> Option<String> {
     // An alert naming a compose service opens its request without a
     // container; its message names the target (`alert X for NAME...`).
     let named_by_alert = format!(" for {name}");
@@ -94,7 +93,8 @@ fn clean(s: &str, max: usize) -> String {
 
 /// Open a request for each firing alert whose labels name a target.
 pub async fn open_from_alerts(
-    engine: &Arc<Engine>,
+    opener: &dyn Opener,
+    store: &Store,
     config: &WatchConfig,
     batch: AlertBatch,
 ) -> Vec<AlertOutcome> {
@@ -149,7 +149,7 @@ pub async fn open_from_alerts(
             });
             continue;
         }
-        if let Some(why) = busy(engine, &value, "", config.cooldown) {
+        if let Some(why) = busy(store, &value, "", config.cooldown) {
             out.push(AlertOutcome {
                 alert: name,
                 request_id: None,
@@ -173,7 +173,7 @@ pub async fn open_from_alerts(
             diagnose_only: false,
             utc_offset_minutes: None,
         };
-        match engine.open(message, options, RequestSource::Alert).await {
+        match opener.open(message, options, RequestSource::Alert).await {
             Ok(req) => out.push(AlertOutcome {
                 alert: name,
                 request_id: Some(req.id),

@@ -17,18 +17,28 @@
 //!   that were being debounced are picked up again.
 
 pub mod alerts;
-pub mod journal;
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::model::ContainerEvent;
-
 use crate::config::WatchConfig;
-use crate::engine::Engine;
 use crate::executor_client::ExecutorClient;
-use crate::model::{RequestOptions, RequestSource};
+use crate::model::{ContainerEvent, Request, RequestOptions, RequestSource};
+use crate::store::{journal, Store};
+
+/// How the watcher and the alert intake open a request: the engine, as seen
+/// from below it (the engine implements this; nothing here knows it).
+pub trait Opener: Send + Sync {
+    fn open(
+        &self,
+        message: String,
+        options: RequestOptions,
+        source: RequestSource,
+    ) -> Pin<Box<dyn Future<Output = Result<Request, String>> + Send + '_>>;
+}
 
 /// Why a container was flagged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +90,8 @@ struct Pending {
 }
 
 pub struct Watcher {
-    engine: Arc<Engine>,
+    store: Arc<Store>,
+    opener: Arc<dyn Opener>,
     executor: ExecutorClient,
     config: WatchConfig,
     pending: HashMap<String, Pending>,
@@ -94,9 +105,15 @@ fn now_nanos() -> i64 {
 }
 
 impl Watcher {
-    pub fn spawn(engine: Arc<Engine>, executor: ExecutorClient, config: WatchConfig) {
+    pub fn spawn(
+        store: Arc<Store>,
+        opener: Arc<dyn Opener>,
+        executor: ExecutorClient,
+        config: WatchConfig,
+    ) {
         let mut watcher = Watcher {
-            engine,
+            store,
+            opener,
             executor,
             config,
             pending: HashMap::new(),
@@ -105,7 +122,7 @@ impl Watcher {
     }
 
     async fn run(&mut self) {
-        match journal::pending(self.engine.store()) {
+        match journal::pending(&self.store) {
             Ok(left) => {
                 for e in left {
                     let recent = self.recent(&e);
@@ -118,7 +135,7 @@ impl Watcher {
         }
         let mut backoff = Duration::from_secs(1);
         loop {
-            let since = match journal::last_time(self.engine.store()) {
+            let since = match journal::last_time(&self.store) {
                 Ok(Some(t)) => t,
                 _ => 0,
             };
@@ -151,7 +168,7 @@ impl Watcher {
     fn prune(&self) {
         let keep = self.config.journal_retention.as_nanos() as i64;
         if let Err(e) = journal::prune(
-            self.engine.store(),
+            &self.store,
             now_nanos() - keep,
             self.config.journal_max_rows,
         ) {
@@ -162,7 +179,7 @@ impl Watcher {
     fn recent(&self, e: &ContainerEvent) -> Vec<ContainerEvent> {
         let window = self.config.crash_loop_window.as_nanos() as i64;
         journal::for_container(
-            self.engine.store(),
+            &self.store,
             &e.container_id,
             e.time_nanos - window.max(30_000_000_000),
             500,
@@ -171,7 +188,7 @@ impl Watcher {
     }
 
     fn on_event(&mut self, e: ContainerEvent) {
-        match journal::record(self.engine.store(), &e) {
+        match journal::record(&self.store, &e) {
             Ok(true) => {}
             // A replay after a reconnect: it was handled the first time.
             Ok(false) => return,
@@ -182,7 +199,7 @@ impl Watcher {
         }
         let recent = self.recent(&e);
         if let Some(trigger) = trigger_of(&e, &recent) {
-            if let Err(err) = journal::set_trigger(self.engine.store(), &e, "pending") {
+            if let Err(err) = journal::set_trigger(&self.store, &e, "pending") {
                 tracing::error!(error = %err, "cannot record a watch trigger");
             }
             self.hold(e, trigger);
@@ -195,7 +212,7 @@ impl Watcher {
             Some(p) => {
                 p.folded += 1;
                 // The folded event is settled with the first one.
-                let _ = journal::set_trigger(self.engine.store(), &e, "folded");
+                let _ = journal::set_trigger(&self.store, &e, "folded");
             }
             None => {
                 tracing::info!(container = %e.name, trigger = ?trigger, "watch trigger; waiting {debounce:?} before opening a request");
@@ -223,7 +240,7 @@ impl Watcher {
         for id in due {
             if let Some(p) = self.pending.remove(&id) {
                 let state = self.fire(&p).await;
-                if let Err(e) = journal::set_trigger(self.engine.store(), &p.event, state) {
+                if let Err(e) = journal::set_trigger(&self.store, &p.event, state) {
                     tracing::error!(error = %e, "cannot settle a watch trigger");
                 }
             }
@@ -254,8 +271,7 @@ impl Watcher {
             tracing::info!(container = %e.name, "healthy again before the debounce ended; no request");
             return "skipped";
         }
-        if let Some(why) =
-            alerts::busy(&self.engine, &e.name, &e.container_id, self.config.cooldown)
+        if let Some(why) = alerts::busy(&self.store, &e.name, &e.container_id, self.config.cooldown)
         {
             tracing::info!(container = %e.name, "{why}; no new request");
             return "skipped";
@@ -278,7 +294,7 @@ impl Watcher {
             utc_offset_minutes: None,
         };
         match self
-            .engine
+            .opener
             .open(message, options, RequestSource::Watch)
             .await
         {

@@ -1,0 +1,229 @@
+//! Requests and their durable event log.
+
+use rusqlite::{params, OptionalExtension as _};
+
+use super::{Store, StoreError};
+use crate::model::{now_rfc3339, Event, EventPayload, Request, Status};
+
+impl Store {
+    /// Save the request and append one event, atomically.
+    pub fn save(&self, request: &Request, payload: EventPayload) -> Result<Event, StoreError> {
+        let mut events = self.save_events(request, vec![payload])?;
+        events
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt(serde::de::Error::custom("no event was saved")))
+    }
+
+    /// Save the request and append its events, in one transaction: a phase
+    /// that gathered several pieces of evidence writes them together.
+    pub fn save_events(
+        &self,
+        request: &Request,
+        events: Vec<EventPayload>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let doc = serde_json::to_string(request)?;
+        let ts = now_rfc3339();
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO requests (id, created_at, status, doc) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(id) DO UPDATE SET status = excluded.status, doc = excluded.doc",
+            params![request.id, request.created_at, request.status.as_str(), doc],
+        )?;
+        let mut saved = Vec::with_capacity(events.len());
+        for payload in events {
+            tx.execute(
+                "INSERT INTO events (request_id, ts, kind, data) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    request.id,
+                    ts,
+                    payload.kind().as_str(),
+                    payload.data()?.to_string()
+                ],
+            )?;
+            saved.push(Event {
+                seq: tx.last_insert_rowid(),
+                request_id: request.id.clone(),
+                ts: ts.clone(),
+                payload,
+            });
+        }
+        tx.commit()?;
+        Ok(saved)
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<Request>, StoreError> {
+        let doc: Option<String> = self
+            .lock()
+            .query_row("SELECT doc FROM requests WHERE id = ?1", params![id], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        Ok(match doc {
+            Some(d) => Some(serde_json::from_str(&d)?),
+            None => None,
+        })
+    }
+
+    /// Newest first, optionally only one status.
+    pub fn list(&self, status: Option<Status>, limit: u32) -> Result<Vec<Request>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT doc FROM requests WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC LIMIT ?2",
+        )?;
+        let docs = stmt
+            .query_map(params![status.map(Status::as_str), limit], |r| {
+                r.get::<_, String>(0)
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
+            .collect()
+    }
+
+    pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT doc FROM requests WHERE status NOT IN ({}) ORDER BY created_at",
+            Status::terminal()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ))?;
+        let docs = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
+            .collect()
+    }
+
+    /// Events of one request after `after_seq`, in order.
+    pub fn events_after(&self, request_id: &str, after_seq: i64) -> Result<Vec<Event>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT seq, request_id, ts, kind, data FROM events WHERE request_id = ?1 AND seq > ?2 ORDER BY seq",
+        )?;
+        let rows = stmt
+            .query_map(params![request_id, after_seq], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(seq, request_id, ts, kind, data)| {
+                Ok(Event {
+                    seq,
+                    request_id,
+                    ts,
+                    payload: EventPayload::from_parts(&kind, serde_json::from_str(&data)?)?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventKind, EvidenceAdded, RequestOptions, Status, StatusChanged};
+    use crate::store::Store;
+
+    fn request(id: &str) -> Request {
+        Request::new(
+            id.into(),
+            "m".into(),
+            RequestOptions::default(),
+            Default::default(),
+            now_rfc3339(),
+        )
+    }
+
+    fn created() -> EventPayload {
+        EventPayload::Created(crate::model::Created {
+            message: "m".into(),
+            options: RequestOptions::default(),
+            source: Default::default(),
+        })
+    }
+
+    fn status(status: Status) -> EventPayload {
+        EventPayload::Status(StatusChanged {
+            status,
+            message: String::new(),
+        })
+    }
+
+    fn evidence(kind: &str) -> EventPayload {
+        EventPayload::Evidence(EvidenceAdded {
+            id: format!("ev-{kind}"),
+            kind: kind.into(),
+            source: "test".into(),
+            summary: String::new(),
+        })
+    }
+
+    #[test]
+    fn saves_survive_reopen_and_events_replay_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.db");
+        {
+            let store = Store::open(&path).unwrap();
+            let mut r = request("r1");
+            store.save(&r, created()).unwrap();
+            r.status = Status::Completed;
+            store.save(&r, status(Status::Completed)).unwrap();
+            store.save(&request("r2"), created()).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.get("r1").unwrap().unwrap().status, Status::Completed);
+        let events = store.events_after("r1", 0).unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.kind()).collect::<Vec<_>>(),
+            [EventKind::Created, EventKind::Status]
+        );
+        assert_eq!(store.events_after("r1", events[0].seq).unwrap().len(), 1);
+        assert_eq!(
+            store
+                .unfinished()
+                .unwrap()
+                .iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>(),
+            ["r2"]
+        );
+        assert_eq!(store.list(Some(Status::Completed), 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_phase_saves_its_events_together_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let r = request("r1");
+        let saved = store
+            .save_events(
+                &r,
+                vec![
+                    evidence("inspect"),
+                    evidence("logs"),
+                    status(Status::Diagnosing),
+                ],
+            )
+            .unwrap();
+        assert_eq!(saved.len(), 3);
+        assert!(saved[0].seq < saved[1].seq && saved[1].seq < saved[2].seq);
+        let replayed = store.events_after("r1", 0).unwrap();
+        assert_eq!(
+            replayed
+                .iter()
+                .map(|e| e.payload.clone())
+                .collect::<Vec<_>>(),
+            saved.iter().map(|e| e.payload.clone()).collect::<Vec<_>>()
+        );
+    }
+}

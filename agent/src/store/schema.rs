@@ -1,0 +1,71 @@
+//! The agent store's schema, as a list of migrations. The file's
+//! `user_version` says how many have run; opening a store runs the rest in
+//! one transaction, and refuses a file a newer release made (its tables may
+//! mean something this release does not know).
+//!
+//! To change the schema, append a migration; never edit one that shipped.
+
+/// Migration `i` takes a store from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: requests and their events, automation grants, the watcher's
+    // journal of container events, and webhook deliveries. A store of the
+    // release before versions existed (version 0) has these tables
+    // already; `IF NOT EXISTS` keeps its rows.
+    "CREATE TABLE IF NOT EXISTS requests (
+       id TEXT PRIMARY KEY,
+       created_at TEXT NOT NULL,
+       status TEXT NOT NULL,
+       doc TEXT NOT NULL
+     );
+     CREATE TABLE IF NOT EXISTS events (
+       seq INTEGER PRIMARY KEY AUTOINCREMENT,
+       request_id TEXT NOT NULL,
+       ts TEXT NOT NULL,
+       kind TEXT NOT NULL,
+       data TEXT NOT NULL
+     );
+     CREATE INDEX IF NOT EXISTS events_by_request ON events(request_id, seq);
+     CREATE TABLE IF NOT EXISTS grants (
+       id TEXT PRIMARY KEY,
+       claims TEXT NOT NULL,
+       signature TEXT NOT NULL,
+       key_id TEXT NOT NULL,
+       created_at TEXT NOT NULL,
+       revoked_at TEXT
+     );
+     CREATE TABLE IF NOT EXISTS journal (
+       time_nanos INTEGER NOT NULL,
+       container_id TEXT NOT NULL,
+       name TEXT NOT NULL,
+       action TEXT NOT NULL,
+       exit_code INTEGER,
+       signal TEXT NOT NULL,
+       health TEXT NOT NULL,
+       image TEXT NOT NULL,
+       project TEXT NOT NULL,
+       service TEXT NOT NULL,
+       trigger TEXT NOT NULL DEFAULT '',
+       PRIMARY KEY (time_nanos, container_id, action, health)
+     );
+     CREATE INDEX IF NOT EXISTS journal_by_container ON journal (container_id, time_nanos);
+     CREATE INDEX IF NOT EXISTS journal_by_trigger ON journal (trigger);
+     CREATE TABLE IF NOT EXISTS deliveries (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       webhook TEXT NOT NULL,
+       event TEXT NOT NULL,
+       request_id TEXT NOT NULL,
+       body TEXT NOT NULL,
+       status TEXT NOT NULL,
+       attempts INTEGER NOT NULL DEFAULT 0,
+       next_at INTEGER NOT NULL,
+       last_error TEXT NOT NULL DEFAULT '',
+       created_at TEXT NOT NULL,
+       delivered_at TEXT
+     );
+     CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_at);",
+];
+
+/// The version this release writes.
+pub fn current() -> u32 {
+    MIGRATIONS.len() as u32
+}
