@@ -1,7 +1,14 @@
 //! The agent's side of the executor contract. It presents the agent's client
 //! certificate over mTLS; `pb::` types end here and become the agent's views.
+//!
+//! The engine and the model's tools talk to the executor through the
+//! `Executor` trait (reads in `Reads`, which has no write), so they can be
+//! driven by a scripted executor in tests; `ExecutorClient` is the one over
+//! gRPC.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::time::Duration;
 
 use drydock_proto::approval::WriteAction;
@@ -33,36 +40,128 @@ pub enum Authority {
 }
 
 /// A refusal or failure reported by the executor, with its gRPC code.
-#[derive(Debug, thiserror::Error, Clone)]
-#[error("executor {code}: {message}")]
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[error("executor {code:?}: {message}")]
 pub struct ExecutorError {
-    pub code: String,
+    pub code: tonic::Code,
     pub message: String,
 }
 
 impl ExecutorError {
+    pub fn new(code: tonic::Code, message: impl Into<String>) -> ExecutorError {
+        ExecutorError {
+            code,
+            message: message.into(),
+        }
+    }
+
     pub fn is_not_found(&self) -> bool {
-        self.code == "NotFound"
+        self.code == tonic::Code::NotFound
+    }
+
+    /// The executor refused: its policy, an approval or a grant, or the
+    /// container's state. Nothing was done.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.code,
+            tonic::Code::FailedPrecondition
+                | tonic::Code::PermissionDenied
+                | tonic::Code::InvalidArgument
+                | tonic::Code::NotFound
+                | tonic::Code::Unauthenticated
+                | tonic::Code::ResourceExhausted
+        )
     }
 
     /// Whether a write that failed this way may still have happened: the
     /// answer was lost or the executor could not finish recording it, as
     /// opposed to a refusal, which changes nothing.
     pub fn outcome_in_doubt(&self) -> bool {
-        matches!(
-            self.code.as_str(),
-            "Unavailable" | "DeadlineExceeded" | "Unknown" | "Cancelled" | "Internal" | "Aborted"
-        )
+        use tonic::Code;
+        match self.code {
+            Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Unknown
+            | Code::Cancelled
+            | Code::Internal
+            | Code::Aborted
+            | Code::DataLoss => true,
+            Code::Ok
+            | Code::InvalidArgument
+            | Code::NotFound
+            | Code::AlreadyExists
+            | Code::PermissionDenied
+            | Code::ResourceExhausted
+            | Code::FailedPrecondition
+            | Code::OutOfRange
+            | Code::Unimplemented
+            | Code::Unauthenticated => false,
+        }
     }
 }
 
 impl From<tonic::Status> for ExecutorError {
     fn from(s: tonic::Status) -> Self {
-        ExecutorError {
-            code: format!("{:?}", s.code()),
-            message: s.message().to_string(),
-        }
+        ExecutorError::new(s.code(), s.message())
     }
+}
+
+/// An executor call in flight.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
+
+/// The executor's read RPCs, as the agent uses them. Nothing here writes.
+pub trait Reads: Send + Sync {
+    fn list<'a>(&'a self, request_id: &'a str, all: bool) -> Call<'a, Vec<ContainerSummaryView>>;
+    fn inspect<'a>(&'a self, request_id: &'a str, container: &'a str) -> Call<'a, ContainerView>;
+    /// The last `tail` lines between `since` and `until` (unix seconds,
+    /// `until`'s own second included; 0 for no bound).
+    fn logs_window<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        tail: u32,
+        since: i64,
+        until: i64,
+    ) -> Call<'a, LogsView>;
+    fn policy<'a>(&'a self, request_id: &'a str) -> Call<'a, PolicyView>;
+    fn stats<'a>(&'a self, request_id: &'a str, container: &'a str) -> Call<'a, StatsView>;
+    fn disk_usage<'a>(&'a self, request_id: &'a str, container: &'a str)
+        -> Call<'a, DiskUsageView>;
+    /// The container's engine events since `since_unix` (0: the last
+    /// hour), the newest `limit` (at most 256), oldest first.
+    fn container_events<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        since_unix: i64,
+        limit: u32,
+    ) -> Call<'a, Vec<ContainerEvent>>;
+    /// The operator-configured HTTP check for `service`.
+    fn check_http<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, HttpCheckView>;
+
+    /// The last `tail` lines of its logs.
+    fn logs<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        tail: u32,
+    ) -> Call<'a, LogsView> {
+        self.logs_window(request_id, container, tail, 0, 0)
+    }
+}
+
+/// Every RPC the engine uses: the reads, and the writes a signed approval
+/// or a grant authorises.
+pub trait Executor: Reads {
+    /// Send a write with what authorises it. The agent cannot make these
+    /// bytes itself: only the operator's key can sign them.
+    fn write<'a>(
+        &'a self,
+        action: WriteAction,
+        request_id: &'a str,
+        container_id: &'a str,
+        authority: Authority,
+    ) -> Call<'a, ()>;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +226,7 @@ impl ExecutorClient {
         })
     }
 
-    pub async fn list(
+    async fn list(
         &self,
         request_id: &str,
         all: bool,
@@ -157,7 +256,7 @@ impl ExecutorClient {
             .collect())
     }
 
-    pub async fn inspect(
+    async fn inspect(
         &self,
         request_id: &str,
         container: &str,
@@ -237,19 +336,10 @@ impl ExecutorClient {
         })
     }
 
-    pub async fn logs(
-        &self,
-        request_id: &str,
-        container: &str,
-        tail: u32,
-    ) -> Result<LogsView, ExecutorError> {
-        self.logs_window(request_id, container, tail, 0, 0).await
-    }
-
     /// The last `tail` lines between `since` and `until` (unix seconds,
     /// `until`'s own second included; 0 for no bound): what a container
     /// said before a moment.
-    pub async fn logs_window(
+    async fn logs_window(
         &self,
         request_id: &str,
         container: &str,
@@ -285,7 +375,7 @@ impl ExecutorClient {
         })
     }
 
-    pub async fn policy(&self, request_id: &str) -> Result<PolicyView, ExecutorError> {
+    async fn policy(&self, request_id: &str) -> Result<PolicyView, ExecutorError> {
         let r = self
             .inner
             .clone()
@@ -323,7 +413,7 @@ impl ExecutorClient {
     }
 
     /// Where one container's disk goes, and the engine's totals.
-    pub async fn disk_usage(
+    async fn disk_usage(
         &self,
         request_id: &str,
         container: &str,
@@ -367,7 +457,7 @@ impl ExecutorClient {
     /// One container's engine events of the last hour, oldest first.
     /// The container's engine events since `since_unix` (0: the last
     /// hour), the newest `limit` (at most 256).
-    pub async fn container_events(
+    async fn container_events(
         &self,
         request_id: &str,
         container: &str,
@@ -404,11 +494,7 @@ impl ExecutorClient {
             .into_inner())
     }
 
-    pub async fn stats(
-        &self,
-        request_id: &str,
-        container: &str,
-    ) -> Result<StatsView, ExecutorError> {
+    async fn stats(&self, request_id: &str, container: &str) -> Result<StatsView, ExecutorError> {
         let r = self
             .inner
             .clone()
@@ -432,7 +518,7 @@ impl ExecutorClient {
     }
 
     /// The operator-configured HTTP check for `service`.
-    pub async fn check_http(
+    async fn check_http(
         &self,
         request_id: &str,
         service: &str,
@@ -458,7 +544,7 @@ impl ExecutorClient {
 
     /// Send a signed approval with the write it authorizes. The agent cannot
     /// make these bytes itself: only the operator's key can sign them.
-    pub async fn write(
+    async fn write(
         &self,
         action: WriteAction,
         request_id: &str,
@@ -519,5 +605,102 @@ pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
         image: e.image,
         project: e.compose_project,
         service: e.compose_service,
+    }
+}
+
+impl Reads for ExecutorClient {
+    fn list<'a>(&'a self, request_id: &'a str, all: bool) -> Call<'a, Vec<ContainerSummaryView>> {
+        Box::pin(ExecutorClient::list(self, request_id, all))
+    }
+    fn inspect<'a>(&'a self, request_id: &'a str, container: &'a str) -> Call<'a, ContainerView> {
+        Box::pin(ExecutorClient::inspect(self, request_id, container))
+    }
+    fn logs_window<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        tail: u32,
+        since: i64,
+        until: i64,
+    ) -> Call<'a, LogsView> {
+        Box::pin(ExecutorClient::logs_window(
+            self, request_id, container, tail, since, until,
+        ))
+    }
+    fn policy<'a>(&'a self, request_id: &'a str) -> Call<'a, PolicyView> {
+        Box::pin(ExecutorClient::policy(self, request_id))
+    }
+    fn stats<'a>(&'a self, request_id: &'a str, container: &'a str) -> Call<'a, StatsView> {
+        Box::pin(ExecutorClient::stats(self, request_id, container))
+    }
+    fn disk_usage<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+    ) -> Call<'a, DiskUsageView> {
+        Box::pin(ExecutorClient::disk_usage(self, request_id, container))
+    }
+    fn container_events<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        since_unix: i64,
+        limit: u32,
+    ) -> Call<'a, Vec<ContainerEvent>> {
+        Box::pin(ExecutorClient::container_events(
+            self, request_id, container, since_unix, limit,
+        ))
+    }
+    fn check_http<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, HttpCheckView> {
+        Box::pin(ExecutorClient::check_http(self, request_id, service))
+    }
+}
+
+impl Executor for ExecutorClient {
+    fn write<'a>(
+        &'a self,
+        action: WriteAction,
+        request_id: &'a str,
+        container_id: &'a str,
+        authority: Authority,
+    ) -> Call<'a, ()> {
+        Box::pin(ExecutorClient::write(
+            self,
+            action,
+            request_id,
+            container_id,
+            authority,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    #[test]
+    fn a_lost_answer_is_in_doubt_and_a_refusal_is_not() {
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Cancelled,
+            Code::Internal,
+        ] {
+            let e = ExecutorError::new(code, "x");
+            assert!(e.outcome_in_doubt() && !e.is_refusal(), "{code:?}");
+        }
+        for code in [
+            Code::FailedPrecondition,
+            Code::PermissionDenied,
+            Code::NotFound,
+        ] {
+            let e = ExecutorError::new(code, "x");
+            assert!(!e.outcome_in_doubt() && e.is_refusal(), "{code:?}");
+        }
+        assert_eq!(
+            ExecutorError::from(tonic::Status::unavailable("executor down")).to_string(),
+            "executor Unavailable: executor down"
+        );
     }
 }

@@ -97,12 +97,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let watch_client = executor.clone();
     let engine = Engine::new(
         store.clone(),
-        executor,
+        Arc::new(executor),
         EngineConfig {
             approval_ttl: config.approval_ttl,
             max_iterations: config.max_iterations,
             verify_max_wait: config.verify.max_wait,
             verify_poll: config.verify.poll_interval,
+            stable_for: drydock_agent::engine::DEFAULT_STABLE_FOR,
             logs_tail: config.logs_tail,
             runbook: Arc::new(runbook),
             llm,

@@ -326,12 +326,13 @@ async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
     let store = Arc::new(Store::open(&dir.path().join("agent.db")).unwrap());
     let engine = Engine::new(
         store,
-        client,
+        Arc::new(client),
         EngineConfig {
             approval_ttl: Duration::from_secs(600),
             max_iterations: 3,
             verify_max_wait: Duration::from_secs(5),
             verify_poll: Duration::from_millis(100),
+            stable_for: drydock_agent::engine::DEFAULT_STABLE_FOR,
             logs_tail: 200,
             runbook: Arc::new(Runbook::default()),
             llm: Some(Arc::new(setup)),

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 mod support;
 
 use drydock_agent::config::LlmConfig;
-use drydock_agent::executor_client::ExecutorError;
+use drydock_agent::executor_client::{Call, ExecutorError, Reads};
 use drydock_agent::llm::agent_loop::{Limits, TRUNCATED_REPLY};
 use drydock_agent::llm::investigate::{investigate, Input, Report, Setup, Verdict};
 use drydock_agent::llm::provider::{ApiKey, Provider};
-use drydock_agent::llm::tools::{Journal, ReadOnlyExecutor};
+use drydock_agent::llm::tools::Journal;
 use drydock_agent::model::*;
 use drydock_agent::runbook::Runbook;
 use serde_json::{json, Value};
@@ -43,64 +43,104 @@ impl Executor {
             .iter()
             .find(|c| c.name == name || c.id == name)
             .cloned()
-            .ok_or(ExecutorError {
-                code: "NotFound".into(),
-                message: format!("no container {name}"),
-            })
+            .ok_or(ExecutorError::new(
+                tonic::Code::NotFound,
+                format!("no container {name}"),
+            ))
     }
 }
 
-impl ReadOnlyExecutor for Executor {
-    async fn list(&self, _: &str) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
-        self.calls.lock().unwrap().push("list".into());
-        Ok(self
-            .containers
-            .iter()
-            .map(|c| ContainerSummaryView {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                image: c.image.clone(),
-                state: c.status.clone(),
-                ..Default::default()
-            })
-            .collect())
-    }
-    async fn inspect(&self, _: &str, c: &str) -> Result<ContainerView, ExecutorError> {
-        self.calls.lock().unwrap().push(format!("inspect {c}"));
-        self.find(c)
-    }
-    async fn logs(&self, _: &str, c: &str, tail: u32) -> Result<LogsView, ExecutorError> {
-        self.calls.lock().unwrap().push(format!("logs {c} {tail}"));
-        self.find(c)?;
-        Ok(LogsView {
-            lines: self
-                .logs
+/// What the model's tools never ask for.
+fn unused<T>() -> Result<T, ExecutorError> {
+    Err(ExecutorError::new(
+        tonic::Code::Unimplemented,
+        "not a tool's read",
+    ))
+}
+
+impl Reads for Executor {
+    fn list<'a>(&'a self, _: &'a str, _all: bool) -> Call<'a, Vec<ContainerSummaryView>> {
+        Box::pin(async move {
+            self.calls.lock().unwrap().push("list".into());
+            Ok(self
+                .containers
                 .iter()
-                .map(|t| LogLineView {
-                    stream: "stdout".into(),
-                    text: t.clone(),
+                .map(|c| ContainerSummaryView {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    image: c.image.clone(),
+                    state: c.status.clone(),
                     ..Default::default()
                 })
-                .collect(),
-            ..Default::default()
+                .collect())
         })
     }
-    async fn stats(&self, _: &str, c: &str) -> Result<StatsView, ExecutorError> {
-        self.calls.lock().unwrap().push(format!("stats {c}"));
-        self.find(c)?;
-        Ok(StatsView {
-            memory_usage_bytes: 1 << 30,
-            memory_percent: 50.0,
-            ..Default::default()
+    fn inspect<'a>(&'a self, _: &'a str, c: &'a str) -> Call<'a, ContainerView> {
+        Box::pin(async move {
+            self.calls.lock().unwrap().push(format!("inspect {c}"));
+            self.find(c)
         })
     }
-    async fn disk_usage(&self, _: &str, c: &str) -> Result<DiskUsageView, ExecutorError> {
-        self.calls.lock().unwrap().push(format!("disk_usage {c}"));
-        self.find(c)?;
-        Ok(DiskUsageView {
-            writable_layer_bytes: 6 << 20,
-            ..Default::default()
+    fn logs_window<'a>(
+        &'a self,
+        _: &'a str,
+        c: &'a str,
+        tail: u32,
+        _since: i64,
+        _until: i64,
+    ) -> Call<'a, LogsView> {
+        Box::pin(async move {
+            self.calls.lock().unwrap().push(format!("logs {c} {tail}"));
+            self.find(c)?;
+            Ok(LogsView {
+                lines: self
+                    .logs
+                    .iter()
+                    .map(|t| LogLineView {
+                        stream: "stdout".into(),
+                        text: t.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
         })
+    }
+    fn stats<'a>(&'a self, _: &'a str, c: &'a str) -> Call<'a, StatsView> {
+        Box::pin(async move {
+            self.calls.lock().unwrap().push(format!("stats {c}"));
+            self.find(c)?;
+            Ok(StatsView {
+                memory_usage_bytes: 1 << 30,
+                memory_percent: 50.0,
+                ..Default::default()
+            })
+        })
+    }
+    fn disk_usage<'a>(&'a self, _: &'a str, c: &'a str) -> Call<'a, DiskUsageView> {
+        Box::pin(async move {
+            self.calls.lock().unwrap().push(format!("disk_usage {c}"));
+            self.find(c)?;
+            Ok(DiskUsageView {
+                writable_layer_bytes: 6 << 20,
+                ..Default::default()
+            })
+        })
+    }
+    fn policy<'a>(&'a self, _: &'a str) -> Call<'a, PolicyView> {
+        Box::pin(async { unused() })
+    }
+    fn container_events<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: i64,
+        _: u32,
+    ) -> Call<'a, Vec<ContainerEvent>> {
+        Box::pin(async { unused() })
+    }
+    fn check_http<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, HttpCheckView> {
+        Box::pin(async { unused() })
     }
 }
 

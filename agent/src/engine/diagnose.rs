@@ -63,7 +63,7 @@ impl Engine {
                 analyzer: analyzer.as_ref(),
                 policy: Self::latest_policy(&req),
             },
-            &self.executor,
+            self.executor.as_ref(),
             &journal,
             &mut cancel,
         )

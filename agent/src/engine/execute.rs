@@ -164,7 +164,10 @@ impl Engine {
                 // state, a revocation): nothing was done; a person decides,
                 // as long as no step of this plan has run (a plan half done
                 // under a grant is not handed over to be done twice).
-                if e.code == "FailedPrecondition" && !ran_a_step && req.execution.is_empty() {
+                if e.code == tonic::Code::FailedPrecondition
+                    && !ran_a_step
+                    && req.execution.is_empty()
+                {
                     return self.fall_back_to_a_person(id, &plan, grant_id, e).await;
                 }
             }

@@ -23,6 +23,8 @@ mod execute;
 pub mod lifecycle;
 mod observe;
 mod plan;
+#[cfg(test)]
+mod tests;
 mod verify;
 
 use std::collections::HashMap;
@@ -32,15 +34,17 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
-use crate::executor_client::{ExecutorClient, ExecutorError};
+use crate::executor_client::{Executor, ExecutorError};
 use crate::llm::investigate;
 use crate::llm::tools::Journal;
 use crate::model::*;
 use crate::runbook::Runbook;
 use crate::store::{Store, StoreError};
 
-/// Without a healthcheck, a container must stay up this long after an action.
-const STABLE_FOR: Duration = Duration::from_secs(3);
+/// How long every verification check must hold after an action (longer
+/// for a healthcheck's own schedule): a process that wedges again a second
+/// after a restart is not fixed.
+pub const DEFAULT_STABLE_FOR: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -48,6 +52,8 @@ pub struct EngineConfig {
     pub max_iterations: u32,
     pub verify_max_wait: Duration,
     pub verify_poll: Duration,
+    /// The stability hold (`DEFAULT_STABLE_FOR`).
+    pub stable_for: Duration,
     pub logs_tail: u32,
     pub runbook: Arc<Runbook>,
     /// Model-backed investigation; `None` (the default) is rules only.
@@ -94,7 +100,7 @@ impl Default for Control {
 
 pub struct Engine {
     store: Arc<Store>,
-    executor: ExecutorClient,
+    executor: Arc<dyn Executor>,
     config: EngineConfig,
     events: broadcast::Sender<Event>,
     controls: Mutex<HashMap<String, Arc<Control>>>,
@@ -150,7 +156,11 @@ impl From<StoreError> for Stop {
 }
 
 impl Engine {
-    pub fn new(store: Arc<Store>, executor: ExecutorClient, config: EngineConfig) -> Arc<Engine> {
+    pub fn new(
+        store: Arc<Store>,
+        executor: Arc<dyn Executor>,
+        config: EngineConfig,
+    ) -> Arc<Engine> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(Engine {
             store,

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Engine, RunbookEvidence, Stop, STABLE_FOR};
+use super::{Engine, RunbookEvidence, Stop};
 use crate::model::*;
 
 impl Engine {
@@ -24,14 +24,16 @@ impl Engine {
         // Every check must hold for a while, not at one lucky moment: a
         // process that wedges again a second after a restart is not fixed.
         let mut ok_since: Option<Instant> = None;
-        let mut hold = STABLE_FOR;
+        let mut hold = self.config.stable_for;
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
             match self.executor.inspect(id, container_id).await {
                 Ok(c) => {
                     if let Some(hc) = &c.healthcheck {
-                        hold = STABLE_FOR
+                        hold = self
+                            .config
+                            .stable_for
                             .max(Duration::from_millis(
                                 hc.interval_ms * u64::from(hc.retries.max(1)),
                             ))
@@ -40,8 +42,11 @@ impl Engine {
                             hc.start_period_ms
                                 + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
                         ) + Duration::from_secs(5);
-                        deadline =
-                            needed.clamp(Duration::from_secs(10), self.config.verify_max_wait);
+                        // At least 10 s, at most the configured wait (which
+                        // may be shorter: `clamp` would panic then).
+                        deadline = needed
+                            .max(Duration::from_secs(10))
+                            .min(self.config.verify_max_wait);
                     } else {
                         deadline = deadline.min(Duration::from_secs(15));
                     }

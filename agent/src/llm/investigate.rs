@@ -14,9 +14,10 @@ use tokio::sync::watch;
 
 use super::agent_loop::{self, End, Handler, Limits, ToolReply};
 use super::provider::Provider;
-use super::tools::{self, Journal, ReadOnlyExecutor};
+use super::tools::{self, Journal};
 use super::untrusted::Boundary;
 use super::{compact, Message, ToolCall, Usage};
+use crate::executor_client::Reads;
 use crate::model::{
     ContainerSummaryView, ContainerView, Diagnosis, DiskUsageView, EventPayload, Evidence,
     ExecutionRecord, FaultClass, LlmTool, LogsView, Plan, PolicyView, Request, StatsView, Target,
@@ -262,7 +263,7 @@ const ELIDED: &str = "[earlier tool answer elided to fit the context budget]";
 /// Secret-looking values in tool output, replaced before the model sees them.
 use crate::text::redact;
 
-struct Investigator<'a, E, J> {
+struct Investigator<'a, E: ?Sized, J> {
     executor: &'a E,
     journal: &'a J,
     request_id: String,
@@ -285,7 +286,7 @@ struct Investigator<'a, E, J> {
     verdict: Option<Verdict>,
 }
 
-impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
+impl<E: Reads + ?Sized, J: Journal> Investigator<'_, E, J> {
     async fn record(&mut self, kind: &str, source: &str, data: Value, summary: String) -> String {
         let ev = Evidence {
             id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
@@ -332,7 +333,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
         let result: Result<(String, &str, &str, Value, String), String> = match name {
             "list_containers" => self
                 .executor
-                .list(&id)
+                .list(&id, true)
                 .await
                 .map(|l| {
                     (
@@ -477,7 +478,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Investigator<'_, E, J> {
     }
 }
 
-impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
+impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
     async fn call(&mut self, call: &ToolCall, args: Value) -> ToolReply {
         self.journal
             .event(EventPayload::LlmTool(LlmTool {
@@ -651,7 +652,7 @@ impl<E: ReadOnlyExecutor, J: Journal> Handler for Investigator<'_, E, J> {
 }
 
 /// Investigate one request. Never fails: every failure is a `Fallback`.
-pub async fn investigate<E: ReadOnlyExecutor, J: Journal>(
+pub async fn investigate<E: Reads + ?Sized, J: Journal>(
     setup: &Setup,
     input: Input<'_>,
     executor: &E,

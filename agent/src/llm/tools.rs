@@ -1,78 +1,15 @@
 //! The model's tools. Six read the world through the executor (each answer
 //! recorded as Evidence so a diagnosis can cite it); four are how the model
-//! answers. None writes: `ReadOnlyExecutor` has no write method, so no tool
-//! could call one.
+//! answers. None writes: an investigation is handed the executor as
+//! `executor_client::Reads`, which has no write method, so no tool could
+//! call one.
 
 use std::future::Future;
 
 use serde_json::{json, Value};
 
 use super::ToolSpec;
-use crate::executor_client::{ExecutorClient, ExecutorError};
-use crate::model::{
-    ContainerSummaryView, ContainerView, DiskUsageView, EventPayload, Evidence, LogsView, StatsView,
-};
-
-/// The executor's read RPCs, as the model's tools need them. Production:
-/// `ExecutorClient`; tests: a double in `agent/tests`.
-pub trait ReadOnlyExecutor: Send + Sync {
-    fn list(
-        &self,
-        request_id: &str,
-    ) -> impl Future<Output = Result<Vec<ContainerSummaryView>, ExecutorError>> + Send;
-    fn inspect(
-        &self,
-        request_id: &str,
-        container: &str,
-    ) -> impl Future<Output = Result<ContainerView, ExecutorError>> + Send;
-    fn logs(
-        &self,
-        request_id: &str,
-        container: &str,
-        tail: u32,
-    ) -> impl Future<Output = Result<LogsView, ExecutorError>> + Send;
-    fn stats(
-        &self,
-        request_id: &str,
-        container: &str,
-    ) -> impl Future<Output = Result<StatsView, ExecutorError>> + Send;
-    fn disk_usage(
-        &self,
-        request_id: &str,
-        container: &str,
-    ) -> impl Future<Output = Result<DiskUsageView, ExecutorError>> + Send;
-}
-
-impl ReadOnlyExecutor for ExecutorClient {
-    async fn list(&self, request_id: &str) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
-        ExecutorClient::list(self, request_id, true).await
-    }
-    async fn inspect(
-        &self,
-        request_id: &str,
-        container: &str,
-    ) -> Result<ContainerView, ExecutorError> {
-        ExecutorClient::inspect(self, request_id, container).await
-    }
-    async fn logs(
-        &self,
-        request_id: &str,
-        container: &str,
-        tail: u32,
-    ) -> Result<LogsView, ExecutorError> {
-        ExecutorClient::logs(self, request_id, container, tail).await
-    }
-    async fn stats(&self, request_id: &str, container: &str) -> Result<StatsView, ExecutorError> {
-        ExecutorClient::stats(self, request_id, container).await
-    }
-    async fn disk_usage(
-        &self,
-        request_id: &str,
-        container: &str,
-    ) -> Result<DiskUsageView, ExecutorError> {
-        ExecutorClient::disk_usage(self, request_id, container).await
-    }
-}
+use crate::model::{EventPayload, Evidence};
 
 /// Where an investigation leaves its trace: evidence records and events on
 /// the request's stream. Production: the engine's store.
