@@ -16,7 +16,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use std::sync::{Arc, RwLock};
 
-use crate::policy::{Permit, ResolvedTarget};
+use crate::policy::{Permit, Read, ResolvedTarget, Restart, Start, Stop};
 
 /// Reads are tried this many times in all (the first try and two retries).
 pub const READ_ATTEMPTS: u32 = 3;
@@ -261,7 +261,7 @@ pub struct Resolved {
 
 impl Resolved {
     /// The inspect made while resolving, for the permitted container only.
-    pub fn details(self, permit: &Permit) -> Option<ContainerDetails> {
+    pub fn details(self, permit: &Permit<Read>) -> Option<ContainerDetails> {
         (permit.container_id() == self.details.id).then_some(self.details)
     }
 }
@@ -415,14 +415,14 @@ impl DockerAdapter {
             .collect())
     }
 
-    pub async fn inspect(&self, permit: &Permit) -> Result<ContainerDetails, DockerError> {
+    pub async fn inspect(&self, permit: &Permit<Read>) -> Result<ContainerDetails, DockerError> {
         self.inspect_raw(permit.container_id()).await
     }
 
     /// Does the engine still have the permitted container's image? Asked
     /// by content id (`sha256:…`, from the container's own inspect), so no
     /// name the caller gave reaches the engine; `None` when it cannot say.
-    pub async fn image_present(&self, permit: &Permit, image_id: &str) -> Option<bool> {
+    pub async fn image_present(&self, permit: &Permit<Read>, image_id: &str) -> Option<bool> {
         let valid = image_id
             .strip_prefix("sha256:")
             .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
@@ -644,7 +644,7 @@ impl DockerAdapter {
         }
     }
 
-    pub async fn restart(&self, permit: &Permit) -> Result<(), DockerError> {
+    pub async fn restart(&self, permit: &Permit<Restart>) -> Result<(), DockerError> {
         let (client, id) = (self.client(), permit.container_id());
         // No `t`: the engine gives the container its own StopTimeout, as
         // `docker restart` does (a database flushing on shutdown is not
@@ -658,7 +658,7 @@ impl DockerAdapter {
         .await
     }
 
-    pub async fn start(&self, permit: &Permit) -> Result<(), DockerError> {
+    pub async fn start(&self, permit: &Permit<Start>) -> Result<(), DockerError> {
         let (client, id) = (self.client(), permit.container_id());
         self.write_once(
             "start",
@@ -670,7 +670,7 @@ impl DockerAdapter {
     }
 
     /// T2.
-    pub async fn stop(&self, permit: &Permit) -> Result<(), DockerError> {
+    pub async fn stop(&self, permit: &Permit<Stop>) -> Result<(), DockerError> {
         let (client, id) = (self.client(), permit.container_id());
         self.write_once(
             "stop",

@@ -1,8 +1,40 @@
 //! What the configured operator allows. A `Permit` is the only way to reach
 //! the Docker adapter for a container, and only this module can build one:
 //! code that skips the policy check does not compile.
+//!
+//! A permit also says what it allows, in its type: `Permit<Read>` reads a
+//! container, `Permit<Restart>` restarts it (and reads it), and so on. The
+//! adapter's `restart` takes only a `Permit<Restart>`, so a read permit, or
+//! a permit for another action, cannot be passed to a write:
+//!
+//! ```compile_fail,E0308
+//! use drydock_executor::docker::DockerAdapter;
+//! use drydock_executor::policy::{Permit, Read};
+//! async fn restart_with_a_read_permit(docker: &DockerAdapter, permit: &Permit<Read>) {
+//!     let _ = docker.restart(permit).await;
+//! }
+//! ```
+//!
+//! ```compile_fail,E0308
+//! use drydock_executor::docker::DockerAdapter;
+//! use drydock_executor::policy::{Permit, Start};
+//! async fn stop_with_a_start_permit(docker: &DockerAdapter, permit: &Permit<Start>) {
+//!     let _ = docker.stop(permit).await;
+//! }
+//! ```
+//!
+//! The matching permit does:
+//!
+//! ```no_run
+//! use drydock_executor::docker::DockerAdapter;
+//! use drydock_executor::policy::{Permit, Restart};
+//! async fn restart_with_its_permit(docker: &DockerAdapter, permit: &Permit<Restart>) {
+//!     let _ = docker.restart(permit).await;
+//! }
+//! ```
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
 use drydock_proto::approval::WriteAction;
 
@@ -43,26 +75,118 @@ pub enum PolicyError {
     Drydock { name: String, role: String },
 }
 
-/// Proof that policy allowed an operation on one container id.
-#[derive(Debug)]
-pub struct Permit {
-    container_id: String,
-    tier: Tier,
-    stop_timeout_secs: Option<u32>,
+mod sealed {
+    pub trait Sealed {}
 }
 
-impl Permit {
+/// What a permit allows; implemented only here.
+pub trait Allows: sealed::Sealed {
+    const TIER: Tier;
+}
+
+/// Reading one container: inspect, logs, stats, events, disk usage.
+#[derive(Debug)]
+pub enum Read {}
+/// Starting one container (T1).
+#[derive(Debug)]
+pub enum Start {}
+/// Restarting one container (T1).
+#[derive(Debug)]
+pub enum Restart {}
+/// Stopping one container (T2).
+#[derive(Debug)]
+pub enum Stop {}
+
+macro_rules! allows {
+    ($($kind:ident = $tier:expr),*) => {$(
+        impl sealed::Sealed for $kind {}
+        impl Allows for $kind {
+            const TIER: Tier = $tier;
+        }
+    )*};
+}
+allows!(
+    Read = Tier::Read,
+    Start = Tier::Change,
+    Restart = Tier::Change,
+    Stop = Tier::Disruptive
+);
+
+/// Proof that policy allowed `A` on one container id.
+#[derive(Debug)]
+pub struct Permit<A: Allows> {
+    container_id: String,
+    stop_timeout_secs: Option<u32>,
+    allows: PhantomData<A>,
+}
+
+impl<A: Allows> Permit<A> {
+    fn new(target: &ResolvedTarget) -> Permit<A> {
+        Permit {
+            container_id: target.id.clone(),
+            stop_timeout_secs: target.stop_timeout_secs,
+            allows: PhantomData,
+        }
+    }
+
     pub fn container_id(&self) -> &str {
         &self.container_id
     }
+
     /// The container's own `StopTimeout`, which the engine honours on a
     /// restart or stop (as `docker restart` does); `None`: the engine's
     /// default of 10 s.
     pub fn stop_timeout_secs(&self) -> Option<u32> {
         self.stop_timeout_secs
     }
+
     pub fn tier(&self) -> Tier {
-        self.tier
+        A::TIER
+    }
+
+    /// Whoever may change a container may read it (a write checks its
+    /// state first).
+    pub fn to_read(&self) -> Permit<Read> {
+        Permit {
+            container_id: self.container_id.clone(),
+            stop_timeout_secs: self.stop_timeout_secs,
+            allows: PhantomData,
+        }
+    }
+}
+
+/// The permit for one write, by action: what `permit_write` gives, and what
+/// the write path matches on to call the adapter's one matching method.
+#[derive(Debug)]
+pub enum WritePermit {
+    Start(Permit<Start>),
+    Restart(Permit<Restart>),
+    Stop(Permit<Stop>),
+}
+
+impl WritePermit {
+    pub fn action(&self) -> WriteAction {
+        match self {
+            WritePermit::Start(_) => WriteAction::Start,
+            WritePermit::Restart(_) => WriteAction::Restart,
+            WritePermit::Stop(_) => WriteAction::Stop,
+        }
+    }
+
+    pub fn tier(&self) -> Tier {
+        match self {
+            WritePermit::Start(p) => p.tier(),
+            WritePermit::Restart(p) => p.tier(),
+            WritePermit::Stop(p) => p.tier(),
+        }
+    }
+
+    pub fn to_read(&self) -> Permit<Read> {
+        match self {
+            WritePermit::Start(p) => p.to_read(),
+            WritePermit::Restart(p) => p.to_read(),
+            WritePermit::Stop(p) => p.to_read(),
+        }
     }
 }
 
@@ -93,8 +217,9 @@ impl Policy {
     /// Every write needs an approval; the tier says how disruptive it is.
     pub fn tier(action: WriteAction) -> Tier {
         match action {
-            WriteAction::Start | WriteAction::Restart => Tier::Change,
-            WriteAction::Stop => Tier::Disruptive,
+            WriteAction::Start => Start::TIER,
+            WriteAction::Restart => Restart::TIER,
+            WriteAction::Stop => Stop::TIER,
         }
     }
 
@@ -120,13 +245,9 @@ impl Policy {
         name_ok && labels_ok && project_ok
     }
 
-    pub fn permit_read(&self, target: &ResolvedTarget) -> Result<Permit, PolicyError> {
+    pub fn permit_read(&self, target: &ResolvedTarget) -> Result<Permit<Read>, PolicyError> {
         self.check_target(target)?;
-        Ok(Permit {
-            container_id: target.id.clone(),
-            tier: Tier::Read,
-            stop_timeout_secs: target.stop_timeout_secs,
-        })
+        Ok(Permit::new(target))
     }
 
     /// Policy half of a write. The approval is checked after this, by the
@@ -135,7 +256,7 @@ impl Policy {
         &self,
         action: WriteAction,
         target: &ResolvedTarget,
-    ) -> Result<Permit, PolicyError> {
+    ) -> Result<WritePermit, PolicyError> {
         // The target first: a container outside the selectors must look
         // the same whatever action is asked for (a disabled action must not
         // become a way to probe which containers exist).
@@ -145,10 +266,10 @@ impl Policy {
                 action: action.as_str(),
             });
         }
-        Ok(Permit {
-            container_id: target.id.clone(),
-            tier: Self::tier(action),
-            stop_timeout_secs: target.stop_timeout_secs,
+        Ok(match action {
+            WriteAction::Start => WritePermit::Start(Permit::new(target)),
+            WriteAction::Restart => WritePermit::Restart(Permit::new(target)),
+            WriteAction::Stop => WritePermit::Stop(Permit::new(target)),
         })
     }
 

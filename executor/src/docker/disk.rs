@@ -21,7 +21,7 @@ use bollard::query_parameters::InspectContainerOptions;
 use serde::Deserialize;
 
 use super::{classify, DockerAdapter, DockerError};
-use crate::policy::Permit;
+use crate::policy::{Permit, Read};
 
 /// How long one `/system/df` answer is reused.
 const DF_FRESH: Duration = Duration::from_secs(60);
@@ -79,7 +79,7 @@ impl DockerAdapter {
     /// plain inspect (mounts, log settings: required), an inspect with
     /// sizes and `/system/df` (both walk layers on disk, so each may fail
     /// or run out of time alone, leaving -1 or `engine_error`).
-    pub async fn disk_usage(&self, permit: &Permit) -> Result<DiskUsage, DockerError> {
+    pub async fn disk_usage(&self, permit: &Permit<Read>) -> Result<DiskUsage, DockerError> {
         let id = permit.container_id();
         let deadline = self.timeouts.logs;
         let plain = self.read("inspect", self.timeouts.read, || async move {

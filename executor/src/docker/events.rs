@@ -70,7 +70,7 @@ impl DockerAdapter {
     /// at `until`), under the read timeout.
     pub async fn container_events(
         &self,
-        permit: &crate::policy::Permit,
+        permit: &crate::policy::Permit<crate::policy::Read>,
         since_unix: i64,
         limit: usize,
     ) -> Result<(Vec<RawEvent>, bool), DockerError> {

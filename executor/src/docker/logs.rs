@@ -21,7 +21,7 @@ use bollard::query_parameters::LogsOptions;
 use futures::StreamExt as _;
 
 use super::{classify, DockerAdapter, DockerError};
-use crate::policy::Permit;
+use crate::policy::{Permit, Read};
 
 /// One log line longer than this is cut (a binary blob printed to stdout),
 /// after it is redacted whole.
@@ -303,7 +303,7 @@ impl DockerAdapter {
     /// lines cannot exhaust the executor's memory.
     pub async fn logs(
         &self,
-        permit: &Permit,
+        permit: &Permit<Read>,
         query: LogQuery,
         max_bytes: usize,
     ) -> Result<(Vec<RawLogLine>, bool), DockerError> {

@@ -4,7 +4,7 @@
 use futures::StreamExt as _;
 
 use super::{classify, cpu_percent, DockerAdapter, DockerError, StatsSnapshot, CPU_WINDOW};
-use crate::policy::Permit;
+use crate::policy::{Permit, Read};
 use bollard::query_parameters::StatsOptions;
 
 impl DockerAdapter {
@@ -37,7 +37,7 @@ impl DockerAdapter {
     /// cycle: about 1 s in all, over a window of about a second. An engine
     /// that ignores one-shot (API < 1.41) answers with both samples, which
     /// are used as they are.
-    pub async fn stats(&self, permit: &Permit) -> Result<StatsSnapshot, DockerError> {
+    pub async fn stats(&self, permit: &Permit<Read>) -> Result<StatsSnapshot, DockerError> {
         let id = permit.container_id();
         let first = self.stats_sample(id, true).await?;
         let has_previous = |s: &bollard::models::ContainerStatsResponse| {

@@ -35,7 +35,7 @@ use crate::docker::{
 };
 use crate::grants::{GrantInput, GrantRefusal, GrantVerifier};
 use crate::http_check::{self, HttpTarget};
-use crate::policy::{Permit, Policy, PolicyError, ResolvedTarget, Tier};
+use crate::policy::{Permit, Policy, PolicyError, Read, ResolvedTarget, Tier, WritePermit};
 use crate::ratelimit::{Admission, RateLimiter};
 use crate::redact;
 

@@ -63,7 +63,7 @@ impl ExecutorService {
         &self,
         call: &mut Call,
         container: &str,
-    ) -> Result<Permit, ExecError> {
+    ) -> Result<Permit<Read>, ExecError> {
         Ok(self.permit_read_resolved(call, container).await?.0)
     }
 
@@ -73,7 +73,7 @@ impl ExecutorService {
         &self,
         call: &mut Call,
         container: &str,
-    ) -> Result<(Permit, Option<ContainerDetails>), ExecError> {
+    ) -> Result<(Permit<Read>, Option<ContainerDetails>), ExecError> {
         let resolved = self.resolve(call, container).await?;
         let permit = self
             .policy

@@ -120,7 +120,7 @@ impl ExecutorService {
         fault_class: &str,
         action: WriteAction,
         target: ResolvedTarget,
-        permit: Permit,
+        permit: WritePermit,
     ) -> Result<AuthorizedWrite, ExecError> {
         validate_fault_class(fault_class)?;
         let input = GrantInput {
@@ -141,7 +141,7 @@ impl ExecutorService {
             claims.window_secs,
             claims.max_total
         );
-        let state = self.docker.inspect(&permit).await?;
+        let state = self.docker.inspect(&permit.to_read()).await?;
         crate::grants::precondition(action, &state)?;
         crate::grants::class_consistent(fault_class, &state)?;
         let mut intent = call.entry.clone();
@@ -212,7 +212,7 @@ impl ExecutorService {
                 recheck_state,
             } = write;
             let still_broken = if recheck_state {
-                match docker.inspect(&permit).await {
+                match docker.inspect(&permit.to_read()).await {
                     Ok(state) => {
                         crate::grants::precondition(action, &state).map_err(ExecError::from)
                     }
@@ -223,10 +223,11 @@ impl ExecutorService {
             };
             let result = match still_broken {
                 Ok(()) => {
-                    let done = match action {
-                        WriteAction::Restart => docker.restart(&permit).await,
-                        WriteAction::Start => docker.start(&permit).await,
-                        WriteAction::Stop => docker.stop(&permit).await,
+                    // Each write takes only the permit for itself.
+                    let done = match &permit {
+                        WritePermit::Restart(p) => docker.restart(p).await,
+                        WritePermit::Start(p) => docker.start(p).await,
+                        WritePermit::Stop(p) => docker.stop(p).await,
                     };
                     done.map_err(ExecError::from).map(|()| {
                         call.entry.result = format!("{action} done");
@@ -251,7 +252,7 @@ impl ExecutorService {
 /// A write that policy and a verified approval allow, whose approval is
 /// spent: all that is left is to call Docker.
 pub(super) struct AuthorizedWrite {
-    permit: Permit,
+    permit: WritePermit,
     action: WriteAction,
     response: pb::WriteResponse,
     /// Under a grant: the state is checked once more right before Docker is
