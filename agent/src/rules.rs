@@ -55,9 +55,11 @@ struct LogRule {
     what: &'static str,
 }
 
-/// Real wording from several runtimes per class. Order matters: the first
-/// class that matches any of the window's lines wins, so specific classes
-/// (configuration) come before generic ones (crash signatures).
+/// Real wording from several runtimes per class. Which line decides is
+/// `match_logs`' rule: the newest line any row matches (crash signatures only
+/// when nothing else matched). Row order matters within one line: where a
+/// line matches several rows, the first row wins, so specific rows (those
+/// that name a variable, a host, a path) come before generic ones.
 const LOG_RULES: &[LogRule] = &[
     // ---- Configuration: something the program needs was not given. ----
     // Rows that name the missing variable come first, so the advice can name
@@ -390,18 +392,358 @@ fn cause(class: FaultClass, reason: String, confidence: f32, evidence: &[&str]) 
 
 const BROKEN_PROBE: &str = r#"(?i)executable file not found|command not found|no such file or directory|OCI runtime exec failed|exec format error"#;
 
-/// Diagnose one container.
+/// The facts the state rules read, gathered once.
+struct Facts<'o, 'a> {
+    obs: &'o Observation<'a>,
+    c: &'a ContainerView,
+    name: &'a str,
+    ins: &'a str,
+    logs_ev: &'a str,
+    /// The log lines, oldest first.
+    lines: &'o [String],
+    /// What the log patterns found, if anything.
+    log_match: &'o Option<LogMatch>,
+    /// Deaths by failure within the last hour.
+    deaths: &'o [&'a ContainerEvent],
+}
+
+impl<'a> Facts<'_, 'a> {
+    /// `ids`, plus the events' evidence when there are events.
+    fn with_events(&self, ids: &[&'a str]) -> Vec<&'a str> {
+        let mut v = ids.to_vec();
+        if !self.obs.events_evidence.is_empty() {
+            v.push(self.obs.events_evidence);
+        }
+        v
+    }
+}
+
+/// What a state rule concludes: the primary cause, and the log line or
+/// detail (a variable, a path, the engine's error) it rests on.
+struct Primary {
+    cause: Cause,
+    matched_line: Option<String>,
+    detail: Option<String>,
+}
+
+impl From<Cause> for Primary {
+    fn from(cause: Cause) -> Primary {
+        Primary {
+            cause,
+            matched_line: None,
+            detail: None,
+        }
+    }
+}
+
+type StateRule = fn(&Facts<'_, '_>) -> Option<Primary>;
+
+/// The state checks, in order: the first that fires names the primary
+/// cause. Facts Docker records (an OOM kill, the engine's own error, a
+/// restart loop, health) come before what the logs say, and the last rule
+/// always fires.
+const STATE_RULES: &[(&str, StateRule)] = &[
+    ("oom_flag", oom_flag),
+    ("oom_event", oom_event),
+    ("restarted_from_outside", restarted_from_outside),
+    ("engine_error", engine_could_not_start),
+    ("published_port", published_port_taken),
+    ("restart_loop", restart_loop),
+    ("unhealthy", unhealthy),
+    ("running", running),
+    ("log_pattern", log_pattern),
+    ("unrequested_signal", unrequested_signal),
+    ("stopped", stopped),
+    ("unexplained_exit", unexplained_exit),
+];
+
+fn oom_flag(f: &Facts<'_, '_>) -> Option<Primary> {
+    f.c.oom_killed.then(|| {
+        cause(
+            FaultClass::OomKilled,
+            format!(
+                "{} was killed by the kernel for exceeding its memory limit (State.OOMKilled=true, exit {})",
+                f.name, f.c.exit_code
+            ),
+            0.95,
+            &[f.ins],
+        )
+        .into()
+    })
+}
+
+fn oom_event(f: &Facts<'_, '_>) -> Option<Primary> {
+    let oom = events::oom(f.obs.events).filter(|_| !f.c.running)?;
+    Some(
+        cause(
+            FaultClass::OomKilled,
+            format!(
+                "{} was killed for exceeding its memory limit: the engine recorded an oom event at {} (exit {}; State.OOMKilled is not set, which a restart clears and Docker 20.10 can lose)",
+                f.name,
+                events::clock(oom),
+                f.c.exit_code
+            ),
+            0.9,
+            &f.with_events(&[f.ins]),
+        )
+        .into(),
+    )
+}
+
+/// Three deaths in an hour with no restart policy: something outside Docker
+/// keeps starting it.
+fn restarted_from_outside(f: &Facts<'_, '_>) -> Option<Primary> {
+    let no_policy = f.c.restart_policy.is_empty() || f.c.restart_policy == "no";
+    (f.deaths.len() >= 3 && no_policy).then(|| {
+        cause(
+            FaultClass::CrashLoop,
+            format!(
+                "{} died {} times in the last hour (exit codes {}) and was started again each time, with no restart policy: something outside Docker keeps restarting it",
+                f.name,
+                f.deaths.len(),
+                f.deaths
+                    .iter()
+                    .filter_map(|d| d.exit_code)
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            0.85,
+            &f.with_events(&[f.ins]),
+        )
+        .into()
+    })
+}
+
+/// The engine itself said why it could not start the container.
+fn engine_could_not_start(f: &Facts<'_, '_>) -> Option<Primary> {
+    let (class, what) = (!f.c.running).then(|| engine_error(&f.c.error)).flatten()?;
+    Some(Primary {
+        cause: cause(
+            class,
+            format!("{} could not start: {what} (Docker: {})", f.name, f.c.error),
+            0.95,
+            &[f.ins],
+        ),
+        matched_line: None,
+        detail: Some(f.c.error.clone()),
+    })
+}
+
+fn published_port_taken(f: &Facts<'_, '_>) -> Option<Primary> {
+    (!f.c.running && docker_port_error(&f.c.error)).then(|| Primary {
+        cause: cause(
+            FaultClass::PortConflict,
+            format!(
+                "{} could not start: Docker could not bind its published port ({})",
+                f.name, f.c.error
+            ),
+            0.95,
+            &[f.ins],
+        ),
+        matched_line: None,
+        detail: Some(f.c.error.clone()),
+    })
+}
+
+fn restart_loop(f: &Facts<'_, '_>) -> Option<Primary> {
+    let c = f.c;
+    let policy_restarts = c.restart_policy != "no" && !c.restart_policy.is_empty();
+    (c.restarting || (c.restart_count >= 3 && policy_restarts)).then(|| {
+        cause(
+            FaultClass::CrashLoop,
+            format!(
+                "{} is restarting repeatedly ({} restarts, last exit code {})",
+                f.name, c.restart_count, c.exit_code
+            ),
+            0.9,
+            &[f.ins],
+        )
+        .into()
+    })
+}
+
+/// Running, its healthcheck failing: the probe cannot run at all, or it
+/// runs and fails (with the newest error line the process logged).
+fn unhealthy(f: &Facts<'_, '_>) -> Option<Primary> {
+    let c = f.c;
+    if !(c.running && c.health_status == "unhealthy") {
+        return None;
+    }
+    let last_probe = c
+        .health_log
+        .last()
+        .map(|p| p.output.trim().to_string())
+        .unwrap_or_default();
+    if regex_is_match(BROKEN_PROBE, &last_probe) {
+        return Some(Primary {
+            cause: cause(
+                FaultClass::HealthcheckBroken,
+                format!("the healthcheck of {} cannot run: {last_probe}", f.name),
+                0.9,
+                &[f.ins],
+            ),
+            matched_line: None,
+            detail: Some(last_probe),
+        });
+    }
+    // The newest error line says what the process itself thinks is wrong,
+    // even when no rule names a class for it.
+    let error_line = f.lines.iter().rev().take(LOG_WINDOW).find(|l| {
+        l.contains("ERROR")
+            || l.contains("FATAL")
+            || l.contains("level=error")
+            || l.contains("\"level\":\"error\"")
+    });
+    let (logs_say, evidence): (String, Vec<&str>) = match error_line {
+        Some(l) => (
+            format!("; its latest error log line: \"{l}\""),
+            vec![f.ins, f.logs_ev],
+        ),
+        None => (String::new(), vec![f.ins]),
+    };
+    Some(
+        cause(
+            FaultClass::Unhealthy,
+            format!(
+                "{} is running but its healthcheck fails ({} failures in a row; last probe: {}){logs_say}",
+                f.name,
+                c.failing_streak,
+                if last_probe.is_empty() { "no output".into() } else { last_probe }
+            ),
+            0.85,
+            &evidence,
+        )
+        .into(),
+    )
+}
+
+fn running(f: &Facts<'_, '_>) -> Option<Primary> {
+    f.c.running.then(|| {
+        cause(
+            FaultClass::Healthy,
+            format!(
+                "{} is running{}",
+                f.name,
+                if f.c.health_status == "healthy" {
+                    " and its healthcheck passes"
+                } else {
+                    ""
+                }
+            ),
+            0.8,
+            &[f.ins],
+        )
+        .into()
+    })
+}
+
+/// Exited, and its logs say why (a crash signature counts only for a
+/// non-zero exit).
+fn log_pattern(f: &Facts<'_, '_>) -> Option<Primary> {
+    let c = f.c;
+    let m = f
+        .log_match
+        .clone()
+        .filter(|m| m.class != FaultClass::Crash || c.exit_code != 0)?;
+    // Permissions depend on who runs and what is mounted: say both.
+    let context = if m.class == FaultClass::PermissionDenied {
+        format!(" It runs as {}{}.", c.run_as(), c.mounts_said())
+    } else {
+        String::new()
+    };
+    Some(Primary {
+        cause: cause(
+            m.class,
+            format!(
+                "{} exited with code {}: {} (log: \"{}\").{context}",
+                f.name, c.exit_code, m.what, m.line
+            ),
+            0.85,
+            &[f.ins, f.logs_ev],
+        ),
+        matched_line: Some(m.line),
+        detail: m.detail,
+    })
+}
+
+/// Killed by a signal (137, 143) that no `docker stop` or `kill` sent.
+fn unrequested_signal(f: &Facts<'_, '_>) -> Option<Primary> {
+    let by_signal = f.c.exit_code == 137 || f.c.exit_code == 143;
+    (by_signal && events::death(f.obs.events) == events::Death::Unrequested).then(|| {
+        cause(
+            FaultClass::Crash,
+            format!(
+                "{} was killed by a signal (exit {}) that no `docker stop` or `docker kill` sent: the engine recorded no stop or kill before it died, and it was not an OOM kill",
+                f.name, f.c.exit_code
+            ),
+            0.75,
+            &f.with_events(&[f.ins]),
+        )
+        .into()
+    })
+}
+
+/// Exited 0, or stopped by a signal someone sent.
+fn stopped(f: &Facts<'_, '_>) -> Option<Primary> {
+    let c = f.c;
+    if !(c.exit_code == 0 || ((c.exit_code == 137 || c.exit_code == 143) && !c.oom_killed)) {
+        return None;
+    }
+    let how = match events::death(f.obs.events) {
+        events::Death::Requested(stop) if c.exit_code != 0 => format!(
+            "was stopped at {} ({}{}; exit {}, not an OOM kill)",
+            events::clock(stop),
+            if stop.action == "kill" {
+                "`docker kill`/`stop` sent signal "
+            } else {
+                "`docker stop`"
+            },
+            stop.signal,
+            c.exit_code
+        ),
+        _ if c.exit_code == 0 => "exited cleanly (code 0)".to_string(),
+        _ => format!(
+            "was stopped by a signal (exit {}, not an OOM kill)",
+            c.exit_code
+        ),
+    };
+    Some(
+        cause(
+            FaultClass::Stopped,
+            format!("{} is not running: it {how}", f.name),
+            0.8,
+            &[f.ins],
+        )
+        .into(),
+    )
+}
+
+fn unexplained_exit(f: &Facts<'_, '_>) -> Option<Primary> {
+    Some(
+        cause(
+            FaultClass::Crash,
+            format!(
+                "{} exited with code {} and its logs name no known cause",
+                f.name, f.c.exit_code
+            ),
+            0.6,
+            &[f.ins, f.logs_ev],
+        )
+        .into(),
+    )
+}
+
+/// Diagnose one container: the first state rule that fires names the
+/// primary cause; what the logs, a past death and the engine's events add
+/// follows it.
 pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
     let c = obs.container;
     let ins = obs.container_evidence;
     let logs_ev = obs.logs_evidence;
     let lines: Vec<String> = obs.logs.lines.iter().map(|l| l.text.clone()).collect();
     let log_match = match_logs(&lines);
-    let mut causes = Vec::new();
-    let mut matched_line = None;
-    let mut detail = None;
     let name = &c.name;
-
     let ev = obs.events_evidence;
     let with_events = |ids: &[&'a str]| -> Vec<&'a str> {
         let mut v = ids.to_vec();
@@ -411,193 +753,23 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         v
     };
     let deaths = events::failed_deaths(obs.events, obs.now_unix - 3600);
-    if c.oom_killed {
-        causes.push(cause(FaultClass::OomKilled, format!("{name} was killed by the kernel for exceeding its memory limit (State.OOMKilled=true, exit {})", c.exit_code), 0.95, &[ins]));
-    } else if let Some(oom) = events::oom(obs.events).filter(|_| !c.running) {
-        causes.push(cause(
-            FaultClass::OomKilled,
-            format!(
-                "{name} was killed for exceeding its memory limit: the engine recorded an oom event at {} (exit {}; State.OOMKilled is not set, which a restart clears and Docker 20.10 can lose)",
-                events::clock(oom),
-                c.exit_code
-            ),
-            0.9,
-            &with_events(&[ins]),
-        ));
-    } else if deaths.len() >= 3 && (c.restart_policy.is_empty() || c.restart_policy == "no") {
-        causes.push(cause(
-            FaultClass::CrashLoop,
-            format!(
-                "{name} died {} times in the last hour (exit codes {}) and was started again each time, with no restart policy: something outside Docker keeps restarting it",
-                deaths.len(),
-                deaths.iter().filter_map(|d| d.exit_code).map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
-            ),
-            0.85,
-            &with_events(&[ins]),
-        ));
-    } else if let Some((class, what)) = (!c.running).then(|| engine_error(&c.error)).flatten() {
-        // The engine itself said why it could not start the container.
-        causes.push(cause(
-            class,
-            format!("{name} could not start: {what} (Docker: {})", c.error),
-            0.95,
-            &[ins],
-        ));
-        detail = Some(c.error.clone());
-    } else if !c.running && docker_port_error(&c.error) {
-        causes.push(cause(
-            FaultClass::PortConflict,
-            format!(
-                "{name} could not start: Docker could not bind its published port ({})",
-                c.error
-            ),
-            0.95,
-            &[ins],
-        ));
-        detail = Some(c.error.clone());
-    } else if c.restarting
-        || (c.restart_count >= 3 && c.restart_policy != "no" && !c.restart_policy.is_empty())
-    {
-        causes.push(cause(
-            FaultClass::CrashLoop,
-            format!(
-                "{name} is restarting repeatedly ({} restarts, last exit code {})",
-                c.restart_count, c.exit_code
-            ),
-            0.9,
-            &[ins],
-        ));
-    } else if c.running && c.health_status == "unhealthy" {
-        let last_probe = c
-            .health_log
-            .last()
-            .map(|p| p.output.trim().to_string())
-            .unwrap_or_default();
-        if regex_is_match(BROKEN_PROBE, &last_probe) {
-            causes.push(cause(
-                FaultClass::HealthcheckBroken,
-                format!("the healthcheck of {name} cannot run: {last_probe}"),
-                0.9,
-                &[ins],
-            ));
-            detail = Some(last_probe);
-        } else {
-            // The newest error line says what the process itself thinks is
-            // wrong, even when no rule names a class for it.
-            let error_line = lines.iter().rev().take(LOG_WINDOW).find(|l| {
-                l.contains("ERROR")
-                    || l.contains("FATAL")
-                    || l.contains("level=error")
-                    || l.contains("\"level\":\"error\"")
-            });
-            let (logs_say, evidence): (String, Vec<&str>) = match error_line {
-                Some(l) => (
-                    format!("; its latest error log line: \"{l}\""),
-                    vec![ins, logs_ev],
-                ),
-                None => (String::new(), vec![ins]),
-            };
-            causes.push(cause(
-                FaultClass::Unhealthy,
-                format!(
-                    "{name} is running but its healthcheck fails ({} failures in a row; last probe: {}){logs_say}",
-                    c.failing_streak,
-                    if last_probe.is_empty() { "no output".into() } else { last_probe }
-                ),
-                0.85,
-                &evidence,
-            ));
-        }
-    } else if c.running {
-        causes.push(cause(
-            FaultClass::Healthy,
-            format!(
-                "{name} is running{}",
-                if c.health_status == "healthy" {
-                    " and its healthcheck passes"
-                } else {
-                    ""
-                }
-            ),
-            0.8,
-            &[ins],
-        ));
-    } else if let Some(m) = log_match
-        .clone()
-        .filter(|m| m.class != FaultClass::Crash || c.exit_code != 0)
-    {
-        // Permissions depend on who runs and what is mounted: say both.
-        let context = if m.class == FaultClass::PermissionDenied {
-            format!(" It runs as {}{}.", c.run_as(), c.mounts_said())
-        } else {
-            String::new()
-        };
-        causes.push(cause(
-            m.class,
-            format!(
-                "{name} exited with code {}: {} (log: \"{}\").{context}",
-                c.exit_code, m.what, m.line
-            ),
-            0.85,
-            &[ins, logs_ev],
-        ));
-        matched_line = Some(m.line);
-        detail = m.detail;
-    } else if (c.exit_code == 137 || c.exit_code == 143)
-        && events::death(obs.events) == events::Death::Unrequested
-    {
-        // The engine saw it die, and no `docker stop` or `kill` came first.
-        causes.push(cause(
-            FaultClass::Crash,
-            format!(
-                "{name} was killed by a signal (exit {}) that no `docker stop` or `docker kill` sent: the engine recorded no stop or kill before it died, and it was not an OOM kill",
-                c.exit_code
-            ),
-            0.75,
-            &with_events(&[ins]),
-        ));
-    } else if c.exit_code == 0 || ((c.exit_code == 137 || c.exit_code == 143) && !c.oom_killed) {
-        let how = match events::death(obs.events) {
-            events::Death::Requested(stop) if c.exit_code != 0 => format!(
-                "was stopped at {} ({}{}; exit {}, not an OOM kill)",
-                events::clock(stop),
-                if stop.action == "kill" {
-                    "`docker kill`/`stop` sent signal "
-                } else {
-                    "`docker stop`"
-                },
-                stop.signal,
-                c.exit_code
-            ),
-            _ => String::new(),
-        };
-        let how = if !how.is_empty() {
-            how
-        } else if c.exit_code == 0 {
-            "exited cleanly (code 0)".to_string()
-        } else {
-            format!(
-                "was stopped by a signal (exit {}, not an OOM kill)",
-                c.exit_code
-            )
-        };
-        causes.push(cause(
-            FaultClass::Stopped,
-            format!("{name} is not running: it {how}"),
-            0.8,
-            &[ins],
-        ));
-    } else {
-        causes.push(cause(
-            FaultClass::Crash,
-            format!(
-                "{name} exited with code {} and its logs name no known cause",
-                c.exit_code
-            ),
-            0.6,
-            &[ins, logs_ev],
-        ));
-    }
+    let facts = Facts {
+        obs,
+        c,
+        name,
+        ins,
+        logs_ev,
+        lines: &lines,
+        log_match: &log_match,
+        deaths: &deaths,
+    };
+    let first = STATE_RULES
+        .iter()
+        .find_map(|(_, rule)| rule(&facts))
+        .unwrap_or_else(|| cause(FaultClass::Unknown, "no evidence".into(), 0.1, &[ins]).into());
+    let mut causes = vec![first.cause];
+    let mut matched_line = first.matched_line;
+    let mut detail = first.detail;
 
     // A running-but-unhealthy or crash-looping container often says why in
     // its logs: report that as a secondary cause.
