@@ -5,6 +5,7 @@
 
 use super::{Engine, Gathered, RunbookEvidence, Stop};
 use crate::discovery::{self, Discovery};
+use crate::executor_client::ExecutorError;
 use crate::model::*;
 
 /// How far back `ContainerEvents` may look (the executor's bound), less a
@@ -13,100 +14,44 @@ const EVENTS_LOOKBACK_SECS: i64 = 7 * 86_400 - 60;
 /// What a container logged in the hour before a death is what explains it.
 const DEATH_LOGS_WINDOW_SECS: i64 = 3600;
 
+/// What finding the target left for the reads that follow.
+enum Found {
+    /// The request has its target; `policy` is the read made alongside
+    /// the list, and `running` whether the list showed it running.
+    Target {
+        policy: Option<Result<PolicyView, ExecutorError>>,
+        running: bool,
+    },
+    /// No single container: the model investigates (with the policy
+    /// recorded), so diagnosis goes on without a target.
+    ModelInvestigates,
+    /// The request ended (asked for clarification, or a read failed).
+    Ended,
+}
+
 impl Engine {
-    /// Observe: find the target, then gather its state and logs.
+    /// Observe, in three steps: find the target (`find_target`), read it
+    /// (`read_target`: state, logs, usage and engine events at once), and
+    /// record what a past death left (`death_logs`); the phase's evidence
+    /// and its end are saved in one transaction.
     pub(super) async fn observe(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
-        // Reads that do not depend on each other go out together: the
-        // policy with the list, then the state, logs and usage together.
-        let mut policy_read = None;
-        // Whether the list says the target runs (its usage is then read
-        // along with its state).
-        let mut listed_running = false;
-        if req.target.is_none() {
-            let (listed, policy) =
-                tokio::join!(self.executor.list(id, true), self.executor.policy(id));
-            policy_read = Some(policy);
-            let Some(containers) = self.required(id, "list containers", listed).await? else {
-                return Ok(false);
-            };
-            let summary = format!("{} containers visible", containers.len());
-            self.add_evidence(
-                id,
-                "container_list",
-                "ListContainers",
-                serde_json::to_value(&containers).unwrap_or_default(),
-                summary,
-            )
-            .await?;
-            let found = match &req.options.container {
-                Some(name) => discovery::exact(name, &containers),
-                None => discovery::discover(&req.message, &containers),
-            };
-            match found {
-                Discovery::Found(c) => {
-                    listed_running = containers
-                        .iter()
-                        .any(|x| x.id == c.container_id && x.state == "running");
-                    let target = Target {
-                        kind: "container".into(),
-                        container_id: c.container_id.clone(),
-                        container_name: c.container_name.clone(),
-                        service: c.service.clone(),
-                    };
-                    self.update(
-                        id,
-                        EventPayload::Target(TargetChosen {
-                            target: target.clone(),
-                            why: c.why.clone(),
-                        }),
-                        |r| r.target = Some(target.clone()),
-                    )
-                    .await?;
-                }
-                Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => {
-                    let outcome = Self::clarification(&req.message, &cands);
-                    self.update(
-                        id,
-                        EventPayload::Candidates(CandidatesFound {
-                            candidates: cands.clone(),
-                        }),
-                        |r| r.candidates = cands.clone(),
-                    )
-                    .await?;
-                    if self.config.llm.is_some() && req.options.container.is_none() {
-                        // A question ("which containers use the most
-                        // memory?") names no container: the model may
-                        // answer it from evidence, or ask its own question.
-                        let policy = match policy_read.take() {
-                            Some(read) => read,
-                            None => self.executor.policy(id).await,
-                        };
-                        if self.policy_evidence(id, policy).await?.is_none() {
-                            return Ok(false);
-                        }
-                        self.set_status(
-                            id,
-                            Status::Diagnosing,
-                            "no single target; the model investigates",
-                        )
-                        .await?;
-                        return Ok(true);
-                    }
-                    self.finish(id, Status::NeedsClarification, outcome).await?;
-                    return Ok(false);
-                }
+        let (policy_read, listed_running) = if req.target.is_none() {
+            match self.find_target(req).await? {
+                Found::Target { policy, running } => (policy, running),
+                Found::ModelInvestigates => return Ok(true),
+                Found::Ended => return Ok(false),
             }
-        }
+        } else {
+            (None, false)
+        };
         let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
         let mut gathered = Vec::new();
-        if !req.evidence.iter().any(|e| e.kind == "runbook") {
-            if let Some(entry) = self.runbook_evidence(&target) {
-                gathered.push(entry);
-            }
+        if req.latest_evidence("runbook").is_none() {
+            gathered.extend(self.runbook_evidence(&target));
         }
         let policy = match policy_read {
             Some(read) => read,
@@ -118,6 +63,126 @@ impl Engine {
         else {
             return Ok(false);
         };
+        let Some(read) = self
+            .read_target(&req, &target, &policy, listed_running)
+            .await?
+        else {
+            return Ok(false);
+        };
+        gathered.push(Gathered::inspect(&read.container));
+        if !read.events.is_empty() {
+            gathered.push(Gathered::new(
+                "events",
+                read.events_source,
+                serde_json::to_value(&read.events).unwrap_or_default(),
+                format!(
+                    "since {}: {}",
+                    crate::rules::events::clock_of(read.events_since),
+                    crate::rules::events::timeline(&read.events)
+                ),
+            ));
+        }
+        gathered.extend(self.death_logs(&req, &read).await);
+        gathered.push(Self::policy_gathered(&policy));
+        gathered.push(Gathered::logs(&read.logs));
+        gathered.extend(read.stats.as_ref().map(Gathered::stats));
+        // The phase's evidence and its end, in one transaction.
+        self.record(
+            id,
+            gathered,
+            Some((Status::Diagnosing, "evidence gathered")),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// List what the executor shows (with its policy, read alongside) and
+    /// pick the container the person means, or ask which one.
+    async fn find_target(&self, req: &Request) -> Result<Found, Stop> {
+        let id = &req.id;
+        let (listed, policy) = tokio::join!(self.executor.list(id, true), self.executor.policy(id));
+        let Some(containers) = self.required(id, "list containers", listed).await? else {
+            return Ok(Found::Ended);
+        };
+        let summary = format!("{} containers visible", containers.len());
+        self.add_evidence(
+            id,
+            "container_list",
+            "ListContainers",
+            serde_json::to_value(&containers).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        let found = match &req.options.container {
+            Some(name) => discovery::exact(name, &containers),
+            None => discovery::discover(&req.message, &containers),
+        };
+        let cands = match found {
+            Discovery::Found(c) => {
+                let running = containers
+                    .iter()
+                    .any(|x| x.id == c.container_id && x.state == "running");
+                let target = Target {
+                    kind: "container".into(),
+                    container_id: c.container_id.clone(),
+                    container_name: c.container_name.clone(),
+                    service: c.service.clone(),
+                };
+                let chosen = TargetChosen {
+                    target: target.clone(),
+                    why: c.why.clone(),
+                };
+                self.update(id, EventPayload::Target(chosen), |r| {
+                    r.target = Some(target)
+                })
+                .await?;
+                return Ok(Found::Target {
+                    policy: Some(policy),
+                    running,
+                });
+            }
+            Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => cands,
+        };
+        let outcome = Self::clarification(&req.message, &cands);
+        self.update(
+            id,
+            EventPayload::Candidates(CandidatesFound {
+                candidates: cands.clone(),
+            }),
+            |r| r.candidates = cands,
+        )
+        .await?;
+        if self.config.llm.is_some() && req.options.container.is_none() {
+            // A question ("which containers use the most memory?") names
+            // no container: the model may answer it from evidence, or ask
+            // its own question.
+            if self.policy_evidence(id, policy).await?.is_none() {
+                return Ok(Found::Ended);
+            }
+            self.set_status(
+                id,
+                Status::Diagnosing,
+                "no single target; the model investigates",
+            )
+            .await?;
+            return Ok(Found::ModelInvestigates);
+        }
+        self.finish(id, Status::NeedsClarification, outcome).await?;
+        Ok(Found::Ended)
+    }
+
+    /// What a person on call looks at first, read together: the state, the
+    /// logs, the usage (of a running container) and the engine's events,
+    /// with the watcher's journal before the engine's own record. `None`
+    /// when a required read failed and ended the request.
+    async fn read_target(
+        &self,
+        req: &Request,
+        target: &Target,
+        policy: &PolicyView,
+        listed_running: bool,
+    ) -> Result<Option<TargetRead>, Stop> {
+        let id = &req.id;
         // Never ask for more than the executor allows: it refuses, not clamps.
         let tail = match policy.logs_max_lines {
             0 => self.config.logs_tail,
@@ -150,11 +215,11 @@ impl Engine {
         );
         let call = format!("inspect {}", target.container_name);
         let Some(container) = self.required(id, &call, inspected).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         let call = format!("read logs of {}", target.container_name);
         let Some(logs) = self.required(id, &call, logs).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         // Resource usage backs memory and CPU advice; read only for a
         // running container, and a failure is not worth failing over.
@@ -164,19 +229,14 @@ impl Engine {
             None if container.running => Some(self.executor.stats(id, cid).await),
             None => None,
         };
-        gathered.push(Gathered::new(
-            "inspect",
-            "InspectContainer",
-            serde_json::to_value(&container).unwrap_or_default(),
-            format!(
-                "state={} exit={} health={} oom_killed={} restarts={}",
-                container.status,
-                container.exit_code,
-                container.health_status,
-                container.oom_killed,
-                container.restart_count
-            ),
-        ));
+        let stats = match stats {
+            Some(Ok(stats)) => Some(stats),
+            Some(Err(e)) => {
+                tracing::warn!(request_id = %id, error = %e, "stats unavailable");
+                None
+            }
+            None => None,
+        };
         // What the engine recorded of it (an OOM kill a restart hid, who
         // stopped it, how often it died), and before the engine's own
         // record (it keeps 256 events) the watcher's journal.
@@ -186,7 +246,7 @@ impl Engine {
             events_since.saturating_mul(1_000_000_000),
             events_limit,
         )?;
-        let (events, source) = match engine_events {
+        let (events, events_source) = match engine_events {
             Ok(engine) => {
                 let oldest = engine.first().map_or(i64::MAX, |e| e.time_nanos);
                 let mut events: Vec<_> = journaled
@@ -206,98 +266,57 @@ impl Engine {
                 (journaled, "WatchEvents (journal)")
             }
         };
-        if !events.is_empty() {
-            gathered.push(Gathered::new(
-                "events",
-                source,
-                serde_json::to_value(&events).unwrap_or_default(),
-                format!(
-                    "since {}: {}",
-                    crate::rules::events::clock_of(events_since),
-                    crate::rules::events::timeline(&events)
-                ),
-            ));
-        }
-        // A death it has moved on from (started again since, or the one a
-        // question names): what it logged up to that moment. Docker's
-        // logs run on across restarts, so its newest lines are of the run
-        // after it.
-        if let Some(die) =
-            crate::rules::events::past_death(&events, container.running, asked.map(|a| a.unix))
+        Ok(Some(TargetRead {
+            container,
+            logs,
+            stats,
+            events,
+            events_source,
+            events_since,
+            asked: asked.map(|a| a.unix),
+            tail,
+        }))
+    }
+
+    /// A death it has moved on from (started again since, or the one a
+    /// question names): what it logged up to that moment. Docker's logs run
+    /// on across restarts, so its newest lines are of the run after it.
+    async fn death_logs(&self, req: &Request, read: &TargetRead) -> Option<Gathered> {
+        let die =
+            crate::rules::events::past_death(&read.events, read.container.running, read.asked)?;
+        let died = die.time_nanos.div_euclid(1_000_000_000);
+        let cid = &read.container.id;
+        let mut logs = match self
+            .executor
+            .logs_window(&req.id, cid, read.tail, died - DEATH_LOGS_WINDOW_SECS, died)
+            .await
         {
-            let died = die.time_nanos.div_euclid(1_000_000_000);
-            match self
-                .executor
-                .logs_window(id, cid, tail, died - DEATH_LOGS_WINDOW_SECS, died)
-                .await
-            {
-                Ok(mut logs) => {
-                    logs.lines.retain(|l| l.time_unix_nanos <= die.time_nanos);
-                    let summary = format!(
-                        "{} lines before it died at {}{}",
-                        logs.lines.len(),
-                        crate::rules::events::clock(die),
-                        die.exit_code
-                            .map(|c| format!(" (exit {c})"))
-                            .unwrap_or_default()
-                    );
-                    let death = DeathLogs {
-                        died_at_unix_nanos: die.time_nanos,
-                        exit_code: die.exit_code,
-                        logs,
-                    };
-                    gathered.push(Gathered::new(
-                        "death_logs",
-                        "ContainerLogs",
-                        serde_json::to_value(&death).unwrap_or_default(),
-                        summary,
-                    ));
-                }
-                Err(e) => {
-                    tracing::warn!(request_id = %id, error = %e, "logs before the death unavailable")
-                }
+            Ok(logs) => logs,
+            Err(e) => {
+                tracing::warn!(request_id = %req.id, error = %e, "logs before the death unavailable");
+                return None;
             }
-        }
-        gathered.push(Self::policy_gathered(&policy));
-        gathered.push(Gathered::new(
-            "logs",
+        };
+        logs.lines.retain(|l| l.time_unix_nanos <= die.time_nanos);
+        let summary = format!(
+            "{} lines before it died at {}{}",
+            logs.lines.len(),
+            crate::rules::events::clock(die),
+            die.exit_code
+                .map(|c| format!(" (exit {c})"))
+                .unwrap_or_default()
+        );
+        let death = DeathLogs {
+            died_at_unix_nanos: die.time_nanos,
+            exit_code: die.exit_code,
+            logs,
+        };
+        Some(Gathered::new(
+            "death_logs",
             "ContainerLogs",
-            serde_json::to_value(&logs).unwrap_or_default(),
-            format!(
-                "{} lines{}{}",
-                logs.lines.len(),
-                if logs.truncated { ", truncated" } else { "" },
-                if logs.redactions > 0 {
-                    format!(", {} secrets redacted", logs.redactions)
-                } else {
-                    String::new()
-                }
-            ),
-        ));
-        match stats {
-            Some(Ok(stats)) => gathered.push(Gathered::new(
-                "stats",
-                "ContainerStats",
-                serde_json::to_value(&stats).unwrap_or_default(),
-                format!(
-                    "cpu {:.1}%, memory {} of {} ({:.0}%)",
-                    stats.cpu_percent,
-                    crate::text::human_bytes(stats.memory_usage_bytes),
-                    crate::text::human_bytes(stats.memory_limit_bytes),
-                    stats.memory_percent
-                ),
-            )),
-            Some(Err(e)) => tracing::warn!(request_id = %id, error = %e, "stats unavailable"),
-            None => {}
-        }
-        // The phase's evidence and its end, in one transaction.
-        self.record(
-            id,
-            gathered,
-            Some((Status::Diagnosing, "evidence gathered")),
-        )
-        .await?;
-        Ok(true)
+            serde_json::to_value(&death).unwrap_or_default(),
+            summary,
+        ))
     }
 
     /// The runbook's entry for the target, if it has one.
@@ -349,7 +368,7 @@ impl Engine {
     pub(super) async fn policy_evidence(
         &self,
         id: &str,
-        read: Result<PolicyView, crate::executor_client::ExecutorError>,
+        read: Result<PolicyView, ExecutorError>,
     ) -> Result<Option<PolicyView>, Stop> {
         let Some(policy) = self
             .required(id, "read the executor's policy", read)
@@ -376,5 +395,67 @@ impl Engine {
         } else {
             format!("no container matches \"{}\". Visible containers: {}. Ask again with --container NAME.", message, names.join(", "))
         }
+    }
+}
+
+/// What `read_target` read of the target.
+struct TargetRead {
+    container: ContainerView,
+    logs: LogsView,
+    stats: Option<StatsView>,
+    /// Its engine events, oldest first, and where they came from.
+    events: Vec<ContainerEvent>,
+    events_source: &'static str,
+    events_since: i64,
+    /// The time a question named, in unix seconds.
+    asked: Option<i64>,
+    /// Log lines asked for (within the executor's cap).
+    tail: u32,
+}
+
+impl Gathered {
+    fn inspect(c: &ContainerView) -> Gathered {
+        Gathered::new(
+            "inspect",
+            "InspectContainer",
+            serde_json::to_value(c).unwrap_or_default(),
+            format!(
+                "state={} exit={} health={} oom_killed={} restarts={}",
+                c.status, c.exit_code, c.health_status, c.oom_killed, c.restart_count
+            ),
+        )
+    }
+
+    fn logs(logs: &LogsView) -> Gathered {
+        Gathered::new(
+            "logs",
+            "ContainerLogs",
+            serde_json::to_value(logs).unwrap_or_default(),
+            format!(
+                "{} lines{}{}",
+                logs.lines.len(),
+                if logs.truncated { ", truncated" } else { "" },
+                if logs.redactions > 0 {
+                    format!(", {} secrets redacted", logs.redactions)
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    }
+
+    fn stats(stats: &StatsView) -> Gathered {
+        Gathered::new(
+            "stats",
+            "ContainerStats",
+            serde_json::to_value(stats).unwrap_or_default(),
+            format!(
+                "cpu {:.1}%, memory {} of {} ({:.0}%)",
+                stats.cpu_percent,
+                crate::text::human_bytes(stats.memory_usage_bytes),
+                crate::text::human_bytes(stats.memory_limit_bytes),
+                stats.memory_percent
+            ),
+        )
     }
 }
