@@ -1,6 +1,7 @@
 //! The reference docs stay true mechanically: every key of the config
-//! structs is in docs/configuration.md (in the section of its file), and
-//! every subcommand of the CLI is in docs/cli.md.
+//! structs is in docs/configuration.md (in the section of its file), every
+//! subcommand of the CLI in docs/cli.md, and every event kind and every
+//! executor RPC in docs/api.md (and nothing there that no longer exists).
 
 use std::collections::BTreeMap;
 
@@ -145,4 +146,66 @@ fn every_subcommand_is_in_the_cli_reference() {
         }
     }
     assert!(missing.is_empty(), "missing from docs/cli.md: {missing:?}");
+}
+
+/// The rows of the Markdown table that follows `heading`, by their first
+/// cell's backquoted names (`` `a`, `b` `` counts both).
+fn table_names(doc: &str, heading: &str) -> Vec<String> {
+    let Some(at) = doc.find(heading) else {
+        panic!("docs/api.md has no heading {heading}")
+    };
+    let rest = &doc[at + heading.len()..];
+    let end = rest.find("\n#").unwrap_or(rest.len());
+    rest[..end]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| {
+            let first = l.split('|').nth(1).unwrap_or("");
+            first
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn every_event_kind_is_in_the_api_reference_and_no_other() {
+    let doc = std::fs::read_to_string(workspace_root().join("docs/api.md")).unwrap();
+    let documented = table_names(&doc, "### Event stream (SSE)");
+    let known: Vec<String> = drydock_vocab::EventKind::ALL
+        .iter()
+        .map(|k| k.as_str().to_string())
+        .collect();
+    let missing: Vec<&String> = known.iter().filter(|k| !documented.contains(k)).collect();
+    let stale: Vec<&String> = documented.iter().filter(|d| !known.contains(d)).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/api.md's event table: missing {missing:?}, no such kind {stale:?}"
+    );
+}
+
+#[test]
+fn every_rpc_is_in_the_api_reference_and_no_other() {
+    let root = workspace_root();
+    let proto =
+        std::fs::read_to_string(root.join("proto/proto/drydock/executor/v1/executor.proto"))
+            .unwrap();
+    let rpcs: Vec<String> = proto
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("rpc "))
+        .filter_map(|l| l.split('(').next())
+        .map(|name| name.trim().to_string())
+        .collect();
+    assert!(rpcs.len() >= 10, "sanity: read the rpcs, got {rpcs:?}");
+    let doc = std::fs::read_to_string(root.join("docs/api.md")).unwrap();
+    let documented = table_names(&doc, "## Executor gRPC API");
+    let missing: Vec<&String> = rpcs.iter().filter(|r| !documented.contains(r)).collect();
+    let stale: Vec<&String> = documented.iter().filter(|d| !rpcs.contains(d)).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/api.md's RPC table: missing {missing:?}, no such RPC {stale:?}"
+    );
 }
