@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::engine::{Engine, EngineError};
-use crate::model::{RequestOptions, Status};
+use crate::model::{ExecutorReach, PendingApproval, RequestOptions, Status};
 
 const MAX_MESSAGE_LEN: usize = 2000;
 
@@ -275,11 +275,11 @@ async fn timeline(State(s): State<AppState>, Path(id): Path<String>) -> Result<R
 async fn executor_status(State(s): State<AppState>) -> Response {
     let started = std::time::Instant::now();
     match s.engine.executor_policy().await {
-        Ok(policy) => Json(json!({
-            "reachable": true,
-            "latency_ms": started.elapsed().as_millis() as u64,
-            "policy": policy,
-        }))
+        Ok(policy) => Json(ExecutorReach {
+            reachable: true,
+            latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            policy,
+        })
         .into_response(),
         Err(e) => Problem::new(
             StatusCode::BAD_GATEWAY,
@@ -373,13 +373,18 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> Result<Res
 }
 
 async fn list_approvals(State(s): State<AppState>) -> Result<Response, Problem> {
-    let pending: Vec<serde_json::Value> = s
+    let pending: Vec<PendingApproval> = s
         .engine
         .pending_approvals()?
         .into_iter()
         .map(|(req, mut a)| {
             a.signature = None;
-            json!({"approval": a, "request_id": req.id, "message": req.message, "step": req.plan.as_ref().and_then(|p| p.steps.get(a.step))})
+            PendingApproval {
+                step: req.plan.as_ref().and_then(|p| p.steps.get(a.step)).cloned(),
+                approval: a,
+                request_id: req.id,
+                message: req.message,
+            }
         })
         .collect();
     Ok(Json(pending).into_response())

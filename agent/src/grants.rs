@@ -9,38 +9,45 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drydock_proto::approval::WriteAction;
 use drydock_proto::grant::GrantClaims;
-use serde::Serialize;
 
-use crate::model::{now_rfc3339, PolicyView};
+use crate::model::{now_rfc3339, GrantRecord, GrantStatus, PolicyView};
 use crate::store::{self, Store, StoreError};
 
 /// A grant as stored, with its decoded claims for display and matching.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StoredGrant {
     pub id: String,
     pub key_id: String,
     pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<String>,
     pub claims: GrantClaims,
     /// base64 of the signed bytes and of the signature (not secret: a grant
     /// is useless without the executor's trust in its signer).
-    #[serde(skip)]
     pub claims_b64: String,
-    #[serde(skip)]
     pub signature_b64: String,
 }
 
 impl StoredGrant {
     /// `active`, `expired` or `revoked` (by the agent's record; the
     /// executor's revocation list is what counts).
-    pub fn status(&self, now: i64, revoked_by_executor: &[String]) -> &'static str {
+    pub fn status(&self, now: i64, revoked_by_executor: &[String]) -> GrantStatus {
         if self.revoked_at.is_some() || revoked_by_executor.contains(&self.id) {
-            "revoked"
+            GrantStatus::Revoked
         } else if now >= self.claims.expires_at {
-            "expired"
+            GrantStatus::Expired
         } else {
-            "active"
+            GrantStatus::Active
+        }
+    }
+
+    /// The grant as the API shows it.
+    pub fn record(&self) -> GrantRecord {
+        GrantRecord {
+            id: self.id.clone(),
+            key_id: self.key_id.clone(),
+            created_at: self.created_at.clone(),
+            revoked_at: self.revoked_at.clone(),
+            claims: self.claims.clone(),
         }
     }
 }
@@ -153,7 +160,7 @@ pub fn covering<'a>(
     revoked_by_executor: &[String],
 ) -> Option<&'a StoredGrant> {
     grants.iter().find(|g| {
-        g.status(now, revoked_by_executor) == "active"
+        g.status(now, revoked_by_executor) == GrantStatus::Active
             && g.claims.issued_at <= now + 60
             && g.claims.refuses(action, name, labels, class).is_none()
     })

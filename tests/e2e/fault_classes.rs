@@ -1,4 +1,4 @@
-//! Every fault class of the design (DESIGN.md, "Fault classes") through the
+//! Every fault class (docs/diagnosis.md, "Diagnosis and fault classes") through the
 //! real daemons: real containers on the real engine, broken the way real
 //! services break, diagnosed by `drydock ask --diagnose-only`.
 //!

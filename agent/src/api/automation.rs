@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{AppState, Problem};
 use crate::grants::GrantStoreError;
-use crate::model::unix_now;
+use crate::model::{unix_now, GrantAdded, GrantList, GrantRow, GrantStatus};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,11 +56,12 @@ pub(super) async fn add_grant(
     let warning = (!policy.automation_enabled).then_some(
         "the executor has automation off (automation.enabled): this grant authorises nothing until its operator turns it on",
     );
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"grant": stored, "status": "active", "warning": warning})),
-    )
-        .into_response())
+    let added = GrantAdded {
+        grant: stored.record(),
+        status: GrantStatus::Active,
+        warning: warning.map(str::to_string),
+    };
+    Ok((StatusCode::CREATED, Json(added)).into_response())
 }
 
 pub(super) async fn list_grants(State(s): State<AppState>) -> Result<Response, Problem> {
@@ -72,11 +73,17 @@ pub(super) async fn list_grants(State(s): State<AppState>) -> Result<Response, P
         Err(_) => (Vec::new(), None),
     };
     let now = unix_now();
-    let rows: Vec<serde_json::Value> = grants
-        .iter()
-        .map(|g| json!({"grant": g, "status": g.status(now, &revoked)}))
-        .collect();
-    Ok(Json(json!({"grants": rows, "executor_automation_enabled": automation})).into_response())
+    let list = GrantList {
+        grants: grants
+            .iter()
+            .map(|g| GrantRow {
+                grant: g.record(),
+                status: g.status(now, &revoked),
+            })
+            .collect(),
+        executor_automation_enabled: automation,
+    };
+    Ok(Json(list).into_response())
 }
 
 pub(super) async fn revoke_grant(

@@ -11,10 +11,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
 
 use super::{AppState, Problem};
-use crate::model::{ContainerSummaryView, Request};
+use crate::model::{
+    ContainerList, ContainerRow, ContainerSummaryView, LastRequest, Request, Restarts,
+    COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL,
+};
 
 /// Requests looked at for each container's newest one.
 const RECENT_REQUESTS: u32 = 200;
@@ -32,43 +34,43 @@ fn health(status: &str) -> &'static str {
     }
 }
 
-fn last_request(req: &Request) -> Value {
-    let cause = req.diagnosis.as_ref().and_then(|d| d.causes.first());
-    json!({
-        "id": req.id,
-        "status": req.status.as_str(),
-        "created_at": req.created_at,
-        "class": cause.map(|c| c.class),
-        "summary": req.diagnosis.as_ref().map(|d| d.summary.as_str()),
-    })
+fn last_request(req: &Request) -> LastRequest {
+    LastRequest {
+        id: req.id.clone(),
+        status: req.status,
+        created_at: req.created_at.clone(),
+        class: req
+            .diagnosis
+            .as_ref()
+            .and_then(|d| d.causes.first())
+            .map(|c| c.class),
+        summary: req.diagnosis.as_ref().map(|d| d.summary.clone()),
+    }
 }
 
 /// Docker's list has no restart count: the newest inspect drydock made of
 /// the container says it, with when.
-fn restarts(newest: Option<&Request>) -> Value {
-    newest
-        .and_then(|r| r.evidence.iter().rev().find(|e| e.kind == "inspect"))
-        .and_then(|e| {
-            e.data
-                .get("restart_count")
-                .map(|n| json!({"count": n, "as_of": e.timestamp}))
-        })
-        .unwrap_or(Value::Null)
+fn restarts(newest: Option<&Request>) -> Option<Restarts> {
+    let e = newest?.latest_evidence("inspect")?;
+    Some(Restarts {
+        count: e.data.get("restart_count")?.clone(),
+        as_of: e.timestamp.clone(),
+    })
 }
 
-fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> Value {
-    json!({
-        "restarts": restarts(newest),
-        "id": c.id,
-        "name": c.name.trim_start_matches('/'),
-        "image": c.image,
-        "state": c.state,
-        "status": c.status,
-        "health": health(&c.status),
-        "project": c.labels.get("com.docker.compose.project"),
-        "service": c.labels.get("com.docker.compose.service"),
-        "last_request": newest.map(last_request),
-    })
+fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> ContainerRow {
+    ContainerRow {
+        restarts: restarts(newest),
+        id: c.id.clone(),
+        name: c.name.trim_start_matches('/').to_string(),
+        image: c.image.clone(),
+        state: c.state.clone(),
+        status: c.status.clone(),
+        health: health(&c.status).into(),
+        project: c.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
+        service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+        last_request: newest.map(last_request),
+    }
 }
 
 pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Problem> {
@@ -98,11 +100,11 @@ pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Pr
             newest.entry(t.container_id.as_str()).or_insert(r);
         }
     }
-    let out: Vec<Value> = list
+    let containers = list
         .iter()
         .map(|c| view(c, newest.get(c.id.as_str()).copied()))
         .collect();
-    Ok(Json(json!({ "containers": out })).into_response())
+    Ok(Json(ContainerList { containers }).into_response())
 }
 
 #[cfg(test)]

@@ -100,19 +100,7 @@ mod tests {
     use super::*;
     use Status::*;
 
-    const ALL: [Status; 11] = [
-        Observing,
-        Diagnosing,
-        Planning,
-        WaitingApproval,
-        Executing,
-        Verifying,
-        Completed,
-        Failed,
-        NeedsClarification,
-        Rejected,
-        Canceled,
-    ];
+    const ALL: [Status; 11] = Status::ALL;
 
     #[test]
     fn final_states_are_final() {

@@ -4,12 +4,16 @@
 //! - `observe`: find the target, read its state, logs, stats and the
 //!   executor's policy as evidence;
 //! - `diagnose`: the rules engine (and the model, when configured) name the
-//!   cause; `dependency` examines a dependency the cause points at;
+//!   cause; `dependency` examines a dependency the cause points at, `disk`
+//!   follows a full disk to the filesystem that is full;
 //! - `plan`: steps the executor's policy allows, or advice instead of a write;
 //! - `approve`: exact claims for each write, then waiting for a human's
 //!   signature (and the API side of approving and rejecting);
 //! - `execute`: send each approved write once, never again;
 //! - `verify`: running, healthy, stable, then the HTTP check.
+//!
+//! The engine reaches the executor only through the `Executor` trait, so
+//! each phase is tested with a scripted executor (`tests.rs`).
 //!
 //! Each transition is saved with its event before the next step starts, so a
 //! restarted agent resumes from the store: waiting approvals keep waiting,

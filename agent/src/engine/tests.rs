@@ -305,6 +305,15 @@ impl World {
             .collect()
     }
 
+    /// Ask about web, approve the restart drydock proposes, and wait for the
+    /// request to end.
+    async fn approved_to_the_end(&self) -> Request {
+        let id = self.ask("web is unhealthy").await;
+        let req = self.waiting(&id).await;
+        self.approve(&req).await;
+        self.finished(&id).await
+    }
+
     /// A person's approval of the request's pending step (the agent cannot
     /// check a signature; any 64 bytes pass to the scripted executor).
     async fn approve(&self, req: &Request) {
@@ -389,10 +398,7 @@ async fn an_approved_restart_is_verified_healthy_before_it_counts() {
         Scripted::new(web("unhealthy"), recovers()),
         WatchMode::Notify,
     );
-    let id = w.ask("web is unhealthy").await;
-    let req = w.waiting(&id).await;
-    w.approve(&req).await;
-    let req = w.finished(&id).await;
+    let req = w.approved_to_the_end().await;
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
     let checks: Vec<&str> = req
         .verification
@@ -404,7 +410,7 @@ async fn an_approved_restart_is_verified_healthy_before_it_counts() {
         .collect();
     assert_eq!(checks, ["running", "healthy", "stable"]);
     assert_eq!(w.executor.writes(), 1);
-    assert!(w.kinds(&id).ends_with(&[
+    assert!(w.kinds(&req.id).ends_with(&[
         EventKind::Evidence,
         EventKind::Verification,
         EventKind::Final
@@ -423,10 +429,7 @@ async fn a_write_in_doubt_is_never_sent_again_and_the_state_decides() {
         ),
         WatchMode::Notify,
     );
-    let id = w.ask("web is unhealthy").await;
-    let req = w.waiting(&id).await;
-    w.approve(&req).await;
-    let req = w.finished(&id).await;
+    let req = w.approved_to_the_end().await;
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
     assert!(req.execution[0].in_doubt && !req.execution[0].ok);
     assert!(
@@ -448,10 +451,7 @@ async fn verification_that_never_holds_ends_failed_within_the_budget() {
         ),
         WatchMode::Notify,
     );
-    let id = w.ask("web is unhealthy").await;
-    let req = w.waiting(&id).await;
-    w.approve(&req).await;
-    let req = w.finished(&id).await;
+    let req = w.approved_to_the_end().await;
     assert_eq!(req.status, Status::Failed);
     let verification = req.verification.clone().unwrap();
     assert!(!verification.ok);
