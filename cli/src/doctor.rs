@@ -10,14 +10,16 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
+use drydock_vocab::{ExecutorReach, PolicyView};
 use serde_json::Value;
 
 use crate::client::AgentClient;
 use crate::daemons;
 use crate::home::{Home, Layout};
 use crate::term::{paint, Style};
+use crate::text::{safe, unix_now};
 
 /// Certificates closer than this to their end are reported as a warning.
 const EXPIRY_WARNING_DAYS: i64 = 30;
@@ -54,11 +56,7 @@ impl Check {
             Verdict::Warn => paint("warn", Style::Warn),
             Verdict::Fail => paint("FAIL", Style::Bad),
         };
-        format!(
-            "{tag}  {:<12} {}",
-            self.name,
-            crate::text::safe(&self.detail)
-        )
+        format!("{tag}  {:<12} {}", self.name, safe(&self.detail))
     }
 }
 
@@ -152,7 +150,7 @@ pub async fn checks(home: &Home) -> Vec<Check> {
         format!("healthy at {}", cfg.agent_url),
     ));
     out.push(clock(&agent).await);
-    let status = match agent.get("/api/v1/executor").await {
+    let status: ExecutorReach = match agent.get_as("/api/v1/executor").await {
         Ok(s) => s,
         Err(e) => {
             out.push(check(
@@ -168,15 +166,11 @@ pub async fn checks(home: &Home) -> Vec<Check> {
         Verdict::Ok,
         format!(
             "agent → executor over mutual TLS in {} ms",
-            status
-                .get("latency_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
+            status.latency_ms
         ),
     ));
-    let policy = status.get("policy").cloned().unwrap_or(Value::Null);
-    out.push(approver(&cfg, &policy));
-    out.push(scope(&policy));
+    out.push(approver(&cfg, &status.policy));
+    out.push(scope(&status.policy));
     out
 }
 
@@ -415,29 +409,24 @@ async fn clock(agent: &AgentClient) -> Check {
 
 /// The key this CLI signs with must be one the running executor trusts,
 /// under the same id; otherwise every approval is refused.
-fn approver(cfg: &crate::home::CliConfig, policy: &Value) -> Check {
+fn approver(cfg: &crate::home::CliConfig, policy: &PolicyView) -> Check {
     let key = match cfg.signing_key() {
         Ok(k) => k,
         Err(e) => return check("approver", Verdict::Fail, format!("{e:#}")),
     };
     let public = drydock_proto::approval::format_public_key(&key.verifying_key());
-    let trusted: Vec<(String, String)> = policy
-        .get("approvers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|a| {
-            let s = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            (s("id"), s("public_key"))
-        })
-        .collect();
-    match trusted.iter().find(|(_, k)| *k == public) {
-        Some((id, _)) if *id == cfg.approver.id => check(
+    let trusted = &policy.approvers;
+    match trusted
+        .iter()
+        .find(|a| a.public_key == public)
+        .map(|a| safe(&a.id))
+    {
+        Some(id) if id == cfg.approver.id => check(
             "approver",
             Verdict::Ok,
             format!("the executor trusts your key as `{id}`"),
         ),
-        Some((id, _)) => check(
+        Some(id) => check(
             "approver",
             Verdict::Fail,
             format!(
@@ -450,21 +439,15 @@ fn approver(cfg: &crate::home::CliConfig, policy: &Value) -> Check {
             Verdict::Fail,
             format!(
                 "the executor does not trust your key ({public}); trusted: [{}]. Add it to approvers in executor.yaml and restart the executor",
-                trusted.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ")
+                trusted.iter().map(|a| safe(&a.id)).collect::<Vec<_>>().join(", ")
             ),
         ),
     }
 }
 
-fn scope(policy: &Value) -> Check {
-    let names: Vec<&str> = policy
-        .get("allow_names")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if names.contains(&"*") {
+fn scope(policy: &PolicyView) -> Check {
+    let names: Vec<String> = policy.allow_names.iter().map(|n| safe(n)).collect();
+    if names.iter().any(|n| n == "*") {
         check(
             "scope",
             Verdict::Warn,
@@ -477,11 +460,4 @@ fn scope(policy: &Value) -> Check {
             format!("name selectors [{}]", names.join(", ")),
         )
     }
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
