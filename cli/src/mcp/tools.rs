@@ -391,10 +391,8 @@ impl Tools {
     /// A request's stored events, oldest first (the resource
     /// `drydock://requests/{id}/timeline`).
     pub async fn timeline(&self, id: &str) -> anyhow::Result<Value> {
-        let events = self
-            .agent
-            .get(&format!("{}/timeline", request_path(id)?))
-            .await?;
+        request_path(id)?;
+        let events = self.agent.timeline(id).await?;
         Ok(json!({ "request_id": id, "events": events, "notice": UNTRUSTED_NOTICE }))
     }
 
