@@ -18,8 +18,8 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 use crate::model::{
     ApproverView, ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView,
-    EngineDiskView, HealthProbeView, HealthcheckView, HttpCheckView, LogLineView, LogsView,
-    MountUsageView, PolicyView, StatsView,
+    EngineDiskView, HealthProbeView, HealthcheckView, HttpCheckView, ImageView, LogLineView,
+    LogsView, MountUsageView, PolicyView, StatsView,
 };
 
 /// What authorises a write: a person's approval of this one step, or an
@@ -138,6 +138,9 @@ pub trait Reads: Send + Sync {
     ) -> Call<'a, Vec<ContainerEvent>>;
     /// The operator-configured HTTP check for `service`.
     fn check_http<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, HttpCheckView>;
+    /// Whether an image (by content id) is on the engine, and its OCI
+    /// labels.
+    fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView>;
 
     /// The last `tail` lines of its logs.
     fn logs<'a>(
@@ -154,14 +157,23 @@ pub trait Reads: Send + Sync {
 /// or a grant authorises.
 pub trait Executor: Reads {
     /// Send a write with what authorises it. The agent cannot make these
-    /// bytes itself: only the operator's key can sign them.
+    /// bytes itself: only the operator's key can sign them. A rollback
+    /// names the image to run.
     fn write<'a>(
         &'a self,
         action: WriteAction,
         request_id: &'a str,
         container_id: &'a str,
         authority: Authority,
-    ) -> Call<'a, ()>;
+        image: Option<&'a str>,
+    ) -> Call<'a, Written>;
+}
+
+/// What a write left behind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    /// A rollback's new container (it took the old one's name).
+    pub new_container_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -333,6 +345,8 @@ impl ExecutorClient {
             image_id: r.image_id,
             network_mode: r.network_mode,
             image_missing: r.image_missing,
+            created: r.created,
+            env_hashes: r.env_hashes.into_iter().map(|h| (h.name, h.hash)).collect(),
         })
     }
 
@@ -409,6 +423,7 @@ impl ExecutorClient {
             automation_enabled: r.automation.as_ref().is_some_and(|a| a.enabled),
             max_grant_ttl_secs: r.automation.as_ref().map_or(0, |a| a.max_grant_ttl_secs),
             revoked_grants: r.automation.map(|a| a.revoked).unwrap_or_default(),
+            rollback_enabled: enabled("rollback"),
         })
     }
 
@@ -542,15 +557,18 @@ impl ExecutorClient {
         })
     }
 
-    /// Send a signed approval with the write it authorizes. The agent cannot
-    /// make these bytes itself: only the operator's key can sign them.
+    /// Send a signed approval (or a grant) with the write it authorizes.
+    /// The agent cannot make these bytes itself: only the operator's key
+    /// can sign them. A rollback names the image to run (`image`), which
+    /// its approval must name too; a grant never covers one.
     async fn write(
         &self,
         action: WriteAction,
         request_id: &str,
         container_id: &str,
         authority: Authority,
-    ) -> Result<(), ExecutorError> {
+        image: Option<&str>,
+    ) -> Result<Written, ExecutorError> {
         let mut req = pb::WriteRequest {
             request_id: request_id.into(),
             container: container_id.into(),
@@ -583,12 +601,50 @@ impl ExecutorClient {
             }
         }
         let mut client = self.writes.clone();
-        match action {
+        let answer = match action {
             WriteAction::Restart => client.restart_container(req).await?,
             WriteAction::Start => client.start_container(req).await?,
             WriteAction::Stop => client.stop_container(req).await?,
-        };
-        Ok(())
+            WriteAction::Rollback => {
+                let (Some(approval), Some(image)) = (req.approval, image) else {
+                    return Err(ExecutorError::new(
+                        tonic::Code::FailedPrecondition,
+                        "a rollback needs a person's approval naming the image; a grant never covers it",
+                    ));
+                };
+                client
+                    .rollback_container(pb::RollbackRequest {
+                        request_id: req.request_id,
+                        container: req.container,
+                        image_id: image.to_string(),
+                        approval: Some(approval),
+                    })
+                    .await?
+            }
+        }
+        .into_inner();
+        Ok(Written {
+            new_container_id: Some(answer.new_container_id).filter(|id| !id.is_empty()),
+        })
+    }
+
+    async fn image(&self, request_id: &str, image_id: &str) -> Result<ImageView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .inspect_image(pb::ImageRequest {
+                request_id: request_id.into(),
+                image_id: image_id.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(ImageView {
+            present: r.present,
+            id: r.id,
+            repo_tags: r.repo_tags,
+            created: r.created,
+            oci_labels: r.oci_labels.into_iter().collect(),
+        })
     }
 }
 
@@ -654,6 +710,9 @@ impl Reads for ExecutorClient {
     fn check_http<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, HttpCheckView> {
         Box::pin(ExecutorClient::check_http(self, request_id, service))
     }
+    fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView> {
+        Box::pin(ExecutorClient::image(self, request_id, image_id))
+    }
 }
 
 impl Executor for ExecutorClient {
@@ -663,13 +722,15 @@ impl Executor for ExecutorClient {
         request_id: &'a str,
         container_id: &'a str,
         authority: Authority,
-    ) -> Call<'a, ()> {
+        image: Option<&'a str>,
+    ) -> Call<'a, Written> {
         Box::pin(ExecutorClient::write(
             self,
             action,
             request_id,
             container_id,
             authority,
+            image,
         ))
     }
 }

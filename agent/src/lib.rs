@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod change;
 pub mod config;
 pub mod dependency;
 pub mod discovery;

@@ -8,8 +8,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::disk;
 use crate::model::{
-    ContainerView, DiskUsageView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target,
-    WriteAction,
+    Change, ContainerView, DiskUsageView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView,
+    Target, WriteAction,
 };
 use crate::rules::Finding;
 use crate::text::human_bytes;
@@ -65,6 +65,8 @@ fn step(action: WriteAction, target: &Target, reason: String, expected: &str) ->
     PlanStep {
         action,
         target: target.clone(),
+        image_id: None,
+        from_image_id: None,
         reason,
         risk: "T1".into(),
         expected_effect: expected.into(),
@@ -95,6 +97,84 @@ pub fn restart_cannot_fix(class: FaultClass) -> bool {
             | FaultClass::HealthcheckBroken
             | FaultClass::CrashLoop
     )
+}
+
+/// A rollback of `target` to the image that ran before `change`, when the
+/// change was of the image, that image is on the engine, and the executor
+/// allows rollbacks.
+fn rollback_step(change: &Change, target: &Target, policy: &PolicyView) -> Option<PlanStep> {
+    if !change.image_rollback_possible() || !policy.rollback_enabled {
+        return None;
+    }
+    let previous = &change.previous;
+    let ran = change
+        .previous_ran_secs
+        .map(|s| format!(", which ran {} without a failure", crate::text::span(s)))
+        .unwrap_or_default();
+    Some(PlanStep {
+        action: WriteAction::Rollback,
+        target: target.clone(),
+        image_id: Some(previous.image_id.clone()),
+        from_image_id: Some(change.current.image_id.clone()),
+        reason: format!(
+            "{} began failing after it was recreated from image {}; roll it back to image {}{ran}",
+            target.container_name,
+            crate::change::short_image(&change.current.image_id),
+            crate::change::short_image(&previous.image_id),
+        ),
+        risk: policy.tier_label(WriteAction::Rollback.as_str()),
+        expected_effect: format!(
+            "{} runs image {} again, under its name, on its networks, with its volumes, and passes its healthcheck",
+            target.container_name,
+            crate::change::short_image(&previous.image_id)
+        ),
+        rollback: format!(
+            "to go forward again, recreate {} from its image name (docker compose up -d, or docker run) once the new version is fixed",
+            target.container_name
+        ),
+    })
+}
+
+/// What a person can do about a change drydock will not undo itself.
+fn change_advice(change: &Change, policy: &PolicyView) -> Vec<String> {
+    let mut advice = Vec::new();
+    let previous = crate::change::short_image(&change.previous.image_id);
+    if change.image_changed {
+        let revision = change
+            .previous
+            .revision
+            .as_ref()
+            .map(|r| format!(" (built from commit {r})"))
+            .unwrap_or_default();
+        advice.push(match change.previous_image_present {
+            Some(false) => format!(
+                "The image {} ran before{revision} is no longer on the engine: pull or rebuild that version, then recreate {} with it.",
+                previous, change.service
+            ),
+            _ if !policy.rollback_enabled => format!(
+                "Roll {} back to image {previous}{revision}, which ran before the change: the executor's policy does not allow rollbacks (actions.rollback.enabled in executor.yaml); by hand, tag that image as {} again and recreate the service.",
+                change.service, change.previous.image
+            ),
+            _ => format!(
+                "Roll {} back to image {previous}{revision}, which ran before the change, or fix the new version.",
+                change.service
+            ),
+        });
+    }
+    let env: Vec<&String> = change
+        .env_changed
+        .iter()
+        .chain(&change.env_added)
+        .chain(&change.env_removed)
+        .collect();
+    if !env.is_empty() {
+        advice.push(format!(
+            "The environment of {} changed ({}): revert that change or fix the new values, then recreate it.",
+            change.service,
+            env.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    advice
 }
 
 /// sha256 of the steps; an approval binds to exactly this plan.
@@ -271,6 +351,25 @@ fn steps_and_advice(
     let mut steps = Vec::new();
     let mut advice = advice_for(primary, finding, container, ctx);
     advice.extend(shared_network_advice(container));
+    // A failure that began with a change is undone where it can be: the
+    // previous image, with a person's signature over both images; the rest
+    // is advice. A restart of the changed container would change nothing.
+    if let Some(change) = &finding.change {
+        let rolled_back = done
+            .iter()
+            .any(|d| d.action == WriteAction::Rollback && d.container_id == target.container_id);
+        match rollback_step(change, target, policy) {
+            Some(step) if !rolled_back => {
+                steps.push(step);
+                return Plan {
+                    digest: digest(&steps),
+                    steps,
+                    advice,
+                };
+            }
+            _ => advice.extend(change_advice(change, policy)),
+        }
+    }
     advice.extend(missing_image_advice(container));
     let already = |action: WriteAction, id: &str| {
         done.iter()
@@ -417,6 +516,7 @@ mod tests {
             },
             matched_line: None,
             detail: detail.map(String::from),
+            change: None,
         }
     }
 
@@ -442,6 +542,7 @@ mod tests {
         automation_enabled: false,
         revoked_grants: vec![],
         max_grant_ttl_secs: 0,
+        rollback_enabled: false,
     };
 
     #[test]
@@ -578,6 +679,7 @@ mod tests {
             at: String::new(),
             in_doubt: false,
             grant_id: None,
+            new_container_id: None,
         };
         let p = plan(
             &finding(FaultClass::Unhealthy, None),

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use crate::model::ContainerEvent;
-use crate::model::{Cause, ContainerView, Diagnosis, FaultClass, LogsView};
+use crate::model::{Cause, Change, ContainerView, Diagnosis, FaultClass, LogsView};
 
 pub mod events;
 pub mod past;
@@ -37,6 +37,9 @@ pub struct Observation<'a> {
     pub asked: Option<AskedTime>,
     /// Now, in unix seconds: "recent" is measured from here.
     pub now_unix: i64,
+    /// What changed since the last incarnation of its service ran well,
+    /// with its evidence id.
+    pub change: Option<(&'a Change, &'a str)>,
 }
 
 /// What the engine found, plus details the planner turns into advice.
@@ -47,6 +50,8 @@ pub struct Finding {
     pub matched_line: Option<String>,
     /// A missing variable, a `host:port`, a path: whatever the pattern captured.
     pub detail: Option<String>,
+    /// The change the failure is blamed on, if it is.
+    pub change: Option<Change>,
 }
 
 struct LogRule {
@@ -816,6 +821,22 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         }
     }
 
+    // A change that can explain the failure is named in its cause, with
+    // its evidence (the planner may undo it).
+    let blamed = obs.change.filter(|(c, _)| {
+        causes
+            .first()
+            .is_some_and(|p| crate::change::blamed(c, p.class))
+    });
+    if let (Some((change, ev)), Some(first)) = (blamed, causes.first_mut()) {
+        first.reason = format!(
+            "{}; the failure {}",
+            first.reason.trim_end_matches('.'),
+            change.said
+        );
+        first.evidence_ids.push(ev.to_string());
+    }
+
     let primary = causes
         .first()
         .cloned()
@@ -838,6 +859,7 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         diagnosis,
         matched_line,
         detail,
+        change: blamed.map(|(c, _)| c.clone()),
     }
 }
 

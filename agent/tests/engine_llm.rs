@@ -247,6 +247,23 @@ impl Executor for FakeExecutor {
             "the scripted executor never writes",
         ))
     }
+    async fn rollback_container(
+        &self,
+        r: GrpcRequest<pb::RollbackRequest>,
+    ) -> R<pb::WriteResponse> {
+        self.log(format!("WRITE rollback {}", r.get_ref().container));
+        Err(GrpcStatus::permission_denied(
+            "the scripted executor never writes",
+        ))
+    }
+    async fn inspect_image(&self, r: GrpcRequest<pb::ImageRequest>) -> R<pb::ImageResponse> {
+        self.log(format!("image {}", r.get_ref().image_id));
+        Ok(GrpcResponse::new(pb::ImageResponse {
+            present: false,
+            id: r.get_ref().image_id.clone(),
+            ..Default::default()
+        }))
+    }
 }
 
 /// CA, executor and agent certificates, written to `dir`.

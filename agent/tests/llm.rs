@@ -142,6 +142,9 @@ impl Reads for Executor {
     fn check_http<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, HttpCheckView> {
         Box::pin(async { unused() })
     }
+    fn image<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ImageView> {
+        Box::pin(async { unused() })
+    }
 }
 
 #[derive(Default)]

@@ -82,11 +82,16 @@ pub fn check_signable(c: &ApprovalClaims, now: i64, max_lifetime: i64) -> anyhow
     Ok(())
 }
 
-/// One line saying exactly what the claims authorise.
+/// One line saying exactly what the claims authorise: for a rollback, both
+/// images in full (what runs now, and what will run).
 pub fn describe(c: &ApprovalClaims) -> String {
     let expires = describe_time(c.expires_at, unix_now());
+    let images = match (&c.from_image_id, &c.image_id) {
+        (Some(from), Some(to)) => format!(" from image {} to image {}", safe(from), safe(to)),
+        _ => String::new(),
+    };
     format!(
-        "{} container {} (id {}) — request {}, approval {}, expires {expires}",
+        "{} container {} (id {}){images} — request {}, approval {}, expires {expires}",
         c.action,
         safe(&c.container_name),
         safe(&c.container_id),
@@ -116,6 +121,8 @@ mod tests {
             issued_at,
             expires_at,
             nonce: "n".into(),
+            image_id: None,
+            from_image_id: None,
         }
     }
 
@@ -166,6 +173,24 @@ mod tests {
             let err = check_signable(&claims(issued, expires), NOW, 600).unwrap_err();
             assert!(err.to_string().contains(why), "{issued}..{expires}: {err}");
         }
+    }
+
+    #[test]
+    fn a_rollback_is_described_with_both_images() {
+        let mut c = claims(NOW, NOW + 600);
+        c.action = WriteAction::Rollback;
+        c.from_image_id = Some(format!("sha256:{}", "2".repeat(64)));
+        c.image_id = Some(format!("sha256:{}", "1".repeat(64)));
+        let text = describe(&c);
+        assert!(
+            text.starts_with(&format!(
+                "rollback container web (id {}) from image sha256:{} to image sha256:{}",
+                "c".repeat(64),
+                "2".repeat(64),
+                "1".repeat(64)
+            )),
+            "{text}"
+        );
     }
 
     #[test]

@@ -71,8 +71,13 @@ pub fn event_lines(event: &Event) -> Vec<String> {
                 "Plan:".into()
             });
             for (i, st) in p.steps.iter().enumerate() {
+                let to = st
+                    .image_id
+                    .as_ref()
+                    .map(|image| format!(" to image {}", safe(image)))
+                    .unwrap_or_default();
                 out.push(format!(
-                    "  {}. {} {} — {} (risk {}; expected: {})",
+                    "  {}. {} {}{to} — {} (risk {}; expected: {})",
                     i + 1,
                     st.action,
                     safe(&st.target.container_name),

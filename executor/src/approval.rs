@@ -52,6 +52,10 @@ pub enum ApprovalError {
     IssuedTooLongAgo { issued_at: i64, now: i64, max: i64 },
     #[error("approval was already used (nonce replayed)")]
     Replayed,
+    #[error("approval is for image {signed}, not {requested}")]
+    WrongImage { signed: String, requested: String },
+    #[error("approval was made while the container ran image {signed}; it runs {actual} now")]
+    ImageMoved { signed: String, actual: String },
 }
 
 /// An approval whose signature, binding and validity window all check out;
@@ -105,11 +109,16 @@ impl ApprovalVerifier {
         keys
     }
 
+    /// Whether the approval is a configured human's signature over exactly
+    /// this write: the action, the container (id and name), the request,
+    /// the validity window, and for a rollback (`image`, the image asked to
+    /// run) both images: the one to run, and the one the container runs now.
     pub fn verify(
         &self,
         input: Option<ApprovalInput<'_>>,
         action: WriteAction,
         target: &ResolvedTarget,
+        image: Option<&str>,
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
@@ -156,6 +165,24 @@ impl ApprovalVerifier {
                 signed: claims.request_id,
                 called: request_id.to_string(),
             });
+        }
+        // A rollback's claims name both images (decoding refuses claims of
+        // any other action that name one).
+        if let Some(requested) = image.or(action.names_images().then_some("")) {
+            let signed = claims.image_id.clone().unwrap_or_default();
+            if signed != requested {
+                return Err(ApprovalError::WrongImage {
+                    signed,
+                    requested: requested.chars().take(80).collect(),
+                });
+            }
+            let from = claims.from_image_id.clone().unwrap_or_default();
+            if from != target.image_id {
+                return Err(ApprovalError::ImageMoved {
+                    signed: from,
+                    actual: target.image_id.clone(),
+                });
+            }
         }
         check_window(claims.issued_at, claims.expires_at, now, self.max_lifetime)?;
         Ok(VerifiedApproval {
@@ -268,6 +295,8 @@ mod tests {
             issued_at: NOW - 10,
             expires_at: NOW + 600,
             nonce: "n".into(),
+            image_id: None,
+            from_image_id: None,
         }
     }
 
@@ -340,6 +369,7 @@ mod tests {
                 }),
                 WriteAction::Restart,
                 &target(),
+                None,
                 "req",
                 NOW,
             );
@@ -361,6 +391,7 @@ mod tests {
             }),
             WriteAction::Restart,
             &target(),
+            None,
             "req",
             NOW,
         );
@@ -372,7 +403,7 @@ mod tests {
         );
         assert_eq!(
             verifier
-                .verify(None, WriteAction::Restart, &target(), "req", NOW)
+                .verify(None, WriteAction::Restart, &target(), None, "req", NOW)
                 .unwrap_err(),
             ApprovalError::Missing { action: "restart" }
         );

@@ -332,6 +332,38 @@ impl AuditLog {
         Ok(value.and_then(|v| v.parse().ok()))
     }
 
+    /// The key of the keyed hashes of environment values that
+    /// `InspectContainer` answers with: made once, at random, and kept in
+    /// this store, so a value hashes the same across restarts (and so a
+    /// changed value can be told from an unchanged one) while the agent,
+    /// which never sees the key, cannot test guesses against a hash.
+    pub fn env_hash_key(&self) -> Result<[u8; 32], AuditError> {
+        use std::io::Read as _;
+        let conn = self.lock();
+        let kept: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'env_hash_key'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(key) = kept
+            .and_then(|h| hex::decode(h).ok())
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        {
+            return Ok(key);
+        }
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut key))
+            .map_err(|e| AuditError::Batch(format!("cannot read /dev/urandom for a key: {e}")))?;
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('env_hash_key', ?1)",
+            [hex::encode(key)],
+        )?;
+        Ok(key)
+    }
+
     /// Sign a checkpoint of the chain head every `every` rows.
     pub fn with_checkpoints(mut self, key: ed25519_dalek::SigningKey, every: u32) -> AuditLog {
         self.checkpoints = Some(Checkpointer {

@@ -189,6 +189,10 @@ pub struct ActionsConfig {
     /// T2: disruptive, so off unless the operator turns it on.
     #[serde(default = "disabled")]
     pub stop: ActionToggle,
+    /// T2: re-creates a container with a previous image; off unless the
+    /// operator turns it on, and never under a grant.
+    #[serde(default = "disabled")]
+    pub rollback: ActionToggle,
 }
 
 impl Default for ActionsConfig {
@@ -197,6 +201,7 @@ impl Default for ActionsConfig {
             restart: enabled(),
             start: enabled(),
             stop: disabled(),
+            rollback: disabled(),
         }
     }
 }

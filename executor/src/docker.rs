@@ -99,11 +99,31 @@ fn classify(operation: &'static str, target: &str, err: bollard::errors::Error) 
     }
 }
 
+/// The OCI labels an image may carry that say where it came from; the only
+/// image labels `InspectImage` answers with.
+pub const OCI_LABELS: [&str; 4] = [
+    "org.opencontainers.image.revision",
+    "org.opencontainers.image.source",
+    "org.opencontainers.image.created",
+    "org.opencontainers.image.version",
+];
+
+/// What `InspectImage` says of an image.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImageInfo {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub created: String,
+    pub oci_labels: BTreeMap<String, String>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ContainerSummary {
     pub id: String,
     pub name: String,
     pub image: String,
+    /// The image by content (`sha256:…`).
+    pub image_id: String,
     pub state: String,
     pub status: String,
     pub labels: BTreeMap<String, String>,
@@ -364,6 +384,7 @@ impl DockerAdapter {
                 name: details.name.clone(),
                 labels: details.labels.clone(),
                 stop_timeout_secs: details.stop_timeout_secs,
+                image_id: details.image_id.clone(),
             },
             details,
         })
@@ -392,6 +413,7 @@ impl DockerAdapter {
                     .trim_start_matches('/')
                     .to_string(),
                 image: c.image.unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
                 state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                 status: c.status.unwrap_or_default(),
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
@@ -445,6 +467,43 @@ impl DockerAdapter {
                 None
             }
         }
+    }
+
+    /// Whether the engine has the image with this content id (`sha256:…`,
+    /// checked by the caller).
+    pub async fn image_exists(&self, image_id: &str) -> Result<bool, DockerError> {
+        Ok(self.image(image_id).await?.is_some())
+    }
+
+    /// An image by content id: its tags, creation time and OCI labels;
+    /// `None` when the engine does not have it.
+    pub async fn image(&self, image_id: &str) -> Result<Option<ImageInfo>, DockerError> {
+        let answer = self
+            .read("inspect_image", self.timeouts.read, || async {
+                self.client()
+                    .inspect_image(image_id)
+                    .await
+                    .map_err(|e| classify("inspect_image", image_id, e))
+            })
+            .await;
+        let image = match answer {
+            Ok(i) => i,
+            Err(DockerError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let labels = image
+            .config
+            .and_then(|c| c.labels)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| OCI_LABELS.contains(&k.as_str()))
+            .collect();
+        Ok(Some(ImageInfo {
+            id: image.id.unwrap_or_default(),
+            repo_tags: image.repo_tags.unwrap_or_default(),
+            created: image.created.map(|c| c.to_string()).unwrap_or_default(),
+            oci_labels: labels,
+        }))
     }
 
     async fn inspect_raw(&self, name_or_id: &str) -> Result<ContainerDetails, DockerError> {
@@ -685,10 +744,13 @@ impl DockerAdapter {
 mod disk;
 mod events;
 mod logs;
+mod rollback;
 mod stats;
 mod transport;
 pub use disk::{DiskUsage, EngineDisk, MountUsage};
-pub use events::{RawEvent, EVENT_ACTIONS, MAX_CONTAINER_EVENTS};
+pub use events::{
+    is_image_event, RawEvent, EVENT_ACTIONS, IMAGE_EVENT_ACTIONS, MAX_CONTAINER_EVENTS,
+};
 pub use logs::{LogQuery, LogStream, RawLogLine};
 
 #[cfg(test)]

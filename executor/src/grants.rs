@@ -298,7 +298,9 @@ pub fn precondition(action: WriteAction, c: &ContainerDetails) -> Result<(), Gra
             "{} is {state}; under a grant, start only a container that crashed (a clean exit or a stop by signal is someone's decision)",
             c.name
         )),
-        WriteAction::Stop => fail("stop is never covered by a grant".into()),
+        WriteAction::Stop | WriteAction::Rollback => {
+            fail(format!("{action} is never covered by a grant"))
+        }
     }
 }
 

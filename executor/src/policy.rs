@@ -63,6 +63,8 @@ pub struct ResolvedTarget {
     /// The container's own `StopTimeout`, when it sets one (the engine's
     /// default, 10 s, otherwise).
     pub stop_timeout_secs: Option<u32>,
+    /// The image it runs, by content (`sha256:…`).
+    pub image_id: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -96,6 +98,9 @@ pub enum Restart {}
 /// Stopping one container (T2).
 #[derive(Debug)]
 pub enum Stop {}
+/// Re-creating one container with another image (T2).
+#[derive(Debug)]
+pub enum Rollback {}
 
 macro_rules! allows {
     ($($kind:ident = $tier:expr),*) => {$(
@@ -109,7 +114,8 @@ allows!(
     Read = Tier::Read,
     Start = Tier::Change,
     Restart = Tier::Change,
-    Stop = Tier::Disruptive
+    Stop = Tier::Disruptive,
+    Rollback = Tier::Disruptive
 );
 
 /// Proof that policy allowed `A` on one container id.
@@ -162,6 +168,7 @@ pub enum WritePermit {
     Start(Permit<Start>),
     Restart(Permit<Restart>),
     Stop(Permit<Stop>),
+    Rollback(Permit<Rollback>),
 }
 
 impl WritePermit {
@@ -170,6 +177,7 @@ impl WritePermit {
             WritePermit::Start(_) => WriteAction::Start,
             WritePermit::Restart(_) => WriteAction::Restart,
             WritePermit::Stop(_) => WriteAction::Stop,
+            WritePermit::Rollback(_) => WriteAction::Rollback,
         }
     }
 
@@ -178,6 +186,7 @@ impl WritePermit {
             WritePermit::Start(p) => p.tier(),
             WritePermit::Restart(p) => p.tier(),
             WritePermit::Stop(p) => p.tier(),
+            WritePermit::Rollback(p) => p.tier(),
         }
     }
 
@@ -186,6 +195,7 @@ impl WritePermit {
             WritePermit::Start(p) => p.to_read(),
             WritePermit::Restart(p) => p.to_read(),
             WritePermit::Stop(p) => p.to_read(),
+            WritePermit::Rollback(p) => p.to_read(),
         }
     }
 }
@@ -211,6 +221,7 @@ impl Policy {
             WriteAction::Start => self.actions.start.enabled,
             WriteAction::Restart => self.actions.restart.enabled,
             WriteAction::Stop => self.actions.stop.enabled,
+            WriteAction::Rollback => self.actions.rollback.enabled,
         }
     }
 
@@ -220,6 +231,7 @@ impl Policy {
             WriteAction::Start => Start::TIER,
             WriteAction::Restart => Restart::TIER,
             WriteAction::Stop => Stop::TIER,
+            WriteAction::Rollback => Rollback::TIER,
         }
     }
 
@@ -270,6 +282,7 @@ impl Policy {
             WriteAction::Start => WritePermit::Start(Permit::new(target)),
             WriteAction::Restart => WritePermit::Restart(Permit::new(target)),
             WriteAction::Stop => WritePermit::Stop(Permit::new(target)),
+            WriteAction::Rollback => WritePermit::Rollback(Permit::new(target)),
         })
     }
 
@@ -407,6 +420,7 @@ mod tests {
             restart: ActionToggle { enabled: false },
             start: ActionToggle { enabled: true },
             stop: ActionToggle { enabled: false },
+            rollback: ActionToggle { enabled: false },
         };
         let policy = Policy::new(TargetsConfig::default(), actions);
         assert_eq!(
@@ -416,6 +430,14 @@ mod tests {
             PolicyError::ActionDisabled { action: "stop" }
         );
         assert_eq!(Policy::tier(WriteAction::Stop), Tier::Disruptive);
+        assert_eq!(
+            policy
+                .permit_write(WriteAction::Rollback, &target("a", &[]))
+                .unwrap_err(),
+            PolicyError::ActionDisabled { action: "rollback" }
+        );
+        assert_eq!(Policy::tier(WriteAction::Rollback), Tier::Disruptive);
+        assert!(!ActionsConfig::default().rollback.enabled, "off by default");
         assert_eq!(
             policy
                 .permit_write(WriteAction::Restart, &target("a", &[]))

@@ -79,6 +79,8 @@ fn claims() -> impl Strategy<Value = ApprovalClaims> {
                     issued_at: i,
                     expires_at: e,
                     nonce,
+                    image_id: None,
+                    from_image_id: None,
                 }
             },
         )
@@ -320,6 +322,7 @@ proptest! {
             name: format!("/{}", c.container_name.trim_start_matches('/')),
             labels: BTreeMap::new(),
             stop_timeout_secs: None,
+            image_id: String::new(),
         };
         let mut request = c.request_id.clone();
         let (mut signer, mut key_id) = (key(), "op");
@@ -344,6 +347,7 @@ proptest! {
             Some(ApprovalInput { claims: &bytes, signature: &sig, key_id }),
             called,
             &target,
+            None,
             &request,
             now,
         );
@@ -384,7 +388,7 @@ proptest! {
             && allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && (projects.is_empty() || labels.get(COMPOSE_PROJECT_LABEL).is_some_and(|p| projects.contains(p)));
         prop_assert_eq!(got, expected, "globs {:?} name {:?}", targets_patterns(&globs), shown);
-        let target = ResolvedTarget { id: "f".repeat(64), name: shown, labels, stop_timeout_secs: None };
+        let target = ResolvedTarget { id: "f".repeat(64), name: shown, labels, stop_timeout_secs: None, image_id: String::new() };
         prop_assert_eq!(policy.permit_read(&target).is_ok(), expected);
         prop_assert_eq!(policy.permit_write(WriteAction::Restart, &target).is_ok(), expected);
     }

@@ -28,25 +28,49 @@ pub enum WriteAction {
     Start,
     Restart,
     Stop,
+    /// Re-create the container from its own definition with another image
+    /// already on the engine (`image_id` in the claims).
+    Rollback,
 }
 
 impl WriteAction {
-    pub fn as_str(self) -> &'static str {
+    pub const ALL: [WriteAction; 4] = [
+        WriteAction::Start,
+        WriteAction::Restart,
+        WriteAction::Stop,
+        WriteAction::Rollback,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             WriteAction::Start => "start",
             WriteAction::Restart => "restart",
             WriteAction::Stop => "stop",
+            WriteAction::Rollback => "rollback",
         }
     }
 
     pub fn parse(s: &str) -> Option<WriteAction> {
-        match s {
-            "start" => Some(WriteAction::Start),
-            "restart" => Some(WriteAction::Restart),
-            "stop" => Some(WriteAction::Stop),
-            _ => None,
-        }
+        WriteAction::ALL.into_iter().find(|a| a.as_str() == s)
     }
+
+    /// Whether the action runs an image: its claims then name the image to
+    /// run (`image_id`) and the one the container runs now
+    /// (`from_image_id`).
+    pub const fn names_images(self) -> bool {
+        matches!(self, WriteAction::Rollback)
+    }
+}
+
+/// `sha256:` and 64 lowercase hex digits: an image named by its content,
+/// never by a name or a tag that could move.
+pub fn is_image_id(id: &str) -> bool {
+    id.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 impl std::fmt::Display for WriteAction {
@@ -77,6 +101,14 @@ pub struct ApprovalClaims {
     pub expires_at: i64,
     /// 128 random bits, hex; single use.
     pub nonce: String,
+    /// For a rollback: the image to run (`sha256:…`), present on the
+    /// engine. Absent for every other action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// For a rollback: the image the container runs when the approval is
+    /// made; the executor refuses if it runs another by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_image_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -118,7 +150,28 @@ impl ApprovalClaims {
         if claims.version != CLAIMS_VERSION {
             return Err(ApprovalFormatError::Version(claims.version));
         }
+        claims.check_images()?;
         Ok(claims)
+    }
+
+    /// A rollback names both images by content id; no other action names
+    /// any.
+    fn check_images(&self) -> Result<(), ApprovalFormatError> {
+        let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
+        match (&self.image_id, &self.from_image_id) {
+            (Some(to), Some(from)) if self.action.names_images() => {
+                if !is_image_id(to) || !is_image_id(from) {
+                    return malformed("image ids must be sha256: and 64 hex digits".into());
+                }
+                Ok(())
+            }
+            (None, None) if !self.action.names_images() => Ok(()),
+            _ if self.action.names_images() => malformed(format!(
+                "a {} names image_id and from_image_id",
+                self.action
+            )),
+            _ => malformed(format!("a {} names no image", self.action)),
+        }
     }
 }
 
@@ -226,6 +279,8 @@ mod tests {
             issued_at: 1,
             expires_at: 2,
             nonce: ApprovalClaims::new_nonce(),
+            image_id: None,
+            from_image_id: None,
         }
     }
 

@@ -137,8 +137,14 @@ impl GrantClaims {
         if self.actions.is_empty() {
             return invalid("no action: name start and/or restart".into());
         }
-        if self.actions.contains(&WriteAction::Stop) {
-            return invalid("stop is a T2 action; a grant covers start and restart only".into());
+        if let Some(t2) = self
+            .actions
+            .iter()
+            .find(|a| matches!(a, WriteAction::Stop | WriteAction::Rollback))
+        {
+            return invalid(format!(
+                "{t2} is a T2 action; a grant covers start and restart only"
+            ));
         }
         if self.scope.is_empty() {
             return invalid(
@@ -305,6 +311,8 @@ mod tests {
             issued_at: 1,
             expires_at: 2,
             nonce: "n".into(),
+            image_id: None,
+            from_image_id: None,
         }
         .encode();
         let approval_sig = approval::sign(&claims, &key);

@@ -103,6 +103,7 @@ const AGENT_LAYERS: &[&[&str]] = &[
         "disk",
         "planner",
         "runbook",
+        "change",
     ],
     // The store, owning every table and its migrations.
     &["store"],

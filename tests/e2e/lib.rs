@@ -618,6 +618,8 @@ pub mod approvals {
             issued_at: now,
             expires_at: now + 300,
             nonce: ApprovalClaims::new_nonce(),
+            image_id: None,
+            from_image_id: None,
         }
     }
 

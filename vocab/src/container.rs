@@ -115,6 +115,13 @@ pub struct ContainerView {
     /// when it is not running).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub image_missing: bool,
+    /// When the container was created (RFC 3339, as the engine says).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub created: String,
+    /// Each environment variable's name with a keyed hash of its value
+    /// (the executor's key): a changed value shows, the value never does.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_hashes: BTreeMap<String, String>,
 }
 
 impl ContainerView {
@@ -232,6 +239,10 @@ pub struct PolicyView {
     /// The longest grant the executor accepts.
     #[serde(default)]
     pub max_grant_ttl_secs: u64,
+    /// Whether the executor may roll a container back to a previous image
+    /// (T2, off by default).
+    #[serde(default)]
+    pub rollback_enabled: bool,
 }
 
 impl PolicyView {
@@ -310,3 +321,25 @@ pub struct HttpCheckView {
 
 pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 pub use drydock_proto::grant::COMPOSE_PROJECT_LABEL;
+
+/// An image as `InspectImage` says it (named by content id only).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ImageView {
+    pub present: bool,
+    pub id: String,
+    /// Only the names a visible container uses.
+    #[serde(default)]
+    pub repo_tags: Vec<String>,
+    #[serde(default)]
+    pub created: String,
+    /// `org.opencontainers.image.{revision,source,created,version}`.
+    #[serde(default)]
+    pub oci_labels: BTreeMap<String, String>,
+}
+
+/// The OCI label naming the commit an image was built from.
+pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
+/// The OCI label naming where the image's source lives.
+pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
+/// The compose label that changes when a service's definition does.
+pub const COMPOSE_CONFIG_HASH_LABEL: &str = "com.docker.compose.config-hash";

@@ -16,12 +16,14 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod change;
 pub mod container;
 pub mod event;
 pub mod request;
 pub mod time;
 
 pub use api::*;
+pub use change::*;
 pub use container::*;
 pub use drydock_proto::approval::WriteAction;
 pub use drydock_proto::FaultClass;

@@ -167,6 +167,12 @@ pub struct Diagnosis {
 pub struct PlanStep {
     pub action: WriteAction,
     pub target: Target,
+    /// A rollback's image to run (`sha256:…`), and the one the container
+    /// runs now; absent for every other action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_image_id: Option<String>,
     pub reason: String,
     /// The executor's tier for the action: `T1` (change), `T2` (disruptive).
     pub risk: String,
@@ -242,6 +248,9 @@ pub struct ExecutionRecord {
     /// The automation grant that authorised it, when no person did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_id: Option<String>,
+    /// A rollback's new container (it took the old one's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_container_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

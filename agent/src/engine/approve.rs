@@ -34,6 +34,9 @@ impl Engine {
                     issued_at: now,
                     expires_at,
                     nonce: ApprovalClaims::new_nonce(),
+                    // A rollback's person signs both images.
+                    image_id: s.image_id.clone(),
+                    from_image_id: s.from_image_id.clone(),
                 };
                 ApprovalRecord {
                     id: claims.approval_id.clone(),

@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 
 use super::{Engine, Stop};
-use crate::executor_client::{Authority, ExecutorError};
+use crate::executor_client::{Authority, ExecutorError, Written};
 use crate::model::*;
 
 /// Log lines kept in the snapshot taken before a write.
@@ -112,7 +112,13 @@ impl Engine {
                 .await?;
             let result = self
                 .executor
-                .write(action, id, &step.target.container_id, authority)
+                .write(
+                    action,
+                    id,
+                    &step.target.container_id,
+                    authority,
+                    step.image_id.as_deref(),
+                )
                 .await;
             let in_doubt = matches!(&result, Err(e) if e.outcome_in_doubt());
             let record = ExecutionRecord {
@@ -122,7 +128,15 @@ impl Engine {
                 approval_id: approval.id.clone(),
                 ok: result.is_ok(),
                 message: match &result {
-                    Ok(()) => format!("{} {}: done", step.action, step.target.container_name),
+                    Ok(Written {
+                        new_container_id: Some(new),
+                    }) => format!(
+                        "{} {}: done; it runs as container {} now",
+                        step.action,
+                        step.target.container_name,
+                        new.chars().take(12).collect::<String>()
+                    ),
+                    Ok(_) => format!("{} {}: done", step.action, step.target.container_name),
                     Err(e) if in_doubt => format!(
                         "{} {}: outcome in doubt ({e}); it is not sent again, the container's state decides",
                         step.action, step.target.container_name
@@ -132,8 +146,13 @@ impl Engine {
                 at: now_rfc3339(),
                 in_doubt,
                 grant_id: approval.grant_id.clone(),
+                new_container_id: result
+                    .as_ref()
+                    .ok()
+                    .and_then(|w| w.new_container_id.clone()),
             };
             let approval_id = approval.id.clone();
+            let old_id = step.target.container_id.clone();
             self.update(
                 id,
                 EventPayload::Execution(Executed {
@@ -141,6 +160,13 @@ impl Engine {
                 }),
                 |r| {
                     r.execution.push(record.clone());
+                    // A rollback's container took the old one's name: it is
+                    // the target from now on (verification looks at it).
+                    if let Some(new) = &record.new_container_id {
+                        if let Some(t) = r.target.as_mut().filter(|t| t.container_id == old_id) {
+                            t.container_id = new.clone();
+                        }
+                    }
                     // The signature was single-use; do not keep it.
                     if let Some(a) = r.approvals.iter_mut().find(|a| a.id == approval_id) {
                         a.signature = None;

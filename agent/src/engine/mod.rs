@@ -481,6 +481,7 @@ impl Engine {
             events,
             events_ev,
             death: decoded(req, "death_logs"),
+            change: decoded(req, "change"),
             asked: crate::rules::question::asked_in(
                 &req.message,
                 req.options.utc_offset_minutes,
@@ -604,6 +605,7 @@ struct Observed {
     death: Option<(DeathLogs, String)>,
     asked: Option<crate::rules::AskedTime>,
     now_unix: i64,
+    change: Option<(Change, String)>,
 }
 
 impl Observed {
@@ -621,6 +623,7 @@ impl Observed {
                 .map(|(logs, evidence)| crate::rules::PastDeath { logs, evidence }),
             asked: self.asked,
             now_unix: self.now_unix,
+            change: self.change.as_ref().map(|(c, ev)| (c, ev.as_str())),
         }
     }
 }

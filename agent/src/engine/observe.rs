@@ -70,6 +70,7 @@ impl Engine {
             return Ok(false);
         };
         gathered.push(Gathered::inspect(&read.container));
+        gathered.extend(self.what_changed(&req, &read).await?);
         if !read.events.is_empty() {
             gathered.push(Gathered::new(
                 "events",
@@ -276,6 +277,67 @@ impl Engine {
             asked: asked.map(|a| a.unix),
             tail,
         }))
+    }
+
+    /// Remember what the target is, and compare it with the last
+    /// incarnation of its service the agent remembers: `change` evidence
+    /// when something of its definition differs (whether the change is to
+    /// blame is diagnosis' call).
+    async fn what_changed(
+        &self,
+        req: &Request,
+        read: &TargetRead,
+    ) -> Result<Option<Gathered>, Stop> {
+        use crate::change::{self, Remembered};
+        use crate::store::fingerprints;
+        let now = unix_now();
+        let current = change::fingerprint(&read.container);
+        fingerprints::record(&self.store, &current, now)?;
+        let failing = change::failing_since(&read.container, now);
+        if let Some(at) = failing {
+            fingerprints::failed(&self.store, &current.container_id, at)?;
+        }
+        let created = change::unix_of(&current.created);
+        let Some(previous) = fingerprints::predecessors(&self.store, &current, 8)?
+            .into_iter()
+            .find(
+                |p| match (change::unix_of(&p.fingerprint.created), created) {
+                    (Some(then), Some(now)) => then < now,
+                    _ => true,
+                },
+            )
+        else {
+            return Ok(None);
+        };
+        let failed_at = fingerprints::get(&self.store, &current.container_id)?
+            .and_then(|r| r.failed_at)
+            .or(failing);
+        let old_image = &previous.fingerprint.image_id;
+        let present = if !old_image.is_empty() && *old_image != current.image_id {
+            match self.executor.image(&req.id, old_image).await {
+                Ok(i) => Some(i.present),
+                Err(e) => {
+                    tracing::warn!(request_id = %req.id, error = %e, "cannot tell whether the previous image is on the engine");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let remembered = Remembered {
+            fingerprint: previous.fingerprint,
+            failed_at: previous.failed_at,
+        };
+        Ok(
+            change::compare(&remembered, &current, failed_at, present).map(|c| {
+                Gathered::new(
+                    "change",
+                    "InspectContainer (remembered definitions), InspectImage",
+                    serde_json::to_value(&c).unwrap_or_default(),
+                    format!("what changed: {}", c.said),
+                )
+            }),
+        )
     }
 
     /// A death it has moved on from (started again since, or the one a

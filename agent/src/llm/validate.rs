@@ -167,6 +167,13 @@ pub fn plan(
             WriteAction::Start => policy.start_enabled,
             WriteAction::Restart => policy.restart_enabled,
             WriteAction::Stop => policy.stop_enabled,
+            // Named by drydock's planner from the change evidence, with
+            // both images; never by a model.
+            WriteAction::Rollback => {
+                return Err(format!(
+                    "{at}: `rollback` is not an action you propose; drydock proposes it itself when the evidence shows an image change"
+                ))
+            }
         };
         if !enabled {
             return Err(format!(
@@ -188,6 +195,8 @@ pub fn plan(
         steps.push(PlanStep {
             action,
             target: target.clone(),
+            image_id: None,
+            from_image_id: None,
             reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
             risk: policy.tier_label(action.as_str()),
             expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
@@ -290,6 +299,7 @@ mod tests {
         let done = [ExecutionRecord {
             step: 0,
             action: WriteAction::Restart,
+            new_container_id: None,
             container_id: "aaaaaaaaaaaa1111".into(),
             approval_id: "a".into(),
             ok: true,

@@ -252,6 +252,7 @@ fn run(c: &ContainerView, lines: &[&str]) -> Finding {
         past_death: None,
         asked: None,
         now_unix: 0,
+        change: None,
     })
 }
 
@@ -426,6 +427,7 @@ fn diagnose_with(
         now_unix: events
             .last()
             .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60),
+        change: None,
     })
 }
 
@@ -691,4 +693,60 @@ fn questions_are_told_from_reports() {
     ] {
         assert!(!is_question(r), "{r}");
     }
+}
+
+#[test]
+fn a_failure_that_began_with_a_change_names_it_and_a_healthy_container_does_not() {
+    let change = crate::model::Change {
+        service: "shop/api".into(),
+        image_changed: true,
+        previous_ran_secs: Some(6 * 86_400),
+        failed_after_secs: Some(40),
+        said: "began 40 s after shop/api was recreated from image sha256:4f1e…".into(),
+        ..Default::default()
+    };
+    let crashed = ContainerView {
+        name: "shop-api-1".into(),
+        exit_code: 1,
+        status: "exited".into(),
+        ..Default::default()
+    };
+    let logs = logs_of(&["Error: missing required environment variable DATABASE_URL"]);
+    let observe = |c: &ContainerView| {
+        diagnose(&Observation {
+            container: c,
+            container_evidence: "ev-1",
+            logs: &logs,
+            logs_evidence: "ev-2",
+            events: &[],
+            events_evidence: "",
+            past_death: None,
+            asked: None,
+            now_unix: 0,
+            change: Some((&change, "ev-9")),
+        })
+    };
+    let f = observe(&crashed);
+    let cause = &f.diagnosis.causes[0];
+    assert_eq!(cause.class, FaultClass::ConfigError);
+    assert!(
+        cause
+            .reason
+            .contains("; the failure began 40 s after shop/api was recreated"),
+        "{}",
+        cause.reason
+    );
+    assert!(cause.evidence_ids.contains(&"ev-9".to_string()));
+    assert!(f.diagnosis.summary.contains("recreated from image"));
+    assert_eq!(f.change.as_ref(), Some(&change));
+    let healthy = ContainerView {
+        running: true,
+        status: "running".into(),
+        health_status: "healthy".into(),
+        ..crashed.clone()
+    };
+    let f = observe(&healthy);
+    assert_eq!(f.diagnosis.causes[0].class, FaultClass::Healthy);
+    assert!(f.change.is_none());
+    assert!(!f.diagnosis.causes[0].reason.contains("recreated"));
 }

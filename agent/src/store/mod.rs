@@ -10,6 +10,7 @@
 //! here.
 
 pub mod deliveries;
+pub mod fingerprints;
 pub mod grants;
 pub mod journal;
 mod requests;

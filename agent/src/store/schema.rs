@@ -63,6 +63,20 @@ pub const MIGRATIONS: &[&str] = &[
        delivered_at TEXT
      );
      CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_at);",
+    // 2: what each container was (its fingerprint), to name what changed
+    // before a failure.
+    "CREATE TABLE fingerprints (
+       container_id TEXT PRIMARY KEY,
+       name TEXT NOT NULL,
+       project TEXT NOT NULL,
+       service TEXT NOT NULL,
+       doc TEXT NOT NULL,
+       first_seen INTEGER NOT NULL,
+       last_seen INTEGER NOT NULL,
+       failed_at INTEGER
+     );
+     CREATE INDEX fingerprints_by_service ON fingerprints (project, service, last_seen);
+     CREATE INDEX fingerprints_by_name ON fingerprints (name, last_seen);",
 ];
 
 /// The version this release writes.

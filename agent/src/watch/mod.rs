@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use crate::config::WatchConfig;
 use crate::executor_client::ExecutorClient;
+use crate::executor_client::Reads as _;
 use crate::model::{ContainerEvent, Request, RequestOptions, RequestSource};
-use crate::store::{journal, Store};
+use crate::store::{fingerprints, journal, Store};
 
 /// How the watcher and the alert intake open a request: the engine, as seen
 /// from below it (the engine implements this; nothing here knows it).
@@ -174,6 +175,11 @@ impl Watcher {
         ) {
             tracing::error!(error = %e, "cannot prune the event journal");
         }
+        // Definitions are kept as long as the events, and as many.
+        let before = (now_nanos() - keep).div_euclid(1_000_000_000);
+        if let Err(e) = fingerprints::prune(&self.store, before, self.config.journal_max_rows) {
+            tracing::error!(error = %e, "cannot prune the remembered definitions");
+        }
     }
 
     fn recent(&self, e: &ContainerEvent) -> Vec<ContainerEvent> {
@@ -197,8 +203,22 @@ impl Watcher {
                 return;
             }
         }
+        // What it is, remembered as it comes to be: a later failure of
+        // another incarnation is compared with it.
+        if matches!(e.action.as_str(), "create" | "start" | "rename") {
+            let (store, executor, id) = (
+                self.store.clone(),
+                self.executor.clone(),
+                e.container_id.clone(),
+            );
+            tokio::spawn(async move { remember(&store, &executor, &id).await });
+        }
         let recent = self.recent(&e);
         if let Some(trigger) = trigger_of(&e, &recent) {
+            let at = e.time_nanos.div_euclid(1_000_000_000);
+            if let Err(err) = fingerprints::failed(&self.store, &e.container_id, at) {
+                tracing::error!(error = %err, "cannot record a failure");
+            }
             if let Err(err) = journal::set_trigger(&self.store, &e, "pending") {
                 tracing::error!(error = %err, "cannot record a watch trigger");
             }
@@ -307,6 +327,20 @@ impl Watcher {
                 "failed"
             }
         }
+    }
+}
+
+/// Inspect a container through the executor and remember its definition.
+async fn remember(store: &Store, executor: &ExecutorClient, container_id: &str) {
+    match executor.inspect("watch", container_id).await {
+        Ok(c) => {
+            let f = crate::change::fingerprint(&c);
+            if let Err(e) = fingerprints::record(store, &f, crate::model::unix_now()) {
+                tracing::error!(error = %e, "cannot remember a container's definition");
+            }
+        }
+        // Gone already (a short-lived container), or hidden: nothing to keep.
+        Err(e) => tracing::debug!(container_id, error = %e, "not remembered"),
     }
 }
 

@@ -464,6 +464,8 @@ mod tests {
                 issued_at: 1,
                 expires_at: 2,
                 nonce: "0".repeat(32),
+                image_id: None,
+                from_image_id: None,
             };
             B64.encode(c.encode())
         };

@@ -25,26 +25,44 @@ pub struct RawEvent {
 
 /// The container actions the events stream carries; the engine's others
 /// (exec, attach, resize, …) are dropped at the source.
-pub const EVENT_ACTIONS: [&str; 8] = [
+pub const EVENT_ACTIONS: [&str; 10] = [
+    "create",
     "start",
     "die",
     "oom",
     "kill",
     "health_status",
     "restart",
+    "rename",
     "destroy",
     "stop",
 ];
 
+/// The image actions the stream carries (a tag that moves, an image that
+/// goes), as `image_<action>`, for the containers that use the image.
+pub const IMAGE_EVENT_ACTIONS: [&str; 4] = ["pull", "tag", "untag", "delete"];
+
+/// Whether a raw event is of an image (`image_pull` …), not a container.
+pub fn is_image_event(action: &str) -> bool {
+    action.starts_with("image_")
+}
+
 fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
+    let image = m.typ == Some(bollard::models::EventMessageTypeEnum::IMAGE);
     let full = m.action.unwrap_or_default();
     let (verb, status) = match full.split_once(':') {
         Some((v, s)) => (v.trim().to_string(), s.trim().to_string()),
         None => (full.trim().to_string(), String::new()),
     };
-    if !EVENT_ACTIONS.contains(&verb.as_str()) {
+    let known = if image {
+        IMAGE_EVENT_ACTIONS.contains(&verb.as_str())
+    } else {
+        EVENT_ACTIONS.contains(&verb.as_str())
+    };
+    if !known {
         return None;
     }
+    let verb = if image { format!("image_{verb}") } else { verb };
     let actor = m.actor.unwrap_or_default();
     let attributes: BTreeMap<String, String> =
         actor.attributes.unwrap_or_default().into_iter().collect();
@@ -136,10 +154,17 @@ impl DockerAdapter {
                 until: None,
                 filters: Some(
                     [
-                        ("type".to_string(), vec!["container".to_string()]),
+                        (
+                            "type".to_string(),
+                            vec!["container".to_string(), "image".to_string()],
+                        ),
                         (
                             "event".to_string(),
-                            EVENT_ACTIONS.iter().map(|a| a.to_string()).collect(),
+                            EVENT_ACTIONS
+                                .iter()
+                                .chain(IMAGE_EVENT_ACTIONS.iter())
+                                .map(|a| a.to_string())
+                                .collect(),
                         ),
                     ]
                     .into(),

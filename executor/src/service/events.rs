@@ -7,10 +7,9 @@
 use std::pin::Pin;
 
 use futures::Stream;
-use tokio_stream::StreamExt as _;
 
 use super::*;
-use crate::docker::RawEvent;
+use crate::docker::{is_image_event, DockerAdapter, RawEvent};
 use crate::grants::labels_from_attributes;
 use crate::policy::COMPOSE_PROJECT_LABEL;
 
@@ -84,18 +83,26 @@ impl ExecutorService {
         call.entry.input = format!("since_unix_nanos={}", req.since_unix_nanos);
         call.entry.result = "event stream opened".into();
         let policy = self.policy.clone();
+        let docker = self.docker.clone();
         let raw =
             tokio_stream::wrappers::ReceiverStream::new(self.docker.events(req.since_unix_nanos));
-        let stream = raw.filter_map(move |item| {
+        let typed = futures::StreamExt::then(raw, move |item| {
             // The slot lives as long as the stream.
             let _held = &slot;
-            match item {
-                Ok(event) => visible_event(&policy, event).map(Ok),
-                Err(e) => Some(Err(Status::unavailable(format!(
-                    "the events stream ended: {e}; reconnect with since_unix_nanos set to the last event's time"
-                )))),
+            let (policy, docker) = (policy.clone(), docker.clone());
+            async move {
+                match item {
+                    Ok(event) if is_image_event(&event.action) => {
+                        image_event(&policy, &docker, event).await
+                    }
+                    Ok(event) => visible_event(&policy, event).map(Ok).into_iter().collect(),
+                    Err(e) => vec![Err(Status::unavailable(format!(
+                        "the events stream ended: {e}; reconnect with since_unix_nanos set to the last event's time"
+                    )))],
+                }
             }
         });
+        let stream = futures::StreamExt::flat_map(typed, futures::stream::iter);
         // Ends at shutdown (so the server can finish) or after its lifetime.
         let mut shutdown = self.shutdown.clone();
         let end = async move {
@@ -157,6 +164,54 @@ impl ExecutorService {
         call.entry.result = format!("events={} truncated={truncated}", events.len());
         Ok(pb::ContainerEventsResponse { events, truncated })
     }
+}
+
+/// An image event, once for each visible container that uses the image
+/// (by content id, or by the name the event gives): a tag that moved under
+/// a running service, an image that went. Nothing for an image no visible
+/// container uses, so the stream tells nothing of the engine's other images.
+async fn image_event(
+    policy: &Policy,
+    docker: &DockerAdapter,
+    e: RawEvent,
+) -> Vec<Result<pb::ContainerEvent, Status>> {
+    let name = e.attributes.get("name").cloned().unwrap_or_default();
+    let users = match docker.list(true).await {
+        Ok(all) => all,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot tell which containers use an image; its event is dropped");
+            return Vec::new();
+        }
+    };
+    let clean = |s: &str| truncate_for_audit(&redact::neutralise_controls(s));
+    users
+        .into_iter()
+        .filter(|c| policy.target_allowed(&c.name, &c.labels))
+        .filter(|c| c.image_id == e.id || c.image == e.id || (!name.is_empty() && c.image == name))
+        .map(|c| {
+            Ok(pb::ContainerEvent {
+                time_unix_nanos: e.time_nanos,
+                container_id: clean(&c.id),
+                name: clean(&c.name),
+                action: e.action.clone(),
+                has_exit_code: false,
+                exit_code: 0,
+                signal: String::new(),
+                health_status: String::new(),
+                image: clean(if name.is_empty() { &e.id } else { &name }),
+                compose_project: clean(
+                    c.labels
+                        .get(COMPOSE_PROJECT_LABEL)
+                        .map_or("", String::as_str),
+                ),
+                compose_service: clean(
+                    c.labels
+                        .get(COMPOSE_SERVICE_LABEL)
+                        .map_or("", String::as_str),
+                ),
+            })
+        })
+        .collect()
 }
 
 /// The typed, redacted event, or `None` for a container the policy hides.

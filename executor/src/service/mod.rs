@@ -11,6 +11,7 @@
 
 mod disk;
 mod events;
+mod images;
 mod reads;
 mod shape;
 pub mod validate;
@@ -136,6 +137,9 @@ pub struct ExecutorService {
     shutdown: tokio::sync::watch::Receiver<bool>,
     /// Which environment values an inspect shows (`redact.env`).
     env_policy: redact::EnvPolicy,
+    /// The key of the environment values' keyed hashes, read from the
+    /// audit store at first use.
+    env_key: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// One call in flight: who made it and what will be audited.
@@ -239,7 +243,16 @@ impl ExecutorService {
             streams: Arc::default(),
             shutdown: p.shutdown,
             env_policy: p.env_policy,
+            env_key: std::sync::OnceLock::new(),
         }
+    }
+
+    fn env_key(&self) -> Result<[u8; 32], ExecError> {
+        if let Some(key) = self.env_key.get() {
+            return Ok(*key);
+        }
+        let key = self.audit.env_hash_key()?;
+        Ok(*self.env_key.get_or_init(|| key))
     }
 
     /// The interceptor for the gRPC health service: it reveals nothing, but
@@ -369,7 +382,32 @@ impl ExecutorService {
         let tier = Policy::tier(action);
         let mut call = self.begin(&request, action.as_str(), tier);
         match self
-            .authorize_write(&mut call, request.into_inner(), action)
+            .authorize_write(&mut call, request.into_inner(), action, None)
+            .await
+        {
+            Ok(write) => self.run_write(call, write).await,
+            Err(e) => self.finish(call, Err(e)).await,
+        }
+    }
+
+    /// `RollbackContainer`: the write path, with the image the approval
+    /// must name; approval only.
+    async fn rollback_rpc(
+        &self,
+        request: Request<pb::RollbackRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let action = WriteAction::Rollback;
+        let mut call = self.begin(&request, action.as_str(), Policy::tier(action));
+        let req = request.into_inner();
+        let write = pb::WriteRequest {
+            request_id: req.request_id,
+            container: req.container,
+            approval: req.approval,
+            grant: None,
+            fault_class: String::new(),
+        };
+        match self
+            .authorize_write(&mut call, write, action, Some(req.image_id))
             .await
         {
             Ok(write) => self.run_write(call, write).await,
@@ -534,6 +572,22 @@ impl pb::executor_server::Executor for ExecutorService {
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         self.write_rpc(request, WriteAction::Stop).await
+    }
+
+    async fn rollback_container(
+        &self,
+        request: Request<pb::RollbackRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        self.rollback_rpc(request).await
+    }
+
+    async fn inspect_image(
+        &self,
+        request: Request<pb::ImageRequest>,
+    ) -> Result<Response<pb::ImageResponse>, Status> {
+        let mut call = self.begin(&request, "inspect_image", Tier::Read);
+        let result = self.inspect_image(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
     }
 
     async fn container_stats(

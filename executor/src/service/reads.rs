@@ -114,8 +114,10 @@ impl ExecutorService {
         let image_missing = image_check
             && !details.state.running
             && self.docker.image_present(&permit, &details.image_id).await == Some(false);
+        let env_hashes = shape::env_hashes(&details.env, &self.env_key()?);
         let mut shaped = shape_inspect(details, &self.env_policy);
         shaped.image_missing = image_missing;
+        shaped.env_hashes = env_hashes;
         call.entry.result = format!(
             "state={} redactions={}{}",
             shaped
@@ -345,7 +347,7 @@ impl ExecutorService {
         call.record(&req.request_id, "");
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        let actions = [WriteAction::Start, WriteAction::Restart, WriteAction::Stop]
+        let actions = WriteAction::ALL
             .into_iter()
             .map(|a| pb::ActionPolicy {
                 action: a.as_str().into(),

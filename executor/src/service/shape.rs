@@ -113,6 +113,8 @@ pub(super) fn shape_inspect(
         network_mode: redact::neutralise_controls(&d.network_mode),
         // Asked apart (docker.rs `image_present`), by the service.
         image_missing: false,
+        // Keyed by the service (`env_hashes`), which holds the key.
+        env_hashes: Vec::new(),
         id: d.id,
         name: redact::neutralise_controls(&d.name),
         image: redact::neutralise_controls(&d.image),
@@ -141,5 +143,72 @@ pub(super) fn shape_inspect(
         requested_host_ports: d.requested_host_ports,
         ip_addresses: d.ip_addresses,
         redactions,
+    }
+}
+
+/// Each environment variable's name with an HMAC-SHA256 of its value under
+/// the executor's own key (the first 16 bytes, hex): equal values hash
+/// equal, and without the key no guess can be checked against a hash.
+pub(super) fn env_hashes(env: &[String], key: &[u8; 32]) -> Vec<pb::EnvHash> {
+    env.iter()
+        .map(|e| {
+            let (name, value) = e.split_once('=').unwrap_or((e.as_str(), ""));
+            let mac = hmac_sha256(key, value.as_bytes());
+            pb::EnvHash {
+                name: truncate_for_audit(&redact::neutralise_controls(name)),
+                hash: hex::encode(&mac[..16]),
+            }
+        })
+        .collect()
+}
+
+/// HMAC-SHA256 (RFC 2104).
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest as _, Sha256};
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    let mut inner = Sha256::new();
+    inner.update(block.map(|b| b ^ 0x36));
+    inner.update(message);
+    let mut outer = Sha256::new();
+    outer.update(block.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+#[cfg(test)]
+mod env_hash_tests {
+    use super::*;
+
+    #[test]
+    fn equal_values_hash_equal_and_the_key_matters() {
+        let key = [7u8; 32];
+        let env = [
+            "A=secret".to_string(),
+            "B=secret".to_string(),
+            "C=other".to_string(),
+            "D".to_string(),
+        ];
+        let h = env_hashes(&env, &key);
+        assert_eq!(
+            h.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+            ["A", "B", "C", "D"]
+        );
+        assert_eq!(h[0].hash, h[1].hash);
+        assert_ne!(h[0].hash, h[2].hash);
+        assert_eq!(h[0].hash.len(), 32);
+        assert!(!h[0].hash.contains("secret"));
+        let other = env_hashes(&env, &[8u8; 32]);
+        assert_ne!(h[0].hash, other[0].hash);
+        // RFC 4231 test case 2's shape, with a 32-byte key: HMAC, not a
+        // plain hash of key and value.
+        let plain = {
+            use sha2::{Digest as _, Sha256};
+            let mut d = Sha256::new();
+            d.update(key);
+            d.update(b"secret");
+            hex::encode(&d.finalize()[..16])
+        };
+        assert_ne!(h[0].hash, plain);
     }
 }

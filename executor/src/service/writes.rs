@@ -17,15 +17,29 @@ impl ExecutorService {
     /// a valid approval, and consuming it commits a record of who may do what
     /// to which container before Docker is called (a store that cannot be
     /// written stops the write).
+    ///
+    /// A rollback (`image`: the image to run) is approval only, and its
+    /// approval must name that image and the one the container runs now;
+    /// the image must be on the engine (nothing is pulled).
     pub(super) async fn authorize_write(
         &self,
         call: &mut Call,
         req: pb::WriteRequest,
         action: WriteAction,
+        image: Option<String>,
     ) -> Result<AuthorizedWrite, ExecError> {
         call.record(&req.request_id, &req.container);
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
+        if action.names_images() {
+            let image = image.as_deref().unwrap_or_default();
+            if !drydock_proto::approval::is_image_id(image) {
+                return Err(ExecError::InvalidArgument(format!(
+                    "image_id `{}` is not an image's content id (sha256: and 64 hex digits); a rollback names the image to run by content, never by name or tag",
+                    truncate_for_audit(&redact::neutralise_controls(image))
+                )));
+            }
+        }
         if req.approval.is_some() && req.grant.is_some() {
             return Err(GrantRefusal::Both.into());
         }
@@ -57,15 +71,36 @@ impl ExecutorService {
             signature: &a.signature,
             key_id: &a.key_id,
         });
-        let approved =
-            self.approvals
-                .verify(input, action, &target, &req.request_id, unix_now())?;
+        let approved = self.approvals.verify(
+            input,
+            action,
+            &target,
+            image.as_deref(),
+            &req.request_id,
+            unix_now(),
+        )?;
         call.entry.approval_id = truncate_for_audit(&approved.claims.approval_id);
         call.entry.input = format!(
             "plan_digest={} expires_at={}",
             truncate_for_audit(&approved.claims.plan_digest),
             approved.claims.expires_at
         );
+        if let Some(image) = &image {
+            call.entry.input.push_str(&format!(
+                " image_id={image} from_image_id={}",
+                target.image_id
+            ));
+            // Checked before the approval is spent, so a missing image
+            // does not burn it.
+            if !self.docker.image_exists(image).await? {
+                return Err(ExecError::Docker(DockerError::Rejected {
+                    operation: "rollback",
+                    message: format!(
+                        "image {image} is not on the engine; drydock never pulls: pull or rebuild it, then ask again"
+                    ),
+                }));
+            }
+        }
         let record = NonceRecord {
             nonce: &approved.claims.nonce,
             approval_id: &approved.claims.approval_id,
@@ -103,8 +138,10 @@ impl ExecutorService {
                 action: action.as_str().into(),
                 approval_id: approved.claims.approval_id,
                 grant_id: String::new(),
+                new_container_id: String::new(),
             },
             recheck_state: false,
+            image,
         })
     }
 
@@ -189,8 +226,10 @@ impl ExecutorService {
                 action: action.as_str().into(),
                 approval_id: String::new(),
                 grant_id: claims.grant_id.clone(),
+                new_container_id: String::new(),
             },
             recheck_state: true,
+            image: None,
         })
     }
 
@@ -208,8 +247,9 @@ impl ExecutorService {
             let AuthorizedWrite {
                 permit,
                 action,
-                response,
+                mut response,
                 recheck_state,
+                image,
             } = write;
             let still_broken = if recheck_state {
                 match docker.inspect(&permit.to_read()).await {
@@ -224,13 +264,25 @@ impl ExecutorService {
             let result = match still_broken {
                 Ok(()) => {
                     // Each write takes only the permit for itself.
-                    let done = match &permit {
-                        WritePermit::Restart(p) => docker.restart(p).await,
-                        WritePermit::Start(p) => docker.start(p).await,
-                        WritePermit::Stop(p) => docker.stop(p).await,
+                    let done = match (&permit, image.as_deref()) {
+                        (WritePermit::Restart(p), _) => docker.restart(p).await.map(|()| None),
+                        (WritePermit::Start(p), _) => docker.start(p).await.map(|()| None),
+                        (WritePermit::Stop(p), _) => docker.stop(p).await.map(|()| None),
+                        (WritePermit::Rollback(p), Some(image)) => {
+                            docker.rollback(p, image).await.map(Some)
+                        }
+                        // authorize_write checked it; never reached.
+                        (WritePermit::Rollback(_), None) => Err(DockerError::Rejected {
+                            operation: "rollback",
+                            message: "no image to roll back to".into(),
+                        }),
                     };
-                    done.map_err(ExecError::from).map(|()| {
-                        call.entry.result = format!("{action} done");
+                    done.map_err(ExecError::from).map(|new_id| {
+                        call.entry.result = match &new_id {
+                            Some(id) => format!("{action} done: new container {id}"),
+                            None => format!("{action} done"),
+                        };
+                        response.new_container_id = new_id.unwrap_or_default();
                         response
                     })
                 }
@@ -258,4 +310,6 @@ pub(super) struct AuthorizedWrite {
     /// Under a grant: the state is checked once more right before Docker is
     /// called (it may have recovered, or Docker restarted it, meanwhile).
     recheck_state: bool,
+    /// A rollback's image.
+    image: Option<String>,
 }
