@@ -54,7 +54,15 @@ pub fn fingerprint(c: &ContainerView) -> Fingerprint {
         project: label(COMPOSE_PROJECT_LABEL),
         service: label(COMPOSE_SERVICE_LABEL),
         config_hash: label(COMPOSE_CONFIG_HASH_LABEL),
-        env: c.env_hashes.clone(),
+        // `affinity:container==<id>` and its kind are scheduling hints
+        // docker-compose 1.x adds on a recreate, not the program's
+        // environment: a name with `:` is no variable.
+        env: c
+            .env_hashes
+            .iter()
+            .filter(|(name, _)| !name.contains(':'))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         command: c.command.clone(),
         entrypoint: c.entrypoint.clone(),
         mounts,
@@ -361,6 +369,20 @@ mod tests {
     fn a_container_recreated_as_it_was_is_no_change() {
         let now = api("new", V1, "2026-12-02T10:00:00Z");
         assert!(compare(&previous(), &now, Some(RECREATED + 5), None).is_none());
+        // docker-compose 1.x's scheduling hint on a recreate is not a
+        // variable of the program.
+        let view = ContainerView {
+            env_hashes: [
+                ("DATABASE_URL".to_string(), "aa".to_string()),
+                ("affinity:container".to_string(), "zz".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            fingerprint(&view).env.keys().collect::<Vec<_>>(),
+            ["DATABASE_URL"]
+        );
     }
 
     #[test]

@@ -728,10 +728,7 @@ async fn read_rpcs_stats_http_checks_filters_and_the_stop_tier() {
     exec.stop();
 
     let exec = ExecutorProcess::start(&dd, |y| {
-        y.replace(
-            "\n  start: {enabled: true}",
-            "\n  start: {enabled: true}\n  stop: {enabled: true}",
-        )
+        y.replace("\n  stop: {enabled: false}", "\n  stop: {enabled: true}")
     });
     let mut c = client(&dd, &exec).await;
     let err = c

@@ -141,10 +141,7 @@ fn a_stop_from_the_model_is_shown_at_the_executors_tier() {
     let config = std::fs::read_to_string(dd.home.executor_config()).unwrap();
     std::fs::write(
         dd.home.executor_config(),
-        config.replace(
-            "  start: {enabled: true}\n",
-            "  start: {enabled: true}\n  stop: {enabled: true}\n",
-        ),
+        config.replace("  stop: {enabled: false}\n", "  stop: {enabled: true}\n"),
     )
     .unwrap();
     let target = Container::unhealthy_web("hostile-stop", &[]);

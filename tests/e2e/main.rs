@@ -22,5 +22,6 @@ mod mcp;
 mod operator_cli;
 mod past_deaths;
 mod reference_docs;
+mod rollback;
 mod ui;
 mod writes_in_doubt;
