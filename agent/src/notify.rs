@@ -60,6 +60,9 @@ pub struct Notification {
     /// For `executed`: who authorised it (`grant grt-…` or `approval apr-…`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authorised_by: Option<String>,
+    /// The change the failure is blamed on, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
     pub at: String,
 }
 
@@ -72,9 +75,14 @@ impl Notification {
             self.request_id,
             self.message
         );
-        for extra in [&self.diagnosis, &self.outcome, &self.authorised_by]
-            .into_iter()
-            .flatten()
+        for extra in [
+            &self.diagnosis,
+            &self.change,
+            &self.outcome,
+            &self.authorised_by,
+        ]
+        .into_iter()
+        .flatten()
         {
             t.push_str(" — ");
             t.push_str(extra);
@@ -155,6 +163,9 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         outcome: req.outcome.as_ref().map(|o| redact(o)),
         approve_command: approve,
         authorised_by: authorised,
+        change: req
+            .blamed_change()
+            .map(|c| redact(&format!("what changed: {}", c.said))),
         at: now_rfc3339(),
     })
 }
@@ -346,6 +357,64 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{
+        Cause, Change, Diagnosis, Evidence, FaultClass, Finished, RequestOptions, RequestSource,
+    };
+
+    #[test]
+    fn a_failure_blamed_on_a_change_says_what_changed() {
+        let mut req = Request::new(
+            "req-1".into(),
+            "api is down".into(),
+            RequestOptions::default(),
+            RequestSource::Watch,
+            now_rfc3339(),
+        );
+        let change = Change {
+            said:
+                "began 40 s after shop/api was recreated from image sha256:4f1e… (password=hunter2)"
+                    .into(),
+            ..Default::default()
+        };
+        req.evidence.push(Evidence {
+            id: "ev-change".into(),
+            kind: "change".into(),
+            source: "test".into(),
+            timestamp: now_rfc3339(),
+            data: serde_json::to_value(&change).unwrap(),
+        });
+        req.diagnosis = Some(Diagnosis {
+            summary: "api crashed".into(),
+            confidence: 0.9,
+            causes: vec![Cause {
+                class: FaultClass::ConfigError,
+                reason: "r".into(),
+                confidence: 0.9,
+                evidence_ids: vec!["ev-1".into(), "ev-change".into()],
+            }],
+            engine: "rules".into(),
+        });
+        let event = Event {
+            seq: 9,
+            request_id: "req-1".into(),
+            ts: now_rfc3339(),
+            payload: EventPayload::Final(Finished {
+                status: Status::Failed,
+                outcome: "not recovered".into(),
+            }),
+        };
+        let n = notification_for(&event, &req).expect("a failure is notified");
+        let said = n.change.clone().unwrap();
+        assert!(
+            said.starts_with("what changed: began 40 s after shop/api"),
+            "{said}"
+        );
+        assert!(!said.contains("hunter2"), "redacted: {said}");
+        assert!(n.text().contains("what changed"));
+        // Evidence the cause does not cite is not blamed.
+        req.diagnosis.as_mut().unwrap().causes[0].evidence_ids = vec!["ev-1".into()];
+        assert!(notification_for(&event, &req).unwrap().change.is_none());
+    }
 
     #[test]
     fn hmac_matches_rfc_4231() {

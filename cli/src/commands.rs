@@ -94,7 +94,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Approvals => approvals(&agent(&home)?.0).await,
         Command::Requests { status, json } => requests(&agent(&home)?.0, status, json).await,
-        Command::Show { id, json } => show::show(&agent(&home)?.0, &id, json).await,
+        Command::Show { id, json } => {
+            let (agent, cfg) = agent(&home)?;
+            show::show(&agent, &cfg.sources, &id, json).await
+        }
         Command::Cancel { id } => {
             let request = agent(&home)?.0.cancel(&id).await?;
             println!(

@@ -124,6 +124,11 @@ pub struct CliConfig {
     /// local executor only in the local layout.
     #[serde(default)]
     pub layout: Layout,
+    /// Local checkouts of services' sources, by compose service (`api`,
+    /// or `project/service`) or container name: `drydock show` lists the
+    /// commits between the images of a change from there.
+    #[serde(default)]
+    pub sources: std::collections::BTreeMap<String, PathBuf>,
     /// The local agent's `approval_ttl` in seconds, read from `agent.yaml`
     /// in the same home when there is one; not a key of `cli.yaml`.
     #[serde(skip)]

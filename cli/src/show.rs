@@ -1,7 +1,10 @@
 //! `drydock show ID`: a request after the fact, rendered exactly as `ask`
 //! renders it while it runs.
 
-use drydock_vocab::Status;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use drydock_vocab::{Change, Status};
 
 use crate::client::AgentClient;
 use crate::exit;
@@ -10,7 +13,12 @@ use crate::text::safe;
 
 /// Print a request's timeline and where it stands; returns the exit code
 /// `ask` would have returned for it (0 while it is still running).
-pub async fn show(agent: &AgentClient, id: &str, as_json: bool) -> anyhow::Result<u8> {
+pub async fn show(
+    agent: &AgentClient,
+    sources: &BTreeMap<String, PathBuf>,
+    id: &str,
+    as_json: bool,
+) -> anyhow::Result<u8> {
     let request = agent.request(id).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&request)?);
@@ -19,6 +27,9 @@ pub async fn show(agent: &AgentClient, id: &str, as_json: bool) -> anyhow::Resul
     println!("request {}: {}", safe(id), safe(&request.message));
     for event in agent.timeline(id).await? {
         render::event(&event);
+    }
+    if let Some(change) = request.blamed_change() {
+        commits_between(sources, &change);
     }
     match request.status {
         Status::WaitingApproval => render::pending_approvals(&request),
@@ -30,4 +41,96 @@ pub async fn show(agent: &AgentClient, id: &str, as_json: bool) -> anyhow::Resul
         ),
     }
     Ok(exit::for_status(request.status))
+}
+
+/// A revision as a git argument: a commit id or a plain ref name. Image
+/// labels are untrusted; nothing that could read as an option or a range
+/// of its own passes.
+fn is_plain_revision(rev: &str) -> bool {
+    !rev.is_empty()
+        && rev.len() <= 100
+        && !rev.starts_with(['-', '.', '/'])
+        && !rev.contains("..")
+        && rev
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'))
+}
+
+/// The commits between the two images of a change, from the service's
+/// local checkout (`sources` in cli.yaml), when both images name their
+/// revision.
+fn commits_between(sources: &BTreeMap<String, PathBuf>, change: &Change) {
+    let service = change.service.rsplit('/').next().unwrap_or(&change.service);
+    let Some(checkout) = sources
+        .get(&change.service)
+        .or_else(|| sources.get(service))
+        .or_else(|| sources.get(&change.current.name))
+    else {
+        return;
+    };
+    let (Some(from), Some(to)) = (&change.previous.revision, &change.current.revision) else {
+        return;
+    };
+    if !is_plain_revision(from) || !is_plain_revision(to) {
+        println!("(the images' revision labels are not plain commit ids; not looked up)");
+        return;
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(checkout)
+        .args(["log", "--oneline", "--no-decorate", "-n", "50"])
+        .arg(format!("{from}..{to}"))
+        .arg("--")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let log = String::from_utf8_lossy(&o.stdout);
+            println!(
+                "commits between the images ({}..{} in {}):",
+                safe(from),
+                safe(to),
+                checkout.display()
+            );
+            for line in log.lines() {
+                println!("  {}", safe(line));
+            }
+        }
+        Ok(o) => println!(
+            "git log {}..{} in {} failed: {}",
+            safe(from),
+            safe(to),
+            checkout.display(),
+            safe(String::from_utf8_lossy(&o.stderr).trim())
+        ),
+        Err(e) => println!("cannot run git for {}: {e}", checkout.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_revisions_reach_git() {
+        for ok in [
+            "9c2d1e0",
+            "9c2d1e0aa11bb22cc33dd44ee55ff66778899aab",
+            "v1.2.3",
+            "release/7",
+        ] {
+            assert!(is_plain_revision(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "--output=/tmp/x",
+            "-n1",
+            "a..b",
+            "../x",
+            "a b",
+            "$(id)",
+            "x;y",
+        ] {
+            assert!(!is_plain_revision(bad), "{bad}");
+        }
+    }
 }

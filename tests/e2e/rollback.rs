@@ -275,6 +275,72 @@ fn a_bad_image_behind_a_moved_tag_is_named_and_rolled_back_with_its_data() {
         "the old container is gone"
     );
     assert!(project.compose_ok(&["ps"]).contains("Up"));
+    // With the service's checkout named in cli.yaml, `show` lists the
+    // commits between the two images.
+    let repo = tempfile::tempdir().expect("temp dir");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the release that works",
+    ]);
+    git(&["tag", "v1rev"]);
+    git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "read DATABASE_URL under a new name",
+    ]);
+    git(&["tag", "v2rev"]);
+    let cli_yaml = dd.home.path("cli.yaml");
+    let yaml = std::fs::read_to_string(&cli_yaml).unwrap();
+    std::fs::write(
+        &cli_yaml,
+        format!("{yaml}sources:\n  api: {}\n", repo.path().display()),
+    )
+    .unwrap();
+    let shown = dd.cli(&["show", &id]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("commits between the images (v1rev..v2rev")
+            && shown.contains("read DATABASE_URL under a new name")
+            && !shown.contains("the release that works"),
+        "{shown}"
+    );
+    // The console shows what changed, from the same evidence.
+    let console = crate::ui::Console::start(&dd);
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let mut browser = crate::ui::Browser::start().await;
+            browser.goto(&console.url).await;
+            browser
+                .goto(&format!("{}/#/requests/{id}", console.origin))
+                .await;
+            for shown in [v1.as_str(), v2.as_str(), "v2rev", "recreated from image"] {
+                browser
+                    .wait_for("#change", shown, Duration::from_secs(20))
+                    .await;
+            }
+            browser.quit().await;
+        });
     // Intent and outcome in the audit chain.
     let rows: Vec<Value> = dd
         .audit_rows()

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A chromedriver process and one headless Chromium session.
-struct Browser {
+pub(crate) struct Browser {
     http: reqwest::Client,
     base: String,
     session: String,
@@ -84,8 +84,9 @@ fn ensure_chromium() {
 const CHROMIUM: &str = "/usr/bin/chromium";
 
 impl Browser {
-    async fn start() -> Browser {
+    pub(crate) async fn start() -> Browser {
         ensure_chromium();
+        drydock_daemon::tls::install_crypto_provider();
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -155,7 +156,7 @@ impl Browser {
         resp["value"].clone()
     }
 
-    async fn goto(&self, url: &str) {
+    pub(crate) async fn goto(&self, url: &str) {
         self.cmd(reqwest::Method::POST, "/url", Some(json!({"url": url})))
             .await;
     }
@@ -181,7 +182,7 @@ impl Browser {
     }
 
     /// Wait until `css` matches, and its text contains `text`.
-    async fn wait_for(&self, css: &str, text: &str, timeout: Duration) -> String {
+    pub(crate) async fn wait_for(&self, css: &str, text: &str, timeout: Duration) -> String {
         let started = Instant::now();
         loop {
             if let Some(id) = self.find(css).await {
@@ -279,7 +280,7 @@ impl Browser {
         v["value"].as_str().map(String::from)
     }
 
-    async fn quit(&mut self) {
+    pub(crate) async fn quit(&mut self) {
         let _ = self
             .http
             .delete(format!("{}/session/{}", self.base, self.session))
@@ -296,14 +297,14 @@ impl Drop for Browser {
 }
 
 /// `drydock ui --no-open` on a free port; its printed URL.
-struct Console {
+pub(crate) struct Console {
     child: Child,
-    url: String,
-    origin: String,
+    pub(crate) url: String,
+    pub(crate) origin: String,
 }
 
 impl Console {
-    fn start(dd: &Drydock) -> Console {
+    pub(crate) fn start(dd: &Drydock) -> Console {
         let mut child = Command::new(bin("drydock"))
             .args(["ui", "--no-open"])
             .env("DRYDOCK_HOME", &dd.home.root)

@@ -383,6 +383,17 @@ impl Request {
         &self.approvals[start..]
     }
 
+    /// The change the diagnosis blames the failure on: `change` evidence
+    /// its primary cause cites.
+    pub fn blamed_change(&self) -> Option<crate::Change> {
+        let cited = &self.diagnosis.as_ref()?.causes.first()?.evidence_ids;
+        let e = self
+            .evidence
+            .iter()
+            .find(|e| e.kind == "change" && cited.contains(&e.id))?;
+        serde_json::from_value(e.data.clone()).ok()
+    }
+
     /// The pending approvals a person still has to decide.
     pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalRecord> {
         self.approvals

@@ -181,6 +181,7 @@ pub fn request_view(req: &Request, with_evidence_data: bool) -> Value {
         "verification": req.verification,
         "outcome": req.outcome,
         "error": req.error,
+        "what_changed": req.blamed_change(),
         "evidence": evidence,
         "notice": UNTRUSTED_NOTICE,
     })
@@ -447,6 +448,26 @@ mod tests {
         for bad in ["", "../approvals", "req-1/cancel", "req 1", "req-1?x=1"] {
             assert!(request_path(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_change_a_failure_is_blamed_on_is_in_the_view() {
+        let req: Request = serde_json::from_value(json!({
+            "id": "req-1", "message": "api is down", "status": "completed",
+            "created_at": "t", "updated_at": "t", "options": {}, "target": null,
+            "plan": null, "verification": null,
+            "diagnosis": {"summary": "s", "confidence": 0.9, "engine": "rules", "causes": [
+                {"class": "config_error", "reason": "r", "confidence": 0.9, "evidence_ids": ["ev-c"]}]},
+            "evidence": [{"id": "ev-c", "type": "change", "source": "x", "timestamp": "t", "data": {
+                "service": "shop/api", "previous": {"container_id": "a", "name": "api", "image": "i", "image_id": "sha256:1"},
+                "current": {"container_id": "b", "name": "api", "image": "i", "image_id": "sha256:2"},
+                "image_changed": true, "tag_moved": true, "config_hash_changed": false,
+                "command_changed": false, "entrypoint_changed": false, "said": "began 40 s after"}}]
+        }))
+        .unwrap();
+        let view = request_view(&req, false);
+        assert_eq!(view["what_changed"]["said"], "began 40 s after");
+        assert_eq!(view["what_changed"]["previous"]["image_id"], "sha256:1");
     }
 
     #[test]

@@ -202,6 +202,9 @@ async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
                 "action": c.action.as_str(),
                 "container_name": c.container_name.trim_start_matches('/'),
                 "container_id": c.container_id,
+                // A rollback's images, from the claims themselves.
+                "from_image_id": c.from_image_id,
+                "image_id": c.image_id,
                 "issued_at": c.issued_at,
                 "expires_at": c.expires_at,
                 "expires": describe_time(c.expires_at, now),

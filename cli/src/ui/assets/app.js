@@ -161,6 +161,9 @@ function approvalCard(a, now, after) {
       el("dt", { text: "Action" }), el("dd", { text: a.action }),
       el("dt", { text: "Container" }), el("dd", { text: a.container_name }),
       el("dt", { text: "Container id" }), el("dd", { class: "mono", text: a.container_id }),
+      ...(a.image_id ? [
+        el("dt", { text: "From image" }), el("dd", { class: "mono", text: a.from_image_id || "" }),
+        el("dt", { text: "To image" }), el("dd", { class: "mono", text: a.image_id })] : []),
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
       el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),
       el("dt", { text: "Approval" }), el("dd", { class: "mono", text: a.approval_id })),
@@ -174,6 +177,31 @@ function evidenceItem(e) {
     el("pre", { text: JSON.stringify(e.data, null, 2) }));
 }
 
+// What differs between the failing container and the last one of its
+// service that ran well (`change` evidence): the diff, in rows.
+function changePanel(c) {
+  const short = id => (id || "").replace("sha256:", "").slice(0, 12);
+  const row = (what, before, after) =>
+    el("tr", {}, el("th", { text: what }), el("td", { class: "mono", text: before }), el("td", { class: "mono", text: after }));
+  const rows = [row("container", c.previous.name + " " + short(c.previous.container_id), c.current.name + " " + short(c.current.container_id))];
+  if (c.image_changed) {
+    rows.push(row("image", c.previous.image_id, c.current.image_id));
+    if (c.previous.revision || c.current.revision) rows.push(row("revision", c.previous.revision || "", c.current.revision || ""));
+  }
+  if (c.config_hash_changed) rows.push(row("compose definition", "", "changed"));
+  const names = (label, list) => list && list.length ? [row("environment " + label, "", list.join(", "))] : [];
+  rows.push(...names("changed", c.env_changed), ...names("added", c.env_added), ...names("removed", c.env_removed));
+  if (c.command_changed || c.entrypoint_changed) rows.push(row("command", "", "changed"));
+  if ((c.mounts_added || []).length || (c.mounts_removed || []).length)
+    rows.push(row("mounts", (c.mounts_removed || []).join(", "), (c.mounts_added || []).join(", ")));
+  if ((c.ports_added || []).length || (c.ports_removed || []).length)
+    rows.push(row("ports", (c.ports_removed || []).join(", "), (c.ports_added || []).join(", ")));
+  return el("div", { id: "change" },
+    el("p", { text: c.said }),
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "" }), el("th", { text: "before" }), el("th", { text: "now" }))),
+      el("tbody", {}, ...rows)));
+}
+
 function renderRequest(r, approvals, now) {
   const parts = [];
   parts.push(el("p", {}, badge(r.status, r.status), " ", el("span", { text: r.message }),
@@ -185,10 +213,13 @@ function renderRequest(r, approvals, now) {
       badge(c.class, "cause"), " " + Math.round(c.confidence * 100) + "% ", el("span", { text: c.reason }), " ",
       c.evidence_ids.map(id => el("a", { href: "#/requests/" + r.id + "/ev/" + id, class: "cite", text: id }))))));
   }
+  const change = (r.evidence || []).find(e => e.type === "change");
+  if (change) parts.push(el("h2", { text: "What changed" }), changePanel(change.data));
   if (r.plan) {
     parts.push(el("h2", { text: "Plan" }));
     parts.push(el("ol", { id: "plan" }, r.plan.steps.map(s => el("li", {},
-      el("strong", { text: s.action }), " " + s.target.container_name + " — ", el("span", { text: s.reason || "" })))));
+      el("strong", { text: s.action }), " " + s.target.container_name + (s.image_id ? " to image " + s.image_id : "") + " — ",
+      el("span", { text: s.reason || "" })))));
     if (r.plan.advice && r.plan.advice.length) {
       parts.push(el("h3", { text: "Advice" }), el("ul", {}, r.plan.advice.map(a => el("li", { text: a }))));
     }
