@@ -1,3 +1,4 @@
+use super::logs::{compiled, LOG_RULES};
 use super::*;
 use crate::model::{HealthProbeView, LogLineView};
 

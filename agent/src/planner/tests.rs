@@ -1,0 +1,338 @@
+use super::*;
+use crate::model::{Cause, Diagnosis};
+
+fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
+    Finding {
+        diagnosis: Diagnosis {
+            summary: String::new(),
+            confidence: 0.9,
+            causes: vec![Cause {
+                class,
+                reason: String::new(),
+                confidence: 0.9,
+                evidence_ids: vec!["ev".into()],
+            }],
+            engine: "rules".into(),
+        },
+        matched_line: None,
+        detail: detail.map(String::from),
+        change: None,
+    }
+}
+
+fn target() -> Target {
+    Target {
+        kind: "container".into(),
+        container_id: "c".repeat(64),
+        container_name: "web".into(),
+        service: None,
+    }
+}
+
+const ALL: PolicyView = PolicyView {
+    start_enabled: true,
+    restart_enabled: true,
+    stop_enabled: false,
+    approver_ids: vec![],
+    logs_max_lines: 500,
+    http_checks: vec![],
+    approvers: vec![],
+    allow_names: vec![],
+    tiers: std::collections::BTreeMap::new(),
+    automation_enabled: false,
+    revoked_grants: vec![],
+    max_grant_ttl_secs: 0,
+    rollback_enabled: false,
+};
+
+#[test]
+fn a_restart_step_says_how_long_the_container_may_take_to_stop() {
+    let mut c = ContainerView {
+        id: target().container_id,
+        name: "web".into(),
+        running: true,
+        stop_timeout_secs: 90,
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::Unhealthy, None),
+        &c,
+        &target(),
+        &ALL,
+        &[],
+        &Context::default(),
+    );
+    assert!(
+        p.steps[0].expected_effect.contains("up to 90 s to stop"),
+        "{:?}",
+        p.steps[0]
+    );
+    c.stop_timeout_secs = 0;
+    let p = plan(
+        &finding(FaultClass::Unhealthy, None),
+        &c,
+        &target(),
+        &ALL,
+        &[],
+        &Context::default(),
+    );
+    assert!(
+        p.steps[0].expected_effect.contains("up to 10 s"),
+        "{:?}",
+        p.steps[0]
+    );
+}
+
+#[test]
+fn plan_table() {
+    let running = ContainerView {
+        name: "web".into(),
+        running: true,
+        ..Default::default()
+    };
+    let exited = ContainerView {
+        name: "web".into(),
+        running: false,
+        exit_code: 1,
+        ..Default::default()
+    };
+    let rows: &[(FaultClass, &ContainerView, Option<&str>)] = &[
+        (FaultClass::Unhealthy, &running, Some("restart")),
+        (FaultClass::Stopped, &exited, Some("start")),
+        (FaultClass::Crash, &exited, Some("start")),
+        (FaultClass::ConfigError, &exited, None),
+        (FaultClass::OomKilled, &exited, None),
+        (FaultClass::PortConflict, &exited, None),
+        (FaultClass::CrashLoop, &exited, None),
+        (FaultClass::Healthy, &running, None),
+    ];
+    for (class, c, want) in rows {
+        let p = plan(
+            &finding(*class, None),
+            c,
+            &target(),
+            &ALL,
+            &[],
+            &Context::default(),
+        );
+        assert_eq!(
+            p.steps.first().map(|s| s.action.as_str()),
+            *want,
+            "{class:?}"
+        );
+        if restart_cannot_fix(*class) {
+            assert!(!p.advice.is_empty(), "{class:?} needs advice");
+        }
+    }
+}
+
+#[test]
+fn config_error_advice_names_the_variable() {
+    let exited = ContainerView {
+        name: "web".into(),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::ConfigError, Some("DATABASE_URL")),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &Context::default(),
+    );
+    assert!(p.steps.is_empty());
+    assert!(p.advice[0].contains("DATABASE_URL"), "{:?}", p.advice);
+}
+
+#[test]
+fn disabled_or_repeated_actions_become_advice() {
+    let running = ContainerView {
+        name: "web".into(),
+        running: true,
+        ..Default::default()
+    };
+    let no_restart = PolicyView {
+        restart_enabled: false,
+        ..ALL
+    };
+    let p = plan(
+        &finding(FaultClass::Unhealthy, None),
+        &running,
+        &target(),
+        &no_restart,
+        &[],
+        &Context::default(),
+    );
+    assert!(
+        p.steps.is_empty()
+            && p.advice
+                .iter()
+                .any(|a| a.contains("does not allow restart"))
+    );
+    let done = ExecutionRecord {
+        step: 0,
+        action: WriteAction::Restart,
+        container_id: "c".repeat(64),
+        approval_id: "a".into(),
+        ok: true,
+        message: String::new(),
+        at: String::new(),
+        in_doubt: false,
+        grant_id: None,
+        new_container_id: None,
+    };
+    let p = plan(
+        &finding(FaultClass::Unhealthy, None),
+        &running,
+        &target(),
+        &ALL,
+        &[done],
+        &Context::default(),
+    );
+    assert!(p.steps.is_empty() && p.advice.iter().any(|a| a.contains("already tried")));
+}
+
+fn dependency(running: bool, health: &str) -> DependencyState {
+    DependencyState {
+        named: "db:5432".into(),
+        source: "log".into(),
+        container: Some(ContainerView {
+            id: "d".repeat(64),
+            name: "shop-db-1".into(),
+            running,
+            health_status: health.into(),
+            exit_code: 0,
+            ..Default::default()
+        }),
+    }
+}
+
+#[test]
+fn a_stopped_dependency_is_started_before_the_dependent_service() {
+    let exited = ContainerView {
+        name: "web".into(),
+        running: false,
+        exit_code: 1,
+        ..Default::default()
+    };
+    let ctx = Context {
+        dependency: Some(dependency(false, "none")),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::DependencyUnavailable, Some("db:5432")),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &ctx,
+    );
+    let steps: Vec<(&str, &str)> = p
+        .steps
+        .iter()
+        .map(|s| (s.action.as_str(), s.target.container_name.as_str()))
+        .collect();
+    assert_eq!(steps, [("start", "shop-db-1"), ("start", "web")]);
+
+    let running_dep = Context {
+        dependency: Some(dependency(true, "healthy")),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::DependencyUnavailable, Some("db:5432")),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &running_dep,
+    );
+    assert_eq!(
+        p.steps
+            .iter()
+            .map(|s| s.target.container_name.as_str())
+            .collect::<Vec<_>>(),
+        ["web"],
+        "only the dependent needs a start"
+    );
+
+    let sick_dep = Context {
+        dependency: Some(dependency(true, "unhealthy")),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::DependencyUnavailable, None),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &sick_dep,
+    );
+    assert!(
+        p.steps.is_empty() && p.advice.iter().any(|a| a.contains("shop-db-1")),
+        "{p:?}"
+    );
+
+    let missing = Context {
+        dependency: Some(DependencyState {
+            named: "db:5432".into(),
+            source: "log".into(),
+            container: None,
+        }),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::DependencyUnavailable, None),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &missing,
+    );
+    assert!(
+        p.steps.is_empty() && p.advice.iter().any(|a| a.contains("no container")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn port_and_memory_advice_use_the_context() {
+    let exited = ContainerView {
+        name: "web".into(),
+        memory_limit_bytes: 16 * 1024 * 1024,
+        ..Default::default()
+    };
+    let ctx = Context {
+        port: Some(8080),
+        port_holder: Some("legacy-web".into()),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::PortConflict, None),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &ctx,
+    );
+    assert!(
+        p.advice[0].contains("legacy-web") && p.advice[0].contains("8080"),
+        "{:?}",
+        p.advice
+    );
+    let p = plan(
+        &finding(FaultClass::OomKilled, None),
+        &exited,
+        &target(),
+        &ALL,
+        &[],
+        &Context {
+            memory_usage_bytes: Some(15 * 1024 * 1024),
+            ..Default::default()
+        },
+    );
+    assert!(
+        p.advice[0].contains("16.0 MiB") && p.advice[0].contains("15.0 MiB"),
+        "{:?}",
+        p.advice
+    );
+}

@@ -1,0 +1,260 @@
+//! The checks `Config::validate` runs, one per section; each names the key
+//! that is wrong and what would be right.
+
+use super::*;
+
+/// One section's check.
+type Check = fn(&Config) -> Result<(), ConfigError>;
+
+/// The checks `Config::validate` runs, in order: one per section.
+pub(super) const CHECKS: &[Check] = &[
+    check_redact,
+    check_listen,
+    check_tls,
+    check_docker,
+    check_approvers,
+    check_targets,
+    check_limits,
+    check_timeouts,
+    check_audit,
+    check_automation,
+    check_http_checks,
+];
+
+/// `redact.env_allow`: names of environment variables.
+fn check_redact(c: &Config) -> Result<(), ConfigError> {
+    if let Some(bad) = c.redact.env_allow.iter().find(|n| {
+        n.is_empty()
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    }) {
+        return Err(invalid(
+            "redact.env_allow",
+            format!("`{bad}` is not an environment variable name (letters, digits, `_`, `.`, `-`)"),
+        ));
+    }
+    Ok(())
+}
+
+/// `listen`: an address to bind.
+fn check_listen(c: &Config) -> Result<(), ConfigError> {
+    drydock_daemon::config::socket_addr("listen", &c.listen)?;
+    Ok(())
+}
+
+/// `tls`: the files exist, the key is private, someone may connect.
+fn check_tls(c: &Config) -> Result<(), ConfigError> {
+    for (key, path) in [
+        ("tls.cert", &c.tls.cert),
+        ("tls.key", &c.tls.key),
+        ("tls.client_ca", &c.tls.client_ca),
+    ] {
+        if !path.is_file() {
+            return Err(invalid(
+                key,
+                format!("file {} does not exist", path.display()),
+            ));
+        }
+    }
+    drydock_daemon::files::check_private("tls.key", &c.tls.key)?;
+    if c.tls.allowed_clients.is_empty() {
+        return Err(invalid(
+            "tls.allowed_clients",
+            "must name at least one client identity (for example drydock-agent)",
+        ));
+    }
+    Ok(())
+}
+
+/// `docker.endpoint`: a scheme the adapter speaks.
+fn check_docker(c: &Config) -> Result<(), ConfigError> {
+    if !c.docker.endpoint.starts_with("unix://")
+        && !c.docker.endpoint.starts_with("tcp://")
+        && !c.docker.endpoint.starts_with("http://")
+    {
+        return Err(invalid(
+            "docker.endpoint",
+            format!(
+                "`{}` must start with unix://, tcp:// or http://",
+                c.docker.endpoint
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `approvers`: unique ids and well-formed public keys.
+fn check_approvers(c: &Config) -> Result<(), ConfigError> {
+    let mut seen = std::collections::HashSet::new();
+    for approver in &c.approvers {
+        if approver.id.is_empty() || approver.id.len() > 64 {
+            return Err(invalid("approvers[].id", "must be 1 to 64 characters"));
+        }
+        if !seen.insert(approver.id.as_str()) {
+            return Err(invalid(
+                "approvers[].id",
+                format!("`{}` is listed twice", approver.id),
+            ));
+        }
+        drydock_proto::approval::parse_public_key(&approver.public_key).map_err(|e| {
+            invalid(
+                "approvers[].public_key",
+                format!("approver `{}`: {e}", approver.id),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// `targets`: present, with at least one selector.
+fn check_targets(c: &Config) -> Result<(), ConfigError> {
+    let Some(targets) = &c.targets else {
+        return Err(invalid(
+            "targets",
+            "is required: name the containers drydock may see and act on, for example `targets: {allow_names: [\"shop-*\"]}` or `{allow_compose_projects: [shop]}` (`drydock init` writes one)",
+        ));
+    };
+    if targets.allow_names.is_empty()
+        && targets.allow_labels.is_empty()
+        && targets.allow_compose_projects.is_empty()
+    {
+        return Err(invalid(
+            "targets",
+            "no selector set: set allow_names, allow_labels or allow_compose_projects (allow_names: [\"*\"] is every container on the host)",
+        ));
+    }
+    Ok(())
+}
+
+/// `limits`: log caps and rate limits within their bounds.
+fn check_limits(c: &Config) -> Result<(), ConfigError> {
+    if c.limits.logs_max_lines == 0 || c.limits.logs_max_lines > 10_000 {
+        return Err(invalid(
+            "limits.logs_max_lines",
+            format!("{} is outside 1..=10000", c.limits.logs_max_lines),
+        ));
+    }
+    if c.limits.logs_max_bytes < 1024 || c.limits.logs_max_bytes > 16 * 1024 * 1024 {
+        return Err(invalid(
+            "limits.logs_max_bytes",
+            format!("{} is outside 1024..=16777216", c.limits.logs_max_bytes),
+        ));
+    }
+    if c.limits.logs_default_tail == 0 || c.limits.logs_default_tail > c.limits.logs_max_lines {
+        return Err(invalid(
+            "limits.logs_default_tail",
+            "must be between 1 and limits.logs_max_lines",
+        ));
+    }
+    for (key, n) in [
+        ("limits.calls_per_second", c.limits.calls_per_second),
+        ("limits.burst", c.limits.burst),
+        (
+            "limits.max_concurrent_calls_per_connection",
+            c.limits.max_concurrent_calls_per_connection,
+        ),
+        (
+            "limits.max_concurrent_streams",
+            c.limits.max_concurrent_streams,
+        ),
+    ] {
+        if n == 0 || n > 100_000 {
+            return Err(invalid(key, format!("{n} is outside 1..=100000")));
+        }
+    }
+    Ok(())
+}
+
+/// `timeouts`: none zero, approvals not longer than a day.
+fn check_timeouts(c: &Config) -> Result<(), ConfigError> {
+    for (key, d) in [
+        ("timeouts.read", c.timeouts.read),
+        ("timeouts.logs", c.timeouts.logs),
+        ("timeouts.write", c.timeouts.write),
+        ("timeouts.max_approval_ttl", c.timeouts.max_approval_ttl),
+        ("timeouts.http", c.timeouts.http),
+    ] {
+        if d.is_zero() {
+            return Err(invalid(key, "must be greater than zero"));
+        }
+    }
+    if c.timeouts.max_approval_ttl > MAX_APPROVAL_TTL_BOUND {
+        return Err(invalid(
+            "timeouts.max_approval_ttl",
+            format!(
+                "{} is longer than the bound of 24h: an approval is a one-off signature, not a standing grant",
+                humantime::format_duration(c.timeouts.max_approval_ttl)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `audit`: the signing key, checkpoints and rotation.
+fn check_audit(c: &Config) -> Result<(), ConfigError> {
+    if let Some(key) = &c.audit.signing_key {
+        drydock_daemon::files::check_private("audit.signing_key", key)?;
+        c.audit_signing_key()?;
+    }
+    if c.audit.checkpoint_every == 0 || c.audit.checkpoint_every > 1_000_000 {
+        return Err(invalid(
+            "audit.checkpoint_every",
+            format!("{} is outside 1..=1000000", c.audit.checkpoint_every),
+        ));
+    }
+    if c.audit.max_size < MIN_AUDIT_MAX_SIZE {
+        return Err(invalid(
+            "audit.max_size",
+            format!(
+                "{} bytes is below the minimum of 64KiB; write it like 64MiB",
+                c.audit.max_size
+            ),
+        ));
+    }
+    if c.audit.keep_segments == 0 || c.audit.keep_segments > 100_000 {
+        return Err(invalid(
+            "audit.keep_segments",
+            format!(
+                "{} is outside 1..=100000 (at least one rotated segment is kept)",
+                c.audit.keep_segments
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `automation`: the grant lifetime bound, and a revocation list when it is on.
+fn check_automation(c: &Config) -> Result<(), ConfigError> {
+    if c.automation.max_grant_ttl.is_zero() || c.automation.max_grant_ttl > MAX_GRANT_TTL_BOUND {
+        return Err(invalid(
+            "automation.max_grant_ttl",
+            format!(
+                "{} is outside (0, 90d]",
+                humantime::format_duration(c.automation.max_grant_ttl)
+            ),
+        ));
+    }
+    if c.automation.enabled && c.automation.revocations.is_none() {
+        return Err(invalid(
+            "automation.revocations",
+            "is required when automation is enabled: without a revocation list a grant could not be withdrawn before it expires",
+        ));
+    }
+    Ok(())
+}
+
+/// `http_checks`: service names and URLs.
+fn check_http_checks(c: &Config) -> Result<(), ConfigError> {
+    for (service, url) in &c.http_checks {
+        if service.is_empty() || service.len() > 64 {
+            return Err(invalid(
+                "http_checks",
+                format!("service name `{service}` must be 1 to 64 characters"),
+            ));
+        }
+        crate::http_check::parse_url(url)
+            .map_err(|e| invalid("http_checks", format!("{service}: {e}")))?;
+    }
+    Ok(())
+}
