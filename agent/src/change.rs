@@ -5,11 +5,11 @@
 
 use std::collections::BTreeSet;
 
+use crate::model::span;
 use crate::model::{
     Change, ContainerView, FaultClass, Fingerprint, Incarnation, COMPOSE_CONFIG_HASH_LABEL,
     COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, OCI_REVISION, OCI_SOURCE,
 };
-use crate::text::span;
 
 /// A failure this long after a change is not blamed on it.
 pub const MAX_BLAME_SECS: i64 = 24 * 3600;

@@ -109,7 +109,7 @@ fn rollback_step(change: &Change, target: &Target, policy: &PolicyView) -> Optio
     let previous = &change.previous;
     let ran = change
         .previous_ran_secs
-        .map(|s| format!(", which ran {} without a failure", crate::text::span(s)))
+        .map(|s| format!(", which ran {} without a failure", crate::model::span(s)))
         .unwrap_or_default();
     Some(PlanStep {
         action: WriteAction::Rollback,

@@ -23,17 +23,6 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-/// A span of seconds as people say it: `40 s`, `12 min`, `3 h`, `6 days`.
-pub fn span(secs: i64) -> String {
-    let secs = secs.unsigned_abs();
-    match secs {
-        0..=89 => format!("{secs} s"),
-        90..=5399 => format!("{} min", (secs + 30) / 60),
-        5400..=129_599 => format!("{} h", (secs + 1800) / 3600),
-        _ => format!("{} days", (secs + 43_200) / 86_400),
-    }
-}
-
 /// Secret-looking values (`password=…`, bearer tokens, API keys) replaced by
 /// `[redacted]`, the name before them kept.
 pub fn redact(text: &str) -> String {
@@ -65,14 +54,6 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(3 * 1024 * 1024 * 1024), "3.0 GiB");
-    }
-
-    #[test]
-    fn spans_read_as_people_say_them() {
-        assert_eq!(span(40), "40 s");
-        assert_eq!(span(600), "10 min");
-        assert_eq!(span(3 * 3600), "3 h");
-        assert_eq!(span(6 * 86_400), "6 days");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! times are said absolutely and relatively.
 
 use anyhow::Context as _;
-use drydock_vocab::Status;
+use drydock_vocab::{span, Status};
 
 /// Text from the agent is untrusted: control characters (terminal escape
 /// sequences) are shown as `?`, never interpreted by the terminal.
@@ -83,15 +83,6 @@ pub fn describe_time(t: i64, now: i64) -> String {
         std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.unsigned_abs()),
     );
     let delta = t.saturating_sub(now);
-    let span = |secs: i64| {
-        let secs = secs.unsigned_abs();
-        match secs {
-            0..=89 => format!("{secs} s"),
-            90..=5399 => format!("{} min", (secs + 30) / 60),
-            5400..=129_599 => format!("{} h", (secs + 1800) / 3600),
-            _ => format!("{} days", (secs + 43_200) / 86_400),
-        }
-    };
     let relative = if delta >= 0 {
         format!("in {}", span(delta))
     } else {

@@ -29,4 +29,4 @@ pub use drydock_proto::approval::WriteAction;
 pub use drydock_proto::FaultClass;
 pub use event::*;
 pub use request::*;
-pub use time::{now_rfc3339, unix_now};
+pub use time::{now_rfc3339, span, unix_now};

@@ -30,6 +30,16 @@ use bollard::query_parameters::{
 use super::{classify, DockerAdapter, DockerError};
 use crate::policy::{Permit, Rollback};
 
+/// Removing a container during a rollback never removes a volume: the
+/// container that stays uses them.
+fn keep_volumes() -> Option<RemoveContainerOptions> {
+    Some(RemoveContainerOptions {
+        v: false,
+        force: true,
+        link: false,
+    })
+}
+
 /// How long the new container must still be running after its start before
 /// the old one is removed (a program that exits at once is caught here;
 /// health is the agent's verification).
@@ -256,16 +266,7 @@ impl DockerAdapter {
             Ok(new_id) => {
                 // The new container runs under the name: the old one goes,
                 // its volumes stay (the new one uses them).
-                let removed = client
-                    .remove_container(
-                        old_id,
-                        Some(RemoveContainerOptions {
-                            v: false,
-                            force: true,
-                            link: false,
-                        }),
-                    )
-                    .await;
+                let removed = client.remove_container(old_id, keep_volumes()).await;
                 if let Err(e) = removed {
                     tracing::warn!(container = %name, error = %e, "rolled back, but the old container could not be removed");
                 }
@@ -453,17 +454,7 @@ impl DockerAdapter {
         let mut failures = Vec::new();
         if let Some(new_id) = &done.new_id {
             let removed = self
-                .step(
-                    "remove",
-                    client.remove_container(
-                        new_id,
-                        Some(RemoveContainerOptions {
-                            v: false,
-                            force: true,
-                            link: false,
-                        }),
-                    ),
-                )
+                .step("remove", client.remove_container(new_id, keep_volumes()))
                 .await;
             if let Err(e) = removed {
                 failures.push(format!("removing the new container: {e}"));
