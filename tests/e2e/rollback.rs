@@ -40,14 +40,17 @@ impl Project {
 
     /// Build the fixture web image under the project's tag: `cmd` as its
     /// command, `revision` as its OCI revision label, an anonymous volume
-    /// at `/anon`. Returns the image id.
+    /// at `/anon`, and the project's name as a label, so that no other
+    /// test builds the same image id (and removes it with its own).
+    /// Returns the image id.
     fn build(&mut self, revision: &str, cmd: &str) -> String {
         let tag = self.tag();
         build_image(
             &tag,
             &format!(
-                "FROM {}\nLABEL org.opencontainers.image.revision={revision}\nVOLUME /anon\nCMD {cmd}\n",
-                drydock::fixture::FIXTURE_WEB_IMAGE
+                "FROM {}\nLABEL org.opencontainers.image.revision={revision} drydock.test.project={}\nVOLUME /anon\nCMD {cmd}\n",
+                drydock::fixture::FIXTURE_WEB_IMAGE,
+                self.name
             ),
         );
         let id = docker_ok(&["image", "inspect", "-f", "{{.Id}}", &tag]);
