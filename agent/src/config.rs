@@ -105,6 +105,11 @@ pub struct WatchConfig {
     /// compose service (for `POST /api/v1/alerts`).
     #[serde(default = "default_alert_labels")]
     pub alert_target_labels: Vec<String>,
+    /// How often the Swarm services in the executor's scope are read: one
+    /// that runs fewer tasks than it wants for longer than `debounce`
+    /// opens a request.
+    #[serde(default = "default_service_poll", with = "drydock_daemon::duration")]
+    pub service_poll: Duration,
 }
 
 impl Default for WatchConfig {
@@ -119,8 +124,13 @@ impl Default for WatchConfig {
             journal_retention: default_journal_retention(),
             journal_max_rows: default_journal_max_rows(),
             alert_target_labels: default_alert_labels(),
+            service_poll: default_service_poll(),
         }
     }
+}
+
+fn default_service_poll() -> Duration {
+    Duration::from_secs(10)
 }
 
 fn default_debounce() -> Duration {
@@ -451,6 +461,9 @@ impl Config {
         let w = &self.watch;
         if w.debounce > Duration::from_secs(600) {
             return Err(invalid("watch.debounce", "must be at most 10m"));
+        }
+        if w.service_poll < Duration::from_secs(1) || w.service_poll > Duration::from_secs(600) {
+            return Err(invalid("watch.service_poll", "must be between 1s and 10m"));
         }
         if w.crash_loop_restarts < 2 {
             return Err(invalid("watch.crash_loop_restarts", "must be at least 2"));

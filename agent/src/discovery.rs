@@ -8,7 +8,10 @@
 //! that is the one people mean. Words in other scripts ("backend 挂了") are
 //! separators, so the names among them still count.
 
-use crate::model::{Candidate, ContainerSummaryView, COMPOSE_SERVICE_LABEL};
+use crate::model::{
+    Candidate, ContainerSummaryView, ServiceSummaryView, TargetKind, COMPOSE_SERVICE_LABEL,
+    SWARM_SERVICE_ID_LABEL,
+};
 
 const STOPWORDS: &[&str] = &[
     "the",
@@ -140,6 +143,7 @@ pub enum Discovery {
 
 fn candidate(c: &ContainerSummaryView, score: u32, why: impl Into<String>) -> Candidate {
     Candidate {
+        kind: TargetKind::Container,
         container_id: c.id.clone(),
         container_name: c.name.clone(),
         image: c.image.clone(),
@@ -347,6 +351,90 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             }
         }
     }
+}
+
+/// Swarm services beside the containers, in one ranking. A service is a
+/// row like a container's: its name without its stack's prefix plays the
+/// compose service (`shop_api` of stack `shop` is "api"), and it is broken
+/// when it runs fewer tasks than it wants. A task container of a visible
+/// service is not a row of its own: the service stands for it, so "the
+/// api" is the service, not one of its tasks.
+pub fn rows_with_services(
+    containers: &[ContainerSummaryView],
+    services: &[ServiceSummaryView],
+) -> Vec<ContainerSummaryView> {
+    let mut rows: Vec<ContainerSummaryView> = containers
+        .iter()
+        .filter(|c| {
+            c.labels
+                .get(SWARM_SERVICE_ID_LABEL)
+                .is_none_or(|id| !services.iter().any(|s| &s.id == id))
+        })
+        .cloned()
+        .collect();
+    rows.extend(services.iter().map(|s| {
+        let short = s
+            .name
+            .strip_prefix(&format!("{}_", s.stack))
+            .filter(|_| !s.stack.is_empty())
+            .unwrap_or(&s.name);
+        let mut labels = s.labels.clone();
+        labels.insert(COMPOSE_SERVICE_LABEL.into(), short.to_string());
+        let healthy = s.desired > 0 && s.running >= s.desired;
+        ContainerSummaryView {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            image: s.image.clone(),
+            state: if healthy { "running" } else { "degraded" }.into(),
+            status: format!("{}/{} tasks", s.running, s.desired),
+            labels,
+            ..Default::default()
+        }
+    }));
+    rows
+}
+
+/// Mark the candidates that are services (by id), after a ranking over
+/// `rows_with_services`; a task container chosen by name (`--container
+/// shop_api.1.x`) leads to its service.
+pub fn as_services(found: Discovery, services: &[ServiceSummaryView]) -> Discovery {
+    let mark = |mut c: Candidate| {
+        if let Some(s) = services.iter().find(|s| s.id == c.container_id) {
+            c.kind = TargetKind::Service;
+            c.service = None;
+            c.why = format!("{} (Swarm service)", c.why);
+            c.container_name = s.name.clone();
+        }
+        c
+    };
+    match found {
+        Discovery::Found(c) => Discovery::Found(mark(c)),
+        Discovery::Ambiguous(cs) => Discovery::Ambiguous(cs.into_iter().map(mark).collect()),
+        Discovery::NoMatch(cs) => Discovery::NoMatch(cs.into_iter().map(mark).collect()),
+    }
+}
+
+/// `--container NAME` among containers and services: a task container's
+/// name or id leads to its service when that service is visible.
+pub fn exact_with_services(
+    name: &str,
+    containers: &[ContainerSummaryView],
+    services: &[ServiceSummaryView],
+) -> Discovery {
+    let wanted = name.trim_start_matches('/');
+    let task_of = containers
+        .iter()
+        .find(|c| {
+            c.name == wanted || c.id == wanted || (wanted.len() >= 6 && c.id.starts_with(wanted))
+        })
+        .and_then(|c| c.labels.get(SWARM_SERVICE_ID_LABEL))
+        .and_then(|id| services.iter().find(|s| &s.id == id));
+    let rows = rows_with_services(containers, services);
+    let found = match task_of {
+        Some(s) => exact(&s.id, &rows),
+        None => exact(name, &rows),
+    };
+    as_services(found, services)
 }
 
 /// `--container NAME`: an exact name or id (prefix) the user chose.

@@ -19,8 +19,11 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use crate::model::{
     ApproverView, ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView,
     EngineDiskView, HealthProbeView, HealthcheckView, HttpCheckView, ImageView, LogLineView,
-    LogsView, MountUsageView, PolicyView, StatsView,
+    LogsView, MountUsageView, NodeView, PolicyView, ServiceSummaryView, ServiceView, StatsView,
+    TaskView,
 };
+
+mod swarm;
 
 /// What authorises a write: a person's approval of this one step, or an
 /// operator's automation grant plus the fault class it is used for.
@@ -141,6 +144,20 @@ pub trait Reads: Send + Sync {
     /// Whether an image (by content id) is on the engine, and its OCI
     /// labels.
     fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView>;
+    /// The Swarm services in scope (FAILED_PRECONDITION on an engine that
+    /// is not a Swarm manager).
+    fn services<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<ServiceSummaryView>>;
+    fn service<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, ServiceView>;
+    /// A service's tasks, newest first.
+    fn tasks<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, Vec<TaskView>>;
+    /// The last `tail` lines of a service's logs, from all its tasks.
+    fn service_logs<'a>(
+        &'a self,
+        request_id: &'a str,
+        service: &'a str,
+        tail: u32,
+    ) -> Call<'a, LogsView>;
+    fn nodes<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<NodeView>>;
 
     /// The last `tail` lines of its logs.
     fn logs<'a>(
@@ -158,7 +175,8 @@ pub trait Reads: Send + Sync {
 pub trait Executor: Reads {
     /// Send a write with what authorises it. The agent cannot make these
     /// bytes itself: only the operator's key can sign them. A rollback
-    /// names the image to run.
+    /// names the image to run. A Swarm service's write (`action.on_service()`)
+    /// names the service's id as `container_id`.
     fn write<'a>(
         &'a self,
         action: WriteAction,
@@ -174,6 +192,8 @@ pub trait Executor: Reads {
 pub struct Written {
     /// A rollback's new container (it took the old one's name).
     pub new_container_id: Option<String>,
+    /// A Swarm service's spec version after the write.
+    pub service_version: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -374,19 +394,7 @@ impl ExecutorClient {
             })
             .await?
             .into_inner();
-        Ok(LogsView {
-            lines: r
-                .lines
-                .into_iter()
-                .map(|l| LogLineView {
-                    stream: l.stream,
-                    text: l.text,
-                    time_unix_nanos: l.time_unix_nanos,
-                })
-                .collect(),
-            truncated: r.truncated,
-            redactions: r.redactions,
-        })
+        Ok(logs_view(r))
     }
 
     async fn policy(&self, request_id: &str) -> Result<PolicyView, ExecutorError> {
@@ -414,7 +422,11 @@ impl ExecutorClient {
                     public_key: a.public_key,
                 })
                 .collect(),
-            allow_names: r.scope.map(|s| s.allow_names).unwrap_or_default(),
+            allow_names: r
+                .scope
+                .as_ref()
+                .map(|s| s.allow_names.clone())
+                .unwrap_or_default(),
             tiers: r
                 .actions
                 .iter()
@@ -424,6 +436,13 @@ impl ExecutorClient {
             max_grant_ttl_secs: r.automation.as_ref().map_or(0, |a| a.max_grant_ttl_secs),
             revoked_grants: r.automation.map(|a| a.revoked).unwrap_or_default(),
             rollback_enabled: enabled("rollback"),
+            force_update_enabled: enabled("force_update"),
+            service_rollback_enabled: enabled("service_rollback"),
+            services_in_scope: r.scope.as_ref().is_some_and(|s| {
+                !s.allow_service_names.is_empty()
+                    || !s.allow_service_labels.is_empty()
+                    || !s.allow_stacks.is_empty()
+            }),
         })
     }
 
@@ -569,6 +588,11 @@ impl ExecutorClient {
         authority: Authority,
         image: Option<&str>,
     ) -> Result<Written, ExecutorError> {
+        if action.on_service() {
+            return self
+                .write_service(action, request_id, container_id, authority)
+                .await;
+        }
         let mut req = pb::WriteRequest {
             request_id: request_id.into(),
             container: container_id.into(),
@@ -605,6 +629,13 @@ impl ExecutorClient {
             WriteAction::Restart => client.restart_container(req).await?,
             WriteAction::Start => client.start_container(req).await?,
             WriteAction::Stop => client.stop_container(req).await?,
+            // Sent by `write_service` above.
+            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
+                return Err(ExecutorError::new(
+                    tonic::Code::InvalidArgument,
+                    format!("{action} acts on a service, not a container"),
+                ))
+            }
             WriteAction::Rollback => {
                 let (Some(approval), Some(image)) = (req.approval, image) else {
                     return Err(ExecutorError::new(
@@ -625,6 +656,7 @@ impl ExecutorClient {
         .into_inner();
         Ok(Written {
             new_container_id: Some(answer.new_container_id).filter(|id| !id.is_empty()),
+            service_version: None,
         })
     }
 
@@ -648,13 +680,38 @@ impl ExecutorClient {
     }
 }
 
-/// One engine event as the executor streamed it, as the agent keeps it.
+/// Log lines as the executor answered them.
+fn logs_view(r: pb::LogsResponse) -> LogsView {
+    LogsView {
+        lines: r
+            .lines
+            .into_iter()
+            .map(|l| LogLineView {
+                stream: l.stream,
+                text: l.text,
+                time_unix_nanos: l.time_unix_nanos,
+            })
+            .collect(),
+        truncated: r.truncated,
+        redactions: r.redactions,
+    }
+}
+
+/// One engine event as the executor streamed it, as the agent keeps it. A
+/// Swarm service's or node's event keeps its object's id as the
+/// `container_id` and its scope in the action (`service_update`,
+/// `node_update`), as an image's event does (`image_pull`).
 pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
+    let (id, action) = match e.scope.as_str() {
+        "service" => (e.service_id, format!("service_{}", e.action)),
+        "node" => (e.node_id, format!("node_{}", e.action)),
+        _ => (e.container_id, e.action),
+    };
     ContainerEvent {
         time_nanos: e.time_unix_nanos,
-        container_id: e.container_id,
+        container_id: id,
         name: e.name,
-        action: e.action,
+        action,
         exit_code: e.has_exit_code.then_some(e.exit_code),
         signal: e.signal,
         health: e.health_status,
@@ -712,6 +769,28 @@ impl Reads for ExecutorClient {
     }
     fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView> {
         Box::pin(ExecutorClient::image(self, request_id, image_id))
+    }
+    fn services<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
+        Box::pin(ExecutorClient::services(self, request_id))
+    }
+    fn service<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, ServiceView> {
+        Box::pin(ExecutorClient::service(self, request_id, service))
+    }
+    fn tasks<'a>(&'a self, request_id: &'a str, service: &'a str) -> Call<'a, Vec<TaskView>> {
+        Box::pin(ExecutorClient::tasks(self, request_id, service))
+    }
+    fn service_logs<'a>(
+        &'a self,
+        request_id: &'a str,
+        service: &'a str,
+        tail: u32,
+    ) -> Call<'a, LogsView> {
+        Box::pin(ExecutorClient::service_logs(
+            self, request_id, service, tail,
+        ))
+    }
+    fn nodes<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<NodeView>> {
+        Box::pin(ExecutorClient::nodes(self, request_id))
     }
 }
 

@@ -28,7 +28,8 @@ pub struct DependencyState {
 impl DependencyState {
     pub fn target(&self) -> Option<Target> {
         self.container.as_ref().map(|c| Target {
-            kind: "container".into(),
+            kind: crate::model::TargetKind::Container,
+            stack: None,
             container_id: c.id.clone(),
             container_name: c.name.clone(),
             service: c.labels.get(crate::model::COMPOSE_SERVICE_LABEL).cloned(),
@@ -67,6 +68,7 @@ fn step(action: WriteAction, target: &Target, reason: String, expected: &str) ->
         target: target.clone(),
         image_id: None,
         from_image_id: None,
+        service: None,
         reason,
         risk: "T1".into(),
         expected_effect: expected.into(),
@@ -116,6 +118,7 @@ fn rollback_step(change: &Change, target: &Target, policy: &PolicyView) -> Optio
         target: target.clone(),
         image_id: Some(previous.image_id.clone()),
         from_image_id: Some(change.current.image_id.clone()),
+        service: None,
         reason: format!(
             "{} began failing after it was recreated from image {}; roll it back to image {}{ran}",
             target.container_name,
@@ -496,5 +499,6 @@ fn steps_and_advice(
     }
 }
 
+pub mod swarm;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ pub mod events;
 mod logs;
 pub mod past;
 pub mod question;
+pub mod swarm;
 
 use logs::LOG_WINDOW;
 pub use logs::{match_logs, LogMatch};

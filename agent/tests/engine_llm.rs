@@ -264,6 +264,48 @@ impl Executor for FakeExecutor {
             ..Default::default()
         }))
     }
+    // Not a Swarm manager, as the executor says on such an engine.
+    async fn list_services(
+        &self,
+        _: GrpcRequest<pb::ListServicesRequest>,
+    ) -> R<pb::ListServicesResponse> {
+        self.log("list_services".into());
+        Err(not_swarm())
+    }
+    async fn inspect_service(
+        &self,
+        _: GrpcRequest<pb::ServiceRequest>,
+    ) -> R<pb::InspectServiceResponse> {
+        Err(not_swarm())
+    }
+    async fn service_tasks(
+        &self,
+        _: GrpcRequest<pb::ServiceRequest>,
+    ) -> R<pb::ServiceTasksResponse> {
+        Err(not_swarm())
+    }
+    async fn service_logs(&self, _: GrpcRequest<pb::ServiceLogsRequest>) -> R<pb::LogsResponse> {
+        Err(not_swarm())
+    }
+    async fn list_nodes(&self, _: GrpcRequest<pb::ListNodesRequest>) -> R<pb::ListNodesResponse> {
+        Err(not_swarm())
+    }
+    async fn force_update_service(
+        &self,
+        _: GrpcRequest<pb::ServiceWriteRequest>,
+    ) -> R<pb::ServiceWriteResponse> {
+        Err(not_swarm())
+    }
+    async fn rollback_service(
+        &self,
+        _: GrpcRequest<pb::ServiceWriteRequest>,
+    ) -> R<pb::ServiceWriteResponse> {
+        Err(not_swarm())
+    }
+}
+
+fn not_swarm() -> GrpcStatus {
+    GrpcStatus::failed_precondition("the engine is not a Swarm manager")
 }
 
 /// CA, executor and agent certificates, written to `dir`.

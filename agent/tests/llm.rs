@@ -145,6 +145,21 @@ impl Reads for Executor {
     fn image<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ImageView> {
         Box::pin(async { unused() })
     }
+    fn services<'a>(&'a self, _: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
+        Box::pin(async { unused() })
+    }
+    fn service<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ServiceView> {
+        Box::pin(async { unused() })
+    }
+    fn tasks<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, Vec<TaskView>> {
+        Box::pin(async { unused() })
+    }
+    fn service_logs<'a>(&'a self, _: &'a str, _: &'a str, _: u32) -> Call<'a, LogsView> {
+        Box::pin(async { unused() })
+    }
+    fn nodes<'a>(&'a self, _: &'a str) -> Call<'a, Vec<NodeView>> {
+        Box::pin(async { unused() })
+    }
 }
 
 #[derive(Default)]

@@ -234,13 +234,16 @@ pub enum GrantCommand {
 /// What `drydock grant create` was asked for.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CreateArgs {
-    /// start or restart (repeat for both); never stop.
+    /// start, restart or force_update (repeatable); never stop or a rollback.
     #[arg(long = "action", required = true)]
     pub actions: Vec<String>,
     /// A compose project the containers belong to (repeatable).
     #[arg(long = "project")]
     pub projects: Vec<String>,
-    /// A container name glob, like shop-web-* (repeatable).
+    /// A Swarm stack the services belong to (repeatable; for force_update).
+    #[arg(long = "stack")]
+    pub stacks: Vec<String>,
+    /// A container (or Swarm service) name glob, like shop-web-* (repeatable).
     #[arg(long = "name")]
     pub names: Vec<String>,
     /// KEY=VALUE a container's labels must hold (repeatable; all must hold).

@@ -107,19 +107,14 @@ pub async fn follow_request(
                 }
                 ApprovalMode::Prompt => {
                     println!("  approval needed: {}", claims::describe(&claims));
-                    let question = format!(
-                        "{} {}?",
-                        capitalized(claims.action.as_str()),
-                        safe(&claims.container_name)
-                    );
+                    let (_, name, _) = claims::target_of(&claims);
+                    let question =
+                        format!("{} {}?", capitalized(claims.action.as_str()), safe(&name));
                     if confirm(&question).await {
                         approve::sign(agent, cfg, &claims, &bytes).await?;
                     } else {
                         agent.reject(&claims.approval_id).await?;
-                        decisions
-                            .borrow_mut()
-                            .rejected
-                            .push(claims.container_name.clone());
+                        decisions.borrow_mut().rejected.push(name);
                     }
                     Ok(true)
                 }

@@ -82,10 +82,38 @@ pub fn check_signable(c: &ApprovalClaims, now: i64, max_lifetime: i64) -> anyhow
     Ok(())
 }
 
+/// What the claims act on: `("service", name, id)` for a Swarm service's
+/// write, else `("container", name, id)`.
+pub fn target_of(c: &ApprovalClaims) -> (&'static str, String, String) {
+    match &c.service {
+        Some(s) => ("service", s.name.clone(), s.id.clone()),
+        None => (
+            "container",
+            c.container_name.trim_start_matches('/').to_string(),
+            c.container_id.clone(),
+        ),
+    }
+}
+
 /// One line saying exactly what the claims authorise: for a rollback, both
 /// images in full (what runs now, and what will run).
 pub fn describe(c: &ApprovalClaims) -> String {
     let expires = describe_time(c.expires_at, unix_now());
+    if let Some(s) = &c.service {
+        let images = match &s.to_image {
+            Some(to) => format!(" from image {} back to image {}", safe(&s.image), safe(to)),
+            None => format!(" running image {}", safe(&s.image)),
+        };
+        return format!(
+            "{} Swarm service {} (id {}, spec version {}){images} — request {}, approval {}, expires {expires}",
+            c.action,
+            safe(&s.name),
+            safe(&s.id),
+            s.version,
+            safe(&c.request_id),
+            safe(&c.approval_id)
+        );
+    }
     let images = match (&c.from_image_id, &c.image_id) {
         (Some(from), Some(to)) => format!(" from image {} to image {}", safe(from), safe(to)),
         _ => String::new(),
@@ -123,6 +151,7 @@ mod tests {
             nonce: "n".into(),
             image_id: None,
             from_image_id: None,
+            service: None,
         }
     }
 

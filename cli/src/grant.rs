@@ -35,14 +35,16 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
     let mut actions = Vec::new();
     for a in &args.actions {
         match WriteAction::parse(a) {
-            Some(WriteAction::Stop) => {
+            Some(
+                t2 @ (WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback),
+            ) => {
                 bail!(
-                    "--action stop: stop is a T2 action, and a grant covers only start and restart"
+                    "--action {t2}: {t2} is a T2 action, and a grant covers only start, restart and force_update"
                 )
             }
             Some(action) if !actions.contains(&action) => actions.push(action),
             Some(_) => {}
-            None => bail!("--action `{a}` is not start or restart"),
+            None => bail!("--action `{a}` is not start, restart or force_update"),
         }
     }
     let mut labels = BTreeMap::new();
@@ -65,6 +67,7 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
             names: args.names.clone(),
             labels,
             projects: args.projects.clone(),
+            stacks: args.stacks.clone(),
         },
         classes: args.classes.clone(),
         max_per_container,
@@ -87,6 +90,9 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
     if !c.scope.projects.is_empty() {
         scope.push(format!("compose project {}", c.scope.projects.join(" or ")));
     }
+    if !c.scope.stacks.is_empty() {
+        scope.push(format!("Swarm stack {}", c.scope.stacks.join(" or ")));
+    }
     if !c.scope.names.is_empty() {
         scope.push(format!("names matching {}", c.scope.names.join(" or ")));
     }
@@ -101,7 +107,9 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
     }
     let actions: Vec<&str> = c.actions.iter().map(|a| a.as_str()).collect();
     format!(
-        "grant {id}\n  may {actions} containers with {scope}\n  for {classes}\n  at most {n} per container every {w}, {total} in all\n  only when the container is really broken at that moment (checked by the executor)\n  expires {exp}",
+        "grant {id}\n  may {actions} {what} with {scope}\n  for {classes}\n  at most {n} per {one} every {w}, {total} in all\n  only when the {one} is really broken at that moment (checked by the executor)\n  expires {exp}",
+        what = if c.scope.stacks.is_empty() { "containers" } else { "services" },
+        one = if c.scope.stacks.is_empty() { "container" } else { "service" },
         id = safe(&c.grant_id),
         actions = actions.join(" or "),
         scope = safe(&scope.join(" and ")),

@@ -30,7 +30,12 @@ pub fn event_lines(event: &Event) -> Vec<String> {
             safe(&e.summary)
         )),
         EventPayload::Target(t) => out.push(format!(
-            "  target: {} ({}) — {}",
+            "  target: {}{} ({}) — {}",
+            if t.target.is_service() {
+                "Swarm service "
+            } else {
+                ""
+            },
             safe(&t.target.container_name),
             short(&t.target.container_id),
             safe(&t.why)
@@ -74,6 +79,7 @@ pub fn event_lines(event: &Event) -> Vec<String> {
                 let to = st
                     .image_id
                     .as_ref()
+                    .or(st.service.as_ref().and_then(|s| s.to_image.as_ref()))
                     .map(|image| format!(" to image {}", safe(image)))
                     .unwrap_or_default();
                 out.push(format!(

@@ -10,7 +10,7 @@ use drydock_proto::approval::{self, ApprovalClaims, ApprovalFormatError, WriteAc
 use ed25519_dalek::VerifyingKey;
 
 use crate::config::ApproverConfig;
-use crate::policy::ResolvedTarget;
+use crate::policy::{ResolvedService, ResolvedTarget};
 
 /// Clock skew tolerated between the signer and the executor.
 const CLOCK_SKEW_SECS: i64 = 60;
@@ -56,6 +56,24 @@ pub enum ApprovalError {
     WrongImage { signed: String, requested: String },
     #[error("approval was made while the container ran image {signed}; it runs {actual} now")]
     ImageMoved { signed: String, actual: String },
+    #[error("approval is for service {signed}, but the target is {actual}")]
+    WrongService { signed: String, actual: String },
+    #[error("approval names service `{signed}`, but the target is `{actual}`")]
+    WrongServiceName { signed: String, actual: String },
+    #[error("approval was made at spec version {signed} of the service; it is at version {actual} now (someone changed it): ask again")]
+    SpecChanged { signed: u64, actual: u64 },
+    #[error("approval was made while the service's spec ran image {signed}; it runs {actual} now")]
+    ServiceImageMoved { signed: String, actual: String },
+    #[error("approval returns the service to image {signed}, but its previous spec runs {actual}")]
+    WrongPreviousImage { signed: String, actual: String },
+}
+
+/// Caller-supplied text in an error: bounded and printable.
+fn shown(text: &str, max: usize) -> String {
+    text.chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// An approval whose signature, binding and validity window all check out;
@@ -122,30 +140,7 @@ impl ApprovalVerifier {
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
-        let input = input.ok_or(ApprovalError::Missing {
-            action: action.as_str(),
-        })?;
-        let key = self
-            .keys
-            .get(input.key_id)
-            .ok_or_else(|| ApprovalError::UnknownKey {
-                // Caller-supplied: bounded and printable before it is echoed.
-                key_id: input
-                    .key_id
-                    .chars()
-                    .take(64)
-                    .map(|c| if c.is_control() { '?' } else { c })
-                    .collect(),
-            })?;
-        // Signature first, over the exact received bytes; only then are the
-        // claims decoded and trusted.
-        let claims = approval::verify(input.claims, input.signature, key)?;
-        if claims.action != action {
-            return Err(ApprovalError::WrongAction {
-                signed: claims.action.as_str(),
-                called: action.as_str(),
-            });
-        }
+        let (claims, input) = self.open(input, action)?;
         if claims.container_id != target.id {
             return Err(ApprovalError::WrongContainer {
                 signed: claims.container_id,
@@ -158,12 +153,6 @@ impl ApprovalVerifier {
             return Err(ApprovalError::WrongContainerName {
                 signed: claims.container_name.chars().take(128).collect(),
                 actual: target.name.clone(),
-            });
-        }
-        if claims.request_id != request_id {
-            return Err(ApprovalError::WrongRequest {
-                signed: claims.request_id,
-                called: request_id.to_string(),
             });
         }
         // A rollback's claims name both images (decoding refuses claims of
@@ -183,6 +172,111 @@ impl ApprovalVerifier {
                     actual: target.image_id.clone(),
                 });
             }
+        }
+        self.close(claims, input, request_id, now)
+    }
+
+    /// Whether the approval is a configured human's signature over exactly
+    /// this write of a Swarm service: the action, the service (id and
+    /// name), its spec version and image as they were shown (and for a
+    /// rollback the previous spec's image), the request, the window.
+    pub fn verify_service(
+        &self,
+        input: Option<ApprovalInput<'_>>,
+        action: WriteAction,
+        service: &ResolvedService,
+        request_id: &str,
+        now: i64,
+    ) -> Result<VerifiedApproval, ApprovalError> {
+        let (claims, input) = self.open(input, action)?;
+        // Decoding refuses a service action's claims without a service.
+        let Some(signed) = claims.service.clone() else {
+            return Err(ApprovalError::WrongService {
+                signed: String::new(),
+                actual: service.id.clone(),
+            });
+        };
+        if signed.id != service.id {
+            return Err(ApprovalError::WrongService {
+                signed: signed.id,
+                actual: service.id.clone(),
+            });
+        }
+        if signed.name != service.name {
+            return Err(ApprovalError::WrongServiceName {
+                signed: shown(&signed.name, 128),
+                actual: service.name.clone(),
+            });
+        }
+        if signed.version != service.version {
+            return Err(ApprovalError::SpecChanged {
+                signed: signed.version,
+                actual: service.version,
+            });
+        }
+        if signed.image != service.image {
+            return Err(ApprovalError::ServiceImageMoved {
+                signed: shown(&signed.image, 200),
+                actual: service.image.clone(),
+            });
+        }
+        if action == WriteAction::ServiceRollback {
+            let to = signed.to_image.clone().unwrap_or_default();
+            let previous = service.previous_image.clone().unwrap_or_default();
+            if to != previous || previous.is_empty() {
+                return Err(ApprovalError::WrongPreviousImage {
+                    signed: shown(&to, 200),
+                    actual: if previous.is_empty() {
+                        "nothing (the service has no previous spec)".into()
+                    } else {
+                        previous
+                    },
+                });
+            }
+        }
+        self.close(claims, input, request_id, now)
+    }
+
+    /// The checks every approval starts with, cheapest first: a key this
+    /// executor trusts, the signature over the exact received bytes (only
+    /// then are the claims decoded and trusted), the action.
+    fn open<'a>(
+        &self,
+        input: Option<ApprovalInput<'a>>,
+        action: WriteAction,
+    ) -> Result<(ApprovalClaims, ApprovalInput<'a>), ApprovalError> {
+        let input = input.ok_or(ApprovalError::Missing {
+            action: action.as_str(),
+        })?;
+        let key = self
+            .keys
+            .get(input.key_id)
+            .ok_or_else(|| ApprovalError::UnknownKey {
+                key_id: shown(input.key_id, 64),
+            })?;
+        let claims = approval::verify(input.claims, input.signature, key)?;
+        if claims.action != action {
+            return Err(ApprovalError::WrongAction {
+                signed: claims.action.as_str(),
+                called: action.as_str(),
+            });
+        }
+        Ok((claims, input))
+    }
+
+    /// The checks every approval ends with: the request, the window.
+    fn close(
+        &self,
+        claims: ApprovalClaims,
+        input: ApprovalInput<'_>,
+        request_id: &str,
+        now: i64,
+    ) -> Result<VerifiedApproval, ApprovalError> {
+        if claims.request_id != request_id {
+            return Err(ApprovalError::WrongRequest {
+                signed: claims.request_id,
+                called: request_id.to_string(),
+            });
         }
         check_window(claims.issued_at, claims.expires_at, now, self.max_lifetime)?;
         Ok(VerifiedApproval {
@@ -297,6 +391,7 @@ mod tests {
             nonce: "n".into(),
             image_id: None,
             from_image_id: None,
+            service: None,
         }
     }
 
@@ -407,5 +502,131 @@ mod tests {
                 .unwrap_err(),
             ApprovalError::Missing { action: "restart" }
         );
+    }
+
+    #[test]
+    fn service_binding_table() {
+        let key = generate_signing_key();
+        let verifier = ApprovalVerifier::new(
+            &[ApproverConfig {
+                id: "alice".into(),
+                public_key: approval::format_public_key(&key.verifying_key()),
+            }],
+            Duration::from_secs(3600),
+        );
+        let service = ResolvedService {
+            id: "n3urbn38u90m4jz0gvcm4t7ha".into(),
+            name: "shop_api".into(),
+            version: 73,
+            image: "shop/api:2".into(),
+            previous_image: Some("shop/api:1".into()),
+            ..Default::default()
+        };
+        let signed = || {
+            let mut c = claims();
+            c.action = WriteAction::ServiceRollback;
+            c.container_id.clear();
+            c.container_name.clear();
+            c.service = Some(approval::ServiceClaims {
+                id: service.id.clone(),
+                name: service.name.clone(),
+                version: 73,
+                image: "shop/api:2".into(),
+                to_image: Some("shop/api:1".into()),
+            });
+            c
+        };
+        type Mutate = fn(&mut ApprovalClaims);
+        let cases: Vec<(&str, Mutate, WriteAction, Option<&str>)> = vec![
+            ("valid", |_| {}, WriteAction::ServiceRollback, None),
+            (
+                "a force update's call",
+                |_| {},
+                WriteAction::ForceUpdate,
+                Some("for action service_rollback"),
+            ),
+            (
+                "another service",
+                |c| c.service.as_mut().unwrap().id = "x".repeat(25),
+                WriteAction::ServiceRollback,
+                Some("for service xxxxx"),
+            ),
+            (
+                "a harmless name",
+                |c| c.service.as_mut().unwrap().name = "shop_docs".into(),
+                WriteAction::ServiceRollback,
+                Some("names service `shop_docs`"),
+            ),
+            (
+                "a spec changed since",
+                |c| c.service.as_mut().unwrap().version = 72,
+                WriteAction::ServiceRollback,
+                Some("spec version 72"),
+            ),
+            (
+                "another image shown",
+                |c| c.service.as_mut().unwrap().image = "shop/api:3".into(),
+                WriteAction::ServiceRollback,
+                Some("ran image shop/api:3"),
+            ),
+            (
+                "another image to return to",
+                |c| c.service.as_mut().unwrap().to_image = Some("evil/api:1".into()),
+                WriteAction::ServiceRollback,
+                Some("returns the service to image evil/api:1"),
+            ),
+            (
+                "another request",
+                |c| c.request_id = "other".into(),
+                WriteAction::ServiceRollback,
+                Some("for request other"),
+            ),
+        ];
+        for (name, mutate, action, want_err) in cases {
+            let mut c = signed();
+            mutate(&mut c);
+            let bytes = c.encode();
+            let sig = approval::sign(&bytes, &key);
+            let got = verifier.verify_service(
+                Some(ApprovalInput {
+                    claims: &bytes,
+                    signature: &sig,
+                    key_id: "alice",
+                }),
+                action,
+                &service,
+                "req",
+                NOW,
+            );
+            match want_err {
+                None => assert!(got.is_ok(), "{name}: {got:?}"),
+                Some(needle) => {
+                    let err = got.unwrap_err().to_string();
+                    assert!(err.contains(needle), "{name}: {err}");
+                }
+            }
+        }
+        // A service with no previous spec cannot be rolled back, whatever
+        // was signed.
+        let bytes = signed().encode();
+        let sig = approval::sign(&bytes, &key);
+        let fresh = ResolvedService {
+            previous_image: None,
+            ..service.clone()
+        };
+        let err = verifier
+            .verify_service(
+                Some(ApprovalInput {
+                    claims: &bytes,
+                    signature: &sig,
+                    key_id: "alice",
+                }),
+                WriteAction::ServiceRollback,
+                &fresh,
+                "req",
+                NOW,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("no previous spec"), "{err}");
     }
 }

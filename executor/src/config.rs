@@ -173,6 +173,46 @@ pub struct TargetsConfig {
     /// When non-empty, only containers of these compose projects.
     #[serde(default)]
     pub allow_compose_projects: Vec<String>,
+    /// Swarm services in scope. Absent: no service is visible (services
+    /// fail closed), whatever the container selectors say.
+    #[serde(default)]
+    pub services: Option<ServiceTargetsConfig>,
+}
+
+impl TargetsConfig {
+    /// Whether any container selector is set; with none, no container is
+    /// visible (only a config with `services` may leave them all empty).
+    pub fn selects_containers(&self) -> bool {
+        !self.allow_names.is_empty()
+            || !self.allow_labels.is_empty()
+            || !self.allow_compose_projects.is_empty()
+    }
+}
+
+/// `targets.services`: which Swarm services drydock may see and act on.
+/// Every non-empty selector must match, as for containers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceTargetsConfig {
+    /// Glob patterns over service names (`shop_*`).
+    #[serde(default)]
+    pub allow_names: Vec<String>,
+    /// Every listed service label must be present with this value.
+    #[serde(default)]
+    pub allow_labels: BTreeMap<String, String>,
+    /// Stacks (`com.docker.stack.namespace`); any one matching is enough.
+    #[serde(default)]
+    pub allow_stacks: Vec<String>,
+    /// Whether `ListNodes` answers the nodes' labels (off: they often name
+    /// hosts, racks and owners a diagnosis does not need).
+    #[serde(default)]
+    pub node_labels: bool,
+}
+
+impl ServiceTargetsConfig {
+    pub fn is_empty(&self) -> bool {
+        self.allow_names.is_empty() && self.allow_labels.is_empty() && self.allow_stacks.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -195,6 +235,13 @@ pub struct ActionsConfig {
     /// operator turns it on, and never under a grant.
     #[serde(default = "disabled")]
     pub rollback: ActionToggle,
+    /// T1: replaces a Swarm service's tasks with the same spec.
+    #[serde(default = "enabled")]
+    pub force_update: ActionToggle,
+    /// T2: returns a Swarm service to its previous spec; off unless the
+    /// operator turns it on, and never under a grant.
+    #[serde(default = "disabled")]
+    pub service_rollback: ActionToggle,
 }
 
 impl Default for ActionsConfig {
@@ -204,6 +251,8 @@ impl Default for ActionsConfig {
             start: enabled(),
             stop: disabled(),
             rollback: disabled(),
+            force_update: enabled(),
+            service_rollback: disabled(),
         }
     }
 }

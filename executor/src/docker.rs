@@ -53,6 +53,11 @@ pub enum DockerError {
     /// such: the service resolves the prefix among visible containers.
     #[error("`{0}` matches more than one container")]
     Ambiguous(String),
+    /// A Swarm call on an engine that is not a Swarm manager.
+    #[error(
+        "the engine is not a Swarm manager, so it has no services, tasks or nodes to show: {0}"
+    )]
+    NotSwarmManager(String),
 }
 
 impl DockerError {
@@ -131,7 +136,7 @@ pub struct ContainerSummary {
     pub ip_addresses: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HealthcheckSpec {
     pub test: Vec<String>,
     pub interval: Duration,
@@ -746,12 +751,14 @@ mod events;
 mod logs;
 mod rollback;
 mod stats;
+mod swarm;
 mod transport;
 pub use disk::{DiskUsage, EngineDisk, MountUsage};
 pub use events::{
     is_image_event, RawEvent, EVENT_ACTIONS, IMAGE_EVENT_ACTIONS, MAX_CONTAINER_EVENTS,
 };
 pub use logs::{LogQuery, LogStream, RawLogLine};
+pub use swarm::{NodeInfo, ServiceInfo, TaskInfo, UpdatePolicy, MAX_TASKS};
 
 #[cfg(test)]
 mod tests;

@@ -15,8 +15,7 @@ use drydock_proto::grant::{self, GrantClaims, GrantError};
 use ed25519_dalek::VerifyingKey;
 
 use crate::config::{ApproverConfig, AutomationConfig};
-use crate::docker::ContainerDetails;
-use crate::policy::ResolvedTarget;
+use crate::docker::{ContainerDetails, ServiceInfo, TaskInfo};
 
 /// Clock skew tolerated between the signer and the executor.
 const CLOCK_SKEW_SECS: i64 = 60;
@@ -172,11 +171,14 @@ impl GrantVerifier {
         Ok(revoked)
     }
 
+    /// Whether the grant covers `action` on the target named `name` (a
+    /// container's or a service's, by the action) with these labels.
     pub fn verify(
         &self,
         input: &GrantInput<'_>,
         action: WriteAction,
-        target: &ResolvedTarget,
+        name: &str,
+        labels: &BTreeMap<String, String>,
         now: i64,
     ) -> Result<VerifiedGrant, GrantRefusal> {
         if !self.enabled {
@@ -210,7 +212,7 @@ impl GrantVerifier {
         if self.revoked()?.contains(&claims.grant_id) {
             return Err(GrantRefusal::Revoked(id));
         }
-        if let Some(why) = claims.refuses(action, &target.name, &target.labels, input.fault_class) {
+        if let Some(why) = claims.refuses(action, name, labels, input.fault_class) {
             return Err(GrantRefusal::NotCovered(why));
         }
         Ok(VerifiedGrant {
@@ -298,9 +300,110 @@ pub fn precondition(action: WriteAction, c: &ContainerDetails) -> Result<(), Gra
             "{} is {state}; under a grant, start only a container that crashed (a clean exit or a stop by signal is someone's decision)",
             c.name
         )),
-        WriteAction::Stop | WriteAction::Rollback => {
+        WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback => {
             fail(format!("{action} is never covered by a grant"))
         }
+        WriteAction::ForceUpdate => fail(format!("{action} acts on a service, not a container")),
+    }
+}
+
+/// How recent a task's failure must be to count as the service failing now.
+pub const RECENT_TASK_FAILURE_SECS: i64 = 600;
+
+fn unix_of(rfc3339: &str) -> Option<i64> {
+    humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z'))
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64)
+}
+
+/// The tasks that failed (or were rejected) within the last ten minutes.
+fn recent_failures(tasks: &[TaskInfo], now: i64) -> Vec<&TaskInfo> {
+    tasks
+        .iter()
+        .filter(|t| matches!(t.state.as_str(), "failed" | "rejected"))
+        .filter(|t| unix_of(&t.timestamp).is_some_and(|at| now - at <= RECENT_TASK_FAILURE_SECS))
+        .collect()
+}
+
+/// The state a Swarm service must be in, at call time, for a force update
+/// under a grant: tasks it wants that do not run, or tasks that failed in
+/// the last ten minutes. A service a person scaled to zero, or one whose
+/// update is under way or paused (Swarm's own update machinery, or a
+/// person's decision to hold it), is left alone.
+pub fn service_precondition(
+    action: WriteAction,
+    s: &ServiceInfo,
+    tasks: &[TaskInfo],
+    now: i64,
+) -> Result<(), GrantRefusal> {
+    let fail = |m: String| Err(GrantRefusal::Precondition(m));
+    match action {
+        WriteAction::ForceUpdate => {}
+        WriteAction::ServiceRollback => {
+            return fail(format!("{action} is never covered by a grant"))
+        }
+        WriteAction::Start | WriteAction::Restart | WriteAction::Stop | WriteAction::Rollback => {
+            return fail(format!("{action} acts on a container, not a service"))
+        }
+    }
+    if s.desired == 0 {
+        return fail(format!(
+            "{} wants no task (scaled to zero): someone's decision, which a grant does not undo",
+            s.name
+        ));
+    }
+    if matches!(
+        s.update_state.as_str(),
+        "updating" | "paused" | "rollback_started" | "rollback_paused"
+    ) {
+        return fail(format!(
+            "{}'s update is {}: Swarm or a person is changing it, and a grant does not compete",
+            s.name, s.update_state
+        ));
+    }
+    if s.running < s.desired || !recent_failures(tasks, now).is_empty() {
+        return Ok(());
+    }
+    fail(format!(
+        "{} runs {}/{} tasks and none failed in the last {} min; under a grant, force an update only of a service whose tasks fail",
+        s.name,
+        s.running,
+        s.desired,
+        RECENT_TASK_FAILURE_SECS / 60
+    ))
+}
+
+/// The classes a service's tasks can confirm, checked against them.
+pub fn service_class_consistent(
+    class: &str,
+    s: &ServiceInfo,
+    tasks: &[TaskInfo],
+    now: i64,
+) -> Result<(), GrantRefusal> {
+    let failed = recent_failures(tasks, now);
+    let says = |t: &&TaskInfo, what: &str| t.error.contains(what) || t.message.contains(what);
+    let ok = match class {
+        "unhealthy" | "healthcheck_broken" => failed.iter().any(|t| says(t, "unhealthy")),
+        "crash" | "crash_loop" | "config_error" => failed
+            .iter()
+            .any(|t| t.exit_code.is_some_and(|c| c != 0) || says(t, "non-zero exit")),
+        "unschedulable" => tasks.iter().any(|t| says(&t, "no suitable node")),
+        "image_unavailable" => failed.iter().any(|t| says(t, "image")),
+        "healthy" => false,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(GrantRefusal::Precondition(format!(
+            "the stated fault class `{class}` does not match {}'s tasks ({}/{} running, {} failed in the last {} min)",
+            s.name,
+            s.running,
+            s.desired,
+            failed.len(),
+            RECENT_TASK_FAILURE_SECS / 60
+        )))
     }
 }
 

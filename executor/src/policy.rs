@@ -41,6 +41,7 @@ use drydock_proto::approval::WriteAction;
 use crate::config::{ActionsConfig, TargetsConfig};
 
 pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+pub use drydock_proto::grant::STACK_NAMESPACE_LABEL;
 /// Set on drydock's own containers (the images carry it, and so do the
 /// compose services): the executor never shows or acts on them, so neither
 /// a confused model nor a compromised agent can restart or stop drydock.
@@ -67,6 +68,21 @@ pub struct ResolvedTarget {
     pub image_id: String,
 }
 
+/// A Swarm service as the engine reports it at call time.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResolvedService {
+    pub id: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// The spec version: an approval binds it, and a write sends it back
+    /// so the engine refuses if the spec changed in between.
+    pub version: u64,
+    /// The image reference its spec runs.
+    pub image: String,
+    /// The previous spec's image, when there is a previous spec.
+    pub previous_image: Option<String>,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
     #[error("action {action} is disabled by the executor's policy")]
@@ -75,6 +91,14 @@ pub enum PolicyError {
     TargetNotAllowed { name: String },
     #[error("container {name} is one of drydock's own ({DRYDOCK_ROLE_LABEL}={role}); drydock never shows or acts on itself")]
     Drydock { name: String, role: String },
+    #[error("service {name} is outside the executor's service selectors (targets.services)")]
+    ServiceNotAllowed { name: String },
+    #[error("{action} acts on a {wants}, not on a {given}")]
+    WrongKind {
+        action: &'static str,
+        wants: &'static str,
+        given: &'static str,
+    },
 }
 
 mod sealed {
@@ -101,6 +125,12 @@ pub enum Stop {}
 /// Re-creating one container with another image (T2).
 #[derive(Debug)]
 pub enum Rollback {}
+/// Replacing a Swarm service's tasks with the same spec (T1).
+#[derive(Debug)]
+pub enum ForceUpdate {}
+/// Returning a Swarm service to its previous spec (T2).
+#[derive(Debug)]
+pub enum ServiceRollback {}
 
 macro_rules! allows {
     ($($kind:ident = $tier:expr),*) => {$(
@@ -117,6 +147,93 @@ allows!(
     Stop = Tier::Disruptive,
     Rollback = Tier::Disruptive
 );
+
+mod sealed_service {
+    pub trait Sealed {}
+}
+
+/// What a service permit allows; implemented only here, and only for the
+/// service kinds: a `ServicePermit<Restart>` does not exist.
+pub trait AllowsService: sealed_service::Sealed {
+    const TIER: Tier;
+}
+
+macro_rules! allows_service {
+    ($($kind:ident = $tier:expr),*) => {$(
+        impl sealed_service::Sealed for $kind {}
+        impl AllowsService for $kind {
+            const TIER: Tier = $tier;
+        }
+    )*};
+}
+allows_service!(
+    Read = Tier::Read,
+    ForceUpdate = Tier::Change,
+    ServiceRollback = Tier::Disruptive
+);
+
+/// Proof that policy allowed `A` on one Swarm service, at the spec version
+/// it was resolved at.
+#[derive(Debug)]
+pub struct ServicePermit<A: AllowsService> {
+    service_id: String,
+    version: u64,
+    allows: PhantomData<A>,
+}
+
+impl<A: AllowsService> ServicePermit<A> {
+    fn new(service: &ResolvedService) -> ServicePermit<A> {
+        ServicePermit {
+            service_id: service.id.clone(),
+            version: service.version,
+            allows: PhantomData,
+        }
+    }
+
+    pub fn service_id(&self) -> &str {
+        &self.service_id
+    }
+
+    /// The spec version policy (and an approval) saw.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn tier(&self) -> Tier {
+        A::TIER
+    }
+
+    pub fn to_read(&self) -> ServicePermit<Read> {
+        ServicePermit {
+            service_id: self.service_id.clone(),
+            version: self.version,
+            allows: PhantomData,
+        }
+    }
+}
+
+/// The permit for one service write, by action.
+#[derive(Debug)]
+pub enum ServiceWritePermit {
+    ForceUpdate(ServicePermit<ForceUpdate>),
+    Rollback(ServicePermit<ServiceRollback>),
+}
+
+impl ServiceWritePermit {
+    pub fn action(&self) -> WriteAction {
+        match self {
+            ServiceWritePermit::ForceUpdate(_) => WriteAction::ForceUpdate,
+            ServiceWritePermit::Rollback(_) => WriteAction::ServiceRollback,
+        }
+    }
+
+    pub fn to_read(&self) -> ServicePermit<Read> {
+        match self {
+            ServiceWritePermit::ForceUpdate(p) => p.to_read(),
+            ServiceWritePermit::Rollback(p) => p.to_read(),
+        }
+    }
+}
 
 /// Proof that policy allowed `A` on one container id.
 #[derive(Debug)]
@@ -222,6 +339,8 @@ impl Policy {
             WriteAction::Restart => self.actions.restart.enabled,
             WriteAction::Stop => self.actions.stop.enabled,
             WriteAction::Rollback => self.actions.rollback.enabled,
+            WriteAction::ForceUpdate => self.actions.force_update.enabled,
+            WriteAction::ServiceRollback => self.actions.service_rollback.enabled,
         }
     }
 
@@ -231,14 +350,16 @@ impl Policy {
             WriteAction::Start => Start::TIER,
             WriteAction::Restart => Restart::TIER,
             WriteAction::Stop => Stop::TIER,
-            WriteAction::Rollback => Rollback::TIER,
+            WriteAction::Rollback => <Rollback as Allows>::TIER,
+            WriteAction::ForceUpdate => <ForceUpdate as AllowsService>::TIER,
+            WriteAction::ServiceRollback => <ServiceRollback as AllowsService>::TIER,
         }
     }
 
     /// A container outside the selectors is invisible to reads and refused
     /// for writes.
     pub fn target_allowed(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        if labels.contains_key(DRYDOCK_ROLE_LABEL) {
+        if labels.contains_key(DRYDOCK_ROLE_LABEL) || !self.targets.selects_containers() {
             return false;
         }
         let name = name.trim_start_matches('/');
@@ -255,6 +376,90 @@ impl Policy {
                 .get(COMPOSE_PROJECT_LABEL)
                 .is_some_and(|p| t.allow_compose_projects.iter().any(|a| a == p));
         name_ok && labels_ok && project_ok
+    }
+
+    /// A service outside `targets.services` (or with none configured) is
+    /// invisible to reads and refused for writes, as a container is.
+    pub fn service_allowed(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        let Some(s) = &self.targets.services else {
+            return false;
+        };
+        if labels.contains_key(DRYDOCK_ROLE_LABEL) || s.is_empty() {
+            return false;
+        }
+        let name_ok = s.allow_names.is_empty()
+            || s.allow_names
+                .iter()
+                .any(|g| glob_match::glob_match(g, name));
+        let labels_ok = s.allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let stack_ok = s.allow_stacks.is_empty()
+            || labels
+                .get(STACK_NAMESPACE_LABEL)
+                .is_some_and(|st| s.allow_stacks.iter().any(|a| a == st));
+        name_ok && labels_ok && stack_ok
+    }
+
+    /// Whether `ListNodes` may answer node labels.
+    pub fn node_labels(&self) -> bool {
+        self.targets
+            .services
+            .as_ref()
+            .is_some_and(|s| s.node_labels)
+    }
+
+    pub fn permit_service_read(
+        &self,
+        service: &ResolvedService,
+    ) -> Result<ServicePermit<Read>, PolicyError> {
+        self.check_service(service)?;
+        Ok(ServicePermit::new(service))
+    }
+
+    /// Policy half of a service write; the approval or grant is checked
+    /// after it, against the same resolved service.
+    pub fn permit_service_write(
+        &self,
+        action: WriteAction,
+        service: &ResolvedService,
+    ) -> Result<ServiceWritePermit, PolicyError> {
+        self.check_service(service)?;
+        if !self.action_enabled(action) {
+            return Err(PolicyError::ActionDisabled {
+                action: action.as_str(),
+            });
+        }
+        match action {
+            WriteAction::ForceUpdate => {
+                Ok(ServiceWritePermit::ForceUpdate(ServicePermit::new(service)))
+            }
+            WriteAction::ServiceRollback => {
+                Ok(ServiceWritePermit::Rollback(ServicePermit::new(service)))
+            }
+            WriteAction::Start
+            | WriteAction::Restart
+            | WriteAction::Stop
+            | WriteAction::Rollback => Err(PolicyError::WrongKind {
+                action: action.as_str(),
+                wants: "container",
+                given: "service",
+            }),
+        }
+    }
+
+    fn check_service(&self, service: &ResolvedService) -> Result<(), PolicyError> {
+        if let Some(role) = service.labels.get(DRYDOCK_ROLE_LABEL) {
+            return Err(PolicyError::Drydock {
+                name: service.name.clone(),
+                role: role.chars().take(64).collect(),
+            });
+        }
+        if self.service_allowed(&service.name, &service.labels) {
+            Ok(())
+        } else {
+            Err(PolicyError::ServiceNotAllowed {
+                name: service.name.clone(),
+            })
+        }
     }
 
     pub fn permit_read(&self, target: &ResolvedTarget) -> Result<Permit<Read>, PolicyError> {
@@ -283,6 +488,13 @@ impl Policy {
             WriteAction::Restart => WritePermit::Restart(Permit::new(target)),
             WriteAction::Stop => WritePermit::Stop(Permit::new(target)),
             WriteAction::Rollback => WritePermit::Rollback(Permit::new(target)),
+            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
+                return Err(PolicyError::WrongKind {
+                    action: action.as_str(),
+                    wants: "service",
+                    given: "container",
+                })
+            }
         })
     }
 
@@ -304,148 +516,4 @@ impl Policy {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::ActionToggle;
-
-    fn target(name: &str, labels: &[(&str, &str)]) -> ResolvedTarget {
-        ResolvedTarget {
-            id: "f".repeat(64),
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn selector_table() {
-        let managed: BTreeMap<String, String> =
-            [("drydock.managed".to_string(), "true".to_string())].into();
-        let rows: &[(TargetsConfig, ResolvedTarget, bool)] = &[
-            (
-                TargetsConfig {
-                    allow_names: vec!["*".into()],
-                    ..Default::default()
-                },
-                target("/anything", &[]),
-                true,
-            ),
-            // drydock's own containers, whatever the selectors say.
-            (
-                TargetsConfig {
-                    allow_names: vec!["*".into()],
-                    ..Default::default()
-                },
-                target("/drydock-executor-1", &[(DRYDOCK_ROLE_LABEL, "executor")]),
-                false,
-            ),
-            (
-                TargetsConfig {
-                    allow_labels: [("a".to_string(), "b".to_string())].into(),
-                    ..Default::default()
-                },
-                target("/agent", &[("a", "b"), (DRYDOCK_ROLE_LABEL, "agent")]),
-                false,
-            ),
-            (
-                TargetsConfig {
-                    allow_names: vec!["shop-*".into()],
-                    ..Default::default()
-                },
-                target("/shop-db-1", &[]),
-                true,
-            ),
-            (
-                TargetsConfig {
-                    allow_names: vec!["shop-*".into()],
-                    ..Default::default()
-                },
-                target("/other", &[]),
-                false,
-            ),
-            (
-                TargetsConfig {
-                    allow_labels: managed.clone(),
-                    ..Default::default()
-                },
-                target("x", &[("drydock.managed", "true")]),
-                true,
-            ),
-            (
-                TargetsConfig {
-                    allow_labels: managed.clone(),
-                    ..Default::default()
-                },
-                target("x", &[("drydock.managed", "false")]),
-                false,
-            ),
-            (
-                TargetsConfig {
-                    allow_labels: managed,
-                    ..Default::default()
-                },
-                target("x", &[]),
-                false,
-            ),
-            (
-                TargetsConfig {
-                    allow_compose_projects: vec!["shop".into()],
-                    ..Default::default()
-                },
-                target("x", &[(COMPOSE_PROJECT_LABEL, "shop")]),
-                true,
-            ),
-            (
-                TargetsConfig {
-                    allow_compose_projects: vec!["shop".into()],
-                    ..Default::default()
-                },
-                target("x", &[(COMPOSE_PROJECT_LABEL, "other")]),
-                false,
-            ),
-        ];
-        for (targets, t, want) in rows {
-            let policy = Policy::new(targets.clone(), ActionsConfig::default());
-            assert_eq!(policy.permit_read(t).is_ok(), *want, "{targets:?} {t:?}");
-            assert_eq!(policy.permit_write(WriteAction::Restart, t).is_ok(), *want);
-        }
-    }
-
-    #[test]
-    fn disabled_action_is_refused_even_for_allowed_targets() {
-        let actions = ActionsConfig {
-            restart: ActionToggle { enabled: false },
-            start: ActionToggle { enabled: true },
-            stop: ActionToggle { enabled: false },
-            rollback: ActionToggle { enabled: false },
-        };
-        let policy = Policy::new(TargetsConfig::default(), actions);
-        assert_eq!(
-            policy
-                .permit_write(WriteAction::Stop, &target("a", &[]))
-                .unwrap_err(),
-            PolicyError::ActionDisabled { action: "stop" }
-        );
-        assert_eq!(Policy::tier(WriteAction::Stop), Tier::Disruptive);
-        assert_eq!(
-            policy
-                .permit_write(WriteAction::Rollback, &target("a", &[]))
-                .unwrap_err(),
-            PolicyError::ActionDisabled { action: "rollback" }
-        );
-        assert_eq!(Policy::tier(WriteAction::Rollback), Tier::Disruptive);
-        assert!(!ActionsConfig::default().rollback.enabled, "off by default");
-        assert_eq!(
-            policy
-                .permit_write(WriteAction::Restart, &target("a", &[]))
-                .unwrap_err(),
-            PolicyError::ActionDisabled { action: "restart" }
-        );
-        assert!(policy
-            .permit_write(WriteAction::Start, &target("a", &[]))
-            .is_ok());
-    }
-}
+mod tests;

@@ -81,6 +81,7 @@ fn claims() -> impl Strategy<Value = ApprovalClaims> {
                     nonce,
                     image_id: None,
                     from_image_id: None,
+                    service: None,
                 }
             },
         )
@@ -379,11 +380,16 @@ proptest! {
             allow_names: globs.iter().map(Glob::pattern).collect(),
             allow_labels: allow_labels.clone(),
             allow_compose_projects: projects.clone(),
+            services: None,
         };
         let policy = Policy::new(targets, Default::default());
         let shown = if slash { format!("/{name}") } else { name.clone() };
         let got = policy.target_allowed(&shown, &labels);
+        // No selector at all: no container (the config refuses it, and
+        // the policy fails closed if it ever met one).
+        let any_selector = !globs.is_empty() || !allow_labels.is_empty() || !projects.is_empty();
         let expected = !labels.contains_key(DRYDOCK_ROLE_LABEL)
+            && any_selector
             && (globs.is_empty() || globs.iter().any(|g| g.matches(&name)))
             && allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && (projects.is_empty() || labels.get(COMPOSE_PROJECT_LABEL).is_some_and(|p| projects.contains(p)));

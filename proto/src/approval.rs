@@ -31,14 +31,22 @@ pub enum WriteAction {
     /// Re-create the container from its own definition with another image
     /// already on the engine (`image_id` in the claims).
     Rollback,
+    /// Replace a Swarm service's tasks with the same spec
+    /// (`docker service update --force`).
+    ForceUpdate,
+    /// Return a Swarm service to its previous spec
+    /// (`docker service rollback`).
+    ServiceRollback,
 }
 
 impl WriteAction {
-    pub const ALL: [WriteAction; 4] = [
+    pub const ALL: [WriteAction; 6] = [
         WriteAction::Start,
         WriteAction::Restart,
         WriteAction::Stop,
         WriteAction::Rollback,
+        WriteAction::ForceUpdate,
+        WriteAction::ServiceRollback,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -47,6 +55,8 @@ impl WriteAction {
             WriteAction::Restart => "restart",
             WriteAction::Stop => "stop",
             WriteAction::Rollback => "rollback",
+            WriteAction::ForceUpdate => "force_update",
+            WriteAction::ServiceRollback => "service_rollback",
         }
     }
 
@@ -60,6 +70,42 @@ impl WriteAction {
     pub const fn names_images(self) -> bool {
         matches!(self, WriteAction::Rollback)
     }
+
+    /// Whether the action acts on a Swarm service: its claims then name the
+    /// service (`service`) and no container.
+    pub const fn on_service(self) -> bool {
+        matches!(
+            self,
+            WriteAction::ForceUpdate | WriteAction::ServiceRollback
+        )
+    }
+}
+
+/// A Swarm object's id: 25 lowercase letters and digits.
+pub fn is_swarm_id(id: &str) -> bool {
+    id.len() == 25
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+}
+
+/// The Swarm service an approval is for, as it was shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceClaims {
+    /// The service's id; the executor resolves the service at call time and
+    /// refuses unless it is this one.
+    pub id: String,
+    /// Shown to the human, and checked: it must be the service's name.
+    pub name: String,
+    /// The spec version when the approval was made: an approval never acts
+    /// on a spec that changed since it was shown.
+    pub version: u64,
+    /// The image reference its spec runs now.
+    pub image: String,
+    /// For a rollback: the previous spec's image, which it returns to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_image: Option<String>,
 }
 
 /// `sha256:` and 64 lowercase hex digits: an image named by its content,
@@ -109,6 +155,10 @@ pub struct ApprovalClaims {
     /// made; the executor refuses if it runs another by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_image_id: Option<String>,
+    /// For a Swarm service's write: the service, and then `container_id`
+    /// and `container_name` are empty. Absent for every container action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceClaims>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -151,7 +201,40 @@ impl ApprovalClaims {
             return Err(ApprovalFormatError::Version(claims.version));
         }
         claims.check_images()?;
+        claims.check_service()?;
         Ok(claims)
+    }
+
+    /// A service's write names the service and no container; a container's
+    /// names no service.
+    fn check_service(&self) -> Result<(), ApprovalFormatError> {
+        let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
+        match &self.service {
+            None if self.action.on_service() => {
+                malformed(format!("a {} names its service", self.action))
+            }
+            None => Ok(()),
+            Some(_) if !self.action.on_service() => {
+                malformed(format!("a {} names no service", self.action))
+            }
+            Some(s) => {
+                if !self.container_id.is_empty() || !self.container_name.is_empty() {
+                    return malformed(format!("a {} names no container", self.action));
+                }
+                if !is_swarm_id(&s.id) {
+                    return malformed("a service id is 25 lowercase letters and digits".into());
+                }
+                match (self.action, &s.to_image) {
+                    (WriteAction::ServiceRollback, None) => {
+                        malformed("a service_rollback names the image it returns to".into())
+                    }
+                    (WriteAction::ForceUpdate, Some(_)) => {
+                        malformed("a force_update names no image to return to".into())
+                    }
+                    _ => Ok(()),
+                }
+            }
+        }
     }
 
     /// A rollback names both images by content id; no other action names
@@ -281,7 +364,49 @@ mod tests {
             nonce: ApprovalClaims::new_nonce(),
             image_id: None,
             from_image_id: None,
+            service: None,
         }
+    }
+
+    #[test]
+    fn service_claims_name_the_service_and_no_container() {
+        let service = ServiceClaims {
+            id: "n3urbn38u90m0000000000000".into(),
+            name: "shop_api".into(),
+            version: 73,
+            image: "shop/api:2".into(),
+            to_image: None,
+        };
+        let mut c = claims();
+        c.action = WriteAction::ForceUpdate;
+        c.container_id.clear();
+        c.container_name.clear();
+        c.service = Some(service.clone());
+        assert_eq!(ApprovalClaims::decode(&c.encode()), Ok(c.clone()));
+        let refused = |c: &ApprovalClaims| {
+            matches!(
+                ApprovalClaims::decode(&c.encode()),
+                Err(ApprovalFormatError::Malformed(_))
+            )
+        };
+        let mut with_container = c.clone();
+        with_container.container_id = "a".repeat(64);
+        assert!(refused(&with_container));
+        let mut rollback_without_image = c.clone();
+        rollback_without_image.action = WriteAction::ServiceRollback;
+        assert!(refused(&rollback_without_image));
+        let mut bad_id = c.clone();
+        bad_id.service = Some(ServiceClaims {
+            id: "N3URBN38U90M0000000000000".into(),
+            ..service.clone()
+        });
+        assert!(refused(&bad_id));
+        let mut restart_of_a_service = claims();
+        restart_of_a_service.service = Some(service);
+        assert!(refused(&restart_of_a_service));
+        let mut force_without_service = c;
+        force_without_service.service = None;
+        assert!(refused(&force_without_service));
     }
 
     #[test]

@@ -26,6 +26,11 @@ pub enum FaultClass {
     HealthcheckBroken,
     PermissionDenied,
     DiskFull,
+    /// A Swarm task no node can run: resources short, a constraint no node
+    /// meets, a plugin missing, or the nodes that could are down or drained.
+    Unschedulable,
+    /// The image cannot be found or pulled where it must run.
+    ImageUnavailable,
     /// Exited 0, or stopped by a signal someone sent (not an OOM kill).
     Stopped,
     /// Nothing wrong was found.
@@ -34,7 +39,7 @@ pub enum FaultClass {
 }
 
 impl FaultClass {
-    pub const ALL: [FaultClass; 13] = [
+    pub const ALL: [FaultClass; 15] = [
         FaultClass::DependencyUnavailable,
         FaultClass::ConfigError,
         FaultClass::PortConflict,
@@ -45,6 +50,8 @@ impl FaultClass {
         FaultClass::HealthcheckBroken,
         FaultClass::PermissionDenied,
         FaultClass::DiskFull,
+        FaultClass::Unschedulable,
+        FaultClass::ImageUnavailable,
         FaultClass::Stopped,
         FaultClass::Healthy,
         FaultClass::Unknown,
@@ -62,6 +69,8 @@ impl FaultClass {
             FaultClass::HealthcheckBroken => "healthcheck_broken",
             FaultClass::PermissionDenied => "permission_denied",
             FaultClass::DiskFull => "disk_full",
+            FaultClass::Unschedulable => "unschedulable",
+            FaultClass::ImageUnavailable => "image_unavailable",
             FaultClass::Stopped => "stopped",
             FaultClass::Healthy => "healthy",
             FaultClass::Unknown => "unknown",
@@ -81,8 +90,8 @@ impl std::fmt::Display for FaultClass {
 
 /// The classes by name, in the order of `FaultClass::ALL`: what a model's
 /// answer schema enumerates and a grant's `classes` are checked against.
-pub const FAULT_CLASSES: [&str; 13] = {
-    let mut names = [""; 13];
+pub const FAULT_CLASSES: [&str; 15] = {
+    let mut names = [""; 15];
     let mut i = 0;
     while i < names.len() {
         names[i] = FaultClass::ALL[i].as_str();

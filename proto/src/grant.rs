@@ -25,12 +25,16 @@ pub const GRANT_KIND: &str = "automation_grant";
 pub const MAX_GRANT_BYTES: usize = 8192;
 /// The compose project label a `projects` selector matches.
 pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+/// The Swarm stack label a `stacks` selector matches.
+pub const STACK_NAMESPACE_LABEL: &str = "com.docker.stack.namespace";
 /// The shortest cap window a grant may use.
 pub const MIN_WINDOW_SECS: u64 = 60;
 pub use crate::FAULT_CLASSES;
 
-/// Which containers a grant covers. Every non-empty kind must match (as in
-/// the executor's own selectors); a grant with all three empty is invalid.
+/// Which containers or Swarm services a grant covers. Every non-empty kind
+/// must match (as in the executor's own selectors); a grant with all empty
+/// is invalid. `projects` select only containers and `stacks` only
+/// services, so a grant for one never reaches the other.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantScope {
@@ -43,15 +47,23 @@ pub struct GrantScope {
     /// Compose projects; any one matching is enough.
     #[serde(default)]
     pub projects: Vec<String>,
+    /// Swarm stacks (`com.docker.stack.namespace`); any one matching is
+    /// enough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<String>,
 }
 
 impl GrantScope {
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty() && self.labels.is_empty() && self.projects.is_empty()
+        self.names.is_empty()
+            && self.labels.is_empty()
+            && self.projects.is_empty()
+            && self.stacks.is_empty()
     }
 
+    /// Whether a container (by name and labels) is in scope.
     pub fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        if self.is_empty() {
+        if self.is_empty() || !self.stacks.is_empty() {
             return false;
         }
         let name = name.trim_start_matches('/');
@@ -64,6 +76,21 @@ impl GrantScope {
                 .is_some_and(|p| self.projects.iter().any(|a| a == p));
         name_ok && labels_ok && project_ok
     }
+
+    /// Whether a Swarm service (by name and labels) is in scope.
+    pub fn matches_service(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        if self.is_empty() || !self.projects.is_empty() {
+            return false;
+        }
+        let name_ok =
+            self.names.is_empty() || self.names.iter().any(|g| glob_match::glob_match(g, name));
+        let labels_ok = self.labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let stack_ok = self.stacks.is_empty()
+            || labels
+                .get(STACK_NAMESPACE_LABEL)
+                .is_some_and(|s| self.stacks.iter().any(|a| a == s));
+        name_ok && labels_ok && stack_ok
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +100,8 @@ pub struct GrantClaims {
     /// Always `automation_grant`.
     pub kind: String,
     pub grant_id: String,
-    /// `start` and `restart` only: a grant never covers a T2 action.
+    /// `start`, `restart` and `force_update` only: a grant never covers a
+    /// T2 action.
     pub actions: Vec<WriteAction>,
     pub scope: GrantScope,
     /// Fault classes the repair may be for; empty means any.
@@ -135,20 +163,27 @@ impl GrantClaims {
             ));
         }
         if self.actions.is_empty() {
-            return invalid("no action: name start and/or restart".into());
+            return invalid("no action: name start, restart or force_update".into());
         }
-        if let Some(t2) = self
-            .actions
-            .iter()
-            .find(|a| matches!(a, WriteAction::Stop | WriteAction::Rollback))
-        {
+        if let Some(t2) = self.actions.iter().find(|a| {
+            matches!(
+                a,
+                WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback
+            )
+        }) {
             return invalid(format!(
-                "{t2} is a T2 action; a grant covers start and restart only"
+                "{t2} is a T2 action; a grant covers start, restart and force_update only"
             ));
         }
         if self.scope.is_empty() {
             return invalid(
-                "no container selector: name a compose project, a name glob or a label".into(),
+                "no selector: name a compose project, a stack, a name glob or a label".into(),
+            );
+        }
+        if !self.scope.projects.is_empty() && !self.scope.stacks.is_empty() {
+            return invalid(
+                "a grant selects compose projects or Swarm stacks, not both: sign one grant for each"
+                    .into(),
             );
         }
         // `*`, `**`, `?*`, `[!x]*`…: a glob with no literal character
@@ -205,9 +240,14 @@ impl GrantClaims {
         if !self.actions.contains(&action) {
             return Some(format!("grant {} does not cover {action}", self.grant_id));
         }
-        if !self.scope.matches(name, labels) {
+        let (kind, in_scope) = if action.on_service() {
+            ("service", self.scope.matches_service(name, labels))
+        } else {
+            ("container", self.scope.matches(name, labels))
+        };
+        if !in_scope {
             return Some(format!(
-                "container {} is outside grant {}'s scope",
+                "{kind} {} is outside grant {}'s scope",
                 name.trim_start_matches('/'),
                 self.grant_id
             ));
@@ -313,6 +353,7 @@ mod tests {
             nonce: "n".into(),
             image_id: None,
             from_image_id: None,
+            service: None,
         }
         .encode();
         let approval_sig = approval::sign(&claims, &key);
@@ -329,11 +370,16 @@ mod tests {
     fn shape_rules_refuse_what_a_grant_must_never_be() {
         let cases: Vec<(Change, &str)> = vec![
             (Box::new(|g| g.actions = vec![WriteAction::Stop]), "T2"),
-            (Box::new(|g| g.actions.clear()), "no action"),
             (
-                Box::new(|g| g.scope = GrantScope::default()),
-                "no container selector",
+                Box::new(|g| g.actions = vec![WriteAction::ServiceRollback]),
+                "T2",
             ),
+            (
+                Box::new(|g| g.scope.stacks = vec!["shop".into()]),
+                "not both",
+            ),
+            (Box::new(|g| g.actions.clear()), "no action"),
+            (Box::new(|g| g.scope = GrantScope::default()), "no selector"),
             (Box::new(|g| g.scope.names = vec!["*".into()]), "`*`"),
             (Box::new(|g| g.scope.names = vec!["?*".into()]), "like `*`"),
             (Box::new(|g| g.scope.names = vec!["**".into()]), "like `*`"),
@@ -393,6 +439,7 @@ mod tests {
             names: vec!["shop-*".into()],
             labels: [("tier".to_string(), "web".to_string())].into(),
             projects: vec![],
+            stacks: vec![],
         };
         let mut l = labels("x");
         assert!(
@@ -408,6 +455,45 @@ mod tests {
         );
         assert!(named
             .refuses(WriteAction::Restart, "bank-web-1", &l, "unhealthy")
+            .is_some());
+    }
+
+    #[test]
+    fn stacks_select_services_and_projects_containers() {
+        let mut g = grant();
+        g.actions = vec![WriteAction::Restart, WriteAction::ForceUpdate];
+        g.scope = GrantScope {
+            stacks: vec!["shop".into()],
+            ..Default::default()
+        };
+        let stack: BTreeMap<String, String> =
+            [(STACK_NAMESPACE_LABEL.to_string(), "shop".to_string())].into();
+        assert_eq!(
+            g.refuses(WriteAction::ForceUpdate, "shop_api", &stack, "unhealthy"),
+            None
+        );
+        // The same labels on a container (a task's) are not in a stack
+        // grant's scope: it covers services only.
+        assert!(g
+            .refuses(WriteAction::Restart, "shop_api.1.x", &stack, "unhealthy")
+            .unwrap()
+            .contains("container"));
+        let other: BTreeMap<String, String> =
+            [(STACK_NAMESPACE_LABEL.to_string(), "bank".to_string())].into();
+        assert!(g
+            .refuses(WriteAction::ForceUpdate, "bank_api", &other, "unhealthy")
+            .unwrap()
+            .contains("service bank_api is outside"));
+        // A project grant never covers a service.
+        let mut project = grant();
+        project.actions = vec![WriteAction::ForceUpdate];
+        assert!(project
+            .refuses(
+                WriteAction::ForceUpdate,
+                "shop_api",
+                &labels("shop"),
+                "unhealthy"
+            )
             .is_some());
     }
 }

@@ -620,6 +620,7 @@ pub mod approvals {
             nonce: ApprovalClaims::new_nonce(),
             image_id: None,
             from_image_id: None,
+            service: None,
         }
     }
 

@@ -13,7 +13,12 @@ pub struct ContainerEvent {
     pub time_nanos: i64,
     pub container_id: String,
     pub name: String,
-    /// start, die, oom, kill, health_status, restart, destroy or stop.
+    /// A container's: create, start, die, oom, kill, health_status,
+    /// restart, rename, destroy or stop. Its image's: image_pull,
+    /// image_tag, image_untag, image_delete. A Swarm service's or node's
+    /// (whose id `container_id` then holds): service_create,
+    /// service_update, service_remove, node_create, node_update,
+    /// node_remove.
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
@@ -243,6 +248,16 @@ pub struct PolicyView {
     /// (T2, off by default).
     #[serde(default)]
     pub rollback_enabled: bool,
+    /// Whether the executor may force-update a Swarm service (T1).
+    #[serde(default)]
+    pub force_update_enabled: bool,
+    /// Whether the executor may roll a Swarm service back to its previous
+    /// spec (T2, off by default).
+    #[serde(default)]
+    pub service_rollback_enabled: bool,
+    /// Whether any Swarm service is in the executor's scope.
+    #[serde(default)]
+    pub services_in_scope: bool,
 }
 
 impl PolicyView {

@@ -20,13 +20,15 @@ pub mod change;
 pub mod container;
 pub mod event;
 pub mod request;
+pub mod swarm;
 pub mod time;
 
 pub use api::*;
 pub use change::*;
 pub use container::*;
-pub use drydock_proto::approval::WriteAction;
+pub use drydock_proto::approval::{ServiceClaims, WriteAction};
 pub use drydock_proto::FaultClass;
 pub use event::*;
 pub use request::*;
+pub use swarm::*;
 pub use time::{now_rfc3339, span, unix_now};

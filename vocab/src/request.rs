@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FaultClass, WriteAction};
+use crate::{FaultClass, ServiceClaims, WriteAction};
 
 /// Where a request stands. The lifecycle (which state follows which) is the
 /// agent's (`engine::lifecycle`); the words are here.
@@ -112,18 +112,58 @@ impl RequestSource {
     }
 }
 
+/// What a request is about: one container, or one Swarm service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    #[default]
+    Container,
+    Service,
+}
+
+impl TargetKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Container => "container",
+            TargetKind::Service => "service",
+        }
+    }
+}
+
+impl std::fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Target {
-    /// `container` now; `service` once compose services are targeted whole.
-    pub kind: String,
+    pub kind: TargetKind,
+    /// The target's id and name: a container's, or for `kind: service` the
+    /// Swarm service's (the names are kept from when only containers were
+    /// targets).
     pub container_id: String,
     pub container_name: String,
+    /// A container's compose service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
+    /// A Swarm service's stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+}
+
+impl Target {
+    pub fn is_service(&self) -> bool {
+        self.kind == TargetKind::Service
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Candidate {
+    /// A container or a Swarm service (whose id and name the two fields
+    /// below then hold).
+    #[serde(default)]
+    pub kind: TargetKind,
     pub container_id: String,
     pub container_name: String,
     pub image: String,
@@ -173,6 +213,11 @@ pub struct PlanStep {
     pub image_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_image_id: Option<String>,
+    /// A Swarm service's write: the service, its spec version and image
+    /// (and for a rollback the image it returns to), exactly as the
+    /// approval will name them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceClaims>,
     pub reason: String,
     /// The executor's tier for the action: `T1` (change), `T2` (disruptive).
     pub risk: String,
@@ -251,6 +296,9 @@ pub struct ExecutionRecord {
     /// A rollback's new container (it took the old one's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_container_id: Option<String>,
+    /// A Swarm service's spec version after the write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_version: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -28,8 +28,17 @@ impl Engine {
                     approval_id: format!("apr-{}", uuid::Uuid::new_v4().simple()),
                     request_id: id.to_string(),
                     action: s.action,
-                    container_id: s.target.container_id.clone(),
-                    container_name: s.target.container_name.clone(),
+                    // A service's write names the service, and no container.
+                    container_id: if s.service.is_some() {
+                        String::new()
+                    } else {
+                        s.target.container_id.clone()
+                    },
+                    container_name: if s.service.is_some() {
+                        String::new()
+                    } else {
+                        s.target.container_name.clone()
+                    },
                     plan_digest: plan.digest.clone(),
                     issued_at: now,
                     expires_at,
@@ -37,6 +46,7 @@ impl Engine {
                     // A rollback's person signs both images.
                     image_id: s.image_id.clone(),
                     from_image_id: s.from_image_id.clone(),
+                    service: s.service.clone(),
                 };
                 ApprovalRecord {
                     id: claims.approval_id.clone(),

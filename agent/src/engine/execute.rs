@@ -108,8 +108,12 @@ impl Engine {
                 .await?;
                 return Ok(false);
             };
-            self.snapshot_before_write(id, step.action, &step.target)
-                .await?;
+            if step.target.is_service() {
+                self.snapshot_service(id, step.action, &step.target).await?;
+            } else {
+                self.snapshot_before_write(id, step.action, &step.target)
+                    .await?;
+            }
             let result = self
                 .executor
                 .write(
@@ -130,6 +134,7 @@ impl Engine {
                 message: match &result {
                     Ok(Written {
                         new_container_id: Some(new),
+                        ..
                     }) => format!(
                         "{} {}: done; it runs as container {} now",
                         step.action,
@@ -150,6 +155,7 @@ impl Engine {
                     .as_ref()
                     .ok()
                     .and_then(|w| w.new_container_id.clone()),
+                service_version: result.as_ref().ok().and_then(|w| w.service_version),
             };
             let approval_id = approval.id.clone();
             let old_id = step.target.container_id.clone();

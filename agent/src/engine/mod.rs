@@ -27,6 +27,7 @@ mod execute;
 pub mod lifecycle;
 mod observe;
 mod plan;
+mod swarm;
 #[cfg(test)]
 mod tests;
 mod verify;

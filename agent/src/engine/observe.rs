@@ -63,6 +63,9 @@ impl Engine {
         else {
             return Ok(false);
         };
+        if target.is_service() {
+            return self.observe_service(&req, &target, &policy).await;
+        }
         let Some(read) = self
             .read_target(&req, &target, &policy, listed_running)
             .await?
@@ -85,7 +88,7 @@ impl Engine {
         }
         gathered.extend(self.death_logs(&req, &read).await);
         gathered.push(Self::policy_gathered(&policy));
-        gathered.push(Gathered::logs(&read.logs));
+        gathered.push(Gathered::logs(&read.logs, "ContainerLogs"));
         gathered.extend(read.stats.as_ref().map(Gathered::stats));
         // The phase's evidence and its end, in one transaction.
         self.record(
@@ -105,6 +108,7 @@ impl Engine {
         let Some(containers) = self.required(id, "list containers", listed).await? else {
             return Ok(Found::Ended);
         };
+        let services = self.visible_services(id, &policy).await?;
         let summary = format!("{} containers visible", containers.len());
         self.add_evidence(
             id,
@@ -115,8 +119,14 @@ impl Engine {
         )
         .await?;
         let found = match &req.options.container {
-            Some(name) => discovery::exact(name, &containers),
-            None => discovery::discover(&req.message, &containers),
+            Some(name) => discovery::exact_with_services(name, &containers, &services),
+            None => discovery::as_services(
+                discovery::discover(
+                    &req.message,
+                    &discovery::rows_with_services(&containers, &services),
+                ),
+                &services,
+            ),
         };
         let cands = match found {
             Discovery::Found(c) => {
@@ -124,7 +134,11 @@ impl Engine {
                     .iter()
                     .any(|x| x.id == c.container_id && x.state == "running");
                 let target = Target {
-                    kind: "container".into(),
+                    kind: c.kind,
+                    stack: services
+                        .iter()
+                        .find(|s| s.id == c.container_id && !s.stack.is_empty())
+                        .map(|s| s.stack.clone()),
                     container_id: c.container_id.clone(),
                     container_name: c.container_name.clone(),
                     service: c.service.clone(),
@@ -170,6 +184,36 @@ impl Engine {
         }
         self.finish(id, Status::NeedsClarification, outcome).await?;
         Ok(Found::Ended)
+    }
+
+    /// The Swarm services the executor shows, when its policy has any in
+    /// scope, recorded as evidence; none on an engine that is not a Swarm
+    /// manager (or when they cannot be read: containers are still found).
+    async fn visible_services(
+        &self,
+        id: &str,
+        policy: &Result<PolicyView, ExecutorError>,
+    ) -> Result<Vec<ServiceSummaryView>, Stop> {
+        if !policy.as_ref().is_ok_and(|p| p.services_in_scope) {
+            return Ok(Vec::new());
+        }
+        match self.executor.services(id).await {
+            Ok(services) => {
+                self.add_evidence(
+                    id,
+                    "service_list",
+                    "ListServices",
+                    serde_json::to_value(&services).unwrap_or_default(),
+                    format!("{} Swarm services visible", services.len()),
+                )
+                .await?;
+                Ok(services)
+            }
+            Err(e) => {
+                tracing::warn!(request_id = %id, error = %e, "services not listed");
+                Ok(Vec::new())
+            }
+        }
     }
 
     /// What a person on call looks at first, read together: the state, the
@@ -410,7 +454,7 @@ impl Engine {
         ))
     }
 
-    fn policy_gathered(policy: &PolicyView) -> Gathered {
+    pub(super) fn policy_gathered(policy: &PolicyView) -> Gathered {
         Gathered::new(
             "policy",
             "GetPolicy",
@@ -488,10 +532,11 @@ impl Gathered {
         )
     }
 
-    fn logs(logs: &LogsView) -> Gathered {
+    /// Log lines as evidence; `source` is the RPC that read them.
+    pub(super) fn logs(logs: &LogsView, source: &str) -> Gathered {
         Gathered::new(
             "logs",
-            "ContainerLogs",
+            source,
             serde_json::to_value(logs).unwrap_or_default(),
             format!(
                 "{} lines{}{}",

@@ -17,6 +17,11 @@ impl Engine {
         if let (Some(plan), Some(diagnosis)) = (model_plan, req.diagnosis.clone()) {
             return self.propose(req, plan, &diagnosis).await;
         }
+        if let (Some(target), Some(policy)) = (req.target.as_ref(), Self::latest_policy(req)) {
+            if target.is_service() {
+                return self.plan_service(req, target, &policy).await;
+            }
+        }
         let (Some(observed), Some(target)) = (Self::observed(req), req.target.clone()) else {
             self.finish(id, Status::Failed, "no evidence to plan from".into())
                 .await?;

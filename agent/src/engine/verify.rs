@@ -100,6 +100,9 @@ impl Engine {
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
+        if target.is_service() {
+            return self.verify_service(req, &target).await;
+        }
         let started = Instant::now();
         let (mut checks, last) = self.wait_ready(id, &target.container_id).await?;
         let mut evidence_ids = Vec::new();
@@ -157,7 +160,6 @@ impl Engine {
                 }),
             }
         }
-        let ok = checks.iter().all(|c| c.ok);
         if let Some(c) = &last {
             let summary = format!(
                 "after the action: state={} health={}",
@@ -174,6 +176,62 @@ impl Engine {
                 .await?,
             );
         }
+        self.conclude(req, &target, checks, evidence_ids).await
+    }
+
+    /// A Swarm service is verified on its own terms: every task it wants
+    /// runs, none failed since the write, its update (or rollback) is done,
+    /// it holds; after a rollback, its spec runs the image the approval
+    /// named.
+    async fn verify_service(&self, req: &Request, target: &Target) -> Result<bool, Stop> {
+        let id = &req.id;
+        let last_write = req.execution.last();
+        let written_at = last_write
+            .and_then(|e| humantime::parse_rfc3339_weak(e.at.trim_end_matches('Z')).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or_else(unix_now, |d| d.as_secs() as i64);
+        let expect_image = last_write
+            .filter(|e| e.action == WriteAction::ServiceRollback)
+            .and_then(|e| req.plan.as_ref()?.steps.get(e.step)?.service.clone())
+            .and_then(|s| s.to_image);
+        let (checks, last) = self
+            .wait_service_ready(
+                id,
+                &target.container_id,
+                written_at,
+                expect_image.as_deref(),
+            )
+            .await?;
+        let mut evidence_ids = Vec::new();
+        if let Some(s) = &last {
+            evidence_ids.push(
+                self.add_evidence(
+                    id,
+                    "verification",
+                    "InspectService",
+                    serde_json::to_value(s).unwrap_or_default(),
+                    format!(
+                        "after the action: {}/{} tasks, image {}, spec version {}",
+                        s.summary.running, s.summary.desired, s.summary.image, s.summary.version
+                    ),
+                )
+                .await?,
+            );
+        }
+        self.conclude(req, target, checks, evidence_ids).await
+    }
+
+    /// Record the verification; finish when it holds, else start another
+    /// round within the iteration budget.
+    async fn conclude(
+        &self,
+        req: &Request,
+        target: &Target,
+        checks: Vec<VerificationCheck>,
+        evidence_ids: Vec<String>,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        let ok = checks.iter().all(|c| c.ok);
         let verification = Verification {
             ok,
             checks: checks.clone(),

@@ -123,7 +123,8 @@ pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap
                 out.insert(
                     c.id.clone(),
                     Target {
-                        kind: "container".into(),
+                        kind: crate::model::TargetKind::Container,
+                        stack: None,
                         container_id: c.id.clone(),
                         container_name: c.name.trim_start_matches('/').to_string(),
                         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
@@ -174,6 +175,13 @@ pub fn plan(
                     "{at}: `rollback` is not an action you propose; drydock proposes it itself when the evidence shows an image change"
                 ))
             }
+            // A Swarm service's writes bind its spec version, which only
+            // drydock's planner reads from the evidence.
+            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
+                return Err(format!(
+                    "{at}: `{action}` is not an action you propose; drydock plans a Swarm service's writes itself"
+                ))
+            }
         };
         if !enabled {
             return Err(format!(
@@ -197,6 +205,7 @@ pub fn plan(
             target: target.clone(),
             image_id: None,
             from_image_id: None,
+            service: None,
             reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
             risk: policy.tier_label(action.as_str()),
             expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
@@ -261,7 +270,8 @@ mod tests {
         let ev = evidence();
         let web: ContainerView = serde_json::from_value(ev[0].data.clone()).unwrap();
         let target = Target {
-            kind: "container".into(),
+            kind: crate::model::TargetKind::Container,
+            stack: None,
             container_id: web.id.clone(),
             container_name: web.name.clone(),
             service: None,
@@ -300,6 +310,7 @@ mod tests {
             step: 0,
             action: WriteAction::Restart,
             new_container_id: None,
+            service_version: None,
             container_id: "aaaaaaaaaaaa1111".into(),
             approval_id: "a".into(),
             ok: true,

@@ -22,7 +22,8 @@ fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
 
 fn target() -> Target {
     Target {
-        kind: "container".into(),
+        kind: crate::model::TargetKind::Container,
+        stack: None,
         container_id: "c".repeat(64),
         container_name: "web".into(),
         service: None,
@@ -43,6 +44,9 @@ const ALL: PolicyView = PolicyView {
     revoked_grants: vec![],
     max_grant_ttl_secs: 0,
     rollback_enabled: false,
+    force_update_enabled: false,
+    service_rollback_enabled: false,
+    services_in_scope: false,
 };
 
 #[test]
@@ -180,6 +184,7 @@ fn disabled_or_repeated_actions_become_advice() {
         in_doubt: false,
         grant_id: None,
         new_container_id: None,
+        service_version: None,
     };
     let p = plan(
         &finding(FaultClass::Unhealthy, None),

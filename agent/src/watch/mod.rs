@@ -15,8 +15,12 @@
 //! - **Resumable:** the stream resumes from the journal's newest event after
 //!   a reconnect or a restart; replayed events are recognised, and triggers
 //!   that were being debounced are picked up again.
+//! - **Swarm services** (`services.rs`): read every `watch.service_poll`;
+//!   one that runs fewer tasks than it wants for longer than the debounce
+//!   opens a request, under the same deduplication.
 
 pub mod alerts;
+mod services;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -96,6 +100,8 @@ pub struct Watcher {
     executor: ExecutorClient,
     config: WatchConfig,
     pending: HashMap<String, Pending>,
+    /// Swarm services running fewer tasks than they want, since when.
+    short: HashMap<String, Instant>,
 }
 
 fn now_nanos() -> i64 {
@@ -118,6 +124,7 @@ impl Watcher {
             executor,
             config,
             pending: HashMap::new(),
+            short: HashMap::new(),
         };
         tokio::spawn(async move { watcher.run().await });
     }
@@ -146,6 +153,7 @@ impl Watcher {
                     backoff = Duration::from_secs(1);
                     let mut tick = tokio::time::interval(Duration::from_millis(500));
                     let mut prune = tokio::time::interval(Duration::from_secs(600));
+                    let mut services = tokio::time::interval(self.config.service_poll);
                     loop {
                         tokio::select! {
                             next = stream.message() => match next {
@@ -155,6 +163,7 @@ impl Watcher {
                             },
                             _ = tick.tick() => self.fire_due().await,
                             _ = prune.tick() => self.prune(),
+                            _ = services.tick() => self.check_services().await,
                         }
                     }
                 }

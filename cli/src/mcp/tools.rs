@@ -215,6 +215,8 @@ fn approval_view(a: &ApprovalRecord, request_id: &str) -> Value {
         "action": claims.map(|c| c.action.as_str()),
         "container_name": claims.map(|c| c.container_name.clone()),
         "container_id": claims.map(|c| c.container_id.clone()),
+        // A Swarm service's write: the service, its spec version and images.
+        "service": claims.and_then(|c| c.service.clone()),
         "expires_at": a.expires_at,
         "grant_id": a.grant_id,
         "for_a_person": for_a_person,
@@ -487,6 +489,7 @@ mod tests {
                 nonce: "0".repeat(32),
                 image_id: None,
                 from_image_id: None,
+                service: None,
             };
             B64.encode(c.encode())
         };

@@ -205,6 +205,9 @@ async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
                 // A rollback's images, from the claims themselves.
                 "from_image_id": c.from_image_id,
                 "image_id": c.image_id,
+                // A Swarm service's write: the service, its spec version
+                // and images.
+                "service": c.service,
                 "issued_at": c.issued_at,
                 "expires_at": c.expires_at,
                 "expires": describe_time(c.expires_at, now),
@@ -279,6 +282,8 @@ struct GrantForm {
     #[serde(default)]
     projects: Vec<String>,
     #[serde(default)]
+    stacks: Vec<String>,
+    #[serde(default)]
     names: Vec<String>,
     #[serde(default)]
     classes: Vec<String>,
@@ -295,6 +300,7 @@ async fn grant_preview(
     let args = CreateArgs {
         actions: f.actions,
         projects: f.projects,
+        stacks: f.stacks,
         names: f.names,
         labels: vec![],
         classes: f.classes,

@@ -115,13 +115,19 @@ fn check_targets(c: &Config) -> Result<(), ConfigError> {
             "is required: name the containers drydock may see and act on, for example `targets: {allow_names: [\"shop-*\"]}` or `{allow_compose_projects: [shop]}` (`drydock init` writes one)",
         ));
     };
-    if targets.allow_names.is_empty()
-        && targets.allow_labels.is_empty()
-        && targets.allow_compose_projects.is_empty()
-    {
+    if let Some(services) = &targets.services {
+        if services.is_empty() {
+            return Err(invalid(
+                "targets.services",
+                "no selector set: set allow_names, allow_labels or allow_stacks (allow_names: [\"*\"] is every service of the cluster), or remove the section to see no service",
+            ));
+        }
+        return Ok(());
+    }
+    if !targets.selects_containers() {
         return Err(invalid(
             "targets",
-            "no selector set: set allow_names, allow_labels or allow_compose_projects (allow_names: [\"*\"] is every container on the host)",
+            "no selector set: set allow_names, allow_labels or allow_compose_projects (allow_names: [\"*\"] is every container on the host), or `services` for Swarm services",
         ));
     }
     Ok(())

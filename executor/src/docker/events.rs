@@ -21,6 +21,9 @@ pub struct RawEvent {
     pub action: String,
     pub health_status: String,
     pub attributes: BTreeMap<String, String>,
+    /// `""` for a container's or an image's event, `service` or `node` for
+    /// a Swarm object's (whose `action` is then create, update or remove).
+    pub scope: &'static str,
 }
 
 /// The container actions the events stream carries; the engine's others
@@ -42,13 +45,23 @@ pub const EVENT_ACTIONS: [&str; 10] = [
 /// goes), as `image_<action>`, for the containers that use the image.
 pub const IMAGE_EVENT_ACTIONS: [&str; 4] = ["pull", "tag", "untag", "delete"];
 
+/// The Swarm services' and nodes' actions the stream carries (a manager
+/// emits them; another engine never does).
+pub const SWARM_EVENT_ACTIONS: [&str; 3] = ["create", "update", "remove"];
+
 /// Whether a raw event is of an image (`image_pull` …), not a container.
 pub fn is_image_event(action: &str) -> bool {
     action.starts_with("image_")
 }
 
 fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
-    let image = m.typ == Some(bollard::models::EventMessageTypeEnum::IMAGE);
+    use bollard::models::EventMessageTypeEnum as Type;
+    let image = m.typ == Some(Type::IMAGE);
+    let scope = match m.typ {
+        Some(Type::SERVICE) => "service",
+        Some(Type::NODE) => "node",
+        _ => "",
+    };
     let full = m.action.unwrap_or_default();
     let (verb, status) = match full.split_once(':') {
         Some((v, s)) => (v.trim().to_string(), s.trim().to_string()),
@@ -56,6 +69,8 @@ fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
     };
     let known = if image {
         IMAGE_EVENT_ACTIONS.contains(&verb.as_str())
+    } else if !scope.is_empty() {
+        SWARM_EVENT_ACTIONS.contains(&verb.as_str())
     } else {
         EVENT_ACTIONS.contains(&verb.as_str())
     };
@@ -76,6 +91,7 @@ fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
         action: verb,
         health_status: status,
         attributes,
+        scope,
     })
 }
 
@@ -156,13 +172,16 @@ impl DockerAdapter {
                     [
                         (
                             "type".to_string(),
-                            vec!["container".to_string(), "image".to_string()],
+                            ["container", "image", "service", "node"]
+                                .map(String::from)
+                                .to_vec(),
                         ),
                         (
                             "event".to_string(),
                             EVENT_ACTIONS
                                 .iter()
                                 .chain(IMAGE_EVENT_ACTIONS.iter())
+                                .chain(SWARM_EVENT_ACTIONS.iter())
                                 .map(|a| a.to_string())
                                 .collect(),
                         ),

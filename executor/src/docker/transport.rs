@@ -106,6 +106,28 @@ impl Raw {
             .await
             .map_err(|_| RawError::Connection(format!("no answer within {RAW_TIMEOUT:?}")))?
     }
+
+    /// `POST /v{version}{path}` with a JSON body: the status and the whole
+    /// answer. For the Swarm writes, which must send back the engine's own
+    /// spec whole (bollard's models leave out fields an engine may have,
+    /// and a spec sent back without them would lose them). The caller puts
+    /// its own deadline around it.
+    pub async fn post_json(
+        &self,
+        version: &ClientVersion,
+        path_and_query: &str,
+        body: Vec<u8>,
+    ) -> Result<(http::StatusCode, bytes::Bytes), RawError> {
+        let uri = format!(
+            "{}/v{}.{}{path_and_query}",
+            self.base, version.major_version, version.minor_version
+        );
+        let req = http::Request::post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(bollard::body_full(bytes::Bytes::from(body)))
+            .map_err(|e| RawError::Answer(e.to_string()))?;
+        (self.send)(req).await
+    }
 }
 
 /// A bollard client on a pooled connection to `endpoint`: `unix:///path`,

@@ -92,6 +92,12 @@ impl ExecutorService {
             let (policy, docker) = (policy.clone(), docker.clone());
             async move {
                 match item {
+                    Ok(event) if event.scope == "service" => {
+                        service_event(&policy, &docker, event).await
+                    }
+                    Ok(event) if event.scope == "node" => {
+                        node_event(&policy, event).map(Ok).into_iter().collect()
+                    }
                     Ok(event) if is_image_event(&event.action) => {
                         image_event(&policy, &docker, event).await
                     }
@@ -194,10 +200,6 @@ async fn image_event(
                 container_id: clean(&c.id),
                 name: clean(&c.name),
                 action: e.action.clone(),
-                has_exit_code: false,
-                exit_code: 0,
-                signal: String::new(),
-                health_status: String::new(),
                 image: clean(if name.is_empty() { &e.id } else { &name }),
                 compose_project: clean(
                     c.labels
@@ -209,9 +211,61 @@ async fn image_event(
                         .get(COMPOSE_SERVICE_LABEL)
                         .map_or("", String::as_str),
                 ),
+                ..Default::default()
             })
         })
         .collect()
+}
+
+/// A Swarm service's event (create, update, remove), for a visible
+/// service only: its name and id, and for an update the image it moved
+/// to. The engine's event carries no labels, so the service's own are
+/// read to decide; a removed service (gone, so unreadable) is told only
+/// when its name alone is within a name selector.
+async fn service_event(
+    policy: &Policy,
+    docker: &DockerAdapter,
+    e: RawEvent,
+) -> Vec<Result<pb::ContainerEvent, Status>> {
+    let name = e.attributes.get("name").cloned().unwrap_or_default();
+    let labels = match docker.list_services().await {
+        Ok(all) => all.into_iter().find(|s| s.id == e.id).map(|s| s.labels),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the service of an event; it is dropped");
+            return Vec::new();
+        }
+    };
+    if !policy.service_allowed(&name, &labels.unwrap_or_default()) {
+        return Vec::new();
+    }
+    let clean = |s: &str| truncate_for_audit(&redact::neutralise_controls(s));
+    vec![Ok(pb::ContainerEvent {
+        time_unix_nanos: e.time_nanos,
+        name: clean(&name),
+        action: e.action,
+        image: clean(e.attributes.get("image.new").map_or("", String::as_str)),
+        scope: "service".into(),
+        service_id: clean(&e.id),
+        ..Default::default()
+    })]
+}
+
+/// A node's event, when any service is in scope (nodes are what services
+/// run on); never its labels.
+fn node_event(policy: &Policy, e: RawEvent) -> Option<pb::ContainerEvent> {
+    policy.targets().services.as_ref()?;
+    let clean = |s: &str| truncate_for_audit(&redact::neutralise_controls(s));
+    let attr = |k: &str| clean(e.attributes.get(k).map_or("", String::as_str));
+    Some(pb::ContainerEvent {
+        time_unix_nanos: e.time_nanos,
+        name: attr("name"),
+        action: e.action,
+        scope: "node".into(),
+        node_id: clean(&e.id),
+        node_state: attr("state.new"),
+        node_availability: attr("availability.new"),
+        ..Default::default()
+    })
 }
 
 /// The typed, redacted event, or `None` for a container the policy hides.
@@ -238,5 +292,6 @@ fn visible_event(policy: &Policy, e: RawEvent) -> Option<pb::ContainerEvent> {
         image: clean(e.attributes.get("image").map_or("", String::as_str)),
         compose_project: clean(labels.get(COMPOSE_PROJECT_LABEL).map_or("", String::as_str)),
         compose_service: clean(labels.get(COMPOSE_SERVICE_LABEL).map_or("", String::as_str)),
+        ..Default::default()
     })
 }

@@ -14,6 +14,7 @@ mod events;
 mod images;
 mod reads;
 mod shape;
+mod swarm;
 pub mod validate;
 mod writes;
 
@@ -61,6 +62,13 @@ pub enum ExecError {
     /// one, so reads cannot probe what exists; the audit keeps the reason.
     #[error("container {container} not found")]
     Invisible { container: String, why: PolicyError },
+    /// A Swarm service that is missing, or outside `targets.services`
+    /// (`why`): the caller is told the same either way.
+    #[error("service {service} not found")]
+    ServiceNotFound {
+        service: String,
+        why: Option<PolicyError>,
+    },
     /// Something the operator did not configure (an HTTP check).
     #[error("{0}")]
     NotConfigured(String),
@@ -85,8 +93,9 @@ impl ExecError {
             ExecError::Docker(DockerError::Unavailable(_)) => Code::Unavailable,
             ExecError::Docker(DockerError::Rejected { .. }) => Code::FailedPrecondition,
             ExecError::Docker(DockerError::Ambiguous(_)) => Code::InvalidArgument,
+            ExecError::Docker(DockerError::NotSwarmManager(_)) => Code::FailedPrecondition,
             ExecError::Audit(_) => Code::Unavailable,
-            ExecError::Invisible { .. } => Code::NotFound,
+            ExecError::Invisible { .. } | ExecError::ServiceNotFound { .. } => Code::NotFound,
             ExecError::NotConfigured(_) => Code::NotFound,
             ExecError::RateLimited(_) | ExecError::TooManyStreams(_) => Code::ResourceExhausted,
         }
@@ -96,7 +105,8 @@ impl ExecError {
     /// caller is not told.
     fn audit_reason(&self) -> String {
         match self {
-            ExecError::Invisible { why, .. } => {
+            ExecError::Invisible { why, .. }
+            | ExecError::ServiceNotFound { why: Some(why), .. } => {
                 format!("hidden from the caller as not found: {why}")
             }
             other => other.to_string(),
@@ -112,6 +122,7 @@ impl ExecError {
             | ExecError::Approval(_)
             | ExecError::Grant(_)
             | ExecError::Invisible { .. }
+            | ExecError::ServiceNotFound { .. }
             | ExecError::NotConfigured(_)
             | ExecError::RateLimited(_)
             | ExecError::TooManyStreams(_) => "denied",
@@ -624,6 +635,67 @@ impl pb::executor_server::Executor for ExecutorService {
         let mut call = self.begin(&request, "disk_usage", Tier::Read);
         let result = self.disk_usage(&mut call, request.into_inner()).await;
         self.finish(call, result).await
+    }
+
+    async fn list_services(
+        &self,
+        request: Request<pb::ListServicesRequest>,
+    ) -> Result<Response<pb::ListServicesResponse>, Status> {
+        let mut call = self.begin(&request, "list_services", Tier::Read);
+        let result = self.list_services(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn inspect_service(
+        &self,
+        request: Request<pb::ServiceRequest>,
+    ) -> Result<Response<pb::InspectServiceResponse>, Status> {
+        let mut call = self.begin(&request, "inspect_service", Tier::Read);
+        let result = self.inspect_service(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn service_tasks(
+        &self,
+        request: Request<pb::ServiceRequest>,
+    ) -> Result<Response<pb::ServiceTasksResponse>, Status> {
+        let mut call = self.begin(&request, "service_tasks", Tier::Read);
+        let result = self.service_tasks(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn service_logs(
+        &self,
+        request: Request<pb::ServiceLogsRequest>,
+    ) -> Result<Response<pb::LogsResponse>, Status> {
+        let mut call = self.begin(&request, "service_logs", Tier::Read);
+        let result = self.service_logs(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn list_nodes(
+        &self,
+        request: Request<pb::ListNodesRequest>,
+    ) -> Result<Response<pb::ListNodesResponse>, Status> {
+        let mut call = self.begin(&request, "list_nodes", Tier::Read);
+        let result = self.list_nodes(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn force_update_service(
+        &self,
+        request: Request<pb::ServiceWriteRequest>,
+    ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
+        self.service_write_rpc(request, WriteAction::ForceUpdate)
+            .await
+    }
+
+    async fn rollback_service(
+        &self,
+        request: Request<pb::ServiceWriteRequest>,
+    ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
+        self.service_write_rpc(request, WriteAction::ServiceRollback)
+            .await
     }
 
     type WatchEventsStream = events::EventStream;

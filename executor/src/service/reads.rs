@@ -9,6 +9,28 @@ use crate::docker::Resolved;
 /// The widest window a `ContainerLogs` with `until` may ask for.
 const MAX_LOGS_WINDOW_SECS: i64 = 86_400;
 
+/// A logs call's checked bounds.
+pub(super) struct LogWindow {
+    tail: u32,
+    since: i64,
+    until: i64,
+    stdout: bool,
+    stderr: bool,
+}
+
+impl LogWindow {
+    pub(super) fn query(&self, timestamps: bool) -> LogQuery {
+        LogQuery {
+            tail: self.tail,
+            timestamps,
+            since: self.since,
+            until: self.until,
+            stdout: self.stdout,
+            stderr: self.stderr,
+        }
+    }
+}
+
 impl ExecutorService {
     /// Resolve a name or id to the container as it is now. A target outside
     /// the selectors is reported exactly like a missing one, for reads and
@@ -200,97 +222,78 @@ impl ExecutorService {
         );
         call.authenticated()?;
         validate_request_id(&req.request_id)?;
-        if req.tail > self.limits.logs_max_lines {
+        let window = self.log_window(req.tail, req.since, req.until, req.streams)?;
+        let (permit, details) = self.permit_read_resolved(call, &req.container).await?;
+        // A TTY's lines get no time (docker/logs.rs says why); when the
+        // inspect is not at hand, none either.
+        let query = window.query(details.is_some_and(|d| !d.tty));
+        let (raw, truncated) = self
+            .docker
+            .logs(&permit, query, self.limits.logs_max_bytes as usize)
+            .await?;
+        Ok(shape_log_lines(call, raw, truncated))
+    }
+
+    /// A logs call's bounds, checked: the tail within the executor's limit,
+    /// times that are unix seconds, a window with `until` at most a day
+    /// wide (the engine sends all of it), known streams.
+    pub(super) fn log_window(
+        &self,
+        tail: u32,
+        since: i64,
+        until: i64,
+        streams: i32,
+    ) -> Result<LogWindow, ExecError> {
+        if tail > self.limits.logs_max_lines {
             return Err(ExecError::InvalidArgument(format!(
-                "tail {} exceeds the executor's limit of {} lines",
-                req.tail, self.limits.logs_max_lines
+                "tail {tail} exceeds the executor's limit of {} lines",
+                self.limits.logs_max_lines
             )));
         }
         let latest = unix_now() + 86_400;
-        if req.since < 0 || req.since > latest {
+        if since < 0 || since > latest {
             return Err(ExecError::InvalidArgument(format!(
-                "since {} must be a unix time in seconds, 0 for no bound",
-                req.since
+                "since {since} must be a unix time in seconds, 0 for no bound"
             )));
         }
-        if req.until < 0 || req.until > latest {
+        if until < 0 || until > latest {
             return Err(ExecError::InvalidArgument(format!(
-                "until {} must be a unix time in seconds, 0 for no bound",
-                req.until
+                "until {until} must be a unix time in seconds, 0 for no bound"
             )));
         }
-        if req.until != 0 && req.until < req.since {
+        if until != 0 && until < since {
             return Err(ExecError::InvalidArgument(format!(
-                "until {} is before since {}: no line can be in between",
-                req.until, req.since
+                "until {until} is before since {since}: no line can be in between"
             )));
         }
         // With `until` the engine sends the whole window (its own tail
         // comes before `until`), so the window is bounded.
-        if req.until != 0 && (req.since == 0 || req.until - req.since > MAX_LOGS_WINDOW_SECS) {
+        if until != 0 && (since == 0 || until - since > MAX_LOGS_WINDOW_SECS) {
             return Err(ExecError::InvalidArgument(format!(
-                "until {} needs a since at most {} hours before it (since is {})",
-                req.until,
-                MAX_LOGS_WINDOW_SECS / 3600,
-                req.since
+                "until {until} needs a since at most {} hours before it (since is {since})",
+                MAX_LOGS_WINDOW_SECS / 3600
             )));
         }
-        let (stdout, stderr) = match pb::LogStreams::try_from(req.streams) {
+        let (stdout, stderr) = match pb::LogStreams::try_from(streams) {
             Ok(pb::LogStreams::Both) => (true, true),
             Ok(pb::LogStreams::Stdout) => (true, false),
             Ok(pb::LogStreams::Stderr) => (false, true),
             Err(_) => {
                 return Err(ExecError::InvalidArgument(format!(
-                    "streams {} is not a known value",
-                    req.streams
+                    "streams {streams} is not a known value"
                 )))
             }
         };
-        let tail = if req.tail == 0 {
-            self.limits.logs_default_tail
-        } else {
-            req.tail
-        };
-        let (permit, details) = self.permit_read_resolved(call, &req.container).await?;
-        // A TTY's lines get no time (docker/logs.rs says why); when the
-        // inspect is not at hand, none either.
-        let timestamps = details.is_some_and(|d| !d.tty);
-        let query = LogQuery {
-            tail,
-            timestamps,
-            since: req.since,
-            until: req.until,
+        Ok(LogWindow {
+            tail: if tail == 0 {
+                self.limits.logs_default_tail
+            } else {
+                tail
+            },
+            since,
+            until,
             stdout,
             stderr,
-        };
-        let (raw, truncated) = self
-            .docker
-            .logs(&permit, query, self.limits.logs_max_bytes as usize)
-            .await?;
-        let mut shaper = redact::LogShaper::for_window(raw.iter().map(|l| l.bytes.as_slice()));
-        let cut_redactions: u32 = raw.iter().map(|l| l.redactions).sum();
-        let lines: Vec<pb::LogLine> = raw
-            .into_iter()
-            .map(|l| pb::LogLine {
-                stream: if l.stream == LogStream::Stderr {
-                    "stderr"
-                } else {
-                    "stdout"
-                }
-                .into(),
-                text: shaper.line(&l.bytes),
-                time_unix_nanos: l.time_nanos,
-            })
-            .collect();
-        let redactions = shaper.redactions().saturating_add(cut_redactions);
-        call.entry.result = format!(
-            "lines={} truncated={truncated} redactions={redactions}",
-            lines.len()
-        );
-        Ok(pb::LogsResponse {
-            lines,
-            truncated,
-            redactions,
         })
     }
 
@@ -356,6 +359,7 @@ impl ExecutorService {
                 approval_required: true,
             })
             .collect();
+        let services = self.policy.targets().services.as_ref();
         Ok(pb::PolicyResponse {
             actions,
             logs_max_lines: self.limits.logs_max_lines,
@@ -392,6 +396,11 @@ impl ExecutorService {
                     .into_iter()
                     .collect(),
                 allow_compose_projects: self.policy.targets().allow_compose_projects.clone(),
+                allow_service_names: services.map(|s| s.allow_names.clone()).unwrap_or_default(),
+                allow_service_labels: services
+                    .map(|s| s.allow_labels.clone().into_iter().collect())
+                    .unwrap_or_default(),
+                allow_stacks: services.map(|s| s.allow_stacks.clone()).unwrap_or_default(),
             }),
         })
     }

@@ -146,6 +146,40 @@ pub(super) fn shape_inspect(
     }
 }
 
+/// Log lines through the redactor, as one window (a secret split over two
+/// lines is still seen), with the counts in the audit row.
+pub(super) fn shape_log_lines(
+    call: &mut Call,
+    raw: Vec<crate::docker::RawLogLine>,
+    truncated: bool,
+) -> pb::LogsResponse {
+    let mut shaper = redact::LogShaper::for_window(raw.iter().map(|l| l.bytes.as_slice()));
+    let cut_redactions: u32 = raw.iter().map(|l| l.redactions).sum();
+    let lines: Vec<pb::LogLine> = raw
+        .into_iter()
+        .map(|l| pb::LogLine {
+            stream: if l.stream == LogStream::Stderr {
+                "stderr"
+            } else {
+                "stdout"
+            }
+            .into(),
+            text: shaper.line(&l.bytes),
+            time_unix_nanos: l.time_nanos,
+        })
+        .collect();
+    let redactions = shaper.redactions().saturating_add(cut_redactions);
+    call.entry.result = format!(
+        "lines={} truncated={truncated} redactions={redactions}",
+        lines.len()
+    );
+    pb::LogsResponse {
+        lines,
+        truncated,
+        redactions,
+    }
+}
+
 /// Each environment variable's name with an HMAC-SHA256 of its value under
 /// the executor's own key (the first 16 bytes, hex): equal values hash
 /// equal, and without the key no guess can be checked against a hash.

@@ -24,20 +24,33 @@ pub fn validate_request_id(id: &str) -> Result<(), ExecError> {
 /// Docker names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, ids: hex. A leading `/` is
 /// accepted because inspect output carries one.
 pub fn validate_container_ref(name: &str) -> Result<(), ExecError> {
-    let body = name.strip_prefix('/').unwrap_or(name);
-    let ok = !body.is_empty()
-        && body.len() <= MAX_CONTAINER_REF_LEN
-        && body.as_bytes()[0].is_ascii_alphanumeric()
-        && body
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
-    if ok {
+    if docker_ref_ok(name.strip_prefix('/').unwrap_or(name)) {
         Ok(())
     } else {
         Err(ExecError::InvalidArgument(format!(
             "container must be a container name or id (1 to {MAX_CONTAINER_REF_LEN} characters of [a-zA-Z0-9_.-])"
         )))
     }
+}
+
+/// A Swarm service's name or id: the same characters as a container's.
+pub fn validate_service_ref(name: &str) -> Result<(), ExecError> {
+    if docker_ref_ok(name) {
+        Ok(())
+    } else {
+        Err(ExecError::InvalidArgument(format!(
+            "service must be a service name or id (1 to {MAX_CONTAINER_REF_LEN} characters of [a-zA-Z0-9_.-])"
+        )))
+    }
+}
+
+fn docker_ref_ok(body: &str) -> bool {
+    !body.is_empty()
+        && body.len() <= MAX_CONTAINER_REF_LEN
+        && body.as_bytes()[0].is_ascii_alphanumeric()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
 pub(super) fn truncate_for_audit(s: &str) -> String {
@@ -117,7 +130,10 @@ mod tests {
         }
         for bad in ["", "/", "-x", "a b", "a/b", "x;rm", &"a".repeat(129), "ü"] {
             assert!(validate_container_ref(bad).is_err(), "{bad}");
+            assert!(validate_service_ref(bad).is_err(), "{bad}");
         }
+        assert!(validate_service_ref("shop_api").is_ok());
+        assert!(validate_service_ref("/shop_api").is_err());
         for good in ["req-1", "01J:abc.def_1"] {
             assert!(validate_request_id(good).is_ok(), "{good}");
         }

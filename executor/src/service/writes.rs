@@ -166,7 +166,9 @@ impl ExecutorService {
             key_id: &grant.key_id,
             fault_class,
         };
-        let verified = self.grants.verify(&input, action, &target, unix_now())?;
+        let verified =
+            self.grants
+                .verify(&input, action, &target.name, &target.labels, unix_now())?;
         let claims = &verified.claims;
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
         crate::grants::check_store_age(claims, self.audit.created_at()?)?;

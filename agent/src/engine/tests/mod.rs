@@ -19,6 +19,8 @@ use crate::model::*;
 use crate::runbook::Runbook;
 use crate::store::Store;
 
+mod swarm;
+
 const WEB: &str = "aaaaaaaaaaaa0000000000000000000000000000000000000000000000000000";
 
 /// A web container with a healthcheck, running, in the given health.
@@ -86,6 +88,8 @@ struct Scripted {
     write: WriteScript,
     /// Images on the engine.
     images: Vec<String>,
+    /// A Swarm manager's answers (none: not a manager).
+    swarm: Mutex<Option<swarm::SwarmScript>>,
     calls: Mutex<Vec<String>>,
 }
 
@@ -98,6 +102,7 @@ impl Scripted {
             failing: HashMap::new(),
             write,
             images: Vec::new(),
+            swarm: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
         }
     }
@@ -201,6 +206,21 @@ impl Reads for Scripted {
             })
         })
     }
+    fn services<'a>(&'a self, _: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
+        Box::pin(async move { swarm::read(self, "services", |s| vec![s.service.summary.clone()]) })
+    }
+    fn service<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ServiceView> {
+        Box::pin(async move { swarm::read(self, "service", |s| s.service.clone()) })
+    }
+    fn tasks<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, Vec<TaskView>> {
+        Box::pin(async move { swarm::read(self, "tasks", |s| s.tasks.clone()) })
+    }
+    fn service_logs<'a>(&'a self, _: &'a str, _: &'a str, _: u32) -> Call<'a, LogsView> {
+        Box::pin(async move { swarm::read(self, "service_logs", |s| s.logs.clone()) })
+    }
+    fn nodes<'a>(&'a self, _: &'a str) -> Call<'a, Vec<NodeView>> {
+        Box::pin(async move { swarm::read(self, "nodes", |s| s.nodes.clone()) })
+    }
     fn check_http<'a>(&'a self, _: &'a str, service: &'a str) -> Call<'a, HttpCheckView> {
         Box::pin(async move {
             self.calls.lock().unwrap().push("check_http".into());
@@ -232,9 +252,13 @@ impl Executor for Scripted {
                 .unwrap()
                 .push(format!("write {action}{to} by {by}"));
             *self.container.lock().unwrap() = self.write.after.clone();
+            if action.on_service() {
+                return swarm::write(self, action);
+            }
             self.write.answer.clone().map(|()| Written {
                 new_container_id: (action == WriteAction::Rollback)
                     .then(|| self.write.after.id.clone()),
+                service_version: None,
             })
         })
     }

@@ -1,0 +1,349 @@
+//! A request about a Swarm service: the same phases as a container's, with
+//! the service's own evidence (its definition, its tasks, the nodes, the
+//! logs of all its tasks), the rules for services, the service planner
+//! (force update, rollback to the previous spec, advice) and a
+//! verification that waits for every task it wants to run and stay up.
+
+use std::time::{Duration, Instant};
+
+use super::{Engine, Gathered, Stop};
+use crate::model::*;
+use crate::rules::swarm::{diagnose_service, ServiceFinding, ServiceObservation};
+
+/// A task that fails after a write within this margin of the write's
+/// start still counts against it (the clocks of agent and engine differ).
+const CLOCK_MARGIN_SECS: i64 = 2;
+
+/// The evidence a service's diagnosis reads, decoded.
+pub(super) struct ServiceObserved {
+    service: ServiceView,
+    service_ev: String,
+    tasks: Vec<TaskView>,
+    tasks_ev: String,
+    nodes: Vec<NodeView>,
+    nodes_ev: String,
+    logs: LogsView,
+    logs_ev: String,
+}
+
+impl ServiceObserved {
+    fn observation(&self) -> ServiceObservation<'_> {
+        ServiceObservation {
+            service: &self.service,
+            service_ev: &self.service_ev,
+            tasks: &self.tasks,
+            tasks_ev: &self.tasks_ev,
+            nodes: &self.nodes,
+            nodes_ev: &self.nodes_ev,
+            logs: &self.logs,
+            logs_ev: &self.logs_ev,
+        }
+    }
+
+    pub(super) fn finding(&self) -> ServiceFinding {
+        diagnose_service(&self.observation())
+    }
+}
+
+/// Tasks in a line: `2 running, 3 failed ("task: non-zero exit (1)")`.
+fn tasks_said(tasks: &[TaskView]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for t in tasks {
+        *counts.entry(t.state.as_str()).or_default() += 1;
+    }
+    let mut said: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    if let Some(t) = tasks.iter().find(|t| t.failed() || !t.reason().is_empty()) {
+        said.push(format!("newest reason: \"{}\"", t.reason()));
+    }
+    said.join(", ")
+}
+
+fn unix_of(rfc3339: &str) -> Option<i64> {
+    humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z'))
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64)
+}
+
+impl Engine {
+    /// Observe a service: its definition, its tasks, the nodes and its
+    /// logs, read together, each as evidence; the phase ends in one
+    /// transaction.
+    pub(super) async fn observe_service(
+        &self,
+        req: &Request,
+        target: &Target,
+        policy: &PolicyView,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        let sid = &target.container_id;
+        let tail = match policy.logs_max_lines {
+            0 => self.config.logs_tail,
+            max => self.config.logs_tail.min(max),
+        };
+        let (service, tasks, nodes, logs) = tokio::join!(
+            self.executor.service(id, sid),
+            self.executor.tasks(id, sid),
+            self.executor.nodes(id),
+            self.executor.service_logs(id, sid, tail),
+        );
+        let Some(service) = self.required(id, "inspect the service", service).await? else {
+            return Ok(false);
+        };
+        let Some(tasks) = self.required(id, "list the service's tasks", tasks).await? else {
+            return Ok(false);
+        };
+        let mut gathered = vec![
+            Gathered::new(
+                "service",
+                "InspectService",
+                serde_json::to_value(&service).unwrap_or_default(),
+                format!(
+                    "{}: {}/{} tasks, image {}, spec version {}{}",
+                    service.summary.name,
+                    service.summary.running,
+                    service.summary.desired,
+                    service.summary.image,
+                    service.summary.version,
+                    if service.summary.update_state.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", update {}", service.summary.update_state)
+                    }
+                ),
+            ),
+            Gathered::new(
+                "tasks",
+                "ServiceTasks",
+                serde_json::to_value(&tasks).unwrap_or_default(),
+                tasks_said(&tasks),
+            ),
+        ];
+        // Nodes and logs help; a failure to read them does not end the
+        // request (an empty list stands in).
+        let nodes = nodes.unwrap_or_else(|e| {
+            tracing::warn!(request_id = %id, error = %e, "nodes not read");
+            Vec::new()
+        });
+        let down = nodes.iter().filter(|n| !n.schedulable()).count();
+        gathered.push(Gathered::new(
+            "nodes",
+            "ListNodes",
+            serde_json::to_value(&nodes).unwrap_or_default(),
+            format!("{} nodes, {down} not taking tasks", nodes.len()),
+        ));
+        let logs = logs.unwrap_or_else(|e| {
+            tracing::warn!(request_id = %id, error = %e, "service logs not read");
+            LogsView::default()
+        });
+        gathered.push(Gathered::logs(&logs, "ServiceLogs"));
+        gathered.push(Self::policy_gathered(policy));
+        self.record(
+            id,
+            gathered,
+            Some((Status::Diagnosing, "evidence gathered")),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// The newest evidence of a service, decoded; `None` without it.
+    pub(super) fn service_observed(req: &Request) -> Option<ServiceObserved> {
+        fn newest<T: serde::de::DeserializeOwned>(
+            req: &Request,
+            kind: &str,
+        ) -> Option<(T, String)> {
+            let e = req.evidence.iter().rev().find(|e| e.kind == kind)?;
+            Some((serde_json::from_value(e.data.clone()).ok()?, e.id.clone()))
+        }
+        let (service, service_ev) = newest(req, "service")?;
+        let (tasks, tasks_ev) = newest(req, "tasks")?;
+        let (nodes, nodes_ev) = newest(req, "nodes").unwrap_or_default();
+        let (logs, logs_ev) = newest(req, "logs").unwrap_or_default();
+        Some(ServiceObserved {
+            service,
+            service_ev,
+            tasks,
+            tasks_ev,
+            nodes,
+            nodes_ev,
+            logs,
+            logs_ev,
+        })
+    }
+
+    /// Plan for a service from its newest evidence.
+    pub(super) async fn plan_service(
+        &self,
+        req: &Request,
+        target: &Target,
+        policy: &PolicyView,
+    ) -> Result<bool, Stop> {
+        let Some(observed) = Self::service_observed(req) else {
+            self.finish(&req.id, Status::Failed, "no evidence to plan from".into())
+                .await?;
+            return Ok(false);
+        };
+        let mut found = observed.finding();
+        if let Some(d) = req.diagnosis.clone() {
+            found.finding.diagnosis = d;
+        }
+        let plan =
+            crate::planner::swarm::plan(&found, &observed.service, target, policy, &req.execution);
+        self.propose(req, plan, &found.finding.diagnosis).await
+    }
+
+    /// The service and its tasks before a write, kept as evidence (a write
+    /// replaces the tasks diagnosis looked at).
+    pub(super) async fn snapshot_service(
+        &self,
+        id: &str,
+        action: WriteAction,
+        target: &Target,
+    ) -> Result<(), Stop> {
+        let (service, tasks) = tokio::join!(
+            self.executor.service(id, &target.container_id),
+            self.executor.tasks(id, &target.container_id)
+        );
+        let (Ok(service), Ok(tasks)) = (service, tasks) else {
+            tracing::warn!(request_id = %id, "no snapshot before the write: the service was not read");
+            return Ok(());
+        };
+        let summary = format!(
+            "before {action}: {}/{} tasks, spec version {}; {}",
+            service.summary.running,
+            service.summary.desired,
+            service.summary.version,
+            tasks_said(&tasks)
+        );
+        let data = serde_json::json!({
+            "action": action,
+            "service": service.summary,
+            "tasks": tasks,
+        });
+        self.record(
+            id,
+            vec![Gathered::new(
+                "pre_write_snapshot",
+                "InspectService+ServiceTasks",
+                data,
+                summary,
+            )],
+            None,
+        )
+        .await
+    }
+
+    /// Poll a service after a write until it runs every task it wants, no
+    /// task failed since the write, its update (or rollback) is done, and
+    /// that holds for a while (longer than its health check's schedule);
+    /// or until the deadline. For a rollback, also that its spec runs the
+    /// image the approval named. Returns the checks and the last read.
+    pub(super) async fn wait_service_ready(
+        &self,
+        id: &str,
+        service_id: &str,
+        written_at: i64,
+        expect_image: Option<&str>,
+    ) -> Result<(Vec<VerificationCheck>, Option<ServiceView>), Stop> {
+        let started = Instant::now();
+        let deadline = self.config.verify_max_wait;
+        let mut hold = self.config.stable_for;
+        let mut ok_since: Option<Instant> = None;
+        let mut last = None;
+        loop {
+            self.check_canceled(id)?;
+            let mut checks = Vec::new();
+            let read = tokio::join!(
+                self.executor.service(id, service_id),
+                self.executor.tasks(id, service_id)
+            );
+            match read {
+                (Ok(s), Ok(tasks)) => {
+                    if let Some(hc) = &s.healthcheck {
+                        hold = hold.max(
+                            Duration::from_millis(
+                                hc.start_period_ms
+                                    + (hc.interval_ms + hc.timeout_ms)
+                                        * u64::from(hc.retries.max(1)),
+                            )
+                            .min(Duration::from_secs(60)),
+                        );
+                    }
+                    let sum = &s.summary;
+                    checks.push(VerificationCheck {
+                        level: "running".into(),
+                        ok: sum.desired > 0 && sum.running >= sum.desired,
+                        detail: format!("{}: {}/{} tasks run", sum.name, sum.running, sum.desired),
+                    });
+                    let settled = !matches!(
+                        sum.update_state.as_str(),
+                        "updating" | "rollback_started" | "paused" | "rollback_paused"
+                    );
+                    checks.push(VerificationCheck {
+                        level: "updated".into(),
+                        ok: settled,
+                        detail: format!(
+                            "update state: {}",
+                            if sum.update_state.is_empty() {
+                                "none"
+                            } else {
+                                &sum.update_state
+                            }
+                        ),
+                    });
+                    if let Some(image) = expect_image {
+                        checks.push(VerificationCheck {
+                            level: "image".into(),
+                            ok: sum.image == image,
+                            detail: format!("its spec runs {}", sum.image),
+                        });
+                    }
+                    let failed_since: Vec<&TaskView> = tasks
+                        .iter()
+                        .filter(|t| t.failed())
+                        .filter(|t| {
+                            unix_of(&t.timestamp)
+                                .is_some_and(|at| at + CLOCK_MARGIN_SECS >= written_at)
+                        })
+                        .collect();
+                    checks.push(VerificationCheck {
+                        level: "healthy".into(),
+                        ok: failed_since.is_empty(),
+                        detail: match failed_since.first() {
+                            None => "no task failed since the write".into(),
+                            Some(t) => format!(
+                                "{} task(s) failed since the write: \"{}\"",
+                                failed_since.len(),
+                                t.reason()
+                            ),
+                        },
+                    });
+                    last = Some(s);
+                }
+                (Err(e), _) | (_, Err(e)) => checks.push(VerificationCheck {
+                    level: "running".into(),
+                    ok: false,
+                    detail: e.to_string(),
+                }),
+            }
+            if checks.iter().all(|c| c.ok) {
+                ok_since.get_or_insert_with(Instant::now);
+            } else {
+                ok_since = None;
+            }
+            let held = ok_since.is_some_and(|t| t.elapsed() >= hold);
+            if let Some(t) = ok_since {
+                checks.push(VerificationCheck {
+                    level: "stable".into(),
+                    ok: held,
+                    detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
+                });
+            }
+            if held || started.elapsed() >= deadline + hold {
+                return Ok((checks, last));
+            }
+            tokio::time::sleep(self.config.verify_poll).await;
+        }
+    }
+}

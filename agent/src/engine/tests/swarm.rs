@@ -1,0 +1,373 @@
+//! A Swarm service through the engine's phases, with a scripted manager:
+//! the finding, the plan (force update, rollback, advice), the claims a
+//! person signs, the write and the verification that waits for every
+//! task.
+
+use super::*;
+
+pub const API_ID: &str = "n3urbn38u90m4jz0gvcm4t7ha";
+
+/// What a scripted Swarm manager answers, before and after a write.
+#[derive(Clone)]
+pub struct SwarmScript {
+    pub service: ServiceView,
+    pub tasks: Vec<TaskView>,
+    pub nodes: Vec<NodeView>,
+    pub logs: LogsView,
+    /// The service and its tasks once a write is done.
+    pub after: Option<(ServiceView, Vec<TaskView>)>,
+}
+
+pub fn read<T>(
+    s: &Scripted,
+    rpc: &'static str,
+    f: impl FnOnce(&SwarmScript) -> T,
+) -> Result<T, ExecutorError> {
+    s.calls.lock().unwrap().push(rpc.to_string());
+    match s.swarm.lock().unwrap().as_ref() {
+        Some(script) => Ok(f(script)),
+        None => Err(ExecutorError::new(
+            Code::FailedPrecondition,
+            "the engine is not a Swarm manager",
+        )),
+    }
+}
+
+pub fn write(s: &Scripted, action: WriteAction) -> Result<Written, ExecutorError> {
+    let mut swarm = s.swarm.lock().unwrap();
+    let script = swarm.as_mut().expect("a Swarm script");
+    if let Some((service, tasks)) = script.after.take() {
+        script.service = service;
+        script.tasks = tasks;
+    }
+    s.write.answer.clone()?;
+    let _ = action;
+    Ok(Written {
+        new_container_id: None,
+        service_version: Some(script.service.summary.version),
+    })
+}
+
+fn now_rfc3339_offset(secs: i64) -> String {
+    let t = std::time::SystemTime::now() + Duration::from_secs(secs.unsigned_abs());
+    let t = if secs < 0 {
+        std::time::SystemTime::now() - Duration::from_secs(secs.unsigned_abs())
+    } else {
+        t
+    };
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn service(running: u64, image: &str, previous: &str, update: &str) -> ServiceView {
+    ServiceView {
+        summary: ServiceSummaryView {
+            id: API_ID.into(),
+            name: "shop_api".into(),
+            stack: "shop".into(),
+            image: image.into(),
+            mode: "replicated".into(),
+            desired: 2,
+            running,
+            update_state: update.into(),
+            version: 73,
+            labels: [(STACK_NAMESPACE_LABEL.to_string(), "shop".to_string())].into(),
+        },
+        previous_image: previous.into(),
+        update_started_at: if previous.is_empty() {
+            String::new()
+        } else {
+            now_rfc3339_offset(-120)
+        },
+        update_message: if update == "paused" {
+            "update paused due to failure or early termination of task x".into()
+        } else {
+            String::new()
+        },
+        ..Default::default()
+    }
+}
+
+fn task(id: &str, state: &str, image: &str, error: &str, secs_ago: i64) -> TaskView {
+    TaskView {
+        id: id.into(),
+        slot: 1,
+        state: state.into(),
+        desired_state: if state == "running" || state == "pending" {
+            "running".into()
+        } else {
+            "shutdown".into()
+        },
+        error: error.into(),
+        timestamp: now_rfc3339_offset(-secs_ago),
+        exit_code: error.contains("non-zero exit").then_some(1),
+        image: image.into(),
+        ..Default::default()
+    }
+}
+
+fn manager() -> NodeView {
+    NodeView {
+        id: "x12eazsl8svb8kg2edq4ra693".into(),
+        hostname: "vm".into(),
+        role: "manager".into(),
+        state: "ready".into(),
+        availability: "active".into(),
+        ..Default::default()
+    }
+}
+
+fn swarm_policy() -> PolicyView {
+    PolicyView {
+        force_update_enabled: true,
+        service_rollback_enabled: true,
+        services_in_scope: true,
+        tiers: [("force_update".into(), 1), ("service_rollback".into(), 2)].into(),
+        ..policy()
+    }
+}
+
+/// A world whose executor is a Swarm manager with `script`; no container.
+fn swarm_world(script: SwarmScript, policy: PolicyView) -> World {
+    let mut executor = Scripted::new(web("healthy"), recovers());
+    executor.policy = policy;
+    *executor.swarm.lock().unwrap() = Some(script);
+    world(executor, WatchMode::Notify)
+}
+
+async fn ask_api(w: &World) -> String {
+    w.engine
+        .create("the api is down".into(), RequestOptions::default())
+        .await
+        .unwrap()
+        .id
+}
+
+#[tokio::test]
+async fn failing_tasks_of_a_transient_cause_get_a_force_update_bound_to_the_spec() {
+    let unhealthy = "task: non-zero exit (137): dockerexec: unhealthy container";
+    let healthy_again = (
+        service(2, "shop/api:2", "", ""),
+        vec![
+            task("t3", "running", "shop/api:2", "", 1),
+            task("t4", "running", "shop/api:2", "", 1),
+        ],
+    );
+    let w = swarm_world(
+        SwarmScript {
+            service: service(0, "shop/api:2", "", ""),
+            tasks: vec![
+                task("t1", "failed", "shop/api:2", unhealthy, 20),
+                task("t2", "failed", "shop/api:2", unhealthy, 30),
+            ],
+            nodes: vec![manager()],
+            logs: LogsView::default(),
+            after: Some(healthy_again),
+        },
+        swarm_policy(),
+    );
+    let id = ask_api(&w).await;
+    let req = w.waiting(&id).await;
+    let target = req.target.clone().expect("a target");
+    assert!(target.is_service(), "{target:?}");
+    assert_eq!(target.container_name, "shop_api");
+    assert_eq!(target.stack.as_deref(), Some("shop"));
+    let d = req.diagnosis.clone().expect("a diagnosis");
+    assert_eq!(d.causes[0].class, FaultClass::Unhealthy, "{d:?}");
+    let plan = req.plan.clone().expect("a plan");
+    assert_eq!(plan.steps.len(), 1, "{plan:?}");
+    assert_eq!(plan.steps[0].action, WriteAction::ForceUpdate);
+    assert_eq!(plan.steps[0].risk, "T1");
+    // The claims name the service and its spec version, and no container.
+    let pending = req.pending_approvals().next().unwrap();
+    let claims = approval::ApprovalClaims::decode(&B64.decode(&pending.claims).unwrap()).unwrap();
+    let signed = claims.service.clone().expect("the service in the claims");
+    assert_eq!((signed.id.as_str(), signed.version), (API_ID, 73));
+    assert!(claims.container_id.is_empty() && claims.container_name.is_empty());
+    w.approve(&req).await;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{req:#?}");
+    let v = req.verification.clone().unwrap();
+    let levels: Vec<&str> = v.checks.iter().map(|c| c.level.as_str()).collect();
+    assert!(
+        ["running", "updated", "healthy", "stable"]
+            .iter()
+            .all(|l| levels.contains(l)),
+        "{levels:?}"
+    );
+    assert_eq!(req.execution[0].service_version, Some(73));
+    assert!(w
+        .executor
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|c| c == "write force_update by approval"));
+}
+
+#[tokio::test]
+async fn a_failure_that_began_with_the_update_gets_a_rollback_to_the_previous_image() {
+    let crash = "task: non-zero exit (1)";
+    let mut rolled_back = service(2, "shop/api:1", "shop/api:2", "rollback_completed");
+    rolled_back.summary.version = 75;
+    let w = swarm_world(
+        SwarmScript {
+            service: service(1, "shop/api:2", "shop/api:1", "paused"),
+            tasks: vec![
+                task("t3", "failed", "shop/api:2", crash, 10),
+                task("t1", "running", "shop/api:1", "", 100),
+                task("t0", "shutdown", "shop/api:1", "", 60),
+            ],
+            nodes: vec![manager()],
+            logs: LogsView::default(),
+            after: Some((
+                rolled_back,
+                vec![
+                    task("t5", "running", "shop/api:1", "", 1),
+                    task("t6", "running", "shop/api:1", "", 1),
+                ],
+            )),
+        },
+        swarm_policy(),
+    );
+    let id = ask_api(&w).await;
+    let req = w.waiting(&id).await;
+    let d = req.diagnosis.clone().unwrap();
+    assert!(
+        d.causes[0]
+            .reason
+            .contains("updated from image shop/api:1 to shop/api:2"),
+        "{d:?}"
+    );
+    let plan = req.plan.clone().unwrap();
+    assert_eq!(
+        plan.steps[0].action,
+        WriteAction::ServiceRollback,
+        "{plan:?}"
+    );
+    assert_eq!(plan.steps[0].risk, "T2");
+    let pending = req.pending_approvals().next().unwrap();
+    let claims = approval::ApprovalClaims::decode(&B64.decode(&pending.claims).unwrap()).unwrap();
+    let signed = claims.service.unwrap();
+    assert_eq!(signed.image, "shop/api:2");
+    assert_eq!(signed.to_image.as_deref(), Some("shop/api:1"));
+    w.approve(&req).await;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{req:#?}");
+    let image_check = req
+        .verification
+        .unwrap()
+        .checks
+        .into_iter()
+        .find(|c| c.level == "image")
+        .expect("a rollback checks the image");
+    assert!(image_check.ok, "{image_check:?}");
+}
+
+#[tokio::test]
+async fn a_config_error_and_a_task_no_node_takes_get_advice_and_no_write() {
+    let config_error = SwarmScript {
+        service: service(0, "shop/api:2", "", ""),
+        tasks: vec![task(
+            "t1",
+            "failed",
+            "shop/api:2",
+            "task: non-zero exit (1)",
+            5,
+        )],
+        nodes: vec![manager()],
+        logs: LogsView {
+            lines: vec![LogLineView {
+                stream: "stderr".into(),
+                text: "ERROR missing required environment variable DATABASE_URL".into(),
+                time_unix_nanos: 0,
+            }],
+            ..Default::default()
+        },
+        after: None,
+    };
+    let w = swarm_world(config_error, swarm_policy());
+    let id = ask_api(&w).await;
+    let req = w.finished(&id).await;
+    assert_eq!(
+        req.diagnosis.unwrap().causes[0].class,
+        FaultClass::ConfigError
+    );
+    let plan = req.plan.unwrap();
+    assert!(
+        plan.steps.is_empty()
+            && plan
+                .advice
+                .iter()
+                .any(|a| a.contains("configuration error")),
+        "{plan:?}"
+    );
+    assert_eq!(w.executor.writes(), 0);
+
+    let mut greedy = service(0, "shop/api:2", "", "");
+    greedy.reserve_memory_bytes = 100 << 40;
+    let mut pending = task("t1", "pending", "shop/api:2", "", 5);
+    pending.error = "no suitable node (insufficient resources on 1 node)".into();
+    let w = swarm_world(
+        SwarmScript {
+            service: greedy,
+            tasks: vec![pending],
+            nodes: vec![manager()],
+            logs: LogsView::default(),
+            after: None,
+        },
+        swarm_policy(),
+    );
+    let id = ask_api(&w).await;
+    let req = w.finished(&id).await;
+    let d = req.diagnosis.unwrap();
+    assert_eq!(d.causes[0].class, FaultClass::Unschedulable);
+    assert!(d.causes[0].reason.contains("reserves 100.0 TiB"), "{d:?}");
+    let plan = req.plan.unwrap();
+    assert!(
+        plan.steps.is_empty() && plan.advice[0].contains("No node can run"),
+        "{plan:?}"
+    );
+    assert_eq!(w.executor.writes(), 0);
+}
+
+#[tokio::test]
+async fn a_rollback_the_policy_forbids_is_advice_and_an_engine_without_swarm_finds_containers() {
+    let mut policy = swarm_policy();
+    policy.service_rollback_enabled = false;
+    let w = swarm_world(
+        SwarmScript {
+            service: service(1, "shop/api:2", "shop/api:1", "paused"),
+            tasks: vec![
+                task("t3", "failed", "shop/api:2", "task: non-zero exit (1)", 10),
+                task("t0", "shutdown", "shop/api:1", "", 60),
+            ],
+            nodes: vec![manager()],
+            logs: LogsView::default(),
+            after: None,
+        },
+        policy,
+    );
+    let id = ask_api(&w).await;
+    let req = w.finished(&id).await;
+    let plan = req.plan.unwrap();
+    assert!(
+        plan.steps
+            .iter()
+            .all(|s| s.action != WriteAction::ServiceRollback)
+            && plan
+                .advice
+                .iter()
+                .any(|a| a.contains("actions.service_rollback.enabled")),
+        "{plan:?}"
+    );
+
+    // Services in scope, but the engine is no manager: the container is
+    // still found and diagnosed.
+    let mut executor = Scripted::new(web("unhealthy"), recovers());
+    executor.policy = swarm_policy();
+    let w = world(executor, WatchMode::Notify);
+    let id = w.ask("web is unhealthy").await;
+    let req = w.waiting(&id).await;
+    assert!(!req.target.unwrap().is_service());
+    assert_eq!(req.plan.unwrap().steps[0].action, WriteAction::Restart);
+}

@@ -1,0 +1,239 @@
+//! The executor's Swarm RPCs, as the agent uses them: `pb::` types become
+//! the vocabulary's service, task and node views here.
+
+use drydock_proto::approval::WriteAction;
+use drydock_proto::pb;
+
+use super::{logs_view, Authority, ExecutorClient, ExecutorError, Written};
+use crate::model::{
+    HealthcheckView, LogsView, NodeView, ServiceSummaryView, ServiceView, TaskView,
+    UpdatePolicyView,
+};
+
+fn summary(s: pb::ServiceSummary) -> ServiceSummaryView {
+    ServiceSummaryView {
+        id: s.id,
+        name: s.name,
+        stack: s.stack,
+        image: s.image,
+        mode: s.mode,
+        desired: s.desired,
+        running: s.running,
+        update_state: s.update_state,
+        version: s.version,
+        labels: s.labels.into_iter().collect(),
+    }
+}
+
+fn update_policy(p: pb::UpdatePolicy) -> UpdatePolicyView {
+    UpdatePolicyView {
+        parallelism: p.parallelism,
+        delay_ms: p.delay_ms,
+        failure_action: p.failure_action,
+        monitor_ms: p.monitor_ms,
+        max_failure_ratio: p.max_failure_ratio,
+        order: p.order,
+    }
+}
+
+impl ExecutorClient {
+    pub(super) async fn services(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<ServiceSummaryView>, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .list_services(pb::ListServicesRequest {
+                request_id: request_id.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.services.into_iter().map(summary).collect())
+    }
+
+    pub(super) async fn service(
+        &self,
+        request_id: &str,
+        service: &str,
+    ) -> Result<ServiceView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .inspect_service(pb::ServiceRequest {
+                request_id: request_id.into(),
+                service: service.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(ServiceView {
+            summary: r.summary.map(summary).unwrap_or_default(),
+            constraints: r.constraints,
+            reserve_nano_cpus: r.reserve_nano_cpus,
+            reserve_memory_bytes: r.reserve_memory_bytes,
+            limit_nano_cpus: r.limit_nano_cpus,
+            limit_memory_bytes: r.limit_memory_bytes,
+            update_config: r.update_config.map(update_policy),
+            rollback_config: r.rollback_config.map(update_policy),
+            env: r.env,
+            env_hashes: r.env_hashes.into_iter().map(|h| (h.name, h.hash)).collect(),
+            healthcheck: r.healthcheck.map(|h| HealthcheckView {
+                test: h.test,
+                interval_ms: h.interval_ms,
+                timeout_ms: h.timeout_ms,
+                retries: h.retries,
+                start_period_ms: h.start_period_ms,
+            }),
+            update_message: r.update_message,
+            update_started_at: r.update_started_at,
+            update_completed_at: r.update_completed_at,
+            previous_image: r.previous_image,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            command: r.command,
+            args: r.args,
+            restart_condition: r.restart_condition,
+            redactions: r.redactions,
+        })
+    }
+
+    pub(super) async fn tasks(
+        &self,
+        request_id: &str,
+        service: &str,
+    ) -> Result<Vec<TaskView>, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .service_tasks(pb::ServiceRequest {
+                request_id: request_id.into(),
+                service: service.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.tasks
+            .into_iter()
+            .map(|t| TaskView {
+                id: t.id,
+                slot: t.slot,
+                node_id: t.node_id,
+                state: t.state,
+                desired_state: t.desired_state,
+                message: t.message,
+                error: t.error,
+                timestamp: t.timestamp,
+                exit_code: t.has_exit_code.then_some(t.exit_code),
+                container_id: t.container_id,
+                image: t.image,
+            })
+            .collect())
+    }
+
+    pub(super) async fn service_logs(
+        &self,
+        request_id: &str,
+        service: &str,
+        tail: u32,
+    ) -> Result<LogsView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .service_logs(pb::ServiceLogsRequest {
+                request_id: request_id.into(),
+                service: service.into(),
+                tail,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        Ok(logs_view(r))
+    }
+
+    pub(super) async fn nodes(&self, request_id: &str) -> Result<Vec<NodeView>, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .list_nodes(pb::ListNodesRequest {
+                request_id: request_id.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.nodes
+            .into_iter()
+            .map(|n| NodeView {
+                id: n.id,
+                hostname: n.hostname,
+                role: n.role,
+                state: n.state,
+                availability: n.availability,
+                message: n.message,
+                nano_cpus: n.nano_cpus,
+                memory_bytes: n.memory_bytes,
+                leader: n.leader,
+                engine_version: n.engine_version,
+                labels: n.labels.into_iter().collect(),
+            })
+            .collect())
+    }
+
+    /// A service's write, with what authorises it (a grant only for a
+    /// force update; the executor refuses one for a rollback anyway).
+    pub(super) async fn write_service(
+        &self,
+        action: WriteAction,
+        request_id: &str,
+        service_id: &str,
+        authority: Authority,
+    ) -> Result<Written, ExecutorError> {
+        let mut req = pb::ServiceWriteRequest {
+            request_id: request_id.into(),
+            service: service_id.into(),
+            ..Default::default()
+        };
+        match authority {
+            Authority::Approval {
+                claims,
+                signature,
+                key_id,
+            } => {
+                req.approval = Some(pb::Approval {
+                    claims,
+                    signature,
+                    key_id,
+                })
+            }
+            Authority::Grant {
+                claims,
+                signature,
+                key_id,
+                fault_class,
+            } => {
+                req.grant = Some(pb::Grant {
+                    claims,
+                    signature,
+                    key_id,
+                });
+                req.fault_class = fault_class;
+            }
+        }
+        let mut client = self.writes.clone();
+        let answer = match action {
+            WriteAction::ForceUpdate => client.force_update_service(req).await?,
+            WriteAction::ServiceRollback => client.rollback_service(req).await?,
+            WriteAction::Start
+            | WriteAction::Restart
+            | WriteAction::Stop
+            | WriteAction::Rollback => {
+                return Err(ExecutorError::new(
+                    tonic::Code::InvalidArgument,
+                    format!("{action} acts on a container, not a service"),
+                ))
+            }
+        }
+        .into_inner();
+        Ok(Written {
+            new_container_id: None,
+            service_version: Some(answer.version),
+        })
+    }
+}

@@ -1,0 +1,837 @@
+//! Swarm services, their tasks and the cluster's nodes, on an engine that is
+//! a Swarm manager.
+//!
+//! The engine's answers are read raw and parsed here (bollard's models
+//! leave out `PreviousSpec`, which a rollback returns to). No reference a
+//! caller gave reaches an engine path: a service is resolved by listing the
+//! services and matching its name or id, and only a 25-character Swarm id
+//! is ever put into a path.
+//!
+//! The two writes send the engine's own spec back whole, with the version
+//! the permit was given at: the engine refuses ("update out of sequence")
+//! if the spec changed since, so a write never acts on a spec other than
+//! the one policy and the approval saw.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::query_parameters::LogsOptions;
+use futures::StreamExt as _;
+use serde::Deserialize;
+
+use super::logs::{LineJoiner, LogQuery, LogStream, RawLogLine};
+use super::{engine_message, DockerAdapter, DockerError, HealthcheckSpec};
+use crate::policy::{ForceUpdate, Read, ResolvedService, ServicePermit, ServiceRollback};
+
+/// The most tasks `ServiceTasks` answers with (newest first).
+pub const MAX_TASKS: usize = 100;
+
+/// A service as `ListServices` and `InspectService` describe it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServiceInfo {
+    pub id: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub image: String,
+    pub mode: String,
+    pub desired: u64,
+    pub running: u64,
+    pub version: u64,
+    pub update_state: String,
+    pub update_message: String,
+    pub update_started_at: String,
+    pub update_completed_at: String,
+    pub previous_image: Option<String>,
+    pub constraints: Vec<String>,
+    pub reserve_nano_cpus: i64,
+    pub reserve_memory: i64,
+    pub limit_nano_cpus: i64,
+    pub limit_memory: i64,
+    pub update_config: Option<UpdatePolicy>,
+    pub rollback_config: Option<UpdatePolicy>,
+    /// Raw here; the service redacts them.
+    pub env: Vec<String>,
+    pub healthcheck: Option<HealthcheckSpec>,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub restart_condition: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Its tasks' logs are one raw stream (no timestamps asked for).
+    pub tty: bool,
+}
+
+impl ServiceInfo {
+    /// What policy decides on.
+    pub fn resolved(&self) -> ResolvedService {
+        ResolvedService {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            labels: self.labels.clone(),
+            version: self.version,
+            image: self.image.clone(),
+            previous_image: self.previous_image.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpdatePolicy {
+    pub parallelism: u64,
+    pub delay: Duration,
+    pub failure_action: String,
+    pub monitor: Duration,
+    pub max_failure_ratio: f64,
+    pub order: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskInfo {
+    pub id: String,
+    pub slot: u64,
+    pub node_id: String,
+    pub state: String,
+    pub desired_state: String,
+    pub message: String,
+    pub error: String,
+    pub timestamp: String,
+    pub created_at: String,
+    pub exit_code: Option<i64>,
+    pub container_id: String,
+    pub image: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeInfo {
+    pub id: String,
+    pub hostname: String,
+    pub role: String,
+    pub state: String,
+    pub availability: String,
+    pub message: String,
+    pub nano_cpus: i64,
+    pub memory_bytes: i64,
+    pub leader: bool,
+    pub engine_version: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+// ---- The engine's JSON, the parts drydock reads. ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawVersion {
+    index: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawService {
+    #[serde(rename = "ID")]
+    id: String,
+    version: RawVersion,
+    created_at: String,
+    updated_at: String,
+    spec: RawSpec,
+    previous_spec: Option<RawSpec>,
+    update_status: Option<RawUpdateStatus>,
+    service_status: Option<RawServiceStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawSpec {
+    name: String,
+    labels: BTreeMap<String, String>,
+    task_template: RawTaskTemplate,
+    mode: serde_json::Map<String, serde_json::Value>,
+    update_config: Option<RawUpdateConfig>,
+    rollback_config: Option<RawUpdateConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawTaskTemplate {
+    container_spec: RawContainerSpec,
+    resources: RawResources,
+    restart_policy: RawRestartPolicy,
+    placement: RawPlacement,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawContainerSpec {
+    image: String,
+    env: Vec<String>,
+    command: Vec<String>,
+    args: Vec<String>,
+    health_check: Option<RawHealthcheck>,
+    #[serde(rename = "TTY")]
+    tty: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawHealthcheck {
+    test: Vec<String>,
+    interval: i64,
+    timeout: i64,
+    retries: u32,
+    start_period: i64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawResources {
+    limits: RawResourceObject,
+    reservations: RawResourceObject,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawResourceObject {
+    nano_cpus: i64,
+    memory_bytes: i64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawRestartPolicy {
+    condition: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawPlacement {
+    constraints: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawUpdateConfig {
+    parallelism: u64,
+    delay: i64,
+    failure_action: String,
+    monitor: i64,
+    max_failure_ratio: f64,
+    order: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawUpdateStatus {
+    state: String,
+    started_at: String,
+    completed_at: String,
+    message: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawServiceStatus {
+    running_tasks: u64,
+    desired_tasks: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawTask {
+    #[serde(rename = "ID")]
+    id: String,
+    created_at: String,
+    slot: u64,
+    #[serde(rename = "NodeID")]
+    node_id: String,
+    #[serde(rename = "ServiceID")]
+    service_id: String,
+    status: RawTaskStatus,
+    desired_state: String,
+    spec: RawTaskTemplate,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawTaskStatus {
+    timestamp: String,
+    state: String,
+    message: String,
+    err: String,
+    container_status: Option<RawContainerStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawContainerStatus {
+    #[serde(rename = "ContainerID")]
+    container_id: String,
+    exit_code: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawNode {
+    #[serde(rename = "ID")]
+    id: String,
+    spec: RawNodeSpec,
+    description: RawNodeDescription,
+    status: RawNodeStatus,
+    manager_status: Option<RawManagerStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawNodeSpec {
+    labels: BTreeMap<String, String>,
+    role: String,
+    availability: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawNodeDescription {
+    hostname: String,
+    resources: RawResourceObject,
+    engine: RawEngine,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawEngine {
+    engine_version: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawNodeStatus {
+    state: String,
+    message: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RawManagerStatus {
+    leader: bool,
+}
+
+fn ns(v: i64) -> Duration {
+    Duration::from_nanos(v.max(0) as u64)
+}
+
+fn update_policy(c: Option<RawUpdateConfig>) -> Option<UpdatePolicy> {
+    c.map(|c| UpdatePolicy {
+        parallelism: c.parallelism,
+        delay: ns(c.delay),
+        failure_action: c.failure_action,
+        monitor: ns(c.monitor),
+        max_failure_ratio: c.max_failure_ratio,
+        order: c.order,
+    })
+}
+
+/// `replicated`, `global`, `replicated-job` or `global-job`.
+fn mode_name(mode: &serde_json::Map<String, serde_json::Value>) -> String {
+    match mode.keys().next().map(String::as_str) {
+        Some("Replicated") => "replicated",
+        Some("Global") => "global",
+        Some("ReplicatedJob") => "replicated-job",
+        Some("GlobalJob") => "global-job",
+        _ => "unknown",
+    }
+    .to_string()
+}
+
+fn service_info(s: RawService) -> ServiceInfo {
+    let status = s.service_status.unwrap_or_default();
+    let update = s.update_status.unwrap_or_default();
+    let spec = s.spec;
+    let c = spec.task_template.container_spec;
+    ServiceInfo {
+        id: s.id,
+        name: spec.name,
+        labels: spec.labels,
+        image: c.image,
+        mode: mode_name(&spec.mode),
+        desired: status.desired_tasks,
+        running: status.running_tasks,
+        version: s.version.index,
+        update_state: update.state,
+        update_message: update.message,
+        update_started_at: update.started_at,
+        update_completed_at: update.completed_at,
+        previous_image: s
+            .previous_spec
+            .map(|p| p.task_template.container_spec.image)
+            .filter(|i| !i.is_empty()),
+        constraints: spec.task_template.placement.constraints,
+        reserve_nano_cpus: spec.task_template.resources.reservations.nano_cpus,
+        reserve_memory: spec.task_template.resources.reservations.memory_bytes,
+        limit_nano_cpus: spec.task_template.resources.limits.nano_cpus,
+        limit_memory: spec.task_template.resources.limits.memory_bytes,
+        update_config: update_policy(spec.update_config),
+        rollback_config: update_policy(spec.rollback_config),
+        env: c.env,
+        healthcheck: c.health_check.map(|h| HealthcheckSpec {
+            test: h.test,
+            interval: ns(h.interval),
+            timeout: ns(h.timeout),
+            retries: h.retries,
+            start_period: ns(h.start_period),
+        }),
+        command: c.command,
+        args: c.args,
+        restart_condition: spec.task_template.restart_policy.condition,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+        tty: c.tty,
+    }
+}
+
+/// The engine's `/services?status=true` answer.
+pub(crate) fn parse_services(body: &[u8]) -> Result<Vec<ServiceInfo>, String> {
+    let raw: Vec<RawService> = serde_json::from_slice(body)
+        .map_err(|e| format!("the engine's service list is not as expected: {e}"))?;
+    Ok(raw.into_iter().map(service_info).collect())
+}
+
+/// The engine's `/tasks` answer, for one service, newest first.
+pub(crate) fn parse_tasks(body: &[u8], service_id: &str) -> Result<Vec<TaskInfo>, String> {
+    let raw: Vec<RawTask> = serde_json::from_slice(body)
+        .map_err(|e| format!("the engine's task list is not as expected: {e}"))?;
+    let mut tasks: Vec<TaskInfo> = raw
+        .into_iter()
+        .filter(|t| t.service_id == service_id)
+        .map(|t| {
+            let container = t.status.container_status.unwrap_or_default();
+            TaskInfo {
+                id: t.id,
+                slot: t.slot,
+                node_id: t.node_id,
+                state: t.status.state,
+                desired_state: t.desired_state,
+                message: t.status.message,
+                error: t.status.err,
+                timestamp: t.status.timestamp,
+                created_at: t.created_at,
+                exit_code: container.exit_code,
+                container_id: container.container_id,
+                image: t.spec.container_spec.image,
+            }
+        })
+        .collect();
+    // RFC 3339 with the same zone sorts as text.
+    tasks.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then(b.id.cmp(&a.id)));
+    Ok(tasks)
+}
+
+/// The engine's `/nodes` answer.
+pub(crate) fn parse_nodes(body: &[u8]) -> Result<Vec<NodeInfo>, String> {
+    let raw: Vec<RawNode> = serde_json::from_slice(body)
+        .map_err(|e| format!("the engine's node list is not as expected: {e}"))?;
+    Ok(raw
+        .into_iter()
+        .map(|n| NodeInfo {
+            id: n.id,
+            hostname: n.description.hostname,
+            role: n.spec.role,
+            state: n.status.state,
+            availability: n.spec.availability,
+            message: n.status.message,
+            nano_cpus: n.description.resources.nano_cpus,
+            memory_bytes: n.description.resources.memory_bytes,
+            leader: n.manager_status.is_some_and(|m| m.leader),
+            engine_version: n.description.engine.engine_version,
+            labels: n.spec.labels,
+        })
+        .collect())
+}
+
+/// What an engine error says, as a `DockerError`: a node that is not a
+/// manager (or in no swarm) is told so plainly; a spec that changed under
+/// a write is a refusal, not an outage.
+fn swarm_error(operation: &'static str, status: http::StatusCode, body: &[u8]) -> DockerError {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Message {
+        message: String,
+    }
+    let message = serde_json::from_slice::<Message>(body)
+        .map(|m| m.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned());
+    if message.contains("not a swarm manager") || message.contains("not part of a swarm") {
+        return DockerError::NotSwarmManager(engine_message(&message));
+    }
+    if message.contains("out of sequence") {
+        return DockerError::Rejected {
+            operation,
+            message: "the service's spec changed since it was read (update out of sequence); nothing was done".into(),
+        };
+    }
+    if status == http::StatusCode::NOT_FOUND {
+        return DockerError::NotFound(operation.to_string());
+    }
+    if status.is_server_error() {
+        return DockerError::Unavailable(format!(
+            "{operation}: engine error {status}: {}",
+            engine_message(&message)
+        ));
+    }
+    DockerError::Rejected {
+        operation,
+        message: engine_message(&message),
+    }
+}
+
+/// `filters={"key":["value"]}`, percent-encoded for a query string.
+fn filter_query(key: &str, value: &str) -> String {
+    let json = serde_json::json!({ key: [value] }).to_string();
+    let mut out = String::with_capacity(json.len() * 3);
+    for b in json.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("filters={out}")
+}
+
+impl DockerAdapter {
+    /// A raw GET under the read deadline and the read retry rule.
+    async fn swarm_get(&self, operation: &'static str, path: &str) -> Result<Vec<u8>, DockerError> {
+        self.read(operation, self.timeouts.read, || async move {
+            let version = self.client().client_version();
+            let (status, body) = self.raw.get(&version, path).await.map_err(|e| match e {
+                super::transport::RawError::Connection(e) => {
+                    DockerError::Unavailable(format!("{operation}: {e}"))
+                }
+                super::transport::RawError::Answer(e) => DockerError::Rejected {
+                    operation,
+                    message: e,
+                },
+            })?;
+            if !status.is_success() {
+                return Err(swarm_error(operation, status, &body));
+            }
+            Ok(body.to_vec())
+        })
+        .await
+    }
+
+    /// Every service of the cluster with its task counts. Used before the
+    /// policy check, which needs the names and labels.
+    pub async fn list_services(&self) -> Result<Vec<ServiceInfo>, DockerError> {
+        let body = self
+            .swarm_get("list_services", "/services?status=true")
+            .await?;
+        parse_services(&body).map_err(|message| DockerError::Rejected {
+            operation: "list_services",
+            message,
+        })
+    }
+
+    /// The permitted service, read now.
+    pub async fn service(&self, permit: &ServicePermit<Read>) -> Result<ServiceInfo, DockerError> {
+        self.service_by_id(permit.service_id()).await
+    }
+
+    async fn service_by_id(&self, id: &str) -> Result<ServiceInfo, DockerError> {
+        self.list_services()
+            .await?
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| DockerError::NotFound(id.to_string()))
+    }
+
+    /// The permitted service's tasks, newest first.
+    pub async fn service_tasks(
+        &self,
+        permit: &ServicePermit<Read>,
+    ) -> Result<Vec<TaskInfo>, DockerError> {
+        let id = permit.service_id();
+        let body = self
+            .swarm_get(
+                "service_tasks",
+                &format!("/tasks?{}", filter_query("service", id)),
+            )
+            .await?;
+        parse_tasks(&body, id).map_err(|message| DockerError::Rejected {
+            operation: "service_tasks",
+            message,
+        })
+    }
+
+    /// The cluster's nodes.
+    pub async fn list_nodes(&self) -> Result<Vec<NodeInfo>, DockerError> {
+        let body = self.swarm_get("list_nodes", "/nodes").await?;
+        parse_nodes(&body).map_err(|message| DockerError::Rejected {
+            operation: "list_nodes",
+            message,
+        })
+    }
+
+    /// The permitted service's logs, from all its tasks, bounded like a
+    /// container's.
+    pub async fn service_logs(
+        &self,
+        permit: &ServicePermit<Read>,
+        query: LogQuery,
+        max_bytes: usize,
+    ) -> Result<(Vec<RawLogLine>, bool), DockerError> {
+        let id = permit.service_id();
+        self.read("service_logs", self.timeouts.logs, || async move {
+            let mut stream = self.client().service_logs(
+                id,
+                Some(LogsOptions {
+                    stdout: query.stdout,
+                    stderr: query.stderr,
+                    since: i32::try_from(query.since).unwrap_or(i32::MAX),
+                    timestamps: query.timestamps,
+                    tail: query.tail.to_string(),
+                    ..Default::default()
+                }),
+            );
+            let mut lines = LineJoiner::new(query.tail as usize, max_bytes, query.timestamps);
+            while let Some(item) = stream.next().await {
+                let (kind, message) =
+                    match item.map_err(|e| match super::classify("service_logs", id, e) {
+                        DockerError::Unavailable(m) if m.contains("not a swarm manager") => {
+                            DockerError::NotSwarmManager(m)
+                        }
+                        other => other,
+                    })? {
+                        LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                            (LogStream::Stdout, message)
+                        }
+                        LogOutput::StdErr { message } => (LogStream::Stderr, message),
+                        LogOutput::StdIn { .. } => continue,
+                    };
+                lines.push(kind, &message);
+            }
+            Ok(lines.finish())
+        })
+        .await
+    }
+
+    /// `docker service update --force`: the same spec, its `ForceUpdate`
+    /// counter raised, sent with the permit's version. Once; never retried.
+    pub async fn force_update(
+        &self,
+        permit: &ServicePermit<ForceUpdate>,
+    ) -> Result<u64, DockerError> {
+        self.update_service("force_update", permit.service_id(), permit.version(), None)
+            .await
+    }
+
+    /// `docker service rollback`: back to the previous spec, sent with the
+    /// permit's version. Once; never retried.
+    pub async fn rollback_service(
+        &self,
+        permit: &ServicePermit<ServiceRollback>,
+    ) -> Result<u64, DockerError> {
+        self.update_service(
+            "service_rollback",
+            permit.service_id(),
+            permit.version(),
+            Some("previous"),
+        )
+        .await
+    }
+
+    /// One update of a service: its current spec read raw and sent back
+    /// whole (forced, or with `rollback=previous`) at `version`. Returns
+    /// the version after the write.
+    async fn update_service(
+        &self,
+        operation: &'static str,
+        id: &str,
+        version: u64,
+        rollback: Option<&str>,
+    ) -> Result<u64, DockerError> {
+        let deadline = self.timeouts.write;
+        let write = async {
+            let client_version = self.client().client_version();
+            let raw_error = |e: super::transport::RawError| match e {
+                super::transport::RawError::Connection(e) => {
+                    DockerError::Unavailable(format!("{operation}: {e}"))
+                }
+                super::transport::RawError::Answer(e) => DockerError::Rejected {
+                    operation,
+                    message: e,
+                },
+            };
+            let (status, body) = self
+                .raw
+                .get(&client_version, &format!("/services/{id}"))
+                .await
+                .map_err(raw_error)?;
+            if !status.is_success() {
+                return Err(swarm_error(operation, status, &body));
+            }
+            let mut service: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| DockerError::Rejected {
+                    operation,
+                    message: format!("the engine's service is not as expected: {e}"),
+                })?;
+            let current = service["Version"]["Index"].as_u64().unwrap_or(0);
+            if current != version {
+                return Err(DockerError::Rejected {
+                    operation,
+                    message: format!(
+                        "the service's spec is at version {current}, not {version} as when it was checked; nothing was done"
+                    ),
+                });
+            }
+            let mut spec = service["Spec"].take();
+            if rollback.is_none() {
+                let template = spec
+                    .get_mut("TaskTemplate")
+                    .and_then(|t| t.as_object_mut())
+                    .ok_or_else(|| DockerError::Rejected {
+                        operation,
+                        message: "the service's spec has no task template".into(),
+                    })?;
+                let forced = template
+                    .get("ForceUpdate")
+                    .and_then(|f| f.as_u64())
+                    .unwrap_or(0);
+                template.insert("ForceUpdate".into(), (forced.saturating_add(1)).into());
+            }
+            let query = match rollback {
+                Some(r) => format!("/services/{id}/update?version={version}&rollback={r}"),
+                None => format!("/services/{id}/update?version={version}"),
+            };
+            let body = serde_json::to_vec(&spec).map_err(|e| DockerError::Rejected {
+                operation,
+                message: e.to_string(),
+            })?;
+            let (status, answer) = self
+                .raw
+                .post_json(&client_version, &query, body)
+                .await
+                .map_err(raw_error)?;
+            if !status.is_success() {
+                return Err(swarm_error(operation, status, &answer));
+            }
+            Ok(self
+                .service_by_id(id)
+                .await
+                .map(|s| s.version)
+                .unwrap_or(version.saturating_add(1)))
+        };
+        tokio::time::timeout(deadline, write)
+            .await
+            .map_err(|_| DockerError::Timeout {
+                operation,
+                timeout: deadline,
+            })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SERVICES: &str = r#"[{
+        "ID": "n3urbn38u90m4jz0gvcm4t7ha",
+        "Version": {"Index": 73},
+        "CreatedAt": "2026-12-02T03:53:10.1Z",
+        "UpdatedAt": "2026-12-02T03:53:26.0Z",
+        "Spec": {
+            "Name": "shop_api",
+            "Labels": {"com.docker.stack.namespace": "shop"},
+            "TaskTemplate": {
+                "ContainerSpec": {
+                    "Image": "shop/api:2",
+                    "Env": ["DATABASE_URL=postgres://u:pw@db/shop"],
+                    "Args": ["serve"],
+                    "HealthCheck": {"Test": ["CMD", "probe"], "Interval": 2000000000, "Retries": 2}
+                },
+                "Resources": {"Reservations": {"MemoryBytes": 104857600}},
+                "RestartPolicy": {"Condition": "any"},
+                "Placement": {"Constraints": ["node.role==manager"]},
+                "ForceUpdate": 0
+            },
+            "Mode": {"Replicated": {"Replicas": 2}},
+            "UpdateConfig": {"Parallelism": 1, "FailureAction": "pause", "Monitor": 5000000000, "Order": "stop-first"}
+        },
+        "PreviousSpec": {
+            "Name": "shop_api",
+            "TaskTemplate": {"ContainerSpec": {"Image": "shop/api:1"}},
+            "Mode": {"Replicated": {"Replicas": 2}}
+        },
+        "UpdateStatus": {"State": "paused", "StartedAt": "2026-12-02T03:53:26Z", "Message": "update paused due to failure"},
+        "ServiceStatus": {"RunningTasks": 1, "DesiredTasks": 2},
+        "Endpoint": {}
+    }, {
+        "ID": "9qh7xn0j2r6i0000000000000",
+        "Version": {"Index": 12},
+        "Spec": {"Name": "greedy", "TaskTemplate": {"ContainerSpec": {"Image": "x"}}, "Mode": {"Global": {}}}
+    }]"#;
+
+    #[test]
+    fn services_parse_with_their_previous_spec_and_counts() {
+        let s = parse_services(SERVICES.as_bytes()).unwrap();
+        assert_eq!(s.len(), 2);
+        let api = &s[0];
+        assert_eq!(api.name, "shop_api");
+        assert_eq!(api.version, 73);
+        assert_eq!((api.running, api.desired), (1, 2));
+        assert_eq!(api.mode, "replicated");
+        assert_eq!(api.previous_image.as_deref(), Some("shop/api:1"));
+        assert_eq!(api.update_state, "paused");
+        assert_eq!(api.reserve_memory, 104_857_600);
+        assert_eq!(api.constraints, ["node.role==manager"]);
+        assert_eq!(api.healthcheck.as_ref().unwrap().retries, 2);
+        assert_eq!(
+            api.update_config.as_ref().unwrap().monitor,
+            Duration::from_secs(5)
+        );
+        assert_eq!(api.resolved().labels["com.docker.stack.namespace"], "shop");
+        assert_eq!(s[1].mode, "global");
+        assert_eq!(s[1].previous_image, None);
+        assert!(parse_services(b"{\"not\": \"a list\"}").is_err());
+    }
+
+    #[test]
+    fn tasks_of_the_service_come_newest_first() {
+        let body = r#"[
+            {"ID": "a", "ServiceID": "s", "Slot": 1, "Status": {"Timestamp": "2026-12-02T03:53:10Z", "State": "failed", "Err": "task: non-zero exit (1)", "ContainerStatus": {"ContainerID": "c1", "ExitCode": 1}}, "DesiredState": "shutdown", "Spec": {"ContainerSpec": {"Image": "x:1"}}},
+            {"ID": "b", "ServiceID": "s", "Slot": 1, "Status": {"Timestamp": "2026-12-02T03:53:20Z", "State": "pending", "Err": "no suitable node (insufficient resources on 1 node)"}, "DesiredState": "running"},
+            {"ID": "c", "ServiceID": "other", "Status": {"Timestamp": "2026-12-02T03:59:20Z"}}
+        ]"#;
+        let t = parse_tasks(body.as_bytes(), "s").unwrap();
+        assert_eq!(
+            t.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["b", "a"]
+        );
+        assert_eq!(t[1].exit_code, Some(1));
+        assert_eq!(t[1].container_id, "c1");
+        assert_eq!(t[0].exit_code, None);
+        assert!(t[0].error.contains("no suitable node"));
+    }
+
+    #[test]
+    fn nodes_parse_and_errors_say_what_the_engine_meant() {
+        let n = parse_nodes(br#"[{"ID": "x12", "Spec": {"Role": "manager", "Availability": "drain", "Labels": {"rack": "r1"}}, "Description": {"Hostname": "vm", "Resources": {"NanoCPUs": 2000000000, "MemoryBytes": 1024}, "Engine": {"EngineVersion": "20.10.24"}}, "Status": {"State": "ready"}, "ManagerStatus": {"Leader": true}}]"#).unwrap();
+        assert_eq!(n[0].hostname, "vm");
+        assert_eq!(n[0].availability, "drain");
+        assert!(n[0].leader);
+        let e = swarm_error(
+            "list_services",
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            br#"{"message":"This node is not a swarm manager. Use \"docker swarm init\"."}"#,
+        );
+        assert!(matches!(e, DockerError::NotSwarmManager(_)), "{e:?}");
+        let e = swarm_error(
+            "force_update",
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            br#"{"message":"rpc error: code = Unknown desc = update out of sequence"}"#,
+        );
+        assert!(matches!(e, DockerError::Rejected { .. }), "{e:?}");
+        assert_eq!(
+            filter_query("service", "abc"),
+            "filters=%7B%22service%22%3A%5B%22abc%22%5D%7D"
+        );
+    }
+}
