@@ -288,12 +288,12 @@ mod tests {
             (Box::new(|a| a.actions = vec!["stop".into()]), "T2"),
             (
                 Box::new(|a| a.actions = vec!["rm".into()]),
-                "not start or restart",
+                "is not start, restart or force_update",
             ),
             (Box::new(|a| a.max = "2".into()), "N/WINDOW"),
             (Box::new(|a| a.max = "0/1h".into()), "N/WINDOW"),
             (Box::new(|a| a.expires = "soon".into()), "--expires"),
-            (Box::new(|a| a.projects.clear()), "no container selector"),
+            (Box::new(|a| a.projects.clear()), "no selector"),
             (Box::new(|a| a.labels = vec!["novalue".into()]), "KEY=VALUE"),
             (
                 Box::new(|a| a.classes = vec!["bad_luck".into()]),
