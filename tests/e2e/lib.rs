@@ -4,6 +4,8 @@
 //! `Drop`).
 #![forbid(unsafe_code)]
 
+pub mod swarm_engine;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -23,5 +23,6 @@ mod operator_cli;
 mod past_deaths;
 mod reference_docs;
 mod rollback;
+mod swarm;
 mod ui;
 mod writes_in_doubt;

@@ -1,0 +1,267 @@
+//! A second Docker engine, in Swarm mode, for the tests that need a
+//! cluster: the main engine's Swarm state is never touched, and the other
+//! tests run beside it.
+//!
+//! It runs as a process of the test, inside a network namespace of its own
+//! (`ip netns add`, then `nsenter --net=…`; `ip netns exec` would remount
+//! `/sys`, and the daemon would find no cgroups): a second daemon in the
+//! host's namespace deletes or shadows the main engine's `docker0`. It has
+//! an empty config file of its own (the machine's pins the data root), its
+//! own data root, exec root, pid file and unix socket, no iptables rules,
+//! an address pool apart from the main engine's, and the main engine's
+//! storage driver. Images come from the main engine (`docker save | docker
+//! load`). It is stopped by its pid when the value drops, and its
+//! namespace and folders are removed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{docker_ok, unique};
+
+pub struct SwarmEngine {
+    pub dir: PathBuf,
+    netns: String,
+    daemon: Option<Child>,
+    _tmp: tempfile::TempDir,
+}
+
+/// `ip`, as root; panics with what it said.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (Debian: apt-get install iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {args:?} failed (the Swarm tests need root for a network namespace): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl SwarmEngine {
+    /// Start the engine, load `images` into it from the main engine, and
+    /// make it a one-node Swarm manager.
+    pub fn start(images: &[&str]) -> SwarmEngine {
+        crate::require_docker();
+        // Short: the engine's sockets live under it (a unix socket path
+        // has at most 107 bytes).
+        let tmp = tempfile::Builder::new()
+            .prefix("dds")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        for d in ["data", "exec"] {
+            std::fs::create_dir_all(dir.join(d)).expect("engine folders");
+        }
+        std::fs::write(dir.join("daemon.json"), "{}\n").expect("daemon.json");
+        let netns = unique("dds");
+        ip(&["netns", "add", &netns]);
+        ip(&["-n", &netns, "link", "set", "lo", "up"]);
+        let driver = docker_ok(&["info", "--format", "{{.Driver}}"]);
+        // A pool of its own, chosen per engine so two tests' engines differ.
+        let pool = format!("base=10.{}.0.0/16,size=24", 200 + rand::random::<u8>() % 50);
+        let log = std::fs::File::create(dir.join("dockerd.log")).expect("dockerd log");
+        let daemon = Command::new("nsenter")
+            .arg(format!("--net=/var/run/netns/{netns}"))
+            .arg("dockerd")
+            .arg("--config-file")
+            .arg(dir.join("daemon.json"))
+            .arg("--data-root")
+            .arg(dir.join("data"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("--pidfile")
+            .arg(dir.join("dockerd.pid"))
+            .arg("-H")
+            .arg(format!("unix://{}", dir.join("docker.sock").display()))
+            .args(["--iptables=false", "--ip-masq=false"])
+            .args(["--default-address-pool", &pool])
+            .args(["--storage-driver", &driver])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start dockerd in its namespace (nsenter, dockerd)");
+        let mut engine = SwarmEngine {
+            dir,
+            netns,
+            daemon: Some(daemon),
+            _tmp: tmp,
+        };
+        engine.wait_up();
+        for image in images {
+            engine.load(image);
+        }
+        engine.ok(&[
+            "swarm",
+            "init",
+            "--advertise-addr",
+            "127.0.0.1",
+            "--listen-addr",
+            "127.0.0.1:2377",
+        ]);
+        engine
+    }
+
+    /// `unix:///…/docker.sock`: what an executor's `docker.endpoint` names.
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.dir.join("docker.sock").display())
+    }
+
+    fn wait_up(&mut self) {
+        let started = Instant::now();
+        loop {
+            if self
+                .run(&["info", "--format", "{{.ServerVersion}}"])
+                .status
+                .success()
+            {
+                return;
+            }
+            if let Some(status) = self
+                .daemon
+                .as_mut()
+                .and_then(|d| d.try_wait().ok().flatten())
+            {
+                panic!("the second dockerd exited ({status}):\n{}", self.log());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the second dockerd did not answer within 60 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
+    }
+
+    /// `docker save IMAGE` from the main engine into this one.
+    pub fn load(&self, image: &str) {
+        let mut save = Command::new("docker")
+            .args(["save", image])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("docker save");
+        let out = Command::new("docker")
+            .arg("-H")
+            .arg(self.endpoint())
+            .arg("load")
+            .stdin(save.stdout.take().expect("piped"))
+            .output()
+            .expect("docker load");
+        let saved = save.wait().expect("docker save");
+        assert!(saved.success(), "docker save {image} failed");
+        assert!(
+            out.status.success(),
+            "loading {image}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The `docker` CLI against this engine.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("docker")
+            .arg("-H")
+            .arg(self.endpoint())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run docker")
+    }
+
+    /// `run`, which must succeed; its trimmed stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "docker {args:?} on the Swarm engine failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Wait until `done` holds, or fail naming `what` after `timeout`.
+    pub fn wait_for(&self, what: &str, timeout: Duration, mut done: impl FnMut(&Self) -> bool) {
+        let started = Instant::now();
+        while !done(self) {
+            assert!(
+                started.elapsed() < timeout,
+                "timed out waiting for {what}; services:\n{}",
+                String::from_utf8_lossy(&self.run(&["service", "ls"]).stdout)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `running/desired` of a service, as `docker service ls` says.
+    pub fn replicas(&self, service: &str) -> String {
+        self.ok(&[
+            "service",
+            "ls",
+            "--filter",
+            &format!("name={service}"),
+            "--format",
+            "{{.Name}} {{.Replicas}}",
+        ])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{service} ")).map(str::to_string))
+        .unwrap_or_default()
+    }
+}
+
+/// Unmount whatever the daemon left mounted below `dir` (it does not when
+/// it is killed), deepest first.
+fn unmount_below(dir: &Path) {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return;
+    };
+    let prefix = dir.display().to_string();
+    let mut points: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .filter(|p| p.starts_with(&prefix))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let _ = Command::new("umount").args(["-l", p]).output();
+    }
+}
+
+impl Drop for SwarmEngine {
+    fn drop(&mut self) {
+        if let Some(mut daemon) = self.daemon.take() {
+            // SIGTERM by pid: the daemon stops its containers and unmounts.
+            let _ = Command::new("kill")
+                .args(["-TERM", &daemon.id().to_string()])
+                .output();
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(20) {
+                if daemon.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if daemon.try_wait().ok().flatten().is_none() {
+                let _ = daemon.kill();
+                let _ = daemon.wait();
+            }
+        }
+        // Its containerd and shims, if any outlived it.
+        if let Ok(pids) = Command::new("pgrep")
+            .args(["-f", &self.dir.display().to_string()])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).output();
+            }
+        }
+        unmount_below(&self.dir);
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .output();
+    }
+}
