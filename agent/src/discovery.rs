@@ -228,6 +228,17 @@ fn image_base(image: &str) -> String {
         .to_string()
 }
 
+/// The service a Swarm task container's name belongs to: names are
+/// `SERVICE.SLOT.TASK` (replicated) or `SERVICE.NODE.TASK` (global). Task
+/// containers are rarely in the executor's container scope; the name alone
+/// leads to the service.
+fn task_service(name: &str) -> Option<&str> {
+    let (rest, task) = name.rsplit_once('.')?;
+    let (service, slot) = rest.rsplit_once('.')?;
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    (plain(task) && task.len() >= 20 && plain(slot) && !service.is_empty()).then_some(service)
+}
+
 /// Score one container against one word of the request.
 fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     let name = c.name.to_ascii_lowercase();
@@ -243,6 +254,9 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     }
     if c.id.starts_with(word) && word.len() >= 6 {
         return Some((100, "container id".into()));
+    }
+    if task_service(word) == Some(name.as_str()) {
+        return Some((100, format!("`{word}` is a task of service `{}`", c.name)));
     }
     if name.split(['-', '_', '.']).any(|seg| seg == word) {
         return Some((80, format!("name `{}` contains `{word}`", c.name)));
@@ -429,6 +443,8 @@ pub fn exact_with_services(
         })
         .and_then(|c| c.labels.get(SWARM_SERVICE_ID_LABEL))
         .and_then(|id| services.iter().find(|s| &s.id == id));
+    let task_of = task_of
+        .or_else(|| task_service(wanted).and_then(|svc| services.iter().find(|s| s.name == svc)));
     let rows = rows_with_services(containers, services);
     let found = match task_of {
         Some(s) => exact(&s.id, &rows),
@@ -587,5 +603,36 @@ mod tests {
         assert_eq!(edits("payments", "paymnets"), 1);
         assert_eq!(edits("backend", "backend"), 0);
         assert_eq!(edits("api", "web"), 3);
+    }
+
+    #[test]
+    fn services_are_found_by_their_short_name_and_by_a_task_container_name() {
+        let svc = |id: &str, name: &str, running| ServiceSummaryView {
+            id: id.into(),
+            name: name.into(),
+            stack: "shop".into(),
+            desired: 1,
+            running,
+            ..Default::default()
+        };
+        let services = [svc("svcapi", "shop_api", 0), svc("svcweb", "shop_web", 1)];
+        let containers = [c("web-1", None, "nginx")];
+        let rows = rows_with_services(&containers, &services);
+        let found = |text: &str| match as_services(discover(text, &rows), &services) {
+            Discovery::Found(c) => (c.container_name, c.kind),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            found("the api is down"),
+            ("shop_api".into(), TargetKind::Service)
+        );
+        let task = "shop_api.1.k3j5x0q7w2e9r4t6y8u1i3o5p";
+        assert_eq!(found(&format!("is {task} ok?")).0, "shop_api");
+        match exact_with_services(task, &containers, &services) {
+            Discovery::Found(c) => assert_eq!(c.container_name, "shop_api"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(task_service("my.app"), None, "a dotted name is not a task");
+        assert_eq!(task_service("shop_api.1.short"), None);
     }
 }

@@ -6,7 +6,7 @@
 //! `event` matches every kind of event by name, without a wildcard: a kind
 //! added to the vocabulary does not compile here until it is given its line.
 
-use drydock_vocab::{Event, EventPayload, Request, Status};
+use drydock_vocab::{Event, EventPayload, Request, Status, Target};
 
 use crate::term::{paint, Style};
 use crate::text::{safe, short};
@@ -30,13 +30,8 @@ pub fn event_lines(event: &Event) -> Vec<String> {
             safe(&e.summary)
         )),
         EventPayload::Target(t) => out.push(format!(
-            "  target: {}{} ({}) — {}",
-            if t.target.is_service() {
-                "Swarm service "
-            } else {
-                ""
-            },
-            safe(&t.target.container_name),
+            "  target: {} ({}) — {}",
+            target_name(&t.target),
             short(&t.target.container_id),
             safe(&t.why)
         )),
@@ -187,14 +182,32 @@ pub fn pending_approvals(request: &Request) {
 
 /// One request as `drydock requests` lists it.
 pub fn request_line(r: &Request) -> String {
+    let target = r.target.as_ref().map(target_name);
     format!(
-        "{}  {:<20} {:<6} {}  {}",
+        "{}  {:<20} {:<6} {}  {:<24} {}",
         safe(&r.id),
         r.status.as_str(),
         r.source.as_str(),
         safe(&r.created_at),
+        target.as_deref().unwrap_or("-"),
         safe(&r.message)
     )
+}
+
+/// A target in words: a container's name, or `Swarm service NAME (stack
+/// STACK)`.
+pub fn target_name(t: &Target) -> String {
+    if !t.is_service() {
+        return safe(&t.container_name);
+    }
+    match &t.stack {
+        Some(stack) => format!(
+            "Swarm service {} (stack {})",
+            safe(&t.container_name),
+            safe(stack)
+        ),
+        None => format!("Swarm service {}", safe(&t.container_name)),
+    }
 }
 
 #[cfg(test)]

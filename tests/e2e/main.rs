@@ -24,5 +24,6 @@ mod past_deaths;
 mod reference_docs;
 mod rollback;
 mod swarm;
+mod swarm_repairs;
 mod ui;
 mod writes_in_doubt;

@@ -235,7 +235,8 @@ impl Engine {
     }
 
     /// Poll a service after a write until it runs every task it wants, no
-    /// task failed since the write, its update (or rollback) is done, and
+    /// task failed since the write (tasks `known_before` it, which the
+    /// write replaces, may still fail as they go), its update (or rollback) is done, and
     /// that holds for a while (longer than its health check's schedule);
     /// or until the deadline. For a rollback, also that its spec runs the
     /// image the approval named. Returns the checks and the last read.
@@ -244,6 +245,7 @@ impl Engine {
         id: &str,
         service_id: &str,
         written_at: i64,
+        known_before: &[String],
         expect_image: Option<&str>,
     ) -> Result<(Vec<VerificationCheck>, Option<ServiceView>), Stop> {
         let started = Instant::now();
@@ -301,7 +303,7 @@ impl Engine {
                     }
                     let failed_since: Vec<&TaskView> = tasks
                         .iter()
-                        .filter(|t| t.failed())
+                        .filter(|t| t.failed() && !known_before.contains(&t.id))
                         .filter(|t| {
                             unix_of(&t.timestamp)
                                 .is_some_and(|at| at + CLOCK_MARGIN_SECS >= written_at)

@@ -194,11 +194,24 @@ impl Engine {
             .filter(|e| e.action == WriteAction::ServiceRollback)
             .and_then(|e| req.plan.as_ref()?.steps.get(e.step)?.service.clone())
             .and_then(|s| s.to_image);
+        // The tasks the snapshot before the write saw: the write replaces
+        // them, and one failing on its way out is not the new spec failing.
+        let known_before: Vec<String> = req
+            .evidence
+            .iter()
+            .rev()
+            .find(|e| e.kind == "pre_write_snapshot")
+            .and_then(|e| e.data["tasks"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|t| t["id"].as_str().map(str::to_string))
+            .collect();
         let (checks, last) = self
             .wait_service_ready(
                 id,
                 &target.container_id,
                 written_at,
+                &known_before,
                 expect_image.as_deref(),
             )
             .await?;
