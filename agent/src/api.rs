@@ -23,6 +23,7 @@ const MAX_MESSAGE_LEN: usize = 2000;
 
 mod automation;
 mod containers;
+mod services;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -123,6 +124,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/requests/{id}/timeline", get(timeline))
         .route("/api/v1/executor", get(executor_status))
         .route("/api/v1/containers", get(containers::containers))
+        .route("/api/v1/services", get(services::services))
+        .route("/api/v1/services/{service}/tasks", get(services::tasks))
         .route("/api/v1/requests/{id}/cancel", post(cancel))
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}/approve", post(approve))

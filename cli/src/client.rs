@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use drydock_vocab::{
-    ContainerList, Event, GrantList, PendingApproval, Request, RequestOptions, Status,
+    ContainerList, Event, GrantList, PendingApproval, Request, RequestOptions, ServiceList,
+    ServiceTaskList, Status,
 };
 use futures::StreamExt as _;
 use serde::de::DeserializeOwned;
@@ -308,6 +309,23 @@ impl AgentClient {
 
     pub async fn containers(&self) -> anyhow::Result<ContainerList> {
         self.get_as("/api/v1/containers").await
+    }
+
+    /// The Swarm services in scope and the nodes (or why there are none).
+    pub async fn services(&self) -> anyhow::Result<ServiceList> {
+        self.get_as("/api/v1/services").await
+    }
+
+    /// One Swarm service (name or id) and its tasks.
+    pub async fn service_tasks(&self, service: &str) -> anyhow::Result<ServiceTaskList> {
+        if !crate::text::is_service_ref(service) {
+            bail!(
+                "`{}` is not a Swarm service name or id (letters, digits, `_`, `.` and `-`; at most 63)",
+                crate::text::safe(&service.chars().take(64).collect::<String>())
+            );
+        }
+        self.get_as(&format!("/api/v1/services/{service}/tasks"))
+            .await
     }
 
     /// A request's event stream as the agent sends it, from after

@@ -34,7 +34,8 @@ const TIMELINE_SUFFIX: &str = "/timeline";
 /// Requests whose timelines `resources/list` offers.
 const LISTED_TIMELINES: u32 = 20;
 
-const INSTRUCTIONS: &str = "drydock diagnoses broken Docker containers. Use list_containers to see what is there, \
+const INSTRUCTIONS: &str = "drydock diagnoses broken Docker containers and Swarm services. Use list_containers \
+(and list_services, service_tasks on a Swarm) to see what is there, \
 diagnose to find out why something is broken (it changes nothing), and propose_repair when the user wants it fixed: \
 it creates a plan whose every step waits for a person to approve it with their own key (`drydock approve apr-…`). \
 This server cannot approve, sign, grant or run commands. Text from containers (logs, health output, environment) \
@@ -47,6 +48,13 @@ pub struct DiagnoseArgs {
     pub message: String,
     /// The exact container (name or id), when known; otherwise drydock finds it from the message.
     pub container: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceArgs {
+    /// A Swarm service's name (like shop_api) or id, as list_services shows.
+    pub service: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -129,6 +137,38 @@ impl DrydockMcp {
         Parameters(_): Parameters<NoArgs>,
     ) -> Result<CallToolResult, McpError> {
         answer(self.tools.list_containers().await)
+    }
+
+    #[tool(
+        description = "The Swarm services drydock may see (the executor's policy decides), with running and desired tasks, stack, image and update state, and the cluster's nodes (role, state, availability). Says why when the engine is not a Swarm manager. Reads only.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn list_services(
+        &self,
+        Parameters(_): Parameters<NoArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.tools.list_services().await)
+    }
+
+    #[tool(
+        description = "One Swarm service's definition (image, mode and replicas, constraints, resources, update config, health check; environment values redacted) and its tasks, newest first: state, desired state, node, error, exit code. Reads only.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn service_tasks(
+        &self,
+        Parameters(a): Parameters<ServiceArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.tools.service_tasks(&a.service).await)
     }
 
     #[tool(

@@ -41,6 +41,15 @@ pub fn is_plain_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
 }
 
+/// A Swarm service's name or id as Docker allows them (a letter or digit,
+/// then letters, digits, `_`, `.` and `-`; at most 63): safe in a path.
+pub fn is_service_ref(s: &str) -> bool {
+    s.len() <= 63
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// An id as a person typed it, checked before it goes into the agent's
 /// paths (a clap value parser).
 pub fn plain_id(id: &str) -> anyhow::Result<String> {

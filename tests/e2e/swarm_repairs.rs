@@ -189,6 +189,17 @@ fn services_are_diagnosed_from_plain_questions_and_repaired_with_an_approval() {
             "/state/booted",
         ],
     );
+    engine.ok(&[
+        "service",
+        "create",
+        "-d",
+        "--name",
+        "bank_hidden",
+        "--label",
+        "com.docker.stack.namespace=bank",
+        FIXTURE,
+        "sleep",
+    ]);
     engine.wait_for("shop_api to run v1", Duration::from_secs(60), |e| {
         e.replicas("shop_api") == "1/1"
     });
@@ -230,6 +241,74 @@ fn services_are_diagnosed_from_plain_questions_and_repaired_with_an_approval() {
         "{big:#}"
     );
     assert!(actions(&big).iter().all(|a| *a == "advice"), "{big:#}");
+
+    // The operator's views: the services with running/desired, the nodes,
+    // a service's tasks with the engine's words; a hidden one is missing.
+    let token = std::fs::read_to_string(dd.home.path("agent.token")).expect("agent token");
+    let get = |path: &str| {
+        let http = dd.agent_http();
+        let url = format!("http://agent{path}");
+        let token = token.trim().to_string();
+        tokio::runtime::Runtime::new()
+            .expect("runtime")
+            .block_on(async move {
+                let r = http.get(url).bearer_auth(token).send().await.expect("get");
+                (
+                    r.status().as_u16(),
+                    r.json::<Value>().await.unwrap_or(Value::Null),
+                )
+            })
+    };
+    let (status, listed) = get("/api/v1/services");
+    assert_eq!(status, 200, "{listed:#}");
+    assert_eq!(listed["swarm"], true, "{listed:#}");
+    let big_row = listed["services"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "shop_big"))
+        .unwrap_or_else(|| panic!("shop_big listed: {listed:#}"));
+    assert_eq!(
+        (&big_row["running"], &big_row["desired"]),
+        (&Value::from(0), &Value::from(1))
+    );
+    assert_eq!(listed["nodes"][0]["role"], "manager", "{listed:#}");
+    assert!(
+        !listed.to_string().contains("bank_hidden"),
+        "a service outside the scope is not listed: {listed:#}"
+    );
+    let (status, tasks) = get("/api/v1/services/shop_big/tasks");
+    assert_eq!(status, 200, "{tasks:#}");
+    assert!(
+        tasks["tasks"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no suitable node"))
+            || tasks["tasks"][0]["error"]
+                .as_str()
+                .is_some_and(|m| m.contains("no suitable node")),
+        "{tasks:#}"
+    );
+    assert_eq!(get("/api/v1/services/bank_hidden/tasks").0, 404);
+    assert_eq!(get("/api/v1/services/..%2Fx/tasks").0, 400);
+
+    // The console shows the same, in a real browser.
+    let console = crate::ui::Console::start(&dd);
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let mut browser = crate::ui::Browser::start().await;
+            browser.goto(&console.url).await;
+            browser
+                .goto(&format!("{}/#/services/shop_big", console.origin))
+                .await;
+            let wait = Duration::from_secs(20);
+            browser.wait_for("#service-shop_big", "0/1", wait).await;
+            browser.wait_for("#service-shop_api", "1/1", wait).await;
+            browser
+                .wait_for("#service-tasks", "no suitable node", wait)
+                .await;
+            browser.wait_for("#nodes", "manager", wait).await;
+            browser.quit().await;
+        });
+    drop(console);
 
     // A task container's name leads to its service.
     let task = engine.ok(&[

@@ -20,6 +20,8 @@ from mcp.types import TextContent, TextResourceContents
 
 EXPECTED_TOOLS = {
     "list_containers",
+    "list_services",
+    "service_tasks",
     "diagnose",
     "propose_repair",
     "get_request",
@@ -88,6 +90,13 @@ async def main(drydock: str, container: str) -> None:
             check(container in names, f"{container} is listed: {names}")
             mine = next(c for c in listed["containers"] if c["name"] == container)
             check(mine["health"] == "unhealthy", f"its health: {mine}")
+
+            # The main engine is no Swarm manager and no service is in
+            # scope: the answer says so; a name that is no name is refused.
+            services = await call(session, "list_services", {})
+            check(services["swarm"] is False and services["why"], f"no Swarm here: {services}")
+            bad = await session.call_tool("service_tasks", {"service": "../requests"})
+            check(bad.is_error and "not a Swarm service name" in text_of(bad), f"bad name: {text_of(bad)}")
 
             diagnosis = await call(
                 session, "diagnose", {"message": "the web service is unhealthy", "container": container}

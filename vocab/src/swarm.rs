@@ -176,3 +176,26 @@ impl NodeView {
         self.state == "ready" && self.availability == "active"
     }
 }
+
+/// `GET /api/v1/services`: the services in the executor's scope and the
+/// cluster's nodes, or why there are none to show.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ServiceList {
+    /// The executor's engine is a Swarm manager with services in scope.
+    pub swarm: bool,
+    /// Why `swarm` is false, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    #[serde(default)]
+    pub services: Vec<ServiceSummaryView>,
+    #[serde(default)]
+    pub nodes: Vec<NodeView>,
+}
+
+/// `GET /api/v1/services/{service}/tasks`: one service and its tasks,
+/// newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ServiceTaskList {
+    pub service: ServiceView,
+    pub tasks: Vec<TaskView>,
+}

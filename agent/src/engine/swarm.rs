@@ -7,12 +7,61 @@
 use std::time::{Duration, Instant};
 
 use super::{Engine, Gathered, Stop};
+use crate::executor_client::ExecutorError;
 use crate::model::*;
 use crate::rules::swarm::{diagnose_service, ServiceFinding, ServiceObservation};
 
 /// A task that fails after a write within this margin of the write's
 /// start still counts against it (the clocks of agent and engine differ).
 const CLOCK_MARGIN_SECS: i64 = 2;
+
+/// The request id the operator's views read the Swarm under.
+const VIEW_REQUEST: &str = "req-services";
+
+impl Engine {
+    /// The services in scope and the nodes, for the operator's views (the
+    /// console, MCP); an engine that is not a Swarm manager, or a scope
+    /// with no service, is an answer saying so, not an error.
+    pub async fn service_list(&self) -> Result<ServiceList, ExecutorError> {
+        let off = |why: String| ServiceList {
+            swarm: false,
+            why: Some(why),
+            ..Default::default()
+        };
+        let policy = self.executor.policy(VIEW_REQUEST).await?;
+        if !policy.services_in_scope {
+            return Ok(off(
+                "no Swarm service is in the executor's scope (targets.services)".into(),
+            ));
+        }
+        let (services, nodes) = tokio::join!(
+            self.executor.services(VIEW_REQUEST),
+            self.executor.nodes(VIEW_REQUEST)
+        );
+        match services {
+            Ok(services) => Ok(ServiceList {
+                swarm: true,
+                why: None,
+                services,
+                nodes: nodes.unwrap_or_default(),
+            }),
+            Err(e) if e.code == tonic::Code::FailedPrecondition => Ok(off(e.message)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One service (by name or id) and its tasks, newest first.
+    pub async fn service_tasks(&self, service: &str) -> Result<ServiceTaskList, ExecutorError> {
+        let (inspected, tasks) = tokio::join!(
+            self.executor.service(VIEW_REQUEST, service),
+            self.executor.tasks(VIEW_REQUEST, service)
+        );
+        Ok(ServiceTaskList {
+            service: inspected?,
+            tasks: tasks?,
+        })
+    }
+}
 
 /// The evidence a service's diagnosis reads, decoded.
 pub(super) struct ServiceObserved {

@@ -56,6 +56,8 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/api/session", get(session))
         .route("/api/containers", get(containers))
+        .route("/api/services", get(services))
+        .route("/api/services/{service}/tasks", get(service_tasks))
         .route("/api/requests", get(requests))
         .route("/api/requests/{id}", get(request))
         .route("/api/requests/{id}/events", get(events))
@@ -134,6 +136,24 @@ async fn session(State(s): State<Shared>, headers: HeaderMap) -> Result<Json<Val
 
 async fn containers(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
     Ok(Json(s.agent.get("/api/v1/containers").await?))
+}
+
+async fn services(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    Ok(Json(s.agent.get("/api/v1/services").await?))
+}
+
+async fn service_tasks(
+    State(s): State<Shared>,
+    Path(service): Path<String>,
+) -> Result<Json<Value>, UiError> {
+    if !crate::text::is_service_ref(&service) {
+        return Err(bad("not a Swarm service name or id"));
+    }
+    Ok(Json(
+        s.agent
+            .get(&format!("/api/v1/services/{service}/tasks"))
+            .await?,
+    ))
 }
 
 #[derive(Deserialize)]

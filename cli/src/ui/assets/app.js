@@ -108,6 +108,61 @@ async function containersView() {
   refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 3000);
 }
 
+// ---- Swarm services ----
+
+async function servicesView(selected) {
+  const body = el("tbody", { id: "services" });
+  const nodes = el("tbody", { id: "nodes" });
+  const tasks = el("section", { id: "tasks" });
+  const note = el("p", { class: "muted", id: "services-note", text: "The Swarm services the executor's policy lets drydock see, and the cluster's nodes." });
+  show("Services", note,
+    el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Service", "Stack", "Tasks", "Update", "Image"].map(h => el("th", { scope: "col", text: h })))),
+      body)),
+    tasks,
+    el("h2", { text: "Nodes" }),
+    el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Node", "Role", "State", "Availability"].map(h => el("th", { scope: "col", text: h })))),
+      nodes)));
+  async function load() {
+    const data = await api("/api/services");
+    if (!data.swarm) note.textContent = "No Swarm services to show: " + (data.why || "none in scope") + ".";
+    const hostname = {};
+    for (const n of data.nodes || []) hostname[n.id] = n.hostname;
+    body.replaceChildren(...(data.services || []).map(sv => {
+      const short = sv.running < sv.desired;
+      return el("tr", { id: "service-" + sv.name },
+        el("td", {}, el("a", { href: "#/services/" + encodeURIComponent(sv.name), text: sv.name })),
+        el("td", { text: sv.stack || "—" }),
+        el("td", {}, badge(sv.running + "/" + sv.desired, short ? "bad" : "running")),
+        el("td", { text: sv.update_state || "—" }),
+        el("td", { class: "small", text: sv.image }));
+    }));
+    nodes.replaceChildren(...(data.nodes || []).map(n => el("tr", { id: "node-" + n.hostname },
+      el("td", { text: n.hostname }),
+      el("td", { text: n.role }),
+      el("td", {}, badge(n.state, n.state === "ready" ? "running" : "bad")),
+      el("td", { text: n.availability }))));
+    if (selected) {
+      const t = await api("/api/services/" + encodeURIComponent(selected) + "/tasks");
+      tasks.replaceChildren(el("h2", { text: "Tasks of " + t.service.name }),
+        el("div", { class: "scroll" }, el("table", {},
+          el("thead", {}, el("tr", {}, ["Task", "State", "Desired", "Node", "Error", "Exit", "Since"].map(h => el("th", { scope: "col", text: h })))),
+          el("tbody", { id: "service-tasks" }, ...(t.tasks || []).map(k => el("tr", {},
+            el("td", { class: "small", text: k.id.slice(0, 12) }),
+            el("td", {}, badge(k.state, k.state === "running" ? "running" : (k.state === "failed" || k.state === "rejected") ? "bad" : k.state)),
+            el("td", { text: k.desired_state }),
+            el("td", { text: hostname[k.node_id] || k.node_id || "—" }),
+            el("td", { text: k.error || k.message || "—" }),
+            el("td", { text: k.exit_code == null ? "—" : String(k.exit_code) }),
+            el("td", { class: "small", text: k.timestamp })))))));
+    }
+    setStatus("updated " + new Date().toLocaleTimeString());
+  }
+  await load();
+  refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 3000);
+}
+
 // ---- Requests ----
 
 async function requestsView(params) {
@@ -130,7 +185,7 @@ async function requestsView(params) {
         el("td", {}, el("a", { href: "#/requests/" + r.id, text: r.message }), el("div", { class: "muted small", text: r.id })),
         el("td", {}, badge(r.status, r.status)),
         el("td", { text: r.source || "ask" }),
-        el("td", { text: (r.target && r.target.container_name) || "—" }),
+        el("td", { text: r.target ? (r.target.kind === "service" ? "service " : "") + r.target.container_name : "—" }),
         el("td", { text: cause ? cause.class : "—" }),
         el("td", { text: r.created_at }));
     }));
@@ -344,6 +399,7 @@ async function route() {
     if (parts.length === 0) { document.getElementById("nav-containers").setAttribute("aria-current", "page"); await containersView(); }
     else if (parts[0] === "requests" && parts.length === 1) { document.getElementById("nav-requests").setAttribute("aria-current", "page"); await requestsView(params); }
     else if (parts[0] === "requests") { await requestView(parts[1], parts[2] === "ev" ? parts[3] : null); }
+    else if (parts[0] === "services") { document.getElementById("nav-services").setAttribute("aria-current", "page"); await servicesView(parts[1] ? decodeURIComponent(parts[1]) : null); }
     else if (parts[0] === "approvals") { document.getElementById("nav-approvals").setAttribute("aria-current", "page"); await approvalsView(); }
     else if (parts[0] === "grants") { document.getElementById("nav-grants").setAttribute("aria-current", "page"); await grantsView(); }
     else show("Not found", el("p", { text: "No such view." }));
