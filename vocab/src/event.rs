@@ -105,7 +105,7 @@ events! {
     Created(Created) = "created",
     /// The state changed.
     Status(StatusChanged) = "status",
-    /// The target container was chosen, with why.
+    /// The target (a container or a Swarm service) was chosen, with why.
     Target(TargetChosen) = "target",
     /// No single container matched; the candidates are listed.
     Candidates(CandidatesFound) = "candidates",

@@ -43,7 +43,10 @@ impl Engine {
                 swarm: true,
                 why: None,
                 services,
-                nodes: nodes.unwrap_or_default(),
+                nodes: nodes.unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "nodes not listed");
+                    Vec::new()
+                }),
             }),
             Err(e) if e.code == tonic::Code::FailedPrecondition => Ok(off(e.message)),
             Err(e) => Err(e),

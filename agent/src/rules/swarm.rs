@@ -121,6 +121,28 @@ pub fn diagnose_service(obs: &ServiceObservation<'_>) -> ServiceFinding {
             0.8,
             &[sev],
         )
+    } else if sum.desired == 0 && sum.mode == "global" {
+        // A global service wants a task on every node that may take one:
+        // none wanted means no node may.
+        let down = unavailable_nodes(obs.nodes);
+        let why = if down.is_empty() {
+            format!(
+                "no node meets its constraints ({})",
+                if s.constraints.is_empty() {
+                    "none set".to_string()
+                } else {
+                    s.constraints.join(", ")
+                }
+            )
+        } else {
+            down.join(", ")
+        };
+        cause(
+            FaultClass::Unschedulable,
+            format!("{name} is global but wants no task: {why}"),
+            0.7,
+            &[sev, nev],
+        )
     } else if let Some(t) = pending.iter().find(|t| says(t, NO_NODE)) {
         let why = t.reason().to_string();
         detail = Some(why.clone());
@@ -286,5 +308,49 @@ pub fn diagnose_service(obs: &ServiceObservation<'_>) -> ServiceFinding {
             change: None,
         },
         change: blamed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ServiceSummaryView;
+
+    #[test]
+    fn a_global_service_no_node_may_take_is_unschedulable_not_healthy() {
+        let service = ServiceView {
+            summary: ServiceSummaryView {
+                name: "ops_agent".into(),
+                mode: "global".into(),
+                ..Default::default()
+            },
+            constraints: vec!["node.labels.gpu==true".into()],
+            ..Default::default()
+        };
+        let node = |availability: &str| NodeView {
+            hostname: "n1".into(),
+            state: "ready".into(),
+            availability: availability.into(),
+            ..Default::default()
+        };
+        let logs = LogsView::default();
+        for (nodes, says) in [
+            (vec![node("active")], "node.labels.gpu==true"),
+            (vec![node("drain")], "n1 is ready (drain)"),
+        ] {
+            let found = diagnose_service(&ServiceObservation {
+                service: &service,
+                service_ev: "ev-s",
+                tasks: &[],
+                tasks_ev: "ev-t",
+                nodes: &nodes,
+                nodes_ev: "ev-n",
+                logs: &logs,
+                logs_ev: "ev-l",
+            });
+            let cause = &found.finding.diagnosis.causes[0];
+            assert_eq!(cause.class, FaultClass::Unschedulable, "{cause:?}");
+            assert!(cause.reason.contains(says), "{}", cause.reason);
+        }
     }
 }

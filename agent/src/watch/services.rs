@@ -2,9 +2,9 @@
 //! are not all events this engine sees: the services in scope are read
 //! every `watch.service_poll` instead (their service and node events are
 //! journaled like a container's). A service that runs fewer tasks than it
-//! wants for longer than the debounce opens a request, once, under the
-//! same rules as a container's: one open request per service, and none
-//! within the cooldown.
+//! wants for longer than the debounce opens a request under the same rules
+//! as a container's: one open request per service, and none within the
+//! cooldown (a service that stays short is asked about again after it).
 
 use std::time::Instant;
 
