@@ -428,6 +428,15 @@ impl Config {
         if let Ok(v) = std::env::var("DRYDOCK_EXECUTOR_ENDPOINT") {
             c.executor.endpoint = v;
         }
+        if let Ok(v) = std::env::var("DRYDOCK_AGENT_ALLOWED_GID") {
+            let gid = v.trim().parse::<u32>().map_err(|_| {
+                invalid(
+                    "api.allowed_gid",
+                    format!("DRYDOCK_AGENT_ALLOWED_GID `{v}` is not a group id (a number, as `id -g` prints it)"),
+                )
+            })?;
+            c.api.allowed_gid = Some(gid);
+        }
         let mut paths = vec![
             &mut c.token_file,
             &mut c.executor.ca,

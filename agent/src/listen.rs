@@ -64,6 +64,13 @@ impl PeerCheckedListener {
         }
         let inner = UnixListener::bind(path)
             .with_context(|| format!("listen: cannot bind {}", path.display()))?;
+        // connect() needs write permission on the socket: the allowed group
+        // gets it (the socket has the agent's group, so run the agent with
+        // that group as its own, as deploy/stack.yaml does).
+        use std::os::unix::fs::PermissionsExt as _;
+        let socket_mode = if allowed_gid.is_some() { 0o660 } else { 0o600 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(socket_mode))
+            .with_context(|| format!("listen: cannot set the mode of {}", path.display()))?;
         Ok(PeerCheckedListener {
             inner,
             own_uid: nix::unistd::geteuid().as_raw(),

@@ -37,7 +37,8 @@ enum Command {
         config: PathBuf,
     },
     /// GET the agent's /healthz; exit 0 when it answers 200 (for container
-    /// healthchecks: no shell or curl needed).
+    /// healthchecks: no shell or curl needed). `--addr` is `HOST:PORT` or
+    /// `unix:PATH`.
     Health {
         #[arg(long, default_value = "127.0.0.1:7420")]
         addr: String,
@@ -180,10 +181,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 /// A minimal HTTP GET so the healthcheck needs nothing but this binary.
 async fn health(addr: &str) -> anyhow::Result<()> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let attempt = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("cannot connect to {addr}"))?;
+    /// The request on a connected stream, TCP or unix.
+    async fn get<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+        mut s: S,
+        addr: &str,
+    ) -> anyhow::Result<()> {
         s.write_all(
             format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
                 .as_bytes(),
@@ -198,6 +200,28 @@ async fn health(addr: &str) -> anyhow::Result<()> {
             head.lines().next().unwrap_or("no answer")
         );
         Ok(())
+    }
+    let attempt = async {
+        match addr.strip_prefix("unix:") {
+            Some(path) => {
+                get(
+                    tokio::net::UnixStream::connect(path)
+                        .await
+                        .with_context(|| format!("cannot connect to {addr}"))?,
+                    "localhost",
+                )
+                .await
+            }
+            None => {
+                get(
+                    tokio::net::TcpStream::connect(addr)
+                        .await
+                        .with_context(|| format!("cannot connect to {addr}"))?,
+                    addr,
+                )
+                .await
+            }
+        }
     };
     tokio::time::timeout(std::time::Duration::from_secs(3), attempt)
         .await

@@ -138,6 +138,7 @@ pub async fn checks(home: &Home) -> Vec<Check> {
                         home.log("drydock-agent").display()
                     ),
                     Layout::Compose => "start the stack: `docker-compose -f deploy/compose.yaml up -d` (logs: `docker-compose -f deploy/compose.yaml logs agent`)".into(),
+                    Layout::Swarm => "start the stack: `deploy/swarm-deploy.sh` (logs: `docker service logs drydock_agent`)".into(),
                     Layout::Systemd => "start it: `systemctl start drydock-executor drydock-agent` (logs: `journalctl -u drydock-agent`)".into(),
                 }
             ),

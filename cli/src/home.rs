@@ -206,6 +206,8 @@ pub enum Layout {
     Compose,
     /// Two systemd services from deploy/systemd.
     Systemd,
+    /// Two Swarm services from deploy/stack.yaml (`docker stack deploy`).
+    Swarm,
 }
 
 /// Environment names whose values production layouts still show: they
@@ -219,8 +221,13 @@ pub const PRODUCTION_ENV_ALLOW: &[&str] = &[
     "TZ",
 ];
 
-/// The compose service the agent dials (deploy/compose/agent.yaml).
+/// The compose (and stack) service the agent dials (deploy/compose/agent.yaml,
+/// deploy/swarm/agent.yaml).
 pub const COMPOSE_EXECUTOR_NAME: &str = "executor";
+
+/// The agent's socket on the Swarm node that runs it (deploy/stack.yaml
+/// binds this folder): the CLI on that node reaches it there.
+pub const SWARM_AGENT_SOCKET: &str = "/run/drydock-agent/agent.sock";
 
 impl Default for InitOptions {
     fn default() -> Self {
@@ -254,7 +261,7 @@ impl InitOptions {
     /// the service `executor`, and in both production layouts the CLI
     /// reaches the agent over TCP (unless `--agent-tls` was asked for).
     pub fn for_layout(mut self) -> InitOptions {
-        if self.layout == Layout::Compose
+        if matches!(self.layout, Layout::Compose | Layout::Swarm)
             && !self
                 .executor_names
                 .iter()
@@ -262,7 +269,7 @@ impl InitOptions {
         {
             self.executor_names.push(COMPOSE_EXECUTOR_NAME.into());
         }
-        if self.layout != Layout::Local && self.agent_tls.is_none() {
+        if matches!(self.layout, Layout::Compose | Layout::Systemd) && self.agent_tls.is_none() {
             self.agent_tcp = true;
         }
         self
@@ -278,6 +285,13 @@ impl InitOptions {
                  deploy/stage-compose.sh \"{home}\" /etc/drydock-compose   # as root (with sudo otherwise); writes deploy/.env\n  \
                  docker-compose -f deploy/compose.yaml run --rm executor audit init\n  \
                  docker-compose -f deploy/compose.yaml up -d\n\
+                 then `drydock doctor` and `drydock ask \"<what is wrong>\"`"
+            ),
+            Layout::Swarm => format!(
+                "next (docs/deploy.md, \"Services on Docker Swarm\"), on the manager node that runs drydock, from the repository's root:\n  \
+                 deploy/build-images.sh\n  \
+                 deploy/swarm-deploy.sh \"{home}\" audit-init   # as root; once, for a new installation\n  \
+                 deploy/swarm-deploy.sh \"{home}\" up\n\
                  then `drydock doctor` and `drydock ask \"<what is wrong>\"`"
             ),
             Layout::Systemd => format!(
@@ -506,7 +520,7 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          tls:\n  cert: pki/executor.crt\n  key: pki/executor.key\n  client_ca: pki/ca.crt\n  allowed_clients: [{agent}]\n  health_clients: [{health}]\n\
          docker:\n  endpoint: {docker}\n\
          approvers:\n  - id: {approver}\n    public_key: \"{approver_public}\"\n\
-         targets:\n  allow_names: [{targets}]\n\
+         targets:\n  allow_names: [{targets}]\n{services}\
          # T2, off until you turn them on: stop, rollback (re-create a container\n\
          # with the image it ran before a change) and service_rollback (a Swarm service\n\
          # back to its previous spec): always your approval, never a grant.\n\
@@ -519,18 +533,29 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          automation:\n  enabled: false\n  max_grant_ttl: 7d\n  revocations: state/revoked-grants\n\
          {redact}",
         redact = opts.redact_section(),
+        services = if opts.layout == Layout::Swarm {
+            // The same globs name the services; drydock's own stack is
+            // labelled and never shown.
+            format!("  services:\n    allow_names: [{}]\n", quoted(&opts.allow_names()))
+        } else {
+            String::new()
+        },
         port = opts.executor_port,
         agent = pki::AGENT_IDENTITY,
         health = pki::HEALTHCHECK_IDENTITY,
         docker = opts.docker_endpoint,
         approver = opts.approver_id,
-        targets = opts
-            .allow_names()
-            .iter()
-            .map(|g| format!("\"{g}\""))
-            .collect::<Vec<_>>()
-            .join(", "),
+        targets = quoted(&opts.allow_names()),
     )
+}
+
+/// `"a", "b"`: YAML flow-list items.
+fn quoted(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|g| format!("\"{g}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn agent_yaml(opts: &InitOptions) -> String {
@@ -585,8 +610,10 @@ fn cli_yaml(opts: &InitOptions) -> String {
             Layout::Local => "local",
             Layout::Compose => "compose",
             Layout::Systemd => "systemd",
+            Layout::Swarm => "swarm",
         },
         agent_url = match (&opts.agent_tls, opts.agent_tcp) {
+            (None, false) if opts.layout == Layout::Swarm => format!("unix:{SWARM_AGENT_SOCKET}"),
             (Some(name), _) => format!("https://{name}:{}\nagent_ca: pki/ca.crt", opts.agent_port),
             (None, true) => format!("http://127.0.0.1:{}", opts.agent_port),
             (None, false) => "unix:run/agent.sock".to_string(),
@@ -606,6 +633,7 @@ mod tests {
             (Layout::Local, false, false, false, "`drydock up`"),
             (Layout::Compose, true, true, true, "deploy/stage-compose.sh"),
             (Layout::Systemd, false, true, true, "deploy/systemd"),
+            (Layout::Swarm, true, false, true, "deploy/swarm-deploy.sh"),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let home = Home {
@@ -638,6 +666,19 @@ mod tests {
                 "{executor}"
             );
             assert!(opts.next_step(&home.root).contains(next), "{layout:?}");
+            // On Swarm the CLI uses the agent's socket on the node, and the
+            // executor sees services (by the same globs) as well.
+            assert_eq!(
+                cli.agent_url == format!("unix:{SWARM_AGENT_SOCKET}"),
+                layout == Layout::Swarm,
+                "{layout:?}: {}",
+                cli.agent_url
+            );
+            assert_eq!(
+                executor.contains("  services:\n    allow_names: [\"*\"]\n"),
+                layout == Layout::Swarm,
+                "{executor}"
+            );
         }
         // A name given as well is not repeated.
         let opts = InitOptions {

@@ -22,7 +22,7 @@ use drydock_e2e::*;
 use serde_json::Value;
 
 /// Images built by this test are tagged apart from an operator's `latest`.
-const TAG: &str = "e2e";
+pub(crate) const TAG: &str = "e2e";
 /// Must match `user:` in deploy/compose.yaml, USER in the images and the
 /// owners set by deploy/stage-compose.sh (checked by
 /// `deploy_files_agree_with_each_other`).
@@ -39,7 +39,7 @@ fn deploy_file(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-fn output_text(o: &Output) -> String {
+pub(crate) fn output_text(o: &Output) -> String {
     format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),
@@ -49,7 +49,7 @@ fn output_text(o: &Output) -> String {
 
 /// Build drydock-executor:e2e and drydock-agent:e2e once per test process,
 /// the way an operator without a registry does.
-fn images() {
+pub(crate) fn images() {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     let result = READY.get_or_init(|| {
         require_docker();
@@ -158,7 +158,7 @@ fn set(items: &[(&str, u32, u32)]) -> BTreeSet<(String, u32, u32)> {
 
 /// The shell block of docs/deploy.md marked
 /// `<!-- walked by tests/e2e/deploy.rs: NAME -->`, as written.
-fn walked_block(name: &str) -> String {
+pub(crate) fn walked_block(name: &str) -> String {
     let doc =
         std::fs::read_to_string(workspace_root().join("docs/deploy.md")).expect("docs/deploy.md");
     let marker = format!("<!-- walked by tests/e2e/deploy.rs: {name} -->");
@@ -178,7 +178,7 @@ fn walked_block(name: &str) -> String {
 
 /// A copy of the repository's deploy/ folder: the walked commands run in
 /// it, so the deploy/.env they write is this test's own.
-fn checkout(dd: &Drydock) -> PathBuf {
+pub(crate) fn checkout(dd: &Drydock) -> PathBuf {
     fn copy(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).expect("mkdir");
         for entry in std::fs::read_dir(from).expect("read deploy/") {
@@ -1139,6 +1139,20 @@ fn deploy_files_agree_with_each_other() {
         assert!(
             deploy_file("stage-compose.sh").contains(&format!("{daemon}_uid={uid}")),
             "stage-compose.sh gives {daemon}'s keys to {uid}"
+        );
+        // On Swarm: the same uid runs the service and owns its secrets.
+        assert!(
+            deploy_file("swarm-deploy.sh").contains(&format!("{daemon}_uid={uid}")),
+            "swarm-deploy.sh gives {daemon}'s files to {uid}"
+        );
+        let stack = deploy_file("stack.yaml");
+        assert!(
+            stack.contains(&format!("user: \"{uid}:")),
+            "stack.yaml runs {daemon} as {uid}"
+        );
+        assert!(
+            stack.contains(&format!("uid: \"{uid}\"")),
+            "stack.yaml hands {daemon}'s secrets to {uid}"
         );
     }
     let compose = deploy_file("compose.yaml");

@@ -24,6 +24,7 @@ mod past_deaths;
 mod reference_docs;
 mod rollback;
 mod swarm;
+mod swarm_deploy;
 mod swarm_repairs;
 mod ui;
 mod writes_in_doubt;

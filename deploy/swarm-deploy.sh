@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# drydock on Docker Swarm (deploy/stack.yaml), from a DRYDOCK_HOME written by
+# `drydock init --layout swarm`. Run it as root on the manager node that is
+# to run drydock (docs/deploy.md, "Services on Docker Swarm"):
+#
+#   deploy/swarm-deploy.sh HOME audit-init   # once, for a new installation
+#   deploy/swarm-deploy.sh HOME up           # deploy, or update after a change
+#   deploy/swarm-deploy.sh HOME down         # remove the stack (volumes stay)
+#
+# `up` labels this node `drydock=true` (both services are placed on it),
+# makes /run/drydock-agent (the agent's socket folder: the agent's user and
+# the operator's group, 0750), names every secret and config after a hash
+# of this home's files (Swarm secrets cannot change in place, so a changed
+# key is a new secret) and runs `docker stack deploy`.
+#
+# Variables (all have defaults): DRYDOCK_STACK (drydock), DRYDOCK_TAG
+# (latest), DOCKER_SOCKET (/var/run/docker.sock; the docker CLI itself
+# follows DOCKER_HOST), DRYDOCK_AGENT_GID (the group of the user who ran
+# sudo, else root's): who may use the agent's socket.
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 DRYDOCK_HOME audit-init|up|down" >&2
+  exit 2
+fi
+home="$(cd "$1" && pwd)"
+command="$2"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+stack="${DRYDOCK_STACK:-drydock}"
+tag="${DRYDOCK_TAG:-latest}"
+socket="${DOCKER_SOCKET:-/var/run/docker.sock}"
+executor_uid=65532
+agent_uid=65533
+socket_dir=/run/drydock-agent
+
+fail() { echo "$0: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || fail "run as root (sudo $0 ...): it makes $socket_dir for uid $agent_uid"
+[ -S "$socket" ] || fail "$socket is not a socket: set DOCKER_SOCKET to the Docker socket's path on this node"
+if [ "$(docker info --format '{{.Swarm.ControlAvailable}}' 2>/dev/null)" != "true" ]; then
+  fail "this engine is not a Swarm manager: run it on a manager node (docker swarm init, or docker node promote)"
+fi
+grep -q '^layout: swarm$' "$home/cli.yaml" 2>/dev/null \
+  || fail "$home was not written by \`drydock init --layout swarm\` (its cli.yaml says another layout)"
+for f in executor.yaml agent.token pki/ca.crt pki/executor.crt pki/executor.key \
+         pki/healthcheck.crt pki/healthcheck.key pki/audit.key pki/agent.crt pki/agent.key; do
+  [ -f "$home/$f" ] || fail "$home/$f is missing; run \`drydock init --layout swarm\` first"
+done
+
+case "$command" in
+  audit-init)
+    # The executor never creates a missing audit store by itself (a new
+    # store would forget which approvals were used): make it once, in the
+    # volume the stack will use, with the executor's own image and config.
+    # The executor checks its whole config, keys included: they are handed
+    # to its user in a private folder for this one run.
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    chmod 0755 "$tmp"
+    install -d -m 0755 "$tmp/pki"
+    install -m 0644 "$home/executor.yaml" "$tmp/executor.yaml"
+    install -m 0644 "$home/pki/ca.crt" "$home/pki/executor.crt" "$home/pki/healthcheck.crt" "$tmp/pki/"
+    install -m 0600 -o "$executor_uid" -g "$executor_uid" \
+      "$home/pki/executor.key" "$home/pki/healthcheck.key" "$home/pki/audit.key" "$tmp/pki/"
+    docker volume create "${stack}_executor-state" >/dev/null
+    docker run --rm --network none --read-only --cap-drop ALL \
+      --user "$executor_uid:$executor_uid" \
+      -v "${stack}_executor-state:/var/lib/drydock" \
+      -v "$tmp:/etc/drydock:ro" \
+      "drydock-executor:$tag" audit init
+    ;;
+  up)
+    agent_gid="${DRYDOCK_AGENT_GID:-${SUDO_GID:-$(id -g)}}"
+    [[ "$agent_gid" =~ ^[0-9]+$ ]] || fail "DRYDOCK_AGENT_GID \`$agent_gid\` is not a group id"
+    docker node update --label-add drydock=true "$(docker info --format '{{.Swarm.NodeID}}')" >/dev/null
+    install -d -m 0750 -o "$agent_uid" -g "$agent_gid" "$socket_dir"
+    # One suffix for every secret and config of this deployment: a hash of
+    # the files they come from.
+    suffix="$(cat "$home/executor.yaml" "$here/swarm/agent.yaml" "$home/agent.token" "$home"/pki/*.crt \
+      "$home/pki/executor.key" "$home/pki/healthcheck.key" "$home/pki/audit.key" "$home/pki/agent.key" \
+      | sha256sum | cut -c1-12)"
+    DRYDOCK_HOME="$home" DOCKER_GID="$(stat -c %g "$socket")" DOCKER_SOCKET="$socket" \
+      DRYDOCK_AGENT_GID="$agent_gid" DRYDOCK_TAG="$tag" DRYDOCK_SECRETS="$suffix" \
+      docker stack deploy --prune -c "$here/stack.yaml" "$stack"
+    # Secrets and configs of earlier deployments that no service uses now.
+    for kind in secret config; do
+      docker "$kind" ls --format '{{.Name}}' | grep "^drydock_.*_[0-9a-f]\{12\}$" | grep -v "_$suffix\$" \
+        | xargs -r docker "$kind" rm >/dev/null 2>&1 || true
+    done
+    echo "deployed stack $stack; the agent's socket is $socket_dir/agent.sock (cli.yaml's agent_url)"
+    ;;
+  down)
+    docker stack rm "$stack"
+    ;;
+  *)
+    fail "unknown command \`$command\`: audit-init, up or down"
+    ;;
+esac
