@@ -8,15 +8,17 @@
 #   deploy/swarm-deploy.sh HOME down         # remove the stack (volumes stay)
 #
 # `up` labels this node `drydock=true` (both services are placed on it),
-# makes /run/drydock-agent (the agent's socket folder: the agent's user and
-# the operator's group, 0750), names every secret and config after a hash
-# of this home's files (Swarm secrets cannot change in place, so a changed
-# key is a new secret) and runs `docker stack deploy`.
+# mounts a small tmpfs of its own on /run/drydock-agent (the agent's socket
+# folder: the agent's user and the operator's group, 0750; the agent can
+# fill nothing else of the host), names every secret and config after a
+# hash of this home's files (Swarm secrets cannot change in place, so a
+# changed key is a new secret) and runs `docker stack deploy`.
 #
 # Variables (all have defaults): DRYDOCK_STACK (drydock), DRYDOCK_TAG
 # (latest), DOCKER_SOCKET (/var/run/docker.sock; the docker CLI itself
 # follows DOCKER_HOST), DRYDOCK_AGENT_GID (the group of the user who ran
-# sudo, else root's): who may use the agent's socket.
+# sudo; never 0): who may use the agent's socket. It becomes the agent's
+# own group, so name the operator's group, not a shared one like `users`.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -56,7 +58,7 @@ case "$command" in
     # to its user in a private folder for this one run.
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT
-    chmod 0755 "$tmp"
+    chmod 0711 "$tmp"
     install -d -m 0755 "$tmp/pki"
     install -m 0644 "$home/executor.yaml" "$tmp/executor.yaml"
     install -m 0644 "$home/pki/ca.crt" "$home/pki/executor.crt" "$home/pki/healthcheck.crt" "$tmp/pki/"
@@ -72,25 +74,31 @@ case "$command" in
   up)
     agent_gid="${DRYDOCK_AGENT_GID:-${SUDO_GID:-$(id -g)}}"
     [[ "$agent_gid" =~ ^[0-9]+$ ]] || fail "DRYDOCK_AGENT_GID \`$agent_gid\` is not a group id"
+    [ "$agent_gid" -ne 0 ] || fail "the agent's socket would admit every process of group root: run this with sudo as the operator, or set DRYDOCK_AGENT_GID to the operator's own group (id -g)"
     docker node update --label-add drydock=true "$(docker info --format '{{.Swarm.NodeID}}')" >/dev/null
     install -d -m 0750 -o "$agent_uid" -g "$agent_gid" "$socket_dir"
+    if ! mountpoint -q "$socket_dir"; then
+      mount -t tmpfs -o "size=1m,nr_inodes=64,nosuid,nodev,noexec,mode=0750,uid=$agent_uid,gid=$agent_gid" \
+        drydock-agent "$socket_dir"
+    fi
     # One suffix for every secret and config of this deployment: a hash of
     # the files they come from.
     suffix="$(cat "$home/executor.yaml" "$here/swarm/agent.yaml" "$home/agent.token" "$home"/pki/*.crt \
       "$home/pki/executor.key" "$home/pki/healthcheck.key" "$home/pki/audit.key" "$home/pki/agent.key" \
       | sha256sum | cut -c1-12)"
-    DRYDOCK_HOME="$home" DOCKER_GID="$(stat -c %g "$socket")" DOCKER_SOCKET="$socket" \
+    DRYDOCK_STACK="$stack" DRYDOCK_HOME="$home" DOCKER_GID="$(stat -c %g "$socket")" DOCKER_SOCKET="$socket" \
       DRYDOCK_AGENT_GID="$agent_gid" DRYDOCK_TAG="$tag" DRYDOCK_SECRETS="$suffix" \
       docker stack deploy --prune -c "$here/stack.yaml" "$stack"
     # Secrets and configs of earlier deployments that no service uses now.
     for kind in secret config; do
-      docker "$kind" ls --format '{{.Name}}' | grep "^drydock_.*_[0-9a-f]\{12\}$" | grep -v "_$suffix\$" \
+      docker "$kind" ls --format '{{.Name}}' | grep "^${stack}_.*_[0-9a-f]\{12\}$" | grep -v "_$suffix\$" \
         | xargs -r docker "$kind" rm >/dev/null 2>&1 || true
     done
     echo "deployed stack $stack; the agent's socket is $socket_dir/agent.sock (cli.yaml's agent_url)"
     ;;
   down)
     docker stack rm "$stack"
+    if mountpoint -q "$socket_dir"; then umount "$socket_dir" || true; fi
     ;;
   *)
     fail "unknown command \`$command\`: audit-init, up or down"

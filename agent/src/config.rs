@@ -520,6 +520,12 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_watch()?;
+        if self.api.allowed_gid == Some(0) {
+            return Err(invalid(
+                "api.allowed_gid",
+                "0 would admit every process of group root to the API; name the operator's own group (id -g)",
+            ));
+        }
         match self.listen_on()? {
             Listen::Unix(path) => {
                 if self.api.tls.is_some() {
@@ -671,6 +677,12 @@ mod tests {
             Config::load(&path).unwrap().listen_on().unwrap(),
             Listen::Tcp(_)
         ));
+        // Group root would admit every root process to the socket.
+        std::fs::write(&path, format!("{base}api: {{allowed_gid: 0}}\n")).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.contains("api.allowed_gid"), "{err}");
+        std::fs::write(&path, format!("{base}api: {{allowed_gid: 4242}}\n")).unwrap();
+        assert_eq!(Config::load(&path).unwrap().api.allowed_gid, Some(4242));
     }
 
     fn llm(yaml: &str) -> Result<(), String> {

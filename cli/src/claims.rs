@@ -101,7 +101,11 @@ pub fn describe(c: &ApprovalClaims) -> String {
     let expires = describe_time(c.expires_at, unix_now());
     if let Some(s) = &c.service {
         let images = match &s.to_image {
-            Some(to) => format!(" from image {} back to image {}", safe(&s.image), safe(to)),
+            Some(to) => format!(
+                " from image {} back to image {} and the rest of its previous spec (environment, mounts, secrets, resources: all the last update changed)",
+                safe(&s.image),
+                safe(to)
+            ),
             None => format!(" running image {}", safe(&s.image)),
         };
         return format!(

@@ -106,10 +106,20 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
         scope.push(format!("labels {}", l.join(", ")));
     }
     let actions: Vec<&str> = c.actions.iter().map(|a| a.as_str()).collect();
+    // A stack names services, a compose project containers; names and
+    // labels alone match both (a force update acts on services).
+    let on_services = c.actions.iter().any(|a| a.on_service());
+    let kinds = if !c.scope.stacks.is_empty() {
+        ("services", "service")
+    } else if !c.scope.projects.is_empty() || !on_services {
+        ("containers", "container")
+    } else {
+        ("containers and Swarm services", "container or service")
+    };
     format!(
         "grant {id}\n  may {actions} {what} with {scope}\n  for {classes}\n  at most {n} per {one} every {w}, {total} in all\n  only when the {one} is really broken at that moment (checked by the executor)\n  expires {exp}",
-        what = if c.scope.stacks.is_empty() { "containers" } else { "services" },
-        one = if c.scope.stacks.is_empty() { "container" } else { "service" },
+        what = kinds.0,
+        one = kinds.1,
         id = safe(&c.grant_id),
         actions = actions.join(" or "),
         scope = safe(&scope.join(" and ")),
@@ -282,6 +292,16 @@ mod tests {
         assert!(
             text.contains("compose project shop")
                 && text.contains("at most 2 per container every 1h"),
+            "{text}"
+        );
+        // Names alone with a force update cover Swarm services too: said.
+        let mut named = args();
+        named.projects.clear();
+        named.names = vec!["shop*".into()];
+        named.actions = vec!["restart".into(), "force_update".into()];
+        let text = describe(&build(&named, 1_000).unwrap(), 1_000);
+        assert!(
+            text.contains("may restart or force_update containers and Swarm services"),
             "{text}"
         );
         let cases: Vec<(Change, &str)> = vec![

@@ -327,10 +327,10 @@ fn recent_failures(tasks: &[TaskInfo], now: i64) -> Vec<&TaskInfo> {
 }
 
 /// The state a Swarm service must be in, at call time, for a force update
-/// under a grant: tasks it wants that do not run, or tasks that failed in
-/// the last ten minutes. A service a person scaled to zero, or one whose
-/// update is under way or paused (Swarm's own update machinery, or a
-/// person's decision to hold it), is left alone.
+/// under a grant: tasks that failed in the last ten minutes. A job, a
+/// service a person scaled to zero, or one whose update is under way or
+/// paused (Swarm's own update machinery, or a person's decision to hold
+/// it), is left alone.
 pub fn service_precondition(
     action: WriteAction,
     s: &ServiceInfo,
@@ -347,6 +347,12 @@ pub fn service_precondition(
             return fail(format!("{action} acts on a container, not a service"))
         }
     }
+    if s.mode.ends_with("job") {
+        return fail(format!(
+            "{} is a {} service: a force update would run the job again, which only a person decides",
+            s.name, s.mode
+        ));
+    }
     if s.desired == 0 {
         return fail(format!(
             "{} wants no task (scaled to zero): someone's decision, which a grant does not undo",
@@ -362,7 +368,9 @@ pub fn service_precondition(
             s.name, s.update_state
         ));
     }
-    if s.running < s.desired || !recent_failures(tasks, now).is_empty() {
+    // Fewer tasks than wanted alone is also a scale-up or a drain under
+    // way: a grant needs tasks that failed.
+    if !recent_failures(tasks, now).is_empty() {
         return Ok(());
     }
     fail(format!(
@@ -391,7 +399,8 @@ pub fn service_class_consistent(
         "unschedulable" => tasks.iter().any(|t| says(&t, "no suitable node")),
         "image_unavailable" => failed.iter().any(|t| says(t, "image")),
         "healthy" => false,
-        _ => true,
+        // Classes no task can confirm: a failed task at least.
+        _ => !failed.is_empty(),
     };
     if ok {
         Ok(())
@@ -554,5 +563,73 @@ mod tests {
         std::fs::write(&list, "grt-aa\n\"grt-bb\"\n").unwrap();
         let err = v.revoked().unwrap_err().to_string();
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_grant_forces_an_update_only_of_a_service_whose_tasks_failed() {
+        let now = 1_800_000_000;
+        let at = |secs_ago: i64| {
+            humantime::format_rfc3339(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs((now - secs_ago) as u64),
+            )
+            .to_string()
+        };
+        let service = |mode: &str, desired, running, update: &str| ServiceInfo {
+            name: "shop_api".into(),
+            mode: mode.into(),
+            desired,
+            running,
+            update_state: update.into(),
+            ..Default::default()
+        };
+        let task = |state: &str, secs_ago| TaskInfo {
+            state: state.into(),
+            timestamp: at(secs_ago),
+            ..Default::default()
+        };
+        let failed = [task("failed", 30)];
+        let old_failure = [task("failed", 3600)];
+        let rows: &[(ServiceInfo, &[TaskInfo], Option<&str>)] = &[
+            (service("replicated", 2, 1, ""), &failed, None),
+            (service("replicated", 1, 1, ""), &failed, None),
+            (service("replicated", 2, 1, ""), &[], Some("none failed")),
+            (
+                service("replicated", 2, 1, ""),
+                &old_failure,
+                Some("none failed"),
+            ),
+            (
+                service("replicated", 0, 0, ""),
+                &failed,
+                Some("scaled to zero"),
+            ),
+            (
+                service("replicated", 2, 1, "paused"),
+                &failed,
+                Some("paused"),
+            ),
+            (
+                service("replicated", 2, 1, "updating"),
+                &failed,
+                Some("updating"),
+            ),
+            (service("replicated-job", 1, 0, ""), &failed, Some("job")),
+            (service("global-job", 1, 0, ""), &failed, Some("job")),
+        ];
+        for (s, tasks, refused) in rows {
+            let got = service_precondition(WriteAction::ForceUpdate, s, tasks, now);
+            match (refused, got) {
+                (None, Ok(())) => {}
+                (Some(says), Err(e)) => assert!(e.to_string().contains(says), "{s:?}: {e}"),
+                (want, got) => panic!("{s:?} {tasks:?}: wanted {want:?}, got {got:?}"),
+            }
+        }
+        assert!(service_precondition(
+            WriteAction::ServiceRollback,
+            &service("replicated", 2, 1, ""),
+            &failed,
+            now
+        )
+        .is_err());
     }
 }

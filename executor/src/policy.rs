@@ -46,6 +46,8 @@ pub use drydock_proto::grant::STACK_NAMESPACE_LABEL;
 /// compose services): the executor never shows or acts on them, so neither
 /// a confused model nor a compromised agent can restart or stop drydock.
 pub const DRYDOCK_ROLE_LABEL: &str = "io.drydock.role";
+/// The label Swarm puts on each task's container: the service's id.
+pub const SWARM_TASK_SERVICE_LABEL: &str = "com.docker.swarm.service.id";
 
 /// Risk tiers from the executor contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,9 +359,14 @@ impl Policy {
     }
 
     /// A container outside the selectors is invisible to reads and refused
-    /// for writes.
+    /// for writes. So is a Swarm task's container, whatever the selectors
+    /// say: Swarm replaces it (the repair is the service's), and a service
+    /// outside `targets.services` must not show through its tasks.
     pub fn target_allowed(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        if labels.contains_key(DRYDOCK_ROLE_LABEL) || !self.targets.selects_containers() {
+        if labels.contains_key(DRYDOCK_ROLE_LABEL)
+            || labels.contains_key(SWARM_TASK_SERVICE_LABEL)
+            || !self.targets.selects_containers()
+        {
             return false;
         }
         let name = name.trim_start_matches('/');

@@ -268,6 +268,48 @@ async fn swarm_calls_are_scoped_redacted_bound_to_the_spec_and_audited() {
         .as_str()
         .unwrap()
         .contains("hidden from the caller"),);
+    // Its tasks and logs too.
+    let err = client
+        .service_tasks(pb::ServiceRequest {
+            request_id: "req-sw-hidden-tasks".into(),
+            service: "bank_api".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = client
+        .service_logs(pb::ServiceLogsRequest {
+            request_id: "req-sw-hidden-logs".into(),
+            service: "bank_api".into(),
+            tail: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    // A hidden service named like a visible one's id prefix does not
+    // shadow it: the name of what is hidden never shows through.
+    let prefix = &api.id[..8];
+    engine.ok(&[
+        "service",
+        "create",
+        "-d",
+        "--name",
+        prefix,
+        "--label",
+        "com.docker.stack.namespace=bank",
+        FIXTURE,
+        "sleep",
+    ]);
+    let by_prefix = client
+        .inspect_service(pb::ServiceRequest {
+            request_id: "req-sw-prefix".into(),
+            service: prefix.into(),
+        })
+        .await
+        .expect("the visible service by its id prefix")
+        .into_inner();
+    assert_eq!(by_prefix.summary.map(|s| s.name), Some("shop_api".into()));
     let bank = spec(&engine, "bank_api");
     let c = service_claims(
         "req-sw-hidden-write",
@@ -311,12 +353,24 @@ async fn swarm_calls_are_scoped_redacted_bound_to_the_spec_and_audited() {
         ),
         ["intent", "allowed"]
     );
-    // The same approval again: its nonce is spent.
+    // The same approval again: refused (the write moved the spec on, and
+    // its nonce is spent).
     let err = client
         .force_update_service(service_write("req-sw-force", "shop_api", signed(&c, &key)))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert_eq!(
+        decisions(
+            &dd.audit_rows()
+                .iter()
+                .filter(|r| r["request_id"] == "req-sw-force")
+                .cloned()
+                .collect::<Vec<_>>()
+        ),
+        ["intent", "allowed", "denied"],
+        "the replay is audited"
+    );
 
     // Someone changes the spec after an approval was made: refused.
     engine.wait_for("the force update to settle", Duration::from_secs(60), |e| {

@@ -16,6 +16,30 @@ use crate::deploy::{checkout, images, output_text, walked_block, TAG};
 const WEB: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
 /// The host folder deploy/stack.yaml binds for the agent's socket.
 const SOCKET_DIR: &str = "/run/drydock-agent";
+/// The operator's group: the agent's socket admits it (and not root's).
+const OPERATOR_GID: u32 = 4242;
+
+/// `drydock ask --json ARGS` as a member of the operator's group only.
+fn ask_as_operator(dd: &Drydock, args: &[&str]) -> (i32, Value) {
+    use std::os::unix::process::CommandExt as _;
+    let out = Command::new(bin("drydock"))
+        .arg("ask")
+        .arg("--json")
+        .args(args)
+        .env("DRYDOCK_HOME", &dd.home.root)
+        .stdin(Stdio::null())
+        .gid(OPERATOR_GID)
+        .output()
+        .expect("run drydock");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "ask printed no JSON ({e}):\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), value)
+}
 
 /// Run a walked block with bash from the checkout, with the docker CLI
 /// pointed at `engine` and the images of this test's tag.
@@ -33,6 +57,7 @@ fn walk(name: &str, dd: &Drydock, root: &Path, engine: &SwarmEngine) -> Output {
         .env("DRYDOCK_HOME", &dd.home.root)
         .env("DRYDOCK_TAG", TAG)
         .env("DOCKER_HOST", &socket)
+        .env("DRYDOCK_AGENT_GID", OPERATOR_GID.to_string())
         .env(
             "DOCKER_SOCKET",
             socket.strip_prefix("unix://").unwrap_or(&socket),
@@ -85,10 +110,12 @@ fn state(engine: &SwarmEngine) -> String {
     out
 }
 
-/// Removes the agent's socket folder this test made on the host.
+/// Removes the agent's socket folder (and its tmpfs) this test made on
+/// the host.
 struct SocketDir;
 impl Drop for SocketDir {
     fn drop(&mut self) {
+        let _ = Command::new("umount").args(["-l", SOCKET_DIR]).output();
         let _ = std::fs::remove_dir_all(SOCKET_DIR);
     }
 }
@@ -200,7 +227,10 @@ fn swarm_stack_repairs_a_service_through_locked_down_services() {
     engine.wait_for("shop_web's task to end", Duration::from_secs(90), |e| {
         e.replicas("shop_web") == "0/1"
     });
-    let (code, req) = dd.ask_json(&["--yes", "the web is down"]);
+    // Root is not admitted: the socket is the operator's group's.
+    let refused = dd.cli(&["requests"]);
+    assert!(!refused.status.success(), "{}", output_text(&refused));
+    let (code, req) = ask_as_operator(&dd, &["--yes", "the web is down"]);
     assert_eq!(code, 0, "{req:#}\n{}", state(&engine));
     assert_eq!(req["status"], "completed", "{req:#}");
     assert_eq!(req["target"]["container_name"], "shop_web", "{req:#}");

@@ -395,6 +395,19 @@ pub(crate) fn parse_services(body: &[u8]) -> Result<Vec<ServiceInfo>, String> {
 }
 
 /// The engine's `/tasks` answer, for one service, newest first.
+/// An id the engine gave, checked before it goes into a path: only a Swarm
+/// id (25 lowercase letters and digits) ever does.
+fn swarm_id<'a>(operation: &'static str, id: &'a str) -> Result<&'a str, DockerError> {
+    if drydock_proto::approval::is_swarm_id(id) {
+        Ok(id)
+    } else {
+        Err(DockerError::Rejected {
+            operation,
+            message: "the engine named a service by an id that is not a Swarm id".into(),
+        })
+    }
+}
+
 pub(crate) fn parse_tasks(body: &[u8], service_id: &str) -> Result<Vec<TaskInfo>, String> {
     let raw: Vec<RawTask> = serde_json::from_slice(body)
         .map_err(|e| format!("the engine's task list is not as expected: {e}"))?;
@@ -548,7 +561,7 @@ impl DockerAdapter {
         &self,
         permit: &ServicePermit<Read>,
     ) -> Result<Vec<TaskInfo>, DockerError> {
-        let id = permit.service_id();
+        let id = swarm_id("service_tasks", permit.service_id())?;
         let body = self
             .swarm_get(
                 "service_tasks",
@@ -578,7 +591,7 @@ impl DockerAdapter {
         query: LogQuery,
         max_bytes: usize,
     ) -> Result<(Vec<RawLogLine>, bool), DockerError> {
-        let id = permit.service_id();
+        let id = swarm_id("service_logs", permit.service_id())?;
         self.read("service_logs", self.timeouts.logs, || async move {
             let mut stream = self.client().service_logs(
                 id,
@@ -648,6 +661,7 @@ impl DockerAdapter {
         version: u64,
         rollback: Option<&str>,
     ) -> Result<u64, DockerError> {
+        let id = swarm_id(operation, id)?;
         let deadline = self.timeouts.write;
         let write = async {
             let client_version = self.client().client_version();

@@ -43,6 +43,19 @@ fn selector_table() {
             target("/agent", &[("a", "b"), (DRYDOCK_ROLE_LABEL, "agent")]),
             false,
         ),
+        // A Swarm task's container, whatever the selectors say: its
+        // service (and that service's scope) decides.
+        (
+            TargetsConfig {
+                allow_names: vec!["*".into()],
+                ..Default::default()
+            },
+            target(
+                "/bank_api.1.k3j5x0q7w2e9r4t6y8u1i3o5p",
+                &[(SWARM_TASK_SERVICE_LABEL, "svc1")],
+            ),
+            false,
+        ),
         (
             TargetsConfig {
                 allow_names: vec!["shop-*".into()],

@@ -112,7 +112,10 @@ fn node(n: NodeInfo, with_labels: bool) -> (pb::SwarmNode, u32) {
 
 impl ExecutorService {
     /// A service by exact name, exact id or unique id prefix, among the
-    /// services policy shows; anything else is "not found".
+    /// services policy shows; anything else is "not found". A hidden
+    /// service never shadows a visible one (its name would show through
+    /// the difference); alone, it goes on to the permit, which refuses it
+    /// as missing and audits why.
     async fn resolve_service(
         &self,
         call: &mut Call,
@@ -128,6 +131,10 @@ impl ExecutorService {
             .iter()
             .find(|s| s.name == reference || s.id == reference)
             .cloned();
+        let (exact, hidden) = match exact {
+            Some(s) if self.policy.service_allowed(&s.name, &s.labels) => (Some(s), None),
+            other => (None, other),
+        };
         let found = match exact {
             Some(s) => s,
             None => {
@@ -137,10 +144,11 @@ impl ExecutorService {
                     .filter(|s| s.id.starts_with(&prefix))
                     .filter(|s| self.policy.service_allowed(&s.name, &s.labels))
                     .collect();
-                match visible.as_slice() {
-                    [one] => (*one).clone(),
-                    [] => return Err(missing(None)),
-                    _ => {
+                match (visible.as_slice(), hidden) {
+                    ([one], _) => (*one).clone(),
+                    ([], Some(hidden)) => hidden,
+                    ([], None) => return Err(missing(None)),
+                    (_, _) => {
                         return Err(ExecError::InvalidArgument(format!(
                         "`{}` matches more than one service; use a longer id prefix or the name",
                         truncate_for_audit(reference)
