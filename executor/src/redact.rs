@@ -42,6 +42,11 @@ const SECRET_WORDS: &[&str] = &[
     "sid",
     "sig",
     "signature",
+    // Traefik's `…basicauth.users` labels (htpasswd lines: a user and a
+    // password hash). Not `auth` alone: "auth: token expired" is a message.
+    "basicauth",
+    "digestauth",
+    "htpasswd",
 ];
 /// A name ending with one of these holds something about a secret (where it
 /// is, how long it lasts), not the secret: `PASSWORD_FILE`, `KEY_ID`.
@@ -463,6 +468,11 @@ mod tests {
         let cases = [
             ("DB_PASSWORD=hunter2", "DB_PASSWORD=[REDACTED]", 1),
             ("API_TOKEN=abc", "API_TOKEN=[REDACTED]", 1),
+            (
+                "traefik.http.middlewares.a.basicauth.users=admin:$apr1$x$y",
+                "traefik.http.middlewares.a.basicauth.users=[REDACTED]",
+                1,
+            ),
             (
                 "aws_secret_access_key=zzz",
                 "aws_secret_access_key=[REDACTED]",
