@@ -24,6 +24,7 @@ use crate::model::{
 };
 
 mod swarm;
+mod writes;
 
 /// What authorises a write: a person's approval of this one step, or an
 /// operator's automation grant plus the fault class it is used for.
@@ -573,90 +574,6 @@ impl ExecutorClient {
             latency_ms: r.latency_ms,
             error: r.error,
             body_snippet: r.body_snippet,
-        })
-    }
-
-    /// Send a signed approval (or a grant) with the write it authorizes.
-    /// The agent cannot make these bytes itself: only the operator's key
-    /// can sign them. A rollback names the image to run (`image`), which
-    /// its approval must name too; a grant never covers one.
-    async fn write(
-        &self,
-        action: WriteAction,
-        request_id: &str,
-        container_id: &str,
-        authority: Authority,
-        image: Option<&str>,
-    ) -> Result<Written, ExecutorError> {
-        if action.on_service() {
-            return self
-                .write_service(action, request_id, container_id, authority)
-                .await;
-        }
-        let mut req = pb::WriteRequest {
-            request_id: request_id.into(),
-            container: container_id.into(),
-            ..Default::default()
-        };
-        match authority {
-            Authority::Approval {
-                claims,
-                signature,
-                key_id,
-            } => {
-                req.approval = Some(pb::Approval {
-                    claims,
-                    signature,
-                    key_id,
-                })
-            }
-            Authority::Grant {
-                claims,
-                signature,
-                key_id,
-                fault_class,
-            } => {
-                req.grant = Some(pb::Grant {
-                    claims,
-                    signature,
-                    key_id,
-                });
-                req.fault_class = fault_class;
-            }
-        }
-        let mut client = self.writes.clone();
-        let answer = match action {
-            WriteAction::Restart => client.restart_container(req).await?,
-            WriteAction::Start => client.start_container(req).await?,
-            WriteAction::Stop => client.stop_container(req).await?,
-            // Sent by `write_service` above.
-            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
-                return Err(ExecutorError::new(
-                    tonic::Code::InvalidArgument,
-                    format!("{action} acts on a service, not a container"),
-                ))
-            }
-            WriteAction::Rollback => {
-                let (Some(approval), Some(image)) = (req.approval, image) else {
-                    return Err(ExecutorError::new(
-                        tonic::Code::FailedPrecondition,
-                        "a rollback needs a person's approval naming the image; a grant never covers it",
-                    ));
-                };
-                client
-                    .rollback_container(pb::RollbackRequest {
-                        request_id: req.request_id,
-                        container: req.container,
-                        image_id: image.to_string(),
-                        approval: Some(approval),
-                    })
-                    .await?
-            }
-        }
-        .into_inner();
-        Ok(Written {
-            new_container_id: Some(answer.new_container_id).filter(|id| !id.is_empty()),
-            service_version: None,
         })
     }
 

@@ -190,32 +190,7 @@ impl ExecutorClient {
             service: service_id.into(),
             ..Default::default()
         };
-        match authority {
-            Authority::Approval {
-                claims,
-                signature,
-                key_id,
-            } => {
-                req.approval = Some(pb::Approval {
-                    claims,
-                    signature,
-                    key_id,
-                })
-            }
-            Authority::Grant {
-                claims,
-                signature,
-                key_id,
-                fault_class,
-            } => {
-                req.grant = Some(pb::Grant {
-                    claims,
-                    signature,
-                    key_id,
-                });
-                req.fault_class = fault_class;
-            }
-        }
+        (req.approval, req.grant, req.fault_class) = authority.into_wire();
         let mut client = self.writes.clone();
         let answer = match action {
             WriteAction::ForceUpdate => client.force_update_service(req).await?,

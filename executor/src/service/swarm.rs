@@ -8,9 +8,8 @@
 
 use super::shape::*;
 use super::*;
-use crate::audit::{use_id, CapExceeded, GrantUse};
 use crate::docker::{NodeInfo, ServiceInfo, TaskInfo, MAX_TASKS};
-use crate::policy::{ResolvedService, ServicePermit, ServiceWritePermit};
+use crate::policy::{ServicePermit, ServiceWritePermit};
 
 /// A service write that policy and a verified approval (or grant) allow,
 /// whose approval (or grant use) is spent.
@@ -417,7 +416,7 @@ impl ExecutorService {
                 .input
                 .push_str(&format!(" previous_image={}", clean(previous)));
         }
-        self.spend(call, &approved, &req.request_id, action, &resolved)?;
+        self.spend_approval(call, &approved, &req.request_id, action, &resolved.id)?;
         Ok(AuthorizedServiceWrite {
             permit,
             response: pb::ServiceWriteResponse {
@@ -429,43 +428,6 @@ impl ExecutorService {
             },
             recheck_state: false,
         })
-    }
-
-    /// The approval's nonce recorded with the intent row, in one
-    /// transaction, before the engine is called.
-    fn spend(
-        &self,
-        call: &Call,
-        approved: &crate::approval::VerifiedApproval,
-        request_id: &str,
-        action: WriteAction,
-        service: &ResolvedService,
-    ) -> Result<(), ExecError> {
-        let record = NonceRecord {
-            nonce: &approved.claims.nonce,
-            approval_id: &approved.claims.approval_id,
-            expires_at: approved.claims.expires_at,
-            request_id,
-            action: action.as_str(),
-            container_id: &service.id,
-            caller: &call.entry.caller,
-            key_id: &approved.key_id,
-        };
-        let mut intent = call.entry.clone();
-        intent.decision = crate::audit::INTENT.into();
-        intent.code = String::new();
-        intent.reason = format!(
-            "approval {} spent (nonce {}); calling Docker",
-            truncate_for_audit(&approved.claims.approval_id),
-            truncate_for_audit(&approved.claims.nonce)
-        );
-        self.audit
-            .spend_approval(&record, &intent)
-            .map_err(|e| match e {
-                AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
-                other => ExecError::Audit(other),
-            })?;
-        Ok(())
     }
 
     /// A force update under a grant: the grant verified, the service's
@@ -512,36 +474,7 @@ impl ExecutorService {
             "grant {} used for {action} of service {} ({fault_class}); calling Docker",
             claims.grant_id, service.name
         );
-        let spent = self.audit.spend_grant(
-            &GrantUse {
-                grant_id: &claims.grant_id,
-                container_id: &service.id,
-                now,
-                window_secs: claims.window_secs,
-                max_per_container: claims.max_per_container,
-                max_total: claims.max_total,
-            },
-            &intent,
-        )?;
-        match spent {
-            Ok((_, number)) => call.entry.approval_id = use_id(&claims.grant_id, number),
-            Err(CapExceeded::PerContainer { used }) => {
-                return Err(GrantRefusal::PerContainerCap {
-                    id: claims.grant_id.clone(),
-                    max: claims.max_per_container,
-                    window: claims.window_secs,
-                    used,
-                }
-                .into())
-            }
-            Err(CapExceeded::Total) => {
-                return Err(GrantRefusal::TotalCap {
-                    id: claims.grant_id.clone(),
-                    max: claims.max_total,
-                }
-                .into())
-            }
-        }
+        self.spend_grant_use(call, claims, &service.id, now, &intent)?;
         Ok(AuthorizedServiceWrite {
             permit,
             response: pb::ServiceWriteResponse {

@@ -101,35 +101,8 @@ impl ExecutorService {
                 }));
             }
         }
-        let record = NonceRecord {
-            nonce: &approved.claims.nonce,
-            approval_id: &approved.claims.approval_id,
-            expires_at: approved.claims.expires_at,
-            request_id: &req.request_id,
-            action: action.as_str(),
-            container_id: &target.id,
-            caller: &call.entry.caller,
-            key_id: &approved.key_id,
-        };
-        let mut intent = call.entry.clone();
-        intent.decision = crate::audit::INTENT.into();
-        intent.code = String::new();
-        intent.reason = format!(
-            "approval {} spent (nonce {}); calling Docker",
-            truncate_for_audit(&approved.claims.approval_id),
-            truncate_for_audit(&approved.claims.nonce)
-        );
-        // Synchronous on purpose (the one audit write left on an async
-        // worker, and only for authorised writes): with an await between
-        // spending the approval and spawning the write, a caller that
-        // disconnected right then would leave an approval spent and a write
-        // never sent. Without one, cancellation cannot fall in between.
-        self.audit
-            .spend_approval(&record, &intent)
-            .map_err(|e| match e {
-                AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
-                other => ExecError::Audit(other),
-            })?;
+        // Synchronous on purpose (`spend_approval`).
+        self.spend_approval(call, &approved, &req.request_id, action, &target.id)?;
         Ok(AuthorizedWrite {
             permit,
             action,
@@ -190,36 +163,7 @@ impl ExecutorService {
             "grant {} used for {action} of {} ({fault_class}); calling Docker",
             claims.grant_id, target.name
         );
-        let spent = self.audit.spend_grant(
-            &GrantUse {
-                grant_id: &claims.grant_id,
-                container_id: &target.id,
-                now: unix_now(),
-                window_secs: claims.window_secs,
-                max_per_container: claims.max_per_container,
-                max_total: claims.max_total,
-            },
-            &intent,
-        )?;
-        match spent {
-            Ok((_, number)) => call.entry.approval_id = use_id(&claims.grant_id, number),
-            Err(CapExceeded::PerContainer { used }) => {
-                return Err(GrantRefusal::PerContainerCap {
-                    id: claims.grant_id.clone(),
-                    max: claims.max_per_container,
-                    window: claims.window_secs,
-                    used,
-                }
-                .into())
-            }
-            Err(CapExceeded::Total) => {
-                return Err(GrantRefusal::TotalCap {
-                    id: claims.grant_id.clone(),
-                    max: claims.max_total,
-                }
-                .into())
-            }
-        }
+        self.spend_grant_use(call, claims, &target.id, unix_now(), &intent)?;
         Ok(AuthorizedWrite {
             permit,
             action,
@@ -238,6 +182,92 @@ impl ExecutorService {
     /// Call Docker for an authorised write and audit the outcome, in a task
     /// of its own: if the caller goes away (its connection drops and tonic
     /// drops this handler), the task still finishes and writes its row.
+    /// Record the approval's nonce with the intent row, in one transaction,
+    /// before the engine is called; `target_id` is a container's or a
+    /// service's id.
+    ///
+    /// Synchronous on purpose (the one audit write left on an async
+    /// worker, and only for authorised writes): with an await between
+    /// spending the approval and spawning the write, a caller that
+    /// disconnected right then would leave an approval spent and a write
+    /// never sent. Without one, cancellation cannot fall in between.
+    pub(super) fn spend_approval(
+        &self,
+        call: &Call,
+        approved: &crate::approval::VerifiedApproval,
+        request_id: &str,
+        action: WriteAction,
+        target_id: &str,
+    ) -> Result<(), ExecError> {
+        let record = NonceRecord {
+            nonce: &approved.claims.nonce,
+            approval_id: &approved.claims.approval_id,
+            expires_at: approved.claims.expires_at,
+            request_id,
+            action: action.as_str(),
+            container_id: target_id,
+            caller: &call.entry.caller,
+            key_id: &approved.key_id,
+        };
+        let mut intent = call.entry.clone();
+        intent.decision = crate::audit::INTENT.into();
+        intent.code = String::new();
+        intent.reason = format!(
+            "approval {} spent (nonce {}); calling Docker",
+            truncate_for_audit(&approved.claims.approval_id),
+            truncate_for_audit(&approved.claims.nonce)
+        );
+        self.audit
+            .spend_approval(&record, &intent)
+            .map_err(|e| match e {
+                AuditError::NonceReplayed => ExecError::Approval(ApprovalError::Replayed),
+                other => ExecError::Audit(other),
+            })?;
+        Ok(())
+    }
+
+    /// Spend one use of a grant on `target_id` (a container's or a
+    /// service's id) in the same transaction as the intent row, and name
+    /// the use in the audit; or refuse at the cap that is reached.
+    pub(super) fn spend_grant_use(
+        &self,
+        call: &mut Call,
+        claims: &drydock_proto::grant::GrantClaims,
+        target_id: &str,
+        now: i64,
+        intent: &crate::audit::AuditEntry,
+    ) -> Result<(), ExecError> {
+        let spent = self.audit.spend_grant(
+            &GrantUse {
+                grant_id: &claims.grant_id,
+                container_id: target_id,
+                now,
+                window_secs: claims.window_secs,
+                max_per_container: claims.max_per_container,
+                max_total: claims.max_total,
+            },
+            intent,
+        )?;
+        match spent {
+            Ok((_, number)) => {
+                call.entry.approval_id = use_id(&claims.grant_id, number);
+                Ok(())
+            }
+            Err(CapExceeded::PerContainer { used }) => Err(GrantRefusal::PerContainerCap {
+                id: claims.grant_id.clone(),
+                max: claims.max_per_container,
+                window: claims.window_secs,
+                used,
+            }
+            .into()),
+            Err(CapExceeded::Total) => Err(GrantRefusal::TotalCap {
+                id: claims.grant_id.clone(),
+                max: claims.max_total,
+            }
+            .into()),
+        }
+    }
+
     pub(super) async fn run_write(
         &self,
         mut call: Call,
