@@ -444,6 +444,8 @@ impl ExecutorClient {
                     || !s.allow_service_labels.is_empty()
                     || !s.allow_stacks.is_empty()
             }),
+            host: r.host,
+            host_required: r.host_required,
         })
     }
 

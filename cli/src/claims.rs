@@ -99,6 +99,11 @@ pub fn target_of(c: &ApprovalClaims) -> (&'static str, String, String) {
 /// images in full (what runs now, and what will run).
 pub fn describe(c: &ApprovalClaims) -> String {
     let expires = describe_time(c.expires_at, unix_now());
+    let on = c
+        .host
+        .as_ref()
+        .map(|h| format!(" on host {}", safe(h)))
+        .unwrap_or_default();
     if let Some(s) = &c.service {
         let images = match &s.to_image {
             Some(to) => format!(
@@ -109,7 +114,7 @@ pub fn describe(c: &ApprovalClaims) -> String {
             None => format!(" running image {}", safe(&s.image)),
         };
         return format!(
-            "{} Swarm service {} (id {}, spec version {}){images} — request {}, approval {}, expires {expires}",
+            "{} Swarm service {} (id {}, spec version {}){on}{images} — request {}, approval {}, expires {expires}",
             c.action,
             safe(&s.name),
             safe(&s.id),
@@ -123,7 +128,7 @@ pub fn describe(c: &ApprovalClaims) -> String {
         _ => String::new(),
     };
     format!(
-        "{} container {} (id {}){images} — request {}, approval {}, expires {expires}",
+        "{} container {} (id {}){on}{images} — request {}, approval {}, expires {expires}",
         c.action,
         safe(&c.container_name),
         safe(&c.container_id),
@@ -156,6 +161,7 @@ mod tests {
             image_id: None,
             from_image_id: None,
             service: None,
+            host: Some("host-a".into()),
         }
     }
 
@@ -217,7 +223,7 @@ mod tests {
         let text = describe(&c);
         assert!(
             text.starts_with(&format!(
-                "rollback container web (id {}) from image sha256:{} to image sha256:{}",
+                "rollback container web (id {}) on host host-a from image sha256:{} to image sha256:{}",
                 "c".repeat(64),
                 "2".repeat(64),
                 "1".repeat(64)

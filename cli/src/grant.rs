@@ -9,7 +9,9 @@ use anyhow::{bail, Context as _};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drydock_proto::approval::WriteAction;
-use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION};
+use drydock_proto::grant::{
+    self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION, GRANT_VERSION_NO_HOST,
+};
 use serde_json::json;
 
 use crate::args::CreateArgs;
@@ -59,7 +61,8 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
     let expires = drydock_daemon::duration::parse(&args.expires)
         .map_err(|e| anyhow::anyhow!("--expires: {e}"))?;
     let claims = GrantClaims {
-        version: GRANT_VERSION,
+        // `checked` names the executor's host when it has one.
+        version: GRANT_VERSION_NO_HOST,
         kind: GRANT_KIND.into(),
         grant_id: GrantClaims::new_id(),
         actions,
@@ -77,6 +80,7 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
             .unwrap_or(max_per_container.saturating_mul(10)),
         issued_at: now,
         expires_at: now.saturating_add(i64::try_from(expires.as_secs()).unwrap_or(i64::MAX)),
+        host: None,
     };
     claims.check_shape().map_err(|e| {
         anyhow::anyhow!("{e}").context("the grant would be refused; nothing was signed")
@@ -117,8 +121,13 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
         ("containers and Swarm services", "container or service")
     };
     format!(
-        "grant {id}\n  may {actions} {what} with {scope}\n  for {classes}\n  at most {n} per {one} every {w}, {total} in all\n  only when the {one} is really broken at that moment (checked by the executor)\n  expires {exp}",
+        "grant {id}\n  may {actions} {what}{on} with {scope}\n  for {classes}\n  at most {n} per {one} every {w}, {total} in all\n  only when the {one} is really broken at that moment (checked by the executor)\n  expires {exp}",
         what = kinds.0,
+        on = c
+            .host
+            .as_ref()
+            .map(|h| format!(" on host {}", safe(h)))
+            .unwrap_or_default(),
         one = kinds.1,
         id = safe(&c.grant_id),
         actions = actions.join(" or "),
@@ -143,12 +152,21 @@ pub async fn checked(
     args: &CreateArgs,
     now: i64,
 ) -> anyhow::Result<(GrantClaims, Vec<String>)> {
-    let claims = build(args, now)?;
+    let mut claims = build(args, now)?;
     let executor = agent
         .get("/api/v1/executor")
         .await
         .context("the grant is checked against the executor's policy, through the agent")?;
     let policy = &executor["policy"];
+    // Made for the executor's host, when it has a name: every other
+    // executor refuses it.
+    if let Some(host) = policy["host"].as_str().filter(|h| !h.is_empty()) {
+        claims.host = Some(host.to_string());
+        claims.version = GRANT_VERSION;
+        claims.check_shape().map_err(|e| {
+            anyhow::anyhow!("{e}").context("the grant would be refused; nothing was signed")
+        })?;
+    }
     let max_ttl = policy["max_grant_ttl_secs"].as_u64().unwrap_or(0);
     let lifetime = (claims.expires_at - claims.issued_at) as u64;
     if max_ttl > 0 && lifetime > max_ttl {

@@ -25,6 +25,12 @@ pub enum ApprovalError {
     Format(#[from] ApprovalFormatError),
     #[error("approval names container `{signed}`, but the target is `{actual}`")]
     WrongContainerName { signed: String, actual: String },
+    #[error("approval was made for host `{signed}`, but this executor is {actual}")]
+    WrongHost { signed: String, actual: String },
+    #[error(
+        "approval names no host, and this executor (host `{actual}`) requires one (host.require)"
+    )]
+    HostMissing { actual: String },
     #[error("approval is for action {signed}, not {called}")]
     WrongAction {
         signed: &'static str,
@@ -90,9 +96,44 @@ pub struct ApprovalInput<'a> {
     pub key_id: &'a str,
 }
 
+/// The host approvals and grants must name: this executor's `host`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostBinding {
+    pub name: Option<String>,
+    pub require: bool,
+}
+
+/// Why claims do not fit this executor's host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMismatch {
+    Wrong { signed: String, actual: String },
+    Missing { actual: String },
+}
+
+impl HostBinding {
+    /// Claims for another host are refused; claims for none only when the
+    /// executor requires one. An executor with no name refuses claims that
+    /// name a host: they were made for some other executor.
+    pub fn check(&self, signed: Option<&str>) -> Result<(), HostMismatch> {
+        match (signed, &self.name) {
+            (Some(s), Some(me)) if s == me => Ok(()),
+            (Some(s), me) => Err(HostMismatch::Wrong {
+                signed: shown(s, 64),
+                actual: me.as_ref().map_or_else(
+                    || "not named (no `host` in its config)".to_string(),
+                    |m| format!("`{m}`"),
+                ),
+            }),
+            (None, Some(me)) if self.require => Err(HostMismatch::Missing { actual: me.clone() }),
+            (None, _) => Ok(()),
+        }
+    }
+}
+
 pub struct ApprovalVerifier {
     keys: HashMap<String, VerifyingKey>,
     max_lifetime: Duration,
+    host: HostBinding,
 }
 
 impl ApprovalVerifier {
@@ -107,7 +148,21 @@ impl ApprovalVerifier {
                     .map(|k| (a.id.clone(), k))
             })
             .collect();
-        ApprovalVerifier { keys, max_lifetime }
+        ApprovalVerifier {
+            keys,
+            max_lifetime,
+            host: HostBinding::default(),
+        }
+    }
+
+    pub fn host(&self) -> &HostBinding {
+        &self.host
+    }
+
+    /// The host approvals must name (`host` in the config).
+    pub fn with_host(mut self, host: HostBinding) -> ApprovalVerifier {
+        self.host = host;
+        self
     }
 
     pub fn approver_ids(&self) -> Vec<String> {
@@ -264,7 +319,8 @@ impl ApprovalVerifier {
         Ok((claims, input))
     }
 
-    /// The checks every approval ends with: the request, the window.
+    /// The checks every approval ends with: the host, the request, the
+    /// window.
     fn close(
         &self,
         claims: ApprovalClaims,
@@ -272,6 +328,14 @@ impl ApprovalVerifier {
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
+        self.host
+            .check(claims.host.as_deref())
+            .map_err(|m| match m {
+                HostMismatch::Wrong { signed, actual } => {
+                    ApprovalError::WrongHost { signed, actual }
+                }
+                HostMismatch::Missing { actual } => ApprovalError::HostMissing { actual },
+            })?;
         if claims.request_id != request_id {
             return Err(ApprovalError::WrongRequest {
                 signed: claims.request_id,
@@ -335,7 +399,69 @@ pub fn check_window(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drydock_proto::approval::{generate_signing_key, CLAIMS_VERSION};
+    use drydock_proto::approval::{generate_signing_key, CLAIMS_VERSION, CLAIMS_VERSION_NO_HOST};
+
+    #[test]
+    fn approvals_bind_the_host_they_were_made_for() {
+        let key = generate_signing_key();
+        let approvers = [ApproverConfig {
+            id: "alice".into(),
+            public_key: approval::format_public_key(&key.verifying_key()),
+        }];
+        let verifier = |name: Option<&str>, require: bool| {
+            ApprovalVerifier::new(&approvers, Duration::from_secs(3600)).with_host(HostBinding {
+                name: name.map(str::to_string),
+                require,
+            })
+        };
+        // (executor's name, require, the claims' host, refused with)
+        type Case<'a> = (Option<&'a str>, bool, Option<&'a str>, Option<&'a str>);
+        let cases: &[Case<'_>] = &[
+            (Some("host-b"), false, Some("host-b"), None),
+            (Some("host-b"), true, Some("host-b"), None),
+            (Some("host-b"), false, None, None),
+            (None, false, None, None),
+            (
+                Some("host-b"),
+                false,
+                Some("host-a"),
+                Some("made for host `host-a`, but this executor is `host-b`"),
+            ),
+            (Some("host-b"), true, None, Some("names no host")),
+            (None, false, Some("host-a"), Some("not named")),
+        ];
+        for (name, require, host, refused) in cases {
+            let mut c = claims();
+            c.host = host.map(str::to_string);
+            c.version = ApprovalClaims::version_for(*host);
+            let bytes = c.encode();
+            let sig = approval::sign(&bytes, &key);
+            let got = verifier(*name, *require).verify(
+                Some(ApprovalInput {
+                    claims: &bytes,
+                    signature: &sig,
+                    key_id: "alice",
+                }),
+                WriteAction::Restart,
+                &target(),
+                None,
+                "req",
+                NOW,
+            );
+            match refused {
+                None => assert!(got.is_ok(), "{name:?} {require} {host:?}: {got:?}"),
+                Some(says) => {
+                    let err = got.unwrap_err().to_string();
+                    assert!(err.contains(says), "{name:?} {require} {host:?}: {err}");
+                }
+            }
+        }
+        assert_eq!(c_version(), CLAIMS_VERSION);
+    }
+
+    fn c_version() -> u32 {
+        ApprovalClaims::version_for(Some("host-b"))
+    }
 
     #[test]
     fn the_window_is_checked_without_wrapping() {
@@ -379,7 +505,7 @@ mod tests {
 
     fn claims() -> ApprovalClaims {
         ApprovalClaims {
-            version: CLAIMS_VERSION,
+            version: CLAIMS_VERSION_NO_HOST,
             approval_id: "apr".into(),
             request_id: "req".into(),
             action: WriteAction::Restart,
@@ -392,6 +518,7 @@ mod tests {
             image_id: None,
             from_image_id: None,
             service: None,
+            host: None,
         }
     }
 

@@ -58,6 +58,22 @@ pub struct Config {
     pub automation: AutomationConfig,
     #[serde(default)]
     pub redact: RedactConfig,
+    /// This executor's host name, which approvals and grants made for it
+    /// carry (one agent may drive executors on several hosts).
+    #[serde(default)]
+    pub host: Option<HostConfig>,
+}
+
+/// `host`: the name approvals and grants for this executor must carry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// 1 to 63 lowercase letters, digits, `-` and `.`.
+    pub name: String,
+    /// Refuse approvals and grants that name no host (made before hosts,
+    /// or by an agent that does not know this executor's name).
+    #[serde(default)]
+    pub require: bool,
 }
 
 /// What of a container's environment leaves the executor.

@@ -46,6 +46,8 @@ pub enum GrantRefusal {
     },
     #[error("grant {id} lasts {lifetime}s, longer than the executor's automation.max_grant_ttl of {max}s")]
     TooLong { id: String, lifetime: i64, max: i64 },
+    #[error("grant {id} is not for this executor: {why}")]
+    WrongHost { id: String, why: String },
     #[error("grant {0} was revoked")]
     Revoked(String),
     #[error(
@@ -107,6 +109,7 @@ pub struct GrantVerifier {
     enabled: bool,
     max_ttl: Duration,
     revocations: Option<PathBuf>,
+    host: crate::approval::HostBinding,
 }
 
 impl GrantVerifier {
@@ -124,7 +127,14 @@ impl GrantVerifier {
             enabled: automation.enabled,
             max_ttl: automation.max_grant_ttl,
             revocations: automation.revocations.clone(),
+            host: Default::default(),
         }
+    }
+
+    /// The host grants must name (`host` in the config).
+    pub fn with_host(mut self, host: crate::approval::HostBinding) -> GrantVerifier {
+        self.host = host;
+        self
     }
 
     pub fn enabled(&self) -> bool {
@@ -190,6 +200,19 @@ impl GrantVerifier {
             .ok_or_else(|| GrantRefusal::UnknownKey(input.key_id.to_string()))?;
         let claims = grant::verify(input.claims, input.signature, key)?;
         let id = claims.grant_id.clone();
+        self.host
+            .check(claims.host.as_deref())
+            .map_err(|m| GrantRefusal::WrongHost {
+                id: id.clone(),
+                why: match m {
+                    crate::approval::HostMismatch::Wrong { signed, actual } => {
+                        format!("it was made for host `{signed}`, but this executor is {actual}")
+                    }
+                    crate::approval::HostMismatch::Missing { actual } => format!(
+                        "it names no host, and this executor (host `{actual}`) requires one (host.require)"
+                    ),
+                },
+            })?;
         let lifetime = claims.expires_at.saturating_sub(claims.issued_at);
         let max = self.max_ttl.as_secs() as i64;
         if lifetime > max {

@@ -106,13 +106,19 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         config.limits.calls_per_second,
         config.limits.burst,
     ));
+    let host = crate::approval::HostBinding {
+        name: config.host.as_ref().map(|h| h.name.clone()),
+        require: config.host.as_ref().is_some_and(|h| h.require),
+    };
     let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let pre_handler = crate::prehandler::PreHandlerAuditLayer::new(audit.clone(), rate.clone());
     let service = ExecutorService::new(ServiceParts {
         docker,
         policy: Policy::new(targets, config.actions.clone()),
-        approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl),
-        grants: crate::grants::GrantVerifier::new(&config.approvers, &config.automation),
+        approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl)
+            .with_host(host.clone()),
+        grants: crate::grants::GrantVerifier::new(&config.approvers, &config.automation)
+            .with_host(host),
         audit: audit.clone(),
         allowed_clients: config.tls.allowed_clients.iter().cloned().collect(),
         limits: config.limits.clone(),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use drydock_executor::approval::{check_window, ApprovalInput, ApprovalVerifier};
+use drydock_executor::approval::{check_window, ApprovalInput, ApprovalVerifier, HostBinding};
 use drydock_executor::config::{ApproverConfig, Config, TargetsConfig};
 use drydock_executor::policy::{Policy, ResolvedTarget, COMPOSE_PROJECT_LABEL, DRYDOCK_ROLE_LABEL};
 use drydock_executor::service::validate::{
@@ -65,11 +65,26 @@ fn claims() -> impl Strategy<Value = ApprovalClaims> {
         any::<i64>(),
         any::<i64>(),
         "[0-9a-f]{32}",
+        proptest::option::of(prop_oneof![
+            Just("host-a".to_string()),
+            "[a-z0-9][a-z0-9.-]{0,20}"
+        ]),
     )
         .prop_map(
-            |(approval_id, request_id, action, container_id, container_name, plan, i, e, nonce)| {
+            |(
+                approval_id,
+                request_id,
+                action,
+                container_id,
+                container_name,
+                plan,
+                i,
+                e,
+                nonce,
+                host,
+            )| {
                 ApprovalClaims {
-                    version: approval::CLAIMS_VERSION,
+                    version: ApprovalClaims::version_for(host.as_deref()),
                     approval_id,
                     request_id,
                     action,
@@ -82,6 +97,7 @@ fn claims() -> impl Strategy<Value = ApprovalClaims> {
                     image_id: None,
                     from_image_id: None,
                     service: None,
+                    host,
                 }
             },
         )
@@ -233,7 +249,12 @@ proptest! {
     ) {
         if let Ok(c) = ApprovalClaims::decode(&bytes) {
             prop_assert!(bytes.len() <= MAX_CLAIMS_BYTES);
-            prop_assert_eq!(c.version, approval::CLAIMS_VERSION);
+            // Version 1 names no host; version 2 a well-formed one.
+            prop_assert!(
+                (c.version == approval::CLAIMS_VERSION_NO_HOST && c.host.is_none())
+                    || (c.version == approval::CLAIMS_VERSION
+                        && c.host.as_deref().is_some_and(approval::is_host_name))
+            );
             prop_assert_eq!(ApprovalClaims::decode(&c.encode()).ok(), Some(c));
         }
     }
@@ -310,6 +331,8 @@ proptest! {
         called_other in action(),
         issued in time(1_800_000_000),
         expires in time(1_800_000_000),
+        exec_host in proptest::option::of(prop_oneof![Just("host-a"), Just("host-b")]),
+        require_host in any::<bool>(),
     ) {
         let now = 1_800_000_000i64;
         c.issued_at = now + offset;
@@ -341,7 +364,8 @@ proptest! {
         let verifier = ApprovalVerifier::new(
             &[ApproverConfig { id: "op".into(), public_key: approval::format_public_key(&key().verifying_key()) }],
             Duration::from_secs(3600),
-        );
+        )
+        .with_host(HostBinding { name: exec_host.map(str::to_string), require: require_host });
         let bytes = c.encode();
         let sig = approval::sign(&bytes, &signer);
         let got = verifier.verify(
@@ -358,9 +382,16 @@ proptest! {
             && c.container_id == target.id
             && c.container_name.trim_start_matches('/') == target.name.trim_start_matches('/')
             && c.request_id == request
-            && window_ok(c.issued_at, c.expires_at, now, 3600);
+            && window_ok(c.issued_at, c.expires_at, now, 3600)
+            // Made for this host; or for none, where the executor allows it.
+            && match (c.host.as_deref(), exec_host) {
+                (Some(h), Some(n)) => h == n,
+                (Some(_), None) => false,
+                (None, Some(_)) => !require_host,
+                (None, None) => true,
+            };
         prop_assert_eq!(got.is_ok(), expected, "change {}: {:?}", change, got.err());
-        if change == 0 {
+        if change == 0 && c.host.as_deref() == exec_host && (c.host.is_some() || !require_host) {
             prop_assert!(expected, "an unchanged approval is valid");
         }
     }

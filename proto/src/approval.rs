@@ -14,12 +14,45 @@ use serde::{Deserialize, Serialize};
 
 /// Prefix mixed into every signed message.
 pub const SIGNING_CONTEXT: &[u8] = b"drydock-approval-v1\0";
-/// The only claims format this build understands.
-pub const CLAIMS_VERSION: u32 = 1;
+/// The claims format of an approval that names the executor's host
+/// (`host`); what an agent makes for an executor with a host name.
+pub const CLAIMS_VERSION: u32 = 2;
+/// The format before hosts: no `host`. Still accepted by an executor that
+/// does not require one (`host.require`).
+pub const CLAIMS_VERSION_NO_HOST: u32 = 1;
 /// Upper bound on the encoded claims a verifier will look at.
 pub const MAX_CLAIMS_BYTES: usize = 4096;
 const PUBLIC_PREFIX: &str = "ed25519:";
 const SECRET_PREFIX: &str = "ed25519-secret:";
+
+/// A host name as an executor's config and the claims carry it: 1 to 63
+/// lowercase letters, digits, `-` and `.`, starting with a letter or digit.
+pub fn is_host_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// Version 1 names no host; version 2 names a well-formed one; no other
+/// version exists. Shared by approvals and grants.
+pub fn check_host_version(version: u32, host: Option<&str>) -> Result<(), ApprovalFormatError> {
+    match (version, host) {
+        (CLAIMS_VERSION_NO_HOST, None) => Ok(()),
+        (CLAIMS_VERSION, Some(h)) if is_host_name(h) => Ok(()),
+        (CLAIMS_VERSION, Some(_)) => Err(ApprovalFormatError::Malformed(
+            "a host name is 1 to 63 lowercase letters, digits, `-` and `.`".into(),
+        )),
+        (CLAIMS_VERSION, None) => Err(ApprovalFormatError::Malformed(
+            "version 2 claims name the executor's host".into(),
+        )),
+        (CLAIMS_VERSION_NO_HOST, Some(_)) => Err(ApprovalFormatError::Malformed(
+            "version 1 claims name no host; a host needs version 2".into(),
+        )),
+        (other, _) => Err(ApprovalFormatError::Version(other)),
+    }
+}
 
 /// The write actions an approval can authorize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -159,6 +192,11 @@ pub struct ApprovalClaims {
     /// and `container_name` are empty. Absent for every container action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceClaims>,
+    /// The executor's host name (`host.name` in its config): an approval
+    /// made for one host is refused by every other. Present exactly in
+    /// version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -167,7 +205,7 @@ pub enum ApprovalFormatError {
     TooLarge(usize),
     #[error("claims are not valid approval claims: {0}")]
     Malformed(String),
-    #[error("claims version {0} is not supported (expected {CLAIMS_VERSION})")]
+    #[error("claims version {0} is not supported (expected {CLAIMS_VERSION_NO_HOST}, or {CLAIMS_VERSION} with a host)")]
     Version(u32),
     #[error("signature is not 64 bytes")]
     SignatureLength,
@@ -197,12 +235,19 @@ impl ApprovalClaims {
         }
         let claims: ApprovalClaims = serde_json::from_slice(bytes)
             .map_err(|e| ApprovalFormatError::Malformed(e.to_string()))?;
-        if claims.version != CLAIMS_VERSION {
-            return Err(ApprovalFormatError::Version(claims.version));
-        }
+        check_host_version(claims.version, claims.host.as_deref())?;
         claims.check_images()?;
         claims.check_service()?;
         Ok(claims)
+    }
+
+    /// The claims version for an executor with (or without) a host name.
+    pub fn version_for(host: Option<&str>) -> u32 {
+        if host.is_some() {
+            CLAIMS_VERSION
+        } else {
+            CLAIMS_VERSION_NO_HOST
+        }
     }
 
     /// A service's write names the service and no container; a container's
@@ -352,7 +397,7 @@ mod tests {
 
     fn claims() -> ApprovalClaims {
         ApprovalClaims {
-            version: CLAIMS_VERSION,
+            version: CLAIMS_VERSION_NO_HOST,
             approval_id: "apr-1".into(),
             request_id: "req-1".into(),
             action: WriteAction::Restart,
@@ -365,6 +410,7 @@ mod tests {
             image_id: None,
             from_image_id: None,
             service: None,
+            host: None,
         }
     }
 
@@ -466,11 +512,37 @@ mod tests {
             ApprovalClaims::decode(&serde_json::to_vec(&value).unwrap()),
             Err(ApprovalFormatError::Malformed(_))
         ));
+        // Version 1 names no host, version 2 a well-formed one, no other.
+        for (version, host, ok) in [
+            (1, None, true),
+            (2, Some("host-b"), true),
+            (2, Some("db.internal"), true),
+            (1, Some("host-b"), false),
+            (2, None, false),
+            (2, Some(""), false),
+            (2, Some("Host-B"), false),
+            (2, Some("-b"), false),
+            (2, Some("a/b"), false),
+            (3, Some("host-b"), false),
+            (0, None, false),
+        ] {
+            let mut c = claims();
+            c.version = version;
+            c.host = host.map(str::to_string);
+            assert_eq!(
+                ApprovalClaims::decode(&c.encode()).is_ok(),
+                ok,
+                "version {version}, host {host:?}"
+            );
+            if ok {
+                assert_eq!(ApprovalClaims::version_for(host), version);
+            }
+        }
         let mut c = claims();
-        c.version = 2;
+        c.version = 3;
         assert_eq!(
             ApprovalClaims::decode(&c.encode()),
-            Err(ApprovalFormatError::Version(2))
+            Err(ApprovalFormatError::Version(3))
         );
         assert_eq!(
             ApprovalClaims::decode(&vec![b' '; MAX_CLAIMS_BYTES + 1]),

@@ -19,7 +19,9 @@ use crate::approval::{check_signature, signed_message, ApprovalFormatError, Writ
 
 /// Prefix mixed into every signed grant; distinct from approvals'.
 pub const GRANT_SIGNING_CONTEXT: &[u8] = b"drydock-grant-v1\0";
-pub const GRANT_VERSION: u32 = 1;
+/// A grant naming the executor's host (`host`); version 1 names none.
+pub const GRANT_VERSION: u32 = 2;
+pub const GRANT_VERSION_NO_HOST: u32 = 1;
 pub const GRANT_KIND: &str = "automation_grant";
 /// Upper bound on encoded grant claims.
 pub const MAX_GRANT_BYTES: usize = 8192;
@@ -116,6 +118,10 @@ pub struct GrantClaims {
     pub issued_at: i64,
     /// Unix seconds.
     pub expires_at: i64,
+    /// The executor's host name: a grant made for one host is refused by
+    /// every other. Present exactly in version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -150,9 +156,8 @@ impl GrantClaims {
     /// What makes a grant well formed, whoever made it.
     pub fn check_shape(&self) -> Result<(), GrantError> {
         let invalid = |m: String| Err(GrantError::Invalid(m));
-        if self.version != GRANT_VERSION {
-            return Err(ApprovalFormatError::Version(self.version).into());
-        }
+        // The same rule as approvals': 1 names no host, 2 a well-formed one.
+        crate::approval::check_host_version(self.version, self.host.as_deref())?;
         if self.kind != GRANT_KIND {
             return invalid(format!("kind is `{}`, not `{GRANT_KIND}`", self.kind));
         }
@@ -316,6 +321,7 @@ mod tests {
             max_total: 10,
             issued_at: 1_000,
             expires_at: 90_000,
+            host: Some("host-a".into()),
         }
     }
 
@@ -354,6 +360,7 @@ mod tests {
             image_id: None,
             from_image_id: None,
             service: None,
+            host: Some("host-a".into()),
         }
         .encode();
         let approval_sig = approval::sign(&claims, &key);

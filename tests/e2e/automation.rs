@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use drydock_e2e::*;
 use drydock_proto::approval::WriteAction;
-use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION};
+use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
 use drydock_proto::pb;
 use serde_json::Value;
 use tonic::Code;
@@ -335,7 +335,7 @@ fn signed_grant(dd: &Drydock, change: impl FnOnce(&mut GrantClaims)) -> pb::Gran
         .expect("key");
     let now = approvals::unix_now();
     let mut claims = GrantClaims {
-        version: GRANT_VERSION,
+        version: GRANT_VERSION_NO_HOST,
         kind: GRANT_KIND.into(),
         grant_id: GrantClaims::new_id(),
         actions: vec![WriteAction::Restart, WriteAction::Start],
@@ -349,6 +349,7 @@ fn signed_grant(dd: &Drydock, change: impl FnOnce(&mut GrantClaims)) -> pb::Gran
         max_total: 5,
         issued_at: now - 10,
         expires_at: now + 3600,
+        host: None,
     };
     change(&mut claims);
     let bytes = claims.encode();

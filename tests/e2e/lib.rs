@@ -581,7 +581,7 @@ pub mod grpc {
 
 pub mod approvals {
     //! Approvals signed like the CLI signs them.
-    use drydock_proto::approval::{self, ApprovalClaims, WriteAction, CLAIMS_VERSION};
+    use drydock_proto::approval::{self, ApprovalClaims, WriteAction, CLAIMS_VERSION_NO_HOST};
     use drydock_proto::pb;
 
     pub fn unix_now() -> i64 {
@@ -609,8 +609,9 @@ pub mod approvals {
         name: &str,
     ) -> ApprovalClaims {
         let now = unix_now();
+        // Claims naming no host, as made for an executor without a name.
         ApprovalClaims {
-            version: CLAIMS_VERSION,
+            version: CLAIMS_VERSION_NO_HOST,
             approval_id: format!("apr-test-{:08x}", rand::random::<u32>()),
             request_id: request_id.into(),
             action,
@@ -623,6 +624,7 @@ pub mod approvals {
             image_id: None,
             from_image_id: None,
             service: None,
+            host: None,
         }
     }
 

@@ -17,6 +17,7 @@ mod executor_events;
 mod executor_load;
 mod fault_classes;
 mod hostile_model;
+mod hosts;
 mod llm_injection;
 mod mcp;
 mod operator_cli;

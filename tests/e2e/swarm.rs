@@ -10,7 +10,7 @@ use drydock_e2e::approvals::{claims_named, unix_now};
 use drydock_e2e::swarm_engine::SwarmEngine;
 use drydock_e2e::*;
 use drydock_proto::approval::{self, ServiceClaims, WriteAction};
-use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION};
+use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
 use drydock_proto::pb;
 use tonic::Code;
 
@@ -125,7 +125,7 @@ fn grant_for(
 ) -> pb::Grant {
     let now = unix_now();
     let claims = GrantClaims {
-        version: GRANT_VERSION,
+        version: GRANT_VERSION_NO_HOST,
         kind: GRANT_KIND.into(),
         grant_id: GrantClaims::new_id(),
         actions,
@@ -136,6 +136,7 @@ fn grant_for(
         max_total: 10,
         issued_at: now,
         expires_at: now + 3600,
+        host: None,
     }
     .encode();
     pb::Grant {

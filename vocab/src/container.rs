@@ -258,6 +258,13 @@ pub struct PolicyView {
     /// Whether any Swarm service is in the executor's scope.
     #[serde(default)]
     pub services_in_scope: bool,
+    /// The executor's host name (empty without one): the approvals and
+    /// grants made for it name it.
+    #[serde(default)]
+    pub host: String,
+    /// Whether the executor refuses approvals and grants naming no host.
+    #[serde(default)]
+    pub host_required: bool,
 }
 
 impl PolicyView {

@@ -8,15 +8,22 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::{ApprovalClaims, CLAIMS_VERSION};
+use drydock_proto::approval::ApprovalClaims;
 
 use super::{Engine, EngineError, Stop};
 use crate::model::*;
 
 impl Engine {
     /// One approval request per write step: exact claims for a human to
-    /// sign, valid for the configured TTL, each with a fresh nonce.
-    pub(super) fn approval_requests(&self, id: &str, plan: &Plan) -> Vec<ApprovalRecord> {
+    /// sign, valid for the configured TTL, each with a fresh nonce, naming
+    /// the executor's host when it has a name (every other executor then
+    /// refuses them).
+    pub(super) fn approval_requests(
+        &self,
+        id: &str,
+        plan: &Plan,
+        host: Option<&str>,
+    ) -> Vec<ApprovalRecord> {
         let now = unix_now();
         let expires_at = now + self.config.approval_ttl.as_secs() as i64;
         plan.steps
@@ -24,7 +31,7 @@ impl Engine {
             .enumerate()
             .map(|(i, s)| {
                 let claims = ApprovalClaims {
-                    version: CLAIMS_VERSION,
+                    version: ApprovalClaims::version_for(host),
                     approval_id: format!("apr-{}", uuid::Uuid::new_v4().simple()),
                     request_id: id.to_string(),
                     action: s.action,
@@ -47,6 +54,7 @@ impl Engine {
                     image_id: s.image_id.clone(),
                     from_image_id: s.from_image_id.clone(),
                     service: s.service.clone(),
+                    host: host.map(str::to_string),
                 };
                 ApprovalRecord {
                     id: claims.approval_id.clone(),
@@ -149,7 +157,16 @@ impl Engine {
 
     /// Ask for one approval per write step of `plan`.
     pub(super) async fn request_approvals(&self, id: &str, plan: &Plan) -> Result<(), Stop> {
-        for a in self.approval_requests(id, plan) {
+        // The host the executor says it is, asked now: claims without one
+        // go to an executor that does not require it, or are refused there.
+        let host = match self.executor.policy(id).await {
+            Ok(p) => Some(p.host).filter(|h| !h.is_empty()),
+            Err(e) => {
+                tracing::warn!(request_id = %id, error = %e, "policy not read: the approvals name no host");
+                None
+            }
+        };
+        for a in self.approval_requests(id, plan, host.as_deref()) {
             self.update(
                 id,
                 EventPayload::ApprovalRequested(ApprovalRequested {

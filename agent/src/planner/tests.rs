@@ -47,6 +47,8 @@ const ALL: PolicyView = PolicyView {
     force_update_enabled: false,
     service_rollback_enabled: false,
     services_in_scope: false,
+    host: String::new(),
+    host_required: false,
 };
 
 #[test]

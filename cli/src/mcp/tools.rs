@@ -217,6 +217,7 @@ fn approval_view(a: &ApprovalRecord, request_id: &str) -> Value {
         "container_id": claims.map(|c| c.container_id.clone()),
         // A Swarm service's write: the service, its spec version and images.
         "service": claims.and_then(|c| c.service.clone()),
+        "host": claims.and_then(|c| c.host.clone()),
         "expires_at": a.expires_at,
         "grant_id": a.grant_id,
         "for_a_person": for_a_person,
@@ -510,6 +511,7 @@ mod tests {
                 image_id: None,
                 from_image_id: None,
                 service: None,
+                host: Some("host-a".into()),
             };
             B64.encode(c.encode())
         };

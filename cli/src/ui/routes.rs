@@ -228,6 +228,8 @@ async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
                 // A Swarm service's write: the service, its spec version
                 // and images.
                 "service": c.service,
+                // The executor's host the approval is for (none before hosts).
+                "host": c.host,
                 "issued_at": c.issued_at,
                 "expires_at": c.expires_at,
                 "expires": describe_time(c.expires_at, now),

@@ -482,7 +482,7 @@ fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
     let log = AuditLog::create(&dir.path().join("audit.db")).unwrap();
     let created = log.created_at().unwrap().expect("created_at");
     let mut claims = drydock_proto::grant::GrantClaims {
-        version: drydock_proto::grant::GRANT_VERSION,
+        version: drydock_proto::grant::GRANT_VERSION_NO_HOST,
         kind: drydock_proto::grant::GRANT_KIND.into(),
         grant_id: "grt-1".into(),
         actions: vec![drydock_proto::approval::WriteAction::Restart],
@@ -493,6 +493,7 @@ fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
         max_total: 1,
         issued_at: created - 3600,
         expires_at: created + 3600,
+        host: None,
     };
     let refused = crate::grants::check_store_age(&claims, Some(created));
     assert!(

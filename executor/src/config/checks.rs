@@ -19,7 +19,22 @@ pub(super) const CHECKS: &[Check] = &[
     check_audit,
     check_automation,
     check_http_checks,
+    check_host,
 ];
+
+/// `host.name`: a name approvals and grants can carry.
+fn check_host(c: &Config) -> Result<(), ConfigError> {
+    match &c.host {
+        Some(h) if !drydock_proto::approval::is_host_name(&h.name) => Err(invalid(
+            "host.name",
+            format!(
+                "`{}` is not a host name: 1 to 63 lowercase letters, digits, `-` and `.`",
+                h.name.chars().take(64).collect::<String>()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// `redact.env_allow`: names of environment variables.
 fn check_redact(c: &Config) -> Result<(), ConfigError> {

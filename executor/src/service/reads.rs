@@ -360,7 +360,10 @@ impl ExecutorService {
             })
             .collect();
         let services = self.policy.targets().services.as_ref();
+        let host = self.approvals.host();
         Ok(pb::PolicyResponse {
+            host: host.name.clone().unwrap_or_default(),
+            host_required: host.require,
             actions,
             logs_max_lines: self.limits.logs_max_lines,
             logs_max_bytes: self.limits.logs_max_bytes,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drydock_proto::approval::{self, WriteAction};
-use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION};
+use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
 use tonic::Code;
 
 use super::{Engine, EngineConfig};
@@ -533,7 +533,7 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
     let w = world(executor, WatchMode::Repair);
     let now = unix_now();
     let claims = GrantClaims {
-        version: GRANT_VERSION,
+        version: GRANT_VERSION_NO_HOST,
         kind: GRANT_KIND.into(),
         grant_id: GrantClaims::new_id(),
         actions: vec![WriteAction::Restart],
@@ -547,6 +547,7 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
         max_total: 10,
         issued_at: now,
         expires_at: now + 3600,
+        host: None,
     };
     let bytes = claims.encode();
     crate::grants::add(
@@ -694,6 +695,11 @@ async fn a_failure_after_an_image_change_is_rolled_back_to_the_previous_image() 
     assert_eq!(
         (claims.image_id.as_deref(), claims.from_image_id.as_deref()),
         (Some(V1), Some(V2))
+    );
+    // An executor with no host name gets claims naming none (version 1).
+    assert_eq!(
+        (claims.host.as_deref(), claims.version),
+        (None, drydock_proto::approval::CLAIMS_VERSION_NO_HOST)
     );
     w.approve(&req).await;
     let req = w.finished(&id).await;

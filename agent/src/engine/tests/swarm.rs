@@ -122,6 +122,7 @@ fn swarm_policy() -> PolicyView {
         service_rollback_enabled: true,
         services_in_scope: true,
         tiers: [("force_update".into(), 1), ("service_rollback".into(), 2)].into(),
+        host: "host-b".into(),
         ..policy()
     }
 }
@@ -183,6 +184,10 @@ async fn failing_tasks_of_a_transient_cause_get_a_force_update_bound_to_the_spec
     let signed = claims.service.clone().expect("the service in the claims");
     assert_eq!((signed.id.as_str(), signed.version), (API_ID, 73));
     assert!(claims.container_id.is_empty() && claims.container_name.is_empty());
+    // Made for the executor's host, as its policy names it: every other
+    // executor refuses it.
+    assert_eq!(claims.host.as_deref(), Some("host-b"));
+    assert_eq!(claims.version, approval::CLAIMS_VERSION);
     w.approve(&req).await;
     let req = w.finished(&id).await;
     assert_eq!(req.status, Status::Completed, "{req:#?}");

@@ -211,12 +211,23 @@ function approvalCard(a, now, after) {
     catch (e) { setStatus("not rejected: " + e.message); }
     if (after) after();
   } }, "Reject");
+  const sv = a.service;
+  const target = sv ? [
+    el("dt", { text: "Swarm service" }), el("dd", { text: sv.name }),
+    el("dt", { text: "Service id" }), el("dd", { class: "mono", text: sv.id }),
+    el("dt", { text: "Spec version" }), el("dd", { text: String(sv.version) }),
+    el("dt", { text: sv.to_image ? "From image" : "Image" }), el("dd", { class: "mono", text: sv.image }),
+    ...(sv.to_image ? [el("dt", { text: "Back to image" }), el("dd", { class: "mono", text: sv.to_image + " (its whole previous spec)" })] : []),
+  ] : [
+    el("dt", { text: "Container" }), el("dd", { text: a.container_name }),
+    el("dt", { text: "Container id" }), el("dd", { class: "mono", text: a.container_id }),
+  ];
   return el("div", { class: "card approval", id: "approval-" + a.approval_id },
-    el("h3", {}, a.action + " ", el("strong", { text: a.container_name })),
+    el("h3", {}, a.action + " ", el("strong", { text: sv ? sv.name : a.container_name })),
     el("dl", {},
       el("dt", { text: "Action" }), el("dd", { text: a.action }),
-      el("dt", { text: "Container" }), el("dd", { text: a.container_name }),
-      el("dt", { text: "Container id" }), el("dd", { class: "mono", text: a.container_id }),
+      ...target,
+      ...(a.host ? [el("dt", { text: "Host" }), el("dd", { text: a.host })] : []),
       ...(a.image_id ? [
         el("dt", { text: "From image" }), el("dd", { class: "mono", text: a.from_image_id || "" }),
         el("dt", { text: "To image" }), el("dd", { class: "mono", text: a.image_id })] : []),
