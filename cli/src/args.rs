@@ -155,6 +155,11 @@ pub enum Command {
         #[command(subcommand)]
         command: GrantCommand,
     },
+    /// Other Docker hosts' executors, from this home's CA.
+    Host {
+        #[command(subcommand)]
+        command: HostCommand,
+    },
     /// The executor's audit log (local layout): verify the chain, export or tail rows.
     Audit {
         #[command(subcommand)]
@@ -213,6 +218,27 @@ mod tests {
     fn the_definitions_are_consistent() {
         super::command().debug_assert();
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HostCommand {
+    /// Issue another host's executor certificate (naming the host) and
+    /// write its config (requiring its host name in every approval and
+    /// grant) into a folder to copy there.
+    Add {
+        /// The host's name: the agent dials it, and approvals name it.
+        name: String,
+        /// Another name or IP address the agent may dial (repeatable); the
+        /// first IP is also where the executor listens.
+        #[arg(long = "address")]
+        addresses: Vec<String>,
+        /// The folder to write (default `$DRYDOCK_HOME/hosts/NAME`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Issue new files over an earlier `host add` of this name.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

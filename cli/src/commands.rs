@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 use drydock_vocab::Status;
 
-use crate::args::{AuditCommand, Cli, Command, GrantCommand};
+use crate::args::{AuditCommand, Cli, Command, GrantCommand, HostCommand};
 use crate::ask::{self, AskOptions};
 use crate::client::AgentClient;
 use crate::home::{self, CliConfig, Home, InitOptions};
@@ -116,6 +116,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 GrantCommand::Revoke { id } => grant::revoke(&home, &agent, &id).await,
             }
         }
+        Command::Host {
+            command:
+                HostCommand::Add {
+                    name,
+                    addresses,
+                    out,
+                    force,
+                },
+        } => crate::host::add_and_say(&home, &name, &addresses, out.as_deref(), force),
         Command::Audit { command } => audit(&home, command),
         Command::Completions { shell } => {
             let mut cmd = crate::args::command();

@@ -361,7 +361,7 @@ pub fn default_docker_endpoint() -> String {
     }
 }
 
-fn write_file(path: &Path, content: &str, private: bool) -> anyhow::Result<()> {
+pub(crate) fn write_file(path: &Path, content: &str, private: bool) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }

@@ -9,7 +9,7 @@
 //! 2. the operator's home: `home`;
 //! 3. the command line and the agent's API: `args`, `client`;
 //! 4. reading and deciding: `render`, `approve`;
-//! 5. the flows: `ask`, `show`, `grant`, `daemons`, `doctor`;
+//! 5. the flows: `ask`, `show`, `grant`, `host`, `daemons`, `doctor`;
 //! 6. the surfaces: `demo`, `mcp`, `ui`;
 //! 7. `commands`, the table from a command line to the flows.
 #![forbid(unsafe_code)]
@@ -27,6 +27,7 @@ pub mod exit;
 pub mod fixture;
 pub mod grant;
 pub mod home;
+pub mod host;
 pub mod mcp;
 pub mod pki;
 pub mod render;

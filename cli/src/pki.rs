@@ -34,7 +34,7 @@ pub enum Usage {
 }
 
 pub struct Authority {
-    cert: Certificate,
+    cert_pem: String,
     key_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
@@ -57,16 +57,28 @@ impl Authority {
         let now = OffsetDateTime::now_utc();
         params.not_before = now - Duration::hours(1);
         params.not_after = now + Duration::days(3650);
-        let cert = params.self_signed(&key)?;
+        let cert: Certificate = params.self_signed(&key)?;
         Ok(Authority {
-            cert,
+            cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
             issuer: Issuer::new(params, key),
         })
     }
 
+    /// The CA `drydock init` made, from its certificate and key (to issue
+    /// another host's executor certificate from the same CA).
+    pub fn load(cert_pem: &str, key_pem: &str) -> Result<Authority, PkiError> {
+        let key = KeyPair::from_pem(key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
+        Ok(Authority {
+            cert_pem: cert_pem.to_string(),
+            key_pem: key_pem.to_string(),
+            issuer,
+        })
+    }
+
     pub fn cert_pem(&self) -> String {
-        self.cert.pem()
+        self.cert_pem.clone()
     }
 
     pub fn key_pem(&self) -> String {

@@ -121,7 +121,7 @@ const CLI_LAYERS: &[&[&str]] = &[
     &["home"],
     &["args", "client"],
     &["render", "approve"],
-    &["ask", "show", "grant", "daemons", "doctor"],
+    &["ask", "show", "grant", "host", "daemons", "doctor"],
     &["demo", "mcp", "ui"],
     &["commands"],
 ];

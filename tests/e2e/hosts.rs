@@ -1,8 +1,10 @@
-//! Approvals and grants bound to the executor's host (`host` in its
-//! config): claims made for one host are refused, and audited, by every
-//! other executor, whatever the agent does; an executor that requires a
-//! host refuses claims naming none; and the agent names the host of the
-//! executor it talks to in what a person signs.
+//! Executors as named hosts: `drydock host add NAME` issues a host's
+//! executor certificate (naming it) from the home's CA and writes its
+//! config (requiring its name in claims); claims made for one host are
+//! refused, and audited, by every other executor, whatever the agent does;
+//! an executor whose certificate does not name its host does not start; an
+//! agent dialling one host's name refuses another host's executor; and the
+//! agent names the host of the executor it talks to in what a person signs.
 
 use std::time::Duration;
 
@@ -15,16 +17,41 @@ use tonic::Code;
 
 const KEY_ID: &str = drydock::home::DEFAULT_APPROVER_ID;
 
-/// The executor's config naming it `name`, requiring hosts in claims, with
-/// automation on.
-fn on_host(yaml: String, name: &str) -> String {
-    format!(
-        "{}host:\n  name: {name}\n  require: true\n",
+/// `drydock host add NAME --address 127.0.0.1 [--out DIR --force]`, then
+/// automation turned on in the config it wrote; returns that config.
+fn host_add(dd: &Drydock, name: &str, out: Option<&std::path::Path>) -> std::path::PathBuf {
+    let mut args = vec!["host", "add", name, "--address", "127.0.0.1"];
+    let out_text = out.map(|o| o.display().to_string());
+    if let Some(o) = &out_text {
+        args.extend(["--out", o.as_str(), "--force"]);
+    }
+    let done = dd.cli(&args);
+    let said = String::from_utf8_lossy(&done.stdout).to_string();
+    assert!(
+        done.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(said.contains(&format!("server_name: {name}")), "{said}");
+    let dir = out.map_or_else(
+        || dd.home.path(&format!("hosts/{name}")),
+        |o| o.to_path_buf(),
+    );
+    let config = dir.join("executor.yaml");
+    let yaml = std::fs::read_to_string(&config).expect("the host's executor.yaml");
+    assert!(
+        yaml.contains(&format!("host:\n  name: {name}\n  require: true")),
+        "{yaml}"
+    );
+    std::fs::write(
+        &config,
         yaml.replace(
             "automation:\n  enabled: false",
-            "automation:\n  enabled: true"
-        )
+            "automation:\n  enabled: true",
+        ),
     )
+    .expect("write the host's config");
+    config
 }
 
 fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
@@ -51,19 +78,51 @@ fn restart(request_id: &str, container: &str) -> pb::WriteRequest {
     }
 }
 
-fn audit_for(dd: &Drydock, request_id: &str) -> serde_json::Value {
-    dd.audit_rows()
-        .into_iter()
-        .rev()
-        .find(|r| r["request_id"] == request_id)
+/// The audit row of a request id, from the store of the executor run with
+/// `config`.
+fn audit_for(config: &std::path::Path, request_id: &str) -> serde_json::Value {
+    let out = std::process::Command::new(bin("drydock-executor"))
+        .args(["audit", "export", "--config"])
+        .arg(config)
+        .output()
+        .expect("run drydock-executor audit export");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["request_id"] == request_id)
+        .next_back()
         .unwrap_or_else(|| panic!("no audit row for {request_id}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_made_for_another_host_or_none_are_refused_and_audited() {
     let dd = Drydock::init();
-    let exec = ExecutorProcess::start(&dd, |y| on_host(y, "host-b"));
+    let config = host_add(&dd, "host-b", None);
+    let exec = ExecutorProcess::start_with(&dd, config.clone());
     let mut client = exec.agent_client(&dd).await;
+    // An agent dialling host B reaches B; dialling host C, it refuses B's
+    // executor (its certificate names B, not C).
+    let (ca, cert, key) = (
+        read(&dd.home.path("pki/ca.crt")),
+        read(&dd.home.path("pki/agent.crt")),
+        read(&dd.home.path("pki/agent.key")),
+    );
+    assert!(
+        grpc::channel_to("host-b", exec.port, &ca, Some((&cert, &key)))
+            .await
+            .is_ok()
+    );
+    assert!(
+        grpc::channel_to("host-c", exec.port, &ca, Some((&cert, &key)))
+            .await
+            .is_err(),
+        "another host's name"
+    );
     let key = approver(&dd);
     let target = Container::run("host-bound", &[drydock::fixture::FIXTURE_IMAGE, "sleep"]);
 
@@ -91,7 +150,7 @@ async fn claims_made_for_another_host_or_none_are_refused_and_audited() {
         let err = client.restart_container(req).await.unwrap_err();
         assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
         assert!(err.message().contains(says), "{}", err.message());
-        let row = audit_for(&dd, request_id);
+        let row = audit_for(&config, request_id);
         assert_eq!(row["decision"], "denied", "{row}");
         assert!(
             row["reason"].as_str().is_some_and(|r| r.contains(says)),
@@ -132,7 +191,7 @@ async fn claims_made_for_another_host_or_none_are_refused_and_audited() {
         err.message().contains("not for this executor") && err.message().contains("host-a"),
         "{err:?}"
     );
-    assert_eq!(audit_for(&dd, "req-host-grant")["decision"], "denied");
+    assert_eq!(audit_for(&config, "req-host-grant")["decision"], "denied");
     assert_eq!(
         target.inspect("{{.State.StartedAt}}"),
         started,
@@ -148,16 +207,49 @@ async fn claims_made_for_another_host_or_none_are_refused_and_audited() {
         .restart_container(req)
         .await
         .expect("an approval made for this host");
-    assert_eq!(audit_for(&dd, "req-host-b")["decision"], "allowed");
-    dd.assert_audit_intact();
+    assert_eq!(audit_for(&config, "req-host-b")["decision"], "allowed");
+    let verify = std::process::Command::new(bin("drydock-executor"))
+        .args(["audit", "verify", "--config"])
+        .arg(&config)
+        .arg("--public-key")
+        .arg(
+            std::fs::read_to_string(dd.home.path("hosts/host-b/pki/audit.pub"))
+                .expect("audit.pub")
+                .trim(),
+        )
+        .output()
+        .expect("audit verify");
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    drop(client);
+    exec.stop();
+
+    // An executor whose certificate does not name its host does not start.
+    let yaml = std::fs::read_to_string(&config).expect("the host's config");
+    let wrong = config.with_file_name("wrong-host.yaml");
+    std::fs::write(&wrong, yaml.replace("name: host-b", "name: host-z")).expect("write");
+    let out = std::process::Command::new(bin("drydock-executor"))
+        .args(["check-config", "--config"])
+        .arg(&wrong)
+        .output()
+        .expect("run drydock-executor");
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("host.name") && said.contains("host-z") && said.contains("drydock host add"),
+        "{said}"
+    );
 }
 
 #[test]
 fn the_agent_names_the_executors_host_in_what_a_person_signs() {
     let dd = Drydock::init();
-    let path = dd.home.executor_config();
-    let yaml = std::fs::read_to_string(&path).expect("executor config");
-    std::fs::write(&path, on_host(yaml, "host-a")).expect("write executor config");
+    // This home's own executor becomes host A: the files `host add`
+    // issues replace the home's.
+    host_add(&dd, "host-a", Some(&dd.home.root));
     dd.up();
     let web = Container::unhealthy_web("host-named", &[]);
     web.wait_for("unhealthy", Duration::from_secs(60), |c| {

@@ -564,9 +564,20 @@ pub mod grpc {
         ca_pem: &[u8],
         identity: Option<(&[u8], &[u8])>,
     ) -> Result<Channel, tonic::transport::Error> {
+        channel_to("drydock-executor", port, ca_pem, identity).await
+    }
+
+    /// A channel that accepts only a server certificate naming `name`, as
+    /// an agent dialling a named host (`executor.server_name`).
+    pub async fn channel_to(
+        name: &str,
+        port: u16,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<Channel, tonic::transport::Error> {
         let mut tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca_pem))
-            .domain_name("drydock-executor");
+            .domain_name(name);
         if let Some((cert, key)) = identity {
             tls = tls.identity(Identity::from_pem(cert, key));
         }

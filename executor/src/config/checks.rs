@@ -22,18 +22,67 @@ pub(super) const CHECKS: &[Check] = &[
     check_host,
 ];
 
-/// `host.name`: a name approvals and grants can carry.
+/// `host.name`: a name approvals and grants can carry, and one the
+/// executor's own certificate names (an agent dialling that name then
+/// reaches this executor and no other host's).
 fn check_host(c: &Config) -> Result<(), ConfigError> {
-    match &c.host {
-        Some(h) if !drydock_proto::approval::is_host_name(&h.name) => Err(invalid(
+    let Some(h) = &c.host else {
+        return Ok(());
+    };
+    if !drydock_proto::approval::is_host_name(&h.name) {
+        return Err(invalid(
             "host.name",
             format!(
                 "`{}` is not a host name: 1 to 63 lowercase letters, digits, `-` and `.`",
                 h.name.chars().take(64).collect::<String>()
             ),
-        )),
-        _ => Ok(()),
+        ));
     }
+    let names = certificate_names(&c.tls.cert).map_err(|why| invalid("tls.cert", why))?;
+    if !names.iter().any(|n| n == &h.name) {
+        return Err(invalid(
+            "host.name",
+            format!(
+                "`{}` is not among the names of this executor's certificate ({}): issue it one with `drydock host add {}`",
+                h.name,
+                names.join(", "),
+                h.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The DNS names and IP addresses a PEM certificate's SAN lists.
+fn certificate_names(path: &Path) -> Result<Vec<String>, String> {
+    use x509_parser::extensions::GeneralName;
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem)
+        .map_err(|e| format!("{} is not a PEM certificate: {e}", path.display()))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("{} is not a certificate: {e}", path.display()))?;
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Ok(Vec::new());
+    };
+    Ok(san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(d) => Some((*d).to_string()),
+            GeneralName::IPAddress(ip) => match ip.len() {
+                4 => <[u8; 4]>::try_from(*ip)
+                    .ok()
+                    .map(|b| std::net::IpAddr::from(b).to_string()),
+                16 => <[u8; 16]>::try_from(*ip)
+                    .ok()
+                    .map(|b| std::net::IpAddr::from(b).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect())
 }
 
 /// `redact.env_allow`: names of environment variables.

@@ -1,0 +1,231 @@
+//! `drydock host add NAME`: what another Docker host's executor needs, from
+//! the same CA: a certificate that names the host (so an agent dialling
+//! that name accepts no other host's executor), its keys, and an
+//! `executor.yaml` with `host.name` (so it refuses approvals and grants
+//! made for any other host). Written into one folder to copy to the host;
+//! the CA key and the approver key never go in it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+
+use crate::home::{write_file, Home, DEFAULT_EXECUTOR_PORT};
+use crate::pki::{self, Authority, Usage};
+
+/// What `host add` wrote, and where the agent reaches it.
+#[derive(Debug)]
+pub struct AddedHost {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+    pub port: u16,
+}
+
+/// The executor's listen address: the first `--address` that is an IP (the
+/// private address it serves on), else every interface; on the home's
+/// executor port.
+fn listen_on(addresses: &[String], port: u16) -> String {
+    match addresses
+        .iter()
+        .find_map(|a| a.parse::<std::net::IpAddr>().ok())
+    {
+        Some(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+        Some(ip) => format!("{ip}:{port}"),
+        None => format!("0.0.0.0:{port}"),
+    }
+}
+
+/// The port of the home's executor (`listen: ADDR:PORT`).
+fn home_port(home_yaml: &str) -> u16 {
+    home_yaml
+        .lines()
+        .find_map(|l| l.strip_prefix("listen:"))
+        .and_then(|l| l.trim().rsplit(':').next()?.parse().ok())
+        .unwrap_or(DEFAULT_EXECUTOR_PORT)
+}
+
+/// The host's `executor.yaml`: this home's (its approvers, policy and
+/// limits), listening on the host's address, with its host name required in
+/// every approval and grant.
+fn host_config(home_yaml: &str, name: &str, listen: &str) -> anyhow::Result<String> {
+    if home_yaml.lines().any(|l| l.starts_with("host:")) {
+        bail!("this home's executor.yaml already names a host; add hosts from a home whose executor.yaml has no `host:` section");
+    }
+    let mut replaced = false;
+    let body: Vec<String> = home_yaml
+        .lines()
+        .map(|l| {
+            if l.starts_with("listen:") {
+                replaced = true;
+                format!("listen: {listen}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    if !replaced {
+        bail!("this home's executor.yaml has no `listen:` line to adapt");
+    }
+    Ok(format!(
+        "{}\n# This executor's host: approvals and grants must name it (`drydock host add`).\nhost:\n  name: {name}\n  require: true\n",
+        body.join("\n")
+    ))
+}
+
+/// Write `DIR/{executor.yaml, pki/…, state/…}` for host `name`.
+pub fn add(
+    home: &Home,
+    name: &str,
+    addresses: &[String],
+    out: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<AddedHost> {
+    if !drydock_proto::approval::is_host_name(name) {
+        bail!("`{name}` is not a host name: 1 to 63 lowercase letters, digits, `-` and `.`, starting with a letter or digit");
+    }
+    let ca_key = home.path("pki/ca.key");
+    let key_pem = std::fs::read_to_string(&ca_key).with_context(|| {
+        format!(
+            "cannot read the CA key {}: run `drydock host add` where `drydock init` made the CA",
+            ca_key.display()
+        )
+    })?;
+    let cert_pem = std::fs::read_to_string(home.path("pki/ca.crt"))
+        .with_context(|| format!("cannot read {}", home.path("pki/ca.crt").display()))?;
+    let ca = Authority::load(&cert_pem, &key_pem)
+        .context("the home's CA certificate and key do not load")?;
+    let home_yaml = std::fs::read_to_string(home.executor_config())
+        .with_context(|| format!("cannot read {}", home.executor_config().display()))?;
+    let dir = out.map_or_else(|| home.path(&format!("hosts/{name}")), Path::to_path_buf);
+    if dir.join("executor.yaml").exists() && !force {
+        bail!(
+            "{} already holds a host's files; pass --force to issue new ones",
+            dir.display()
+        );
+    }
+    let port = home_port(&home_yaml);
+    let config = host_config(&home_yaml, name, &listen_on(addresses, port))?;
+    // The host's name first: the agent dials it (`executor.server_name`).
+    let mut sans = vec![name.to_string()];
+    sans.extend(addresses.iter().cloned());
+    let executor = ca.issue(pki::EXECUTOR_IDENTITY, &sans, Usage::Server, 0, 825)?;
+    let health = ca.issue(pki::HEALTHCHECK_IDENTITY, &[], Usage::Client, 0, 825)?;
+    let audit = drydock_proto::approval::generate_signing_key();
+    let files: Vec<(&str, String, bool)> = vec![
+        ("executor.yaml", config, false),
+        ("pki/ca.crt", cert_pem, false),
+        ("pki/executor.crt", executor.cert_pem, false),
+        ("pki/executor.key", executor.key_pem, true),
+        ("pki/healthcheck.crt", health.cert_pem, false),
+        ("pki/healthcheck.key", health.key_pem, true),
+        (
+            "pki/audit.key",
+            drydock_proto::approval::format_secret_key(&audit),
+            true,
+        ),
+        (
+            "pki/audit.pub",
+            drydock_proto::approval::format_public_key(&audit.verifying_key()),
+            false,
+        ),
+        ("state/revoked-grants", String::new(), false),
+        // A new installation: the executor creates its audit store once.
+        (
+            "state/audit.db.init",
+            "created by drydock host add\n".into(),
+            false,
+        ),
+    ];
+    let mut written = Vec::new();
+    for (rel, content, private) in files {
+        let path = dir.join(rel);
+        write_file(&path, &content, private)?;
+        written.push(path);
+    }
+    Ok(AddedHost {
+        dir,
+        files: written,
+        port,
+    })
+}
+
+/// `drydock host add`, with what to do next.
+pub fn add_and_say(
+    home: &Home,
+    name: &str,
+    addresses: &[String],
+    out: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<u8> {
+    let added = add(home, name, addresses, out, force)?;
+    println!("host {name}: written into {}:", added.dir.display());
+    for f in &added.files {
+        println!("  {}", f.display());
+    }
+    println!(
+        "next: copy {dir} to {name} (for example to /etc/drydock; keep the keys 0600 and owned by the executor's user), \
+         start `drydock-executor serve --config /etc/drydock/executor.yaml` there (docs/deploy.md), \
+         and have the agent dial it at https://{name}:{port} with `server_name: {name}`. \
+         Check its audit chain with the public key {dir}/pki/audit.pub.",
+        dir = added.dir.display(),
+        port = added.port
+    );
+    Ok(crate::exit::COMPLETED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::home::{init, InitOptions};
+
+    #[test]
+    fn a_host_gets_a_certificate_naming_it_from_the_same_ca_and_its_name_in_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home {
+            root: dir.path().to_path_buf(),
+        };
+        init(&home, &InitOptions::default()).unwrap();
+        let added = add(&home, "host-b", &["10.0.0.5".into()], None, false).unwrap();
+        let yaml = std::fs::read_to_string(added.dir.join("executor.yaml")).unwrap();
+        assert!(
+            yaml.contains("host:\n  name: host-b\n  require: true\n")
+                && yaml.contains(&format!("listen: 10.0.0.5:{}", added.port)),
+            "{yaml}"
+        );
+        let pem = std::fs::read(added.dir.join("pki/executor.crt")).unwrap();
+        let (_, der) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+        let cert = der.parse_x509().unwrap();
+        let names = format!(
+            "{:?}",
+            cert.subject_alternative_name().unwrap().unwrap().value
+        );
+        assert!(
+            names.contains("\"host-b\"") && names.contains("[10, 0, 0, 5]"),
+            "{names}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(added.dir.join("pki/ca.crt")).unwrap(),
+            std::fs::read_to_string(home.path("pki/ca.crt")).unwrap(),
+            "the same CA"
+        );
+        use std::os::unix::fs::PermissionsExt as _;
+        for key in ["executor.key", "healthcheck.key", "audit.key"] {
+            let mode = std::fs::metadata(added.dir.join("pki").join(key))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{key}");
+        }
+        assert!(!added.dir.join("pki/ca.key").exists());
+        assert!(!added.dir.join("approver.key").exists());
+        // Once is enough; bad names and a second time are refused.
+        let again = add(&home, "host-b", &[], None, false).unwrap_err();
+        assert!(format!("{again:#}").contains("--force"), "{again:#}");
+        for bad in ["Host-B", "", "-b", "a/b"] {
+            let err = add(&home, bad, &[], None, false).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("not a host name"),
+                "{bad}: {err:#}"
+            );
+        }
+    }
+}
