@@ -94,8 +94,7 @@ fn audit_for(config: &std::path::Path, request_id: &str) -> serde_json::Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|r| r["request_id"] == request_id)
-        .next_back()
+        .rfind(|r| r["request_id"] == request_id)
         .unwrap_or_else(|| panic!("no audit row for {request_id}"))
 }
 
