@@ -395,6 +395,15 @@ pub(crate) fn parse_services(body: &[u8]) -> Result<Vec<ServiceInfo>, String> {
 }
 
 /// The engine's `/tasks` answer, for one service, newest first.
+/// `1.41` → 1.41; anything else is not an API version.
+pub(crate) fn parse_api_version(text: &str) -> Option<bollard::ClientVersion> {
+    let (major, minor) = text.split_once('.')?;
+    Some(bollard::ClientVersion {
+        major_version: major.parse().ok()?,
+        minor_version: minor.parse().ok()?,
+    })
+}
+
 /// An id the engine gave, checked before it goes into a path: only a Swarm
 /// id (25 lowercase letters and digits) ever does.
 fn swarm_id<'a>(operation: &'static str, id: &'a str) -> Result<&'a str, DockerError> {
@@ -651,6 +660,16 @@ impl DockerAdapter {
         .await
     }
 
+    /// The engine's own API version (from `/version`), or the negotiated
+    /// one when the engine does not say.
+    async fn engine_api_version(&self) -> bollard::ClientVersion {
+        let negotiated = self.client().client_version();
+        let Ok(v) = self.client().version().await else {
+            return negotiated;
+        };
+        parse_api_version(v.api_version.as_deref().unwrap_or("")).unwrap_or(negotiated)
+    }
+
     /// One update of a service: its current spec read raw and sent back
     /// whole (forced, or with `rollback=previous`) at `version`. Returns
     /// the version after the write.
@@ -664,7 +683,10 @@ impl DockerAdapter {
         let id = swarm_id(operation, id)?;
         let deadline = self.timeouts.write;
         let write = async {
-            let client_version = self.client().client_version();
+            // The spec goes back as the engine gave it, untouched JSON, at
+            // the engine's own API version: at an older one the engine
+            // would clear the settings that version does not know.
+            let client_version = self.engine_api_version().await;
             let raw_error = |e: super::transport::RawError| match e {
                 super::transport::RawError::Connection(e) => {
                     DockerError::Unavailable(format!("{operation}: {e}"))

@@ -102,3 +102,12 @@ fn nodes_parse_and_errors_say_what_the_engine_meant() {
         "filters=%7B%22service%22%3A%5B%22abc%22%5D%7D"
     );
 }
+
+#[test]
+fn api_versions_parse_or_are_refused() {
+    let v = parse_api_version("1.41").expect("1.41");
+    assert_eq!((v.major_version, v.minor_version), (1, 41));
+    for bad in ["", "1", "1.x", "a.1", "1.41.2"] {
+        assert!(parse_api_version(bad).is_none(), "{bad}");
+    }
+}
