@@ -444,6 +444,11 @@ impl ExecutorClient {
                     || !s.allow_service_labels.is_empty()
                     || !s.allow_stacks.is_empty()
             }),
+            allow_service_names: r
+                .scope
+                .as_ref()
+                .map(|s| s.allow_service_names.clone())
+                .unwrap_or_default(),
             host: r.host,
             host_required: r.host_required,
         })

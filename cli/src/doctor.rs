@@ -448,11 +448,18 @@ fn approver(cfg: &crate::home::CliConfig, policy: &PolicyView) -> Check {
 
 fn scope(policy: &PolicyView) -> Check {
     let names: Vec<String> = policy.allow_names.iter().map(|n| safe(n)).collect();
-    if names.iter().any(|n| n == "*") {
+    let every = |names: &[String]| names.iter().any(|n| n == "*");
+    if every(&names) {
         check(
             "scope",
             Verdict::Warn,
             "targets.allow_names includes `*`: every container on this host is in scope; name the services drydock may touch",
+        )
+    } else if every(&policy.allow_service_names) {
+        check(
+            "scope",
+            Verdict::Warn,
+            "targets.services.allow_names includes `*`: every Swarm service of the cluster is in scope; name the services or stacks drydock may touch",
         )
     } else {
         check(
@@ -460,5 +467,32 @@ fn scope(policy: &PolicyView) -> Check {
             Verdict::Ok,
             format!("name selectors [{}]", names.join(", ")),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_of_every_container_or_every_service_is_a_warning() {
+        let policy = |containers: &[&str], services: &[&str]| PolicyView {
+            allow_names: containers.iter().map(|s| s.to_string()).collect(),
+            allow_service_names: services.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        for (p, verdict, says) in [
+            (policy(&["shop-*"], &[]), Verdict::Ok, "shop-*"),
+            (policy(&["*"], &[]), Verdict::Warn, "every container"),
+            (
+                policy(&["shop-*"], &["*"]),
+                Verdict::Warn,
+                "every Swarm service",
+            ),
+        ] {
+            let c = scope(&p);
+            assert_eq!(c.verdict, verdict, "{}", c.detail);
+            assert!(c.detail.contains(says), "{}", c.detail);
+        }
     }
 }

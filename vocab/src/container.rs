@@ -258,6 +258,9 @@ pub struct PolicyView {
     /// Whether any Swarm service is in the executor's scope.
     #[serde(default)]
     pub services_in_scope: bool,
+    /// Name selectors of the executor's Swarm service scope.
+    #[serde(default)]
+    pub allow_service_names: Vec<String>,
     /// The executor's host name (empty without one): the approvals and
     /// grants made for it name it.
     #[serde(default)]

@@ -47,6 +47,7 @@ const ALL: PolicyView = PolicyView {
     force_update_enabled: false,
     service_rollback_enabled: false,
     services_in_scope: false,
+    allow_service_names: vec![],
     host: String::new(),
     host_required: false,
 };
