@@ -19,7 +19,7 @@ enum Found {
     /// The request has its target; `policy` is the read made alongside
     /// the list, and `running` whether the list showed it running.
     Target {
-        policy: Option<Result<PolicyView, ExecutorError>>,
+        policy: Option<Box<Result<PolicyView, ExecutorError>>>,
         running: bool,
     },
     /// No single container: the model investigates (with the policy
@@ -54,7 +54,7 @@ impl Engine {
             gathered.extend(self.runbook_evidence(&target));
         }
         let policy = match policy_read {
-            Some(read) => read,
+            Some(read) => *read,
             None => self.executor.policy(id).await,
         };
         let Some(policy) = self
@@ -152,7 +152,7 @@ impl Engine {
                 })
                 .await?;
                 return Ok(Found::Target {
-                    policy: Some(policy),
+                    policy: Some(Box::new(policy)),
                     running,
                 });
             }
