@@ -663,11 +663,20 @@ impl DockerAdapter {
     /// The engine's own API version (from `/version`), or the negotiated
     /// one when the engine does not say.
     async fn engine_api_version(&self) -> bollard::ClientVersion {
+        #[derive(serde::Deserialize)]
+        struct Version {
+            #[serde(rename = "ApiVersion", default)]
+            api_version: String,
+        }
         let negotiated = self.client().client_version();
-        let Ok(v) = self.client().version().await else {
+        let Ok((status, body)) = self.raw.get(&negotiated, "/version").await else {
             return negotiated;
         };
-        parse_api_version(v.api_version.as_deref().unwrap_or("")).unwrap_or(negotiated)
+        serde_json::from_slice::<Version>(&body)
+            .ok()
+            .filter(|_| status.is_success())
+            .and_then(|v| parse_api_version(&v.api_version))
+            .unwrap_or(negotiated)
     }
 
     /// One update of a service: its current spec read raw and sent back
