@@ -130,27 +130,7 @@ fn swarm_stack_repairs_a_service_through_locked_down_services() {
     let _socket_dir = SocketDir;
     // The broken workload: its task turns unhealthy after start and is
     // not restarted (a force update starts one that stays healthy).
-    engine.ok(&[
-        "service",
-        "create",
-        "-d",
-        "--name",
-        "shop_web",
-        "--label",
-        "com.docker.stack.namespace=shop",
-        "--restart-condition",
-        "none",
-        "--mount",
-        "type=volume,source=shop-web-state,target=/state",
-        WEB,
-        "serve",
-        "--port",
-        "8080",
-        "--wedge-after-secs",
-        "4",
-        "--boot-marker",
-        "/state/booted",
-    ]);
+    engine.create_wedging_once("shop_web");
 
     let dd = Drydock::uninitialized();
     let root = checkout(&dd);

@@ -197,6 +197,34 @@ impl SwarmEngine {
         }
     }
 
+    /// A service of stack `shop` whose first task turns unhealthy a few
+    /// seconds after start and is not restarted (`--restart-condition
+    /// none`); a task started after it (a force update) stays healthy, as
+    /// the first one left a marker in the service's volume.
+    pub fn create_wedging_once(&self, name: &str) {
+        self.ok(&[
+            "service",
+            "create",
+            "-d",
+            "--name",
+            name,
+            "--label",
+            "com.docker.stack.namespace=shop",
+            "--restart-condition",
+            "none",
+            "--mount",
+            &format!("type=volume,source={name}-state,target=/state"),
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "4",
+            "--boot-marker",
+            "/state/booted",
+        ]);
+    }
+
     /// `running/desired` of a service, as `docker service ls` says.
     pub fn replicas(&self, service: &str) -> String {
         self.ok(&[

@@ -171,24 +171,7 @@ fn services_are_diagnosed_from_plain_questions_and_repaired_with_an_approval() {
             &v1,
         ],
     );
-    create(
-        &engine,
-        "shop_web",
-        &[
-            "--restart-condition",
-            "none",
-            "--mount",
-            "type=volume,source=shop-web-state,target=/state",
-            WEB,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "4",
-            "--boot-marker",
-            "/state/booted",
-        ],
-    );
+    engine.create_wedging_once("shop_web");
     engine.ok(&[
         "service",
         "create",
@@ -443,24 +426,7 @@ fn a_service_short_of_tasks_is_repaired_under_a_grant_with_no_person_asked() {
         .trim()
         .to_string();
 
-    create(
-        &engine,
-        "shop_cart",
-        &[
-            "--restart-condition",
-            "none",
-            "--mount",
-            "type=volume,source=shop-cart-state,target=/state",
-            WEB,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "4",
-            "--boot-marker",
-            "/state/booted",
-        ],
-    );
+    engine.create_wedging_once("shop_cart");
     let started = Instant::now();
     let done = loop {
         let found = requests(&dd).into_iter().find(|r| {
