@@ -536,11 +536,6 @@ impl ExecutorService {
             };
             finish_call(audit, call, result).await
         });
-        task.await.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "service write task failed");
-            Err(Status::internal(
-                "the write task failed; its intent row is in the audit log",
-            ))
-        })
+        super::writes::write_task_result(task.await)
     }
 }

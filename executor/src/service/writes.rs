@@ -324,12 +324,7 @@ impl ExecutorService {
             };
             finish_call(audit, call, result).await
         });
-        task.await.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "write task failed");
-            Err(Status::internal(
-                "the write task failed; its intent row is in the audit log",
-            ))
-        })
+        write_task_result(task.await)
     }
 }
 
@@ -344,4 +339,17 @@ pub(super) struct AuthorizedWrite {
     recheck_state: bool,
     /// A rollback's image.
     image: Option<String>,
+}
+
+/// A spawned write's answer; a task that died (a panic) is an internal
+/// error whose intent row is already in the chain.
+pub(super) fn write_task_result<T>(
+    joined: Result<Result<T, Status>, tokio::task::JoinError>,
+) -> Result<T, Status> {
+    joined.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "write task failed");
+        Err(Status::internal(
+            "the write task failed; its intent row is in the audit log",
+        ))
+    })
 }
