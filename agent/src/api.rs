@@ -143,9 +143,27 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/healthz", get(healthz))
         .merge(protected)
         .with_state(state)
+}
+
+/// The agent answers; with several hosts, which of them do not (from each
+/// host's own probe, so this never waits on a host). A host down does not
+/// make the agent unhealthy: the others are still served.
+async fn healthz(State(s): State<AppState>) -> Response {
+    let hosts = s.engine.hosts();
+    if !hosts.named() {
+        return Json(json!({"status": "ok"})).into_response();
+    }
+    let down: Vec<String> = hosts
+        .all()
+        .iter()
+        .filter(|h| h.is_down())
+        .map(|h| h.label().to_string())
+        .collect();
+    let status = if down.is_empty() { "ok" } else { "degraded" };
+    Json(json!({"status": status, "hosts_down": down})).into_response()
 }
 
 #[derive(Deserialize)]
@@ -159,13 +177,57 @@ struct CreateBody {
     /// The asker's offset from UTC in minutes, for a time in a question.
     #[serde(default)]
     utc_offset_minutes: Option<i32>,
+    /// Look on this host only (a name from the agent's `hosts:`); a
+    /// `container` of `NAME@HOST` says the same.
+    #[serde(default)]
+    host: Option<String>,
+}
+
+/// The host a request is asked about: `host`, or the `@HOST` of
+/// `container`, which must be a host the agent serves; the container's name
+/// without its host.
+fn asked_host(
+    hosts: &crate::hosts::Hosts,
+    container: Option<String>,
+    host: Option<String>,
+) -> Result<(Option<String>, Option<String>), Problem> {
+    let (container, at) = match container {
+        Some(c) => match c.rsplit_once('@') {
+            Some((name, h)) if !name.is_empty() => (Some(name.to_string()), Some(h.to_string())),
+            _ => (Some(c), None),
+        },
+        None => (None, None),
+    };
+    let host = match (host, at) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid host",
+                format!("host `{a}` and container `@{b}` name different hosts; name one"),
+            ))
+        }
+        (h, at) => h.or(at),
+    };
+    if let Some(h) = &host {
+        if hosts.get(Some(h)).is_none() || !hosts.named() {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "unknown host",
+                format!(
+                    "no host `{h}`: the agent serves {} (its `hosts:` config)",
+                    hosts.names().join(", ")
+                ),
+            ));
+        }
+    }
+    Ok((container, host))
 }
 
 async fn create_request(
     State(s): State<AppState>,
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
-    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"utc_offset_minutes\"?: int}}")))?;
+    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"utc_offset_minutes\"?: int, \"host\"?: \"...\"}}")))?;
     let message = body.message.trim().to_string();
     if message.is_empty() || message.len() > MAX_MESSAGE_LEN {
         return Err(Problem::new(
@@ -200,13 +262,15 @@ async fn create_request(
             format!("utc_offset_minutes {off} must be between -{max} and {max} (UTC+01:00 is 60)"),
         ));
     }
+    let (container, host) = asked_host(s.engine.hosts(), body.container, body.host)?;
     let req = s
         .engine
         .create(
             message,
             RequestOptions {
                 utc_offset_minutes: body.utc_offset_minutes,
-                container: body.container,
+                container,
+                host,
                 // A question ("why did search restart at 3 am?") gets an
                 // answer from the evidence, not a plan.
                 diagnose_only: body.diagnose_only || crate::rules::is_question(&body.message),
@@ -220,6 +284,8 @@ async fn create_request(
 struct ListQuery {
     status: Option<String>,
     limit: Option<u32>,
+    /// Only the requests on this host.
+    host: Option<String>,
 }
 
 async fn list_requests(
@@ -239,7 +305,7 @@ async fn list_requests(
     let list: Vec<_> = s
         .engine
         .store()
-        .list(status, q.limit.unwrap_or(50).min(500))
+        .list_on(status, q.host.as_deref(), q.limit.unwrap_or(50).min(500))
         .map_err(EngineError::from)?
         .into_iter()
         .map(|r| r.for_api())
@@ -275,15 +341,29 @@ async fn timeline(State(s): State<AppState>, Path(id): Path<String>) -> Result<R
 /// Whether the agent reaches the executor over mTLS right now, and the
 /// executor's policy as it answered (actions, trusted approvers' public keys,
 /// scope). `drydock doctor` relies on it.
-async fn executor_status(State(s): State<AppState>) -> Response {
+async fn executor_status(State(s): State<AppState>, Query(q): Query<HostQuery>) -> Response {
     let started = std::time::Instant::now();
-    match s.engine.executor_policy().await {
+    let hosts = s.engine.hosts();
+    match s.engine.executor_policy(q.host.as_deref()).await {
         Ok(policy) => Json(ExecutorReach {
             reachable: true,
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             policy,
+            host: hosts.named().then(|| {
+                q.host
+                    .clone()
+                    .unwrap_or_else(|| hosts.first().label().to_string())
+            }),
+            hosts: if hosts.named() {
+                hosts.views()
+            } else {
+                Vec::new()
+            },
         })
         .into_response(),
+        Err(e) if e.is_not_found() => {
+            Problem::new(StatusCode::NOT_FOUND, "unknown host", e.message).into_response()
+        }
         Err(e) => Problem::new(
             StatusCode::BAD_GATEWAY,
             "executor unreachable",
@@ -291,6 +371,11 @@ async fn executor_status(State(s): State<AppState>) -> Response {
         )
         .into_response(),
     }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct HostQuery {
+    host: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -21,6 +21,9 @@ pub use drydock_daemon::logging::LogFormat;
 pub use drydock_daemon::ConfigError;
 use drydock_daemon::{config::resolve_relative, invalid};
 
+mod hosts;
+pub use hosts::{reaches, HostConfig, Reach};
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -32,6 +35,9 @@ pub struct Config {
     pub api: ApiConfig,
     pub token_file: PathBuf,
     pub executor: ExecutorConfig,
+    /// Other Docker hosts, each with its own executor (`config/hosts.rs`).
+    #[serde(default)]
+    pub hosts: Vec<HostConfig>,
     pub store: StoreConfig,
     #[serde(default = "default_ttl", with = "drydock_daemon::duration")]
     pub approval_ttl: Duration,
@@ -333,6 +339,9 @@ pub struct ExecutorConfig {
     pub endpoint: String,
     #[serde(default = "default_server_name")]
     pub server_name: String,
+    /// This executor's host name; required once `hosts:` lists others.
+    #[serde(default)]
+    pub host: Option<String>,
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
@@ -570,15 +579,7 @@ impl Config {
             }
             Listen::Tcp(_) => {}
         }
-        if !self.executor.endpoint.starts_with("https://") {
-            return Err(invalid(
-                "executor.endpoint",
-                format!(
-                    "`{}` must be an https:// URL (the executor requires mTLS)",
-                    self.executor.endpoint
-                ),
-            ));
-        }
+        hosts::validate(&self.executor, &self.hosts)?;
         for (key, p) in [
             ("token_file", &self.token_file),
             ("executor.ca", &self.executor.ca),
@@ -616,6 +617,11 @@ impl Config {
             llm.validate()?;
         }
         Ok(())
+    }
+
+    /// Every executor, `executor:`'s first.
+    pub fn reaches(&self) -> Vec<Reach> {
+        reaches(&self.executor, &self.hosts)
     }
 
     /// The parsed `listen` (relative unix paths were resolved at load).

@@ -151,6 +151,7 @@ fn candidate(c: &ContainerSummaryView, score: u32, why: impl Into<String>) -> Ca
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
         score,
         why: why.into(),
+        host: c.host.clone(),
     }
 }
 

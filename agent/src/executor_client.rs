@@ -160,6 +160,12 @@ pub trait Reads: Send + Sync {
     ) -> Call<'a, LogsView>;
     fn nodes<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<NodeView>>;
 
+    /// Whether the executor serves, as cheaply as it can be asked (the
+    /// gRPC health service, which audits no successful probe).
+    fn ping<'a>(&'a self) -> Call<'a, ()> {
+        Box::pin(async move { self.policy("req-ping").await.map(|_| ()) })
+    }
+
     /// The last `tail` lines of its logs.
     fn logs<'a>(
         &'a self,
@@ -212,6 +218,8 @@ pub enum ClientSetupError {
 #[derive(Clone)]
 pub struct ExecutorClient {
     inner: PbClient<Channel>,
+    /// The same channel, for the health service.
+    channel: Channel,
     /// Writes wait for the container's own stop timeout (the executor
     /// honours it, up to `MAX_STOP_WAIT`), so they get a longer deadline.
     writes: PbClient<Channel>,
@@ -254,7 +262,8 @@ impl ExecutorClient {
         let channel = base.clone().timeout(Duration::from_secs(60)).connect_lazy();
         let writes = base.timeout(WRITE_CALL_TIMEOUT).connect_lazy();
         Ok(ExecutorClient {
-            inner: PbClient::new(channel),
+            inner: PbClient::new(channel.clone()),
+            channel,
             writes: PbClient::new(writes),
         })
     }
@@ -285,6 +294,7 @@ impl ExecutorClient {
                 labels: c.labels.into_iter().collect(),
                 public_ports: c.public_ports,
                 ip_addresses: c.ip_addresses,
+                host: None,
             })
             .collect())
     }
@@ -642,10 +652,32 @@ pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
         image: e.image,
         project: e.compose_project,
         service: e.compose_service,
+        host: String::new(),
     }
 }
 
 impl Reads for ExecutorClient {
+    fn ping<'a>(&'a self) -> Call<'a, ()> {
+        Box::pin(async move {
+            let mut client =
+                tonic_health::pb::health_client::HealthClient::new(self.channel.clone());
+            let answer = client
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: "drydock.executor.v1.Executor".into(),
+                })
+                .await?
+                .into_inner();
+            let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
+            if answer.status == serving {
+                Ok(())
+            } else {
+                Err(ExecutorError::new(
+                    tonic::Code::Unavailable,
+                    "the executor is not serving",
+                ))
+            }
+        })
+    }
     fn list<'a>(&'a self, request_id: &'a str, all: bool) -> Call<'a, Vec<ContainerSummaryView>> {
         Box::pin(ExecutorClient::list(self, request_id, all))
     }

@@ -149,7 +149,9 @@ pub fn revoke(store: &Store, id: &str) -> Result<bool, StoreError> {
     store::grants::revoke(store, id, &now_rfc3339())
 }
 
-/// An active grant covering `action` on this container for this class.
+/// An active grant covering `action` on this container for this class, by
+/// the policy of the executor that will be asked (its revocations, its
+/// host).
 pub fn covering<'a>(
     grants: &'a [StoredGrant],
     action: WriteAction,
@@ -157,11 +159,81 @@ pub fn covering<'a>(
     labels: &std::collections::BTreeMap<String, String>,
     class: &str,
     now: i64,
-    revoked_by_executor: &[String],
+    executor: &PolicyView,
 ) -> Option<&'a StoredGrant> {
+    let host = Some(executor.host.as_str()).filter(|h| !h.is_empty());
     grants.iter().find(|g| {
-        g.status(now, revoked_by_executor) == GrantStatus::Active
+        g.status(now, &executor.revoked_grants) == GrantStatus::Active
+            // Made for another host: that host's executor alone honours it.
+            && g.claims.host.as_deref().is_none_or(|h| Some(h) == host)
             && g.claims.issued_at <= now + 60
             && g.claims.refuses(action, name, labels, class).is_none()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drydock_proto::grant::{GrantScope, GRANT_KIND};
+
+    fn grant(host: Option<&str>) -> StoredGrant {
+        StoredGrant {
+            id: "grt-1".into(),
+            key_id: "ops".into(),
+            created_at: now_rfc3339(),
+            revoked_at: None,
+            claims: GrantClaims {
+                version: if host.is_some() { 2 } else { 1 },
+                kind: GRANT_KIND.into(),
+                grant_id: "grt-1".into(),
+                actions: vec![WriteAction::Restart],
+                scope: GrantScope {
+                    names: vec!["web".into()],
+                    ..Default::default()
+                },
+                classes: vec![],
+                max_per_container: 2,
+                window_secs: 3600,
+                max_total: 10,
+                issued_at: 1000,
+                expires_at: 100_000,
+                host: host.map(str::to_string),
+            },
+            claims_b64: String::new(),
+            signature_b64: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_grant_made_for_one_host_covers_no_step_on_another() {
+        let labels = Default::default();
+        let covers = |g: StoredGrant, host: Option<&str>| {
+            let grants = [g];
+            let executor = PolicyView {
+                host: host.unwrap_or_default().into(),
+                ..Default::default()
+            };
+            covering(
+                &grants,
+                WriteAction::Restart,
+                "web",
+                &labels,
+                "unhealthy",
+                2000,
+                &executor,
+            )
+            .is_some()
+        };
+        assert!(covers(grant(Some("host-a")), Some("host-a")));
+        assert!(!covers(grant(Some("host-a")), Some("host-b")));
+        assert!(
+            !covers(grant(Some("host-a")), None),
+            "an executor without a name is not host-a"
+        );
+        assert!(
+            covers(grant(None), Some("host-b")),
+            "a grant without a host: the executor decides"
+        );
+        assert!(covers(grant(None), None));
+    }
 }

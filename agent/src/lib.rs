@@ -15,6 +15,7 @@ pub mod disk;
 pub mod engine;
 pub mod executor_client;
 pub mod grants;
+pub mod hosts;
 pub mod listen;
 pub mod llm;
 pub mod model;

@@ -11,6 +11,7 @@ use drydock_agent::api::{self, AppState};
 use drydock_agent::config::{Config, Listen};
 use drydock_agent::engine::{Engine, EngineConfig};
 use drydock_agent::executor_client::ExecutorClient;
+use drydock_agent::hosts::{Host, Hosts};
 use drydock_agent::listen::PeerCheckedListener;
 use drydock_agent::llm::agent_loop::Limits;
 use drydock_agent::llm::investigate;
@@ -61,13 +62,31 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Store::open(&config.store.path)
             .with_context(|| format!("store.path {}", config.store.path.display()))?,
     );
-    let executor = ExecutorClient::new(
-        &config.executor.endpoint,
-        &config.executor.server_name,
-        &config.executor.ca,
-        &config.executor.cert,
-        &config.executor.key,
-    )?;
+    // One client per host, each with its own lazily connected channel.
+    let mut clients = Vec::new();
+    for reach in config.reaches() {
+        let client = ExecutorClient::new(
+            &reach.endpoint,
+            &reach.server_name,
+            &config.executor.ca,
+            &config.executor.cert,
+            &config.executor.key,
+        )
+        .with_context(|| {
+            format!(
+                "executor of host {}",
+                reach.name.as_deref().unwrap_or("local")
+            )
+        })?;
+        clients.push((reach, client));
+    }
+    let hosts = Arc::new(Hosts::new(
+        clients
+            .iter()
+            .map(|(r, c)| Host::new(r.name.clone(), r.endpoint.clone(), Arc::new(c.clone())))
+            .collect(),
+    ));
+    hosts.spawn_probes();
     let llm = match &config.llm {
         Some(llm) => {
             // Read once here; the key lives only inside the provider, whose
@@ -95,10 +114,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let watch_client = executor.clone();
-    let engine = Engine::new(
+    let engine = Engine::with_hosts(
         store.clone(),
-        Arc::new(executor),
+        hosts,
         EngineConfig {
             approval_ttl: config.approval_ttl,
             max_iterations: config.max_iterations,
@@ -116,12 +134,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!(resumed, "resumed unfinished requests");
     }
     if config.watch.enabled {
-        drydock_agent::watch::Watcher::spawn(
-            store.clone(),
-            Arc::new(engine.clone()),
-            watch_client,
-            config.watch.clone(),
-        );
+        for (reach, client) in clients {
+            drydock_agent::watch::Watcher::spawn(
+                store.clone(),
+                Arc::new(engine.clone()),
+                client,
+                reach.name,
+                config.watch.clone(),
+            );
+        }
         tracing::info!(mode = ?config.watch.mode, "watching container events");
     }
     drydock_agent::notify::Notifier::spawn(

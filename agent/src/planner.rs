@@ -33,6 +33,8 @@ impl DependencyState {
             container_id: c.id.clone(),
             container_name: c.name.clone(),
             service: c.labels.get(crate::model::COMPOSE_SERVICE_LABEL).cloned(),
+            // A dependency is on the request's host: it was read there.
+            host: None,
         })
     }
 

@@ -89,9 +89,13 @@ pub enum Command {
     Down,
     /// Ask drydock about a broken service: diagnose, plan, approve, fix, verify.
     Ask {
-        /// The exact container (name or id) instead of discovery from the message.
+        /// The exact container (name or id) instead of discovery from the
+        /// message; `NAME@HOST` on one of several hosts.
         #[arg(long)]
         container: Option<String>,
+        /// Look on this host only (a name from the agent's `hosts:`).
+        #[arg(long)]
+        host: Option<String>,
         /// Diagnose only: never propose a change.
         #[arg(long)]
         diagnose_only: bool,
@@ -131,6 +135,9 @@ pub enum Command {
     Requests {
         #[arg(long, value_parser = crate::text::parse_status)]
         status: Option<drydock_vocab::Status>,
+        /// Only the requests on this host (several hosts only).
+        #[arg(long)]
+        host: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -244,7 +251,7 @@ pub enum HostCommand {
 #[derive(Subcommand, Debug)]
 pub enum GrantCommand {
     /// Make and sign a grant: shows it in words and asks (or signs with --yes), then prints its id.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// List grants with their status (active, expired, revoked).
     List {
         #[arg(long)]
@@ -287,6 +294,9 @@ pub struct CreateArgs {
     /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
     #[arg(long)]
     pub expires: String,
+    /// The host whose executor honours it, when the agent serves several.
+    #[arg(long)]
+    pub host: Option<String>,
     /// Sign without asking.
     #[arg(long)]
     pub yes: bool,

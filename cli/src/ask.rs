@@ -21,6 +21,7 @@ use crate::text::{capitalized, safe};
 pub struct AskOptions {
     pub message: String,
     pub container: Option<String>,
+    pub host: Option<String>,
     pub diagnose_only: bool,
     pub yes: bool,
     pub json: bool,
@@ -197,7 +198,12 @@ async fn interrupted(agent: &AgentClient, request_id: &str) -> anyhow::Result<As
 pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult> {
     let agent = AgentClient::from_config(cfg)?;
     let created = agent
-        .create(&opts.message, opts.container.as_deref(), opts.diagnose_only)
+        .create(
+            &opts.message,
+            opts.container.as_deref(),
+            opts.host.as_deref(),
+            opts.diagnose_only,
+        )
         .await?;
     let id = created.id;
     if !opts.json {
@@ -227,10 +233,14 @@ pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult
 
 /// Number the candidates and read a choice; `None` when the person declines.
 fn pick_candidate(request: &Request) -> Option<String> {
-    let candidates: Vec<&str> = request
+    // On several hosts a candidate is `NAME@HOST`, which the agent reads.
+    let candidates: Vec<String> = request
         .candidates
         .iter()
-        .map(|c| c.container_name.as_str())
+        .map(|c| match &c.host {
+            Some(h) => format!("{}@{h}", c.container_name),
+            None => c.container_name.clone(),
+        })
         .collect();
     if candidates.is_empty() {
         return None;
@@ -244,5 +254,5 @@ fn pick_candidate(request: &Request) -> Option<String> {
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).ok()?;
     let n: usize = line.trim().parse().ok()?;
-    candidates.get(n.checked_sub(1)?).map(|s| s.to_string())
+    candidates.get(n.checked_sub(1)?).cloned()
 }

@@ -221,12 +221,14 @@ impl AgentClient {
         &self,
         message: &str,
         container: Option<&str>,
+        host: Option<&str>,
         diagnose_only: bool,
     ) -> anyhow::Result<Request> {
         let options = RequestOptions {
             container: container.map(str::to_string),
             diagnose_only,
             utc_offset_minutes: Some(local_utc_offset_minutes()),
+            host: host.map(str::to_string),
         };
         self.post_as(
             "/api/v1/requests",
@@ -235,6 +237,7 @@ impl AgentClient {
                 "container": options.container,
                 "diagnose_only": options.diagnose_only,
                 "utc_offset_minutes": options.utc_offset_minutes,
+                "host": options.host,
             }),
         )
         .await
@@ -251,9 +254,28 @@ impl AgentClient {
         status: Option<Status>,
         limit: Option<u32>,
     ) -> anyhow::Result<Vec<Request>> {
+        self.requests_on(status, None, limit).await
+    }
+
+    /// The newest requests on one host (`None`: every host).
+    pub async fn requests_on(
+        &self,
+        status: Option<Status>,
+        host: Option<&str>,
+        limit: Option<u32>,
+    ) -> anyhow::Result<Vec<Request>> {
         let mut query = Vec::new();
         if let Some(s) = status {
             query.push(format!("status={}", s.as_str()));
+        }
+        if let Some(h) = host {
+            if !drydock_proto::approval::is_host_name(h) {
+                anyhow::bail!(
+                    "`{}` is not a host name (lowercase letters, digits, `-` and `.`); `drydock doctor` lists the agent's hosts",
+                    crate::text::safe(h)
+                );
+            }
+            query.push(format!("host={h}"));
         }
         if let Some(n) = limit {
             query.push(format!("limit={n}"));

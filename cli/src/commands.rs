@@ -59,6 +59,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Down => down(&home).await,
         Command::Ask {
             container,
+            host,
             diagnose_only,
             yes,
             json,
@@ -67,6 +68,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             let options = AskOptions {
                 message: message.join(" "),
                 container,
+                host,
                 diagnose_only,
                 yes,
                 json,
@@ -93,7 +95,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::COMPLETED)
         }
         Command::Approvals => approvals(&agent(&home)?.0).await,
-        Command::Requests { status, json } => requests(&agent(&home)?.0, status, json).await,
+        Command::Requests { status, host, json } => {
+            requests(&agent(&home)?.0, status, host.as_deref(), json).await
+        }
         Command::Show { id, json } => {
             let (agent, cfg) = agent(&home)?;
             show::show(&agent, &cfg.sources, &id, json).await
@@ -228,8 +232,13 @@ async fn approvals(agent: &AgentClient) -> anyhow::Result<u8> {
     Ok(exit::COMPLETED)
 }
 
-async fn requests(agent: &AgentClient, status: Option<Status>, json: bool) -> anyhow::Result<u8> {
-    let list = agent.requests(status, None).await?;
+async fn requests(
+    agent: &AgentClient,
+    status: Option<Status>,
+    host: Option<&str>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let list = agent.requests_on(status, host, None).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&list)?);
     } else {

@@ -172,6 +172,63 @@ pub async fn checks(home: &Home) -> Vec<Check> {
     ));
     out.push(approver(&cfg, &status.policy));
     out.push(scope(&status.policy));
+    out.extend(hosts(&agent, &cfg, &status).await);
+    out
+}
+
+/// With several hosts: each host's executor as the agent last reached it,
+/// and whether each one that answers trusts this key.
+async fn hosts(
+    agent: &AgentClient,
+    cfg: &crate::home::CliConfig,
+    first: &ExecutorReach,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    for h in first.hosts.iter() {
+        let name = safe(&h.name);
+        if !h.reachable {
+            let why = match (&h.error, &h.down_since) {
+                (Some(e), Some(since)) => format!("down since {}: {}", safe(since), safe(e)),
+                (Some(e), None) => format!("down: {}", safe(e)),
+                _ => "not reached yet (the agent probes each host every few seconds)".into(),
+            };
+            out.push(check(
+                "host",
+                Verdict::Fail,
+                format!("{name} at {}: {why}", safe(&h.endpoint)),
+            ));
+            continue;
+        }
+        out.push(check(
+            "host",
+            Verdict::Ok,
+            format!(
+                "{name} at {}: executor answers in {} ms",
+                safe(&h.endpoint),
+                h.latency_ms.unwrap_or(0)
+            ),
+        ));
+        if first.host.as_deref() == Some(h.name.as_str()) {
+            continue;
+        }
+        // The other hosts' approvers: a key the first trusts may not be
+        // trusted there.
+        match agent
+            .get_as::<ExecutorReach>(&format!("/api/v1/executor?host={}", h.name))
+            .await
+        {
+            Ok(reach) => {
+                let mut c = approver(cfg, &reach.policy);
+                c.detail = format!("on {name}: {}", c.detail);
+                out.push(c);
+            }
+            Err(e) => out.push(check(
+                "host",
+                Verdict::Fail,
+                format!("{name}: the agent cannot use its executor: {e:#}"),
+            )),
+        }
+    }
     out
 }
 

@@ -153,10 +153,27 @@ pub async fn checked(
     now: i64,
 ) -> anyhow::Result<(GrantClaims, Vec<String>)> {
     let mut claims = build(args, now)?;
+    let path = match &args.host {
+        Some(h) if drydock_proto::approval::is_host_name(h) => format!("/api/v1/executor?host={h}"),
+        Some(h) => bail!(
+            "--host `{}` is not a host name (lowercase letters, digits, `-` and `.`); `drydock doctor` lists the agent's hosts",
+            safe(h)
+        ),
+        None => "/api/v1/executor".to_string(),
+    };
     let executor = agent
-        .get("/api/v1/executor")
+        .get(&path)
         .await
         .context("the grant is checked against the executor's policy, through the agent")?;
+    if let (None, Some(hosts)) = (&args.host, executor["hosts"].as_array()) {
+        let names: Vec<&str> = hosts.iter().filter_map(|h| h["name"].as_str()).collect();
+        if names.len() > 1 {
+            bail!(
+                "the agent serves several hosts ({}); a grant is honoured by one host's executor only: add --host NAME",
+                names.iter().map(|n| safe(n)).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
     let policy = &executor["policy"];
     // Made for the executor's host, when it has a name: every other
     // executor refuses it.

@@ -37,8 +37,13 @@ pub fn event_lines(event: &Event) -> Vec<String> {
         )),
         EventPayload::Candidates(c) => {
             for c in &c.candidates {
+                let on = c
+                    .host
+                    .as_ref()
+                    .map(|h| format!(" on host {}", safe(h)))
+                    .unwrap_or_default();
                 out.push(format!(
-                    "  candidate: {} [{}] image {} — {}",
+                    "  candidate: {}{on} [{}] image {} — {}",
                     safe(&c.container_name),
                     safe(&c.state),
                     safe(&c.image),
@@ -195,8 +200,16 @@ pub fn request_line(r: &Request) -> String {
 }
 
 /// A target in words: a container's name, or `Swarm service NAME (stack
-/// STACK)`.
+/// STACK)`, then `on host HOST` when the agent serves several hosts.
 pub fn target_name(t: &Target) -> String {
+    let name = target_alone(t);
+    match &t.host {
+        Some(h) => format!("{name} on host {}", safe(h)),
+        None => name,
+    }
+}
+
+fn target_alone(t: &Target) -> String {
     if !t.is_service() {
         return safe(&t.container_name);
     }

@@ -109,7 +109,14 @@ const AGENT_LAYERS: &[&[&str]] = &[
     &["store"],
     // What talks to the world: the executor, the model, webhooks; the
     // watcher; grants over the store.
-    &["executor_client", "grants", "llm", "watch", "notify"],
+    &[
+        "executor_client",
+        "hosts",
+        "grants",
+        "llm",
+        "watch",
+        "notify",
+    ],
     // The request engine.
     &["engine"],
     // The API and its listener.

@@ -36,6 +36,9 @@ pub struct ContainerRow {
     pub project: Option<String>,
     pub service: Option<String>,
     pub last_request: Option<LastRequest>,
+    /// The host it is on (several hosts only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +61,17 @@ pub struct LastRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContainerList {
     pub containers: Vec<ContainerRow>,
+    /// Hosts whose executor did not answer, so their containers are
+    /// missing from the list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable: Vec<HostDown>,
+}
+
+/// A host that could not be asked, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostDown {
+    pub host: String,
+    pub error: String,
 }
 
 /// A grant as the agent keeps it, decoded.
@@ -122,4 +136,29 @@ pub struct ExecutorReach {
     pub reachable: bool,
     pub latency_ms: u64,
     pub policy: PolicyView,
+    /// With several hosts (`hosts:`), the host this answer is about, and
+    /// every host as the agent last reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostView>,
+}
+
+/// One Docker host's executor, as the agent last reached it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostView {
+    pub name: String,
+    pub endpoint: String,
+    /// `false` until the first answer, and while calls fail.
+    pub reachable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// Why the last call failed, while it is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it was last asked, and since when it has been down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_since: Option<String>,
 }

@@ -32,6 +32,9 @@ pub struct ContainerEvent {
     pub project: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service: String,
+    /// The host whose engine it happened on (several executors only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -46,6 +49,9 @@ pub struct ContainerSummaryView {
     pub public_ports: Vec<u32>,
     #[serde(default)]
     pub ip_addresses: Vec<String>,
+    /// The host whose executor listed it (several executors only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -150,6 +150,10 @@ pub struct Target {
     /// A Swarm service's stack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<String>,
+    /// The host whose executor it is on, when the agent serves several
+    /// (`hosts:` in its config); absent with a single executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl Target {
@@ -172,6 +176,9 @@ pub struct Candidate {
     pub service: Option<String>,
     pub score: u32,
     pub why: String,
+    /// The host it is on (several executors only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -326,6 +333,9 @@ pub struct RequestOptions {
     /// ("at 3 am") is read as their clock says; UTC when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utc_offset_minutes: Option<i32>,
+    /// Look on this host only (`--host`, or `web@host-b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Token accounting from the model API's own usage fields, summed over the
@@ -379,6 +389,14 @@ pub struct Request {
 }
 
 impl Request {
+    /// The host it is on: its target's, else the one it was asked about.
+    pub fn host(&self) -> Option<&str> {
+        self.target
+            .as_ref()
+            .and_then(|t| t.host.as_deref())
+            .or(self.options.host.as_deref())
+    }
+
     /// A new request, `observing`, with nothing gathered yet.
     pub fn new(
         id: String,

@@ -14,7 +14,7 @@ use axum::Json;
 
 use super::{AppState, Problem};
 use crate::model::{
-    ContainerList, ContainerRow, ContainerSummaryView, LastRequest, Request, Restarts,
+    ContainerList, ContainerRow, ContainerSummaryView, HostDown, LastRequest, Request, Restarts,
     COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL,
 };
 
@@ -70,11 +70,12 @@ fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> ContainerRow {
         project: c.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
         last_request: newest.map(last_request),
+        host: c.host.clone(),
     }
 }
 
 pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Problem> {
-    let list = s.engine.containers().await.map_err(|e| {
+    let (list, failed) = s.engine.containers().await.map_err(|e| {
         Problem::new(
             StatusCode::BAD_GATEWAY,
             "executor unreachable",
@@ -104,7 +105,18 @@ pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Pr
         .iter()
         .map(|c| view(c, newest.get(c.id.as_str()).copied()))
         .collect();
-    Ok(Json(ContainerList { containers }).into_response())
+    let unreachable = failed
+        .into_iter()
+        .map(|(host, e)| HostDown {
+            host,
+            error: e.message,
+        })
+        .collect();
+    Ok(Json(ContainerList {
+        containers,
+        unreachable,
+    })
+    .into_response())
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ impl Engine {
             return Ok(false);
         };
         let class = Self::repair_class(&req);
-        let policy = match self.executor.policy(id).await {
+        let policy = match self.exec(id).policy(id).await {
             Ok(p) if p.automation_enabled => p,
             _ => return Ok(false),
         };
@@ -109,7 +109,7 @@ impl Engine {
                 &labels,
                 &class,
                 now,
-                &policy.revoked_grants,
+                &policy,
             ) {
                 Some(g) => chosen.push((a.id.clone(), g.id.clone(), g.key_id.clone())),
                 None => return Ok(false),
@@ -159,7 +159,7 @@ impl Engine {
     pub(super) async fn request_approvals(&self, id: &str, plan: &Plan) -> Result<(), Stop> {
         // The host the executor says it is, asked now: claims without one
         // go to an executor that does not require it, or are refused there.
-        let host = match self.executor.policy(id).await {
+        let host = match self.exec(id).policy(id).await {
             Ok(p) => Some(p.host).filter(|h| !h.is_empty()),
             Err(e) => {
                 tracing::warn!(request_id = %id, error = %e, "policy not read: the approvals name no host");

@@ -59,7 +59,7 @@ impl Engine {
             .filter(|d| d.id != c.id)
             .cloned();
         let container = match &found {
-            Some(summary) => match self.executor.inspect(id, &summary.id).await {
+            Some(summary) => match self.exec(id).inspect(id, &summary.id).await {
                 Ok(view) => Some(view),
                 Err(e) => {
                     tracing::warn!(request_id = %id, error = %e, "cannot inspect the dependency");
@@ -119,7 +119,7 @@ impl Engine {
             .filter(|s| s.id != target.id)
             .take(MAX_INSPECTED)
         {
-            let Ok(view) = self.executor.inspect(id, &summary.id).await else {
+            let Ok(view) = self.exec(id).inspect(id, &summary.id).await else {
                 continue;
             };
             let shares_network = view.networks.iter().any(|n| target.networks.contains(n));

@@ -77,7 +77,7 @@ impl Engine {
                 analyzer: analyzer.as_ref(),
                 policy: Self::latest_policy(&req),
             },
-            self.executor.as_ref(),
+            self.exec(id).as_ref(),
             &journal,
             &mut cancel,
         )

@@ -25,7 +25,7 @@ impl Engine {
         else {
             return Ok(());
         };
-        let usage = match self.executor.disk_usage(&req.id, &c.id).await {
+        let usage = match self.exec(&req.id).disk_usage(&req.id, &c.id).await {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!(request_id = %req.id, error = %e, "disk usage unavailable");

@@ -24,10 +24,9 @@ impl Engine {
         target: &Target,
     ) -> Result<(), Stop> {
         let cid = &target.container_id;
-        let (inspected, logs) = tokio::join!(
-            self.executor.inspect(id, cid),
-            self.executor.logs(id, cid, SNAPSHOT_LOG_LINES)
-        );
+        let ex = self.exec(id);
+        let (inspected, logs) =
+            tokio::join!(ex.inspect(id, cid), ex.logs(id, cid, SNAPSHOT_LOG_LINES));
         let Ok(c) = inspected else {
             tracing::warn!(request_id = %id, "no snapshot before the write: inspect failed");
             return Ok(());
@@ -115,7 +114,7 @@ impl Engine {
                     .await?;
             }
             let result = self
-                .executor
+                .exec(id)
                 .write(
                     action,
                     id,

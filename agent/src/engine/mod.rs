@@ -24,6 +24,8 @@ mod dependency;
 mod diagnose;
 mod disk;
 mod execute;
+mod find;
+mod hosts;
 pub mod lifecycle;
 mod observe;
 mod plan;
@@ -40,6 +42,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch, Notify};
 
 use crate::executor_client::{Executor, ExecutorError};
+use crate::hosts::Hosts;
 use crate::llm::investigate;
 use crate::llm::tools::Journal;
 use crate::model::*;
@@ -105,7 +108,9 @@ impl Default for Control {
 
 pub struct Engine {
     store: Arc<Store>,
-    executor: Arc<dyn Executor>,
+    /// The executors, one per Docker host; a request acts on its own
+    /// host's only (`exec`).
+    hosts: Arc<Hosts>,
     config: EngineConfig,
     events: broadcast::Sender<Event>,
     controls: Mutex<HashMap<String, Arc<Control>>>,
@@ -161,15 +166,20 @@ impl From<StoreError> for Stop {
 }
 
 impl Engine {
+    /// An engine in front of a lone, unnamed executor.
     pub fn new(
         store: Arc<Store>,
         executor: Arc<dyn Executor>,
         config: EngineConfig,
     ) -> Arc<Engine> {
+        Engine::with_hosts(store, Arc::new(Hosts::single(executor)), config)
+    }
+
+    pub fn with_hosts(store: Arc<Store>, hosts: Arc<Hosts>, config: EngineConfig) -> Arc<Engine> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(Engine {
             store,
-            executor,
+            hosts,
             config,
             events,
             controls: Mutex::new(HashMap::new()),
@@ -180,6 +190,10 @@ impl Engine {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    pub fn hosts(&self) -> &Hosts {
+        &self.hosts
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
@@ -499,16 +513,6 @@ impl Engine {
     }
 
     // ---- Called by the API. ----
-
-    /// The executor's policy, asked now (not from a request's evidence).
-    pub async fn executor_policy(&self) -> Result<PolicyView, ExecutorError> {
-        self.executor.policy("req-doctor").await
-    }
-
-    /// Every container the executor's policy shows, running or not.
-    pub async fn containers(&self) -> Result<Vec<ContainerSummaryView>, ExecutorError> {
-        self.executor.list("req-containers", true).await
-    }
 
     pub async fn cancel(&self, id: &str) -> Result<Request, EngineError> {
         let req = self

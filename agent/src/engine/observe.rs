@@ -4,7 +4,7 @@
 //! evidence.
 
 use super::{Engine, Gathered, RunbookEvidence, Stop};
-use crate::discovery::{self, Discovery};
+
 use crate::executor_client::ExecutorError;
 use crate::model::*;
 
@@ -15,7 +15,7 @@ const EVENTS_LOOKBACK_SECS: i64 = 7 * 86_400 - 60;
 const DEATH_LOGS_WINDOW_SECS: i64 = 3600;
 
 /// What finding the target left for the reads that follow.
-enum Found {
+pub(super) enum Found {
     /// The request has its target; `policy` is the read made alongside
     /// the list, and `running` whether the list showed it running.
     Target {
@@ -55,7 +55,7 @@ impl Engine {
         }
         let policy = match policy_read {
             Some(read) => *read,
-            None => self.executor.policy(id).await,
+            None => self.exec(id).policy(id).await,
         };
         let Some(policy) = self
             .required(id, "read the executor's policy", policy)
@@ -100,122 +100,6 @@ impl Engine {
         Ok(true)
     }
 
-    /// List what the executor shows (with its policy, read alongside) and
-    /// pick the container the person means, or ask which one.
-    async fn find_target(&self, req: &Request) -> Result<Found, Stop> {
-        let id = &req.id;
-        let (listed, policy) = tokio::join!(self.executor.list(id, true), self.executor.policy(id));
-        let Some(containers) = self.required(id, "list containers", listed).await? else {
-            return Ok(Found::Ended);
-        };
-        let services = self.visible_services(id, &policy).await?;
-        let summary = format!("{} containers visible", containers.len());
-        self.add_evidence(
-            id,
-            "container_list",
-            "ListContainers",
-            serde_json::to_value(&containers).unwrap_or_default(),
-            summary,
-        )
-        .await?;
-        let found = match &req.options.container {
-            Some(name) => discovery::exact_with_services(name, &containers, &services),
-            None => discovery::as_services(
-                discovery::discover(
-                    &req.message,
-                    &discovery::rows_with_services(&containers, &services),
-                ),
-                &services,
-            ),
-        };
-        let cands = match found {
-            Discovery::Found(c) => {
-                let running = containers
-                    .iter()
-                    .any(|x| x.id == c.container_id && x.state == "running");
-                let target = Target {
-                    kind: c.kind,
-                    stack: services
-                        .iter()
-                        .find(|s| s.id == c.container_id && !s.stack.is_empty())
-                        .map(|s| s.stack.clone()),
-                    container_id: c.container_id.clone(),
-                    container_name: c.container_name.clone(),
-                    service: c.service.clone(),
-                };
-                let chosen = TargetChosen {
-                    target: target.clone(),
-                    why: c.why.clone(),
-                };
-                self.update(id, EventPayload::Target(chosen), |r| {
-                    r.target = Some(target)
-                })
-                .await?;
-                return Ok(Found::Target {
-                    policy: Some(Box::new(policy)),
-                    running,
-                });
-            }
-            Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => cands,
-        };
-        let outcome = Self::clarification(&req.message, &cands);
-        self.update(
-            id,
-            EventPayload::Candidates(CandidatesFound {
-                candidates: cands.clone(),
-            }),
-            |r| r.candidates = cands,
-        )
-        .await?;
-        if self.config.llm.is_some() && req.options.container.is_none() {
-            // A question ("which containers use the most memory?") names
-            // no container: the model may answer it from evidence, or ask
-            // its own question.
-            if self.policy_evidence(id, policy).await?.is_none() {
-                return Ok(Found::Ended);
-            }
-            self.set_status(
-                id,
-                Status::Diagnosing,
-                "no single target; the model investigates",
-            )
-            .await?;
-            return Ok(Found::ModelInvestigates);
-        }
-        self.finish(id, Status::NeedsClarification, outcome).await?;
-        Ok(Found::Ended)
-    }
-
-    /// The Swarm services the executor shows, when its policy has any in
-    /// scope, recorded as evidence; none on an engine that is not a Swarm
-    /// manager (or when they cannot be read: containers are still found).
-    async fn visible_services(
-        &self,
-        id: &str,
-        policy: &Result<PolicyView, ExecutorError>,
-    ) -> Result<Vec<ServiceSummaryView>, Stop> {
-        if !policy.as_ref().is_ok_and(|p| p.services_in_scope) {
-            return Ok(Vec::new());
-        }
-        match self.executor.services(id).await {
-            Ok(services) => {
-                self.add_evidence(
-                    id,
-                    "service_list",
-                    "ListServices",
-                    serde_json::to_value(&services).unwrap_or_default(),
-                    format!("{} Swarm services visible", services.len()),
-                )
-                .await?;
-                Ok(services)
-            }
-            Err(e) => {
-                tracing::warn!(request_id = %id, error = %e, "services not listed");
-                Ok(Vec::new())
-            }
-        }
-    }
-
     /// What a person on call looks at first, read together: the state, the
     /// logs, the usage (of a running container) and the engine's events,
     /// with the watcher's journal before the engine's own record. `None`
@@ -246,17 +130,17 @@ impl Engine {
         };
         let stats_now = async {
             if listed_running {
-                Some(self.executor.stats(id, cid).await)
+                Some(self.exec(id).stats(id, cid).await)
             } else {
                 None
             }
         };
+        let ex = self.exec(id);
         let (inspected, logs, stats, engine_events) = tokio::join!(
-            self.executor.inspect(id, cid),
-            self.executor.logs(id, cid, tail),
+            ex.inspect(id, cid),
+            ex.logs(id, cid, tail),
             stats_now,
-            self.executor
-                .container_events(id, cid, events_since, events_limit)
+            ex.container_events(id, cid, events_since, events_limit)
         );
         let call = format!("inspect {}", target.container_name);
         let Some(container) = self.required(id, &call, inspected).await? else {
@@ -271,7 +155,7 @@ impl Engine {
         let stats = match stats {
             Some(read) if container.running => Some(read),
             Some(_) => None,
-            None if container.running => Some(self.executor.stats(id, cid).await),
+            None if container.running => Some(self.exec(id).stats(id, cid).await),
             None => None,
         };
         let stats = match stats {
@@ -358,7 +242,7 @@ impl Engine {
             .or(failing);
         let old_image = &previous.fingerprint.image_id;
         let present = if !old_image.is_empty() && *old_image != current.image_id {
-            match self.executor.image(&req.id, old_image).await {
+            match self.exec(&req.id).image(&req.id, old_image).await {
                 Ok(i) => Some(i.present),
                 Err(e) => {
                     tracing::warn!(request_id = %req.id, error = %e, "cannot tell whether the previous image is on the engine");
@@ -393,7 +277,7 @@ impl Engine {
         let died = die.time_nanos.div_euclid(1_000_000_000);
         let cid = &read.container.id;
         let mut logs = match self
-            .executor
+            .exec(&req.id)
             .logs_window(&req.id, cid, read.tail, died - DEATH_LOGS_WINDOW_SECS, died)
             .await
         {
@@ -485,22 +369,6 @@ impl Engine {
         self.record(id, vec![Self::policy_gathered(&policy)], None)
             .await?;
         Ok(Some(policy))
-    }
-
-    /// What to ask the operator when no single container fits.
-    pub(super) fn clarification(message: &str, cands: &[Candidate]) -> String {
-        let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
-        let names: Vec<String> = cands.iter().map(|c| c.container_name.clone()).collect();
-        if ambiguous {
-            format!(
-                "more than one container fits: {}. Ask again with --container NAME.",
-                names.join(", ")
-            )
-        } else if names.is_empty() {
-            "no container matches and none is visible to the executor".to_string()
-        } else {
-            format!("no container matches \"{}\". Visible containers: {}. Ask again with --container NAME.", message, names.join(", "))
-        }
     }
 }
 

@@ -28,15 +28,15 @@ impl Engine {
             why: Some(why),
             ..Default::default()
         };
-        let policy = self.executor.policy(VIEW_REQUEST).await?;
+        let policy = self.hosts.first().executor.policy(VIEW_REQUEST).await?;
         if !policy.services_in_scope {
             return Ok(off(
                 "no Swarm service is in the executor's scope (targets.services)".into(),
             ));
         }
         let (services, nodes) = tokio::join!(
-            self.executor.services(VIEW_REQUEST),
-            self.executor.nodes(VIEW_REQUEST)
+            self.hosts.first().executor.services(VIEW_REQUEST),
+            self.hosts.first().executor.nodes(VIEW_REQUEST)
         );
         match services {
             Ok(services) => Ok(ServiceList {
@@ -56,8 +56,8 @@ impl Engine {
     /// One service (by name or id) and its tasks, newest first.
     pub async fn service_tasks(&self, service: &str) -> Result<ServiceTaskList, ExecutorError> {
         let (inspected, tasks) = tokio::join!(
-            self.executor.service(VIEW_REQUEST, service),
-            self.executor.tasks(VIEW_REQUEST, service)
+            self.hosts.first().executor.service(VIEW_REQUEST, service),
+            self.hosts.first().executor.tasks(VIEW_REQUEST, service)
         );
         Ok(ServiceTaskList {
             service: inspected?,
@@ -133,11 +133,12 @@ impl Engine {
             0 => self.config.logs_tail,
             max => self.config.logs_tail.min(max),
         };
+        let ex = self.exec(id);
         let (service, tasks, nodes, logs) = tokio::join!(
-            self.executor.service(id, sid),
-            self.executor.tasks(id, sid),
-            self.executor.nodes(id),
-            self.executor.service_logs(id, sid, tail),
+            ex.service(id, sid),
+            ex.tasks(id, sid),
+            ex.nodes(id),
+            ex.service_logs(id, sid, tail),
         );
         let Some(service) = self.required(id, "inspect the service", service).await? else {
             return Ok(false);
@@ -253,9 +254,10 @@ impl Engine {
         action: WriteAction,
         target: &Target,
     ) -> Result<(), Stop> {
+        let ex = self.exec(id);
         let (service, tasks) = tokio::join!(
-            self.executor.service(id, &target.container_id),
-            self.executor.tasks(id, &target.container_id)
+            ex.service(id, &target.container_id),
+            ex.tasks(id, &target.container_id)
         );
         let (Ok(service), Ok(tasks)) = (service, tasks) else {
             tracing::warn!(request_id = %id, "no snapshot before the write: the service was not read");
@@ -308,10 +310,8 @@ impl Engine {
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
-            let read = tokio::join!(
-                self.executor.service(id, service_id),
-                self.executor.tasks(id, service_id)
-            );
+            let ex = self.exec(id);
+            let read = tokio::join!(ex.service(id, service_id), ex.tasks(id, service_id));
             match read {
                 (Ok(s), Ok(tasks)) => {
                     if let Some(hc) = &s.healthcheck {

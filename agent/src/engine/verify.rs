@@ -28,7 +28,7 @@ impl Engine {
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
-            match self.executor.inspect(id, container_id).await {
+            match self.exec(id).inspect(id, container_id).await {
                 Ok(c) => {
                     if let Some(hc) = &c.healthcheck {
                         hold = self
@@ -124,7 +124,7 @@ impl Engine {
             let http_deadline = started.elapsed() + Duration::from_secs(20);
             let last_check = loop {
                 self.check_canceled(id)?;
-                let result = self.executor.check_http(id, &service).await;
+                let result = self.exec(id).check_http(id, &service).await;
                 if matches!(&result, Ok(r) if r.ok) || started.elapsed() >= http_deadline {
                     break result;
                 }

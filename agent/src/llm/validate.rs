@@ -128,6 +128,7 @@ pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap
                         container_id: c.id.clone(),
                         container_name: c.name.trim_start_matches('/').to_string(),
                         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                        host: None,
                     },
                 );
             }
@@ -275,6 +276,7 @@ mod tests {
             container_id: web.id.clone(),
             container_name: web.name.clone(),
             service: None,
+            host: None,
         };
         // A bystander the model inspected is no write target.
         let mut ev = ev;

@@ -27,6 +27,7 @@ fn target() -> Target {
         container_id: "c".repeat(64),
         container_name: "web".into(),
         service: None,
+        host: None,
     }
 }
 

@@ -14,18 +14,23 @@ use crate::model::ContainerEvent;
 /// Record an event; `false` when it was already there (a replay).
 pub fn record(store: &Store, e: &ContainerEvent) -> Result<bool, StoreError> {
     let n = store.lock().execute(
-        "INSERT OR IGNORE INTO journal (time_nanos, container_id, name, action, exit_code, signal, health, image, project, service)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![e.time_nanos, e.container_id, e.name, e.action, e.exit_code, e.signal, e.health, e.image, e.project, e.service],
+        "INSERT OR IGNORE INTO journal (time_nanos, container_id, name, action, exit_code, signal, health, image, project, service, host)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![e.time_nanos, e.container_id, e.name, e.action, e.exit_code, e.signal, e.health, e.image, e.project, e.service, e.host],
     )?;
     Ok(n == 1)
 }
 
-/// The newest event's time: where a reconnecting stream resumes.
-pub fn last_time(store: &Store) -> Result<Option<i64>, StoreError> {
+/// The newest event's time on one host (`""` for a lone executor): where
+/// that host's reconnecting stream resumes.
+pub fn last_time(store: &Store, host: &str) -> Result<Option<i64>, StoreError> {
     Ok(store
         .lock()
-        .query_row("SELECT max(time_nanos) FROM journal", [], |r| r.get(0))
+        .query_row(
+            "SELECT max(time_nanos) FROM journal WHERE host = ?1",
+            [host],
+            |r| r.get(0),
+        )
         .optional()?
         .flatten())
 }
@@ -59,6 +64,7 @@ fn select(
                 image: r.get(7)?,
                 project: r.get(8)?,
                 service: r.get(9)?,
+                host: r.get(10)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
@@ -66,14 +72,15 @@ fn select(
 }
 
 const COLUMNS: &str =
-    "time_nanos, container_id, name, action, exit_code, signal, health, image, project, service";
+    "time_nanos, container_id, name, action, exit_code, signal, health, image, project, service, host";
 
-/// Events whose trigger was still being debounced when the agent stopped.
-pub fn pending(store: &Store) -> Result<Vec<ContainerEvent>, StoreError> {
+/// One host's events whose trigger was still being debounced when the
+/// agent stopped.
+pub fn pending(store: &Store, host: &str) -> Result<Vec<ContainerEvent>, StoreError> {
     select(
         store,
-        &format!("SELECT {COLUMNS} FROM journal WHERE trigger = 'pending' ORDER BY time_nanos"),
-        [],
+        &format!("SELECT {COLUMNS} FROM journal WHERE trigger = 'pending' AND host = ?1 ORDER BY time_nanos"),
+        [host],
     )
 }
 
@@ -132,9 +139,9 @@ mod tests {
         for t in 2..200 {
             record(&store, &event(t, "start")).unwrap();
         }
-        assert_eq!(last_time(&store).unwrap(), Some(199));
+        assert_eq!(last_time(&store, "").unwrap(), Some(199));
         set_trigger(&store, &event(1, "die"), "pending").unwrap();
-        assert_eq!(pending(&store).unwrap(), vec![event(1, "die")]);
+        assert_eq!(pending(&store, "").unwrap(), vec![event(1, "die")]);
         prune(&store, 100, 150).unwrap();
         let kept = for_container(&store, "c1", 0, 1000).unwrap();
         assert!(kept.len() <= 150, "{}", kept.len());

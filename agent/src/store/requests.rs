@@ -67,12 +67,25 @@ impl Store {
 
     /// Newest first, optionally only one status.
     pub fn list(&self, status: Option<Status>, limit: u32) -> Result<Vec<Request>, StoreError> {
+        self.list_on(status, None, limit)
+    }
+
+    /// The newest requests, optionally only those in one state, or on one
+    /// host (its target's, else the one it was asked about).
+    pub fn list_on(
+        &self,
+        status: Option<Status>,
+        host: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Request>, StoreError> {
         let conn = self.lock();
         let mut stmt = conn.prepare(
-            "SELECT doc FROM requests WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC LIMIT ?2",
+            "SELECT doc FROM requests WHERE (?1 IS NULL OR status = ?1)
+               AND (?2 IS NULL OR coalesce(json_extract(doc, '$.target.host'), json_extract(doc, '$.options.host')) = ?2)
+             ORDER BY created_at DESC LIMIT ?3",
         )?;
         let docs = stmt
-            .query_map(params![status.map(Status::as_str), limit], |r| {
+            .query_map(params![status.map(Status::as_str), host, limit], |r| {
                 r.get::<_, String>(0)
             })?
             .collect::<Result<Vec<_>, _>>()?;
@@ -131,7 +144,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EventKind, EvidenceAdded, RequestOptions, Status, StatusChanged};
+    use crate::model::{EventKind, EvidenceAdded, RequestOptions, Status, StatusChanged, Target};
     use crate::store::Store;
 
     fn request(id: &str) -> Request {
@@ -198,6 +211,41 @@ mod tests {
             ["r2"]
         );
         assert_eq!(store.list(Some(Status::Completed), 10).unwrap().len(), 1);
+        assert!(store.list_on(None, Some("host-b"), 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn requests_are_listed_by_host_their_target_or_their_question_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let mut asked = request("asked-b");
+        asked.options.host = Some("host-b".into());
+        let mut found = request("found-b");
+        found.target = Some(Target {
+            kind: crate::model::TargetKind::Container,
+            container_id: "c".repeat(64),
+            container_name: "web".into(),
+            service: None,
+            stack: None,
+            host: Some("host-b".into()),
+        });
+        let mut elsewhere = found.clone();
+        elsewhere.id = "found-a".into();
+        if let Some(t) = elsewhere.target.as_mut() {
+            t.host = Some("host-a".into());
+        }
+        for r in [&asked, &found, &elsewhere, &request("plain")] {
+            store.save(r, created()).unwrap();
+        }
+        let mut on_b: Vec<String> = store
+            .list_on(None, Some("host-b"), 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        on_b.sort();
+        assert_eq!(on_b, ["asked-b", "found-b"]);
+        assert_eq!(store.list_on(None, None, 10).unwrap().len(), 4);
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX fingerprints_by_service ON fingerprints (project, service, last_seen);
      CREATE INDEX fingerprints_by_name ON fingerprints (name, last_seen);",
+    // 3: the host each journaled event happened on ('' for a lone
+    // executor), so each host's watch resumes from its own newest event.
+    "ALTER TABLE journal ADD COLUMN host TEXT NOT NULL DEFAULT '';
+     CREATE INDEX journal_by_host ON journal (host, time_nanos);",
 ];
 
 /// The version this release writes.

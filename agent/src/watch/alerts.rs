@@ -172,6 +172,7 @@ pub async fn open_from_alerts(
             container,
             diagnose_only: false,
             utc_offset_minutes: None,
+            host: None,
         };
         match opener.open(message, options, RequestSource::Alert).await {
             Ok(req) => out.push(AlertOutcome {

@@ -98,6 +98,10 @@ pub struct Watcher {
     store: Arc<Store>,
     opener: Arc<dyn Opener>,
     executor: ExecutorClient,
+    /// The host it watches (`None` for a lone unnamed executor): its
+    /// events are journaled under it, its stream resumes from its own
+    /// newest event, and the requests it opens are on it.
+    host: Option<String>,
     config: WatchConfig,
     pending: HashMap<String, Pending>,
     /// Swarm services running fewer tasks than they want, since when.
@@ -112,16 +116,19 @@ fn now_nanos() -> i64 {
 }
 
 impl Watcher {
+    /// Watch one host's executor, for as long as the agent runs.
     pub fn spawn(
         store: Arc<Store>,
         opener: Arc<dyn Opener>,
         executor: ExecutorClient,
+        host: Option<String>,
         config: WatchConfig,
     ) {
         let mut watcher = Watcher {
             store,
             opener,
             executor,
+            host,
             config,
             pending: HashMap::new(),
             short: HashMap::new(),
@@ -130,7 +137,7 @@ impl Watcher {
     }
 
     async fn run(&mut self) {
-        match journal::pending(&self.store) {
+        match journal::pending(&self.store, self.host_key()) {
             Ok(left) => {
                 for e in left {
                     let recent = self.recent(&e);
@@ -143,13 +150,13 @@ impl Watcher {
         }
         let mut backoff = Duration::from_secs(1);
         loop {
-            let since = match journal::last_time(&self.store) {
+            let since = match journal::last_time(&self.store, self.host_key()) {
                 Ok(Some(t)) => t,
                 _ => 0,
             };
             match self.executor.watch_events(since).await {
                 Ok(mut stream) => {
-                    tracing::info!(since, "watching container events");
+                    tracing::info!(since, host = self.host_key(), "watching container events");
                     backoff = Duration::from_secs(1);
                     let mut tick = tokio::time::interval(Duration::from_millis(500));
                     let mut prune = tokio::time::interval(Duration::from_secs(600));
@@ -157,7 +164,11 @@ impl Watcher {
                     loop {
                         tokio::select! {
                             next = stream.message() => match next {
-                                Ok(Some(event)) => self.on_event(crate::executor_client::container_event(event)),
+                                Ok(Some(event)) => {
+                                    let mut e = crate::executor_client::container_event(event);
+                                    e.host = self.host_key().to_string();
+                                    self.on_event(e)
+                                }
                                 Ok(None) => { tracing::warn!("the event stream ended; reconnecting"); break; }
                                 Err(e) => { tracing::warn!(error = %e, "the event stream failed; reconnecting"); break; }
                             },
@@ -173,6 +184,11 @@ impl Watcher {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(30));
         }
+    }
+
+    /// The host's key in the journal (`""` for a lone executor).
+    fn host_key(&self) -> &str {
+        self.host.as_deref().unwrap_or("")
     }
 
     fn prune(&self) {
@@ -305,22 +321,31 @@ impl Watcher {
             tracing::info!(container = %e.name, "{why}; no new request");
             return "skipped";
         }
+        let on = self
+            .host
+            .as_ref()
+            .map(|h| format!(" on host {h}"))
+            .unwrap_or_default();
         let (message, diagnose_only) = if crash_loop {
             (
                 format!(
-                    "watch: {} is crash-looping ({exits} exits within {}); Docker keeps restarting it",
+                    "watch: {}{on} is crash-looping ({exits} exits within {}); Docker keeps restarting it",
                     e.name,
                     humantime::format_duration(self.config.crash_loop_window)
                 ),
                 true,
             )
         } else {
-            (format!("watch: {} {}", e.name, p.trigger.describe()), false)
+            (
+                format!("watch: {}{on} {}", e.name, p.trigger.describe()),
+                false,
+            )
         };
         let options = RequestOptions {
             container: Some(e.name.clone()),
             diagnose_only,
             utc_offset_minutes: None,
+            host: self.host.clone(),
         };
         match self
             .opener

@@ -61,6 +61,7 @@ impl Watcher {
             );
             let options = RequestOptions {
                 container: Some(s.name.clone()),
+                host: self.host.clone(),
                 ..Default::default()
             };
             match self

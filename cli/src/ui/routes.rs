@@ -311,6 +311,9 @@ struct GrantForm {
     classes: Vec<String>,
     max: String,
     expires: String,
+    /// The host whose executor honours it (several hosts).
+    #[serde(default)]
+    host: Option<String>,
 }
 
 /// Build the grant as `drydock grant create` would, keep it, and show it
@@ -329,6 +332,7 @@ async fn grant_preview(
         max: f.max,
         max_total: None,
         expires: f.expires,
+        host: f.host.filter(|h| !h.is_empty()),
         yes: true,
     };
     let now = unix_now();

@@ -19,6 +19,7 @@ use crate::model::*;
 use crate::runbook::Runbook;
 use crate::store::Store;
 
+mod hosts;
 mod swarm;
 
 const WEB: &str = "aaaaaaaaaaaa0000000000000000000000000000000000000000000000000000";

@@ -1,0 +1,336 @@
+//! Finding the target: list what every host's executor shows (each with
+//! its policy, read alongside), pick the container or service the person
+//! means, or ask which one. A host that does not answer is said so in the
+//! timeline and the search goes on without it; the request fails only when
+//! no host could be listed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::observe::Found;
+use super::{Engine, Stop};
+use crate::discovery::{self, Discovery};
+use crate::executor_client::{Executor, ExecutorError};
+use crate::hosts::Host;
+use crate::model::*;
+
+/// What one host showed.
+struct HostSeen {
+    host: Arc<Host>,
+    containers: Vec<ContainerSummaryView>,
+    services: Vec<ServiceSummaryView>,
+    policy: Result<PolicyView, ExecutorError>,
+}
+
+/// The host a question names as `NAME@HOST` or `on HOST`, among the
+/// configured ones.
+fn host_in_message(message: &str, hosts: &[String]) -> Option<String> {
+    let words: Vec<&str> = message
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '"' | '\''))
+        .map(|w| w.trim_end_matches('.'))
+        .collect();
+    let known = |w: &str| hosts.iter().find(|h| h.as_str() == w.to_ascii_lowercase());
+    for (i, w) in words.iter().enumerate() {
+        if let Some((_, host)) = w.rsplit_once('@') {
+            if let Some(h) = known(host) {
+                return Some(h.clone());
+            }
+        }
+        if i > 0 && matches!(words[i - 1].to_ascii_lowercase().as_str(), "on" | "host") {
+            if let Some(h) = known(w) {
+                return Some(h.clone());
+            }
+        }
+    }
+    None
+}
+
+impl Engine {
+    /// Find the target among every host's containers and services (or the
+    /// one host the person named).
+    pub(super) async fn find_target(&self, req: &Request) -> Result<Found, Stop> {
+        let id = &req.id;
+        let only = match &req.options.host {
+            Some(h) => Some(h.clone()),
+            None if self.hosts.named() => host_in_message(&req.message, &self.hosts.names()),
+            None => None,
+        };
+        if let Some(h) = &only {
+            if let Err(e) = self.hosts.require(h) {
+                self.required::<()>(id, "find the host", Err(e)).await?;
+                return Ok(Found::Ended);
+            }
+        }
+        let (seen, unreachable) = self.look_on_hosts(id, only.as_deref()).await?;
+        if seen.is_empty() {
+            let e = unreachable
+                .into_iter()
+                .next()
+                .map(|(_, e)| e)
+                .unwrap_or_else(|| ExecutorError::new(tonic::Code::Unavailable, "no host"));
+            self.required::<()>(id, "list containers", Err(e)).await?;
+            return Ok(Found::Ended);
+        }
+        if !unreachable.is_empty() {
+            let said: Vec<String> = unreachable
+                .iter()
+                .map(|(h, e)| format!("{h} ({})", e.message))
+                .collect();
+            let data: Vec<serde_json::Value> = unreachable
+                .iter()
+                .map(|(h, e)| serde_json::json!({"host": h, "error": e.message}))
+                .collect();
+            self.add_evidence(
+                id,
+                "hosts_unreachable",
+                "ListContainers",
+                serde_json::Value::Array(data),
+                format!(
+                    "not searched, the executor does not answer: {}",
+                    said.join("; ")
+                ),
+            )
+            .await?;
+        }
+        let containers: Vec<ContainerSummaryView> =
+            seen.iter().flat_map(|s| s.containers.clone()).collect();
+        let services: Vec<ServiceSummaryView> =
+            seen.iter().flat_map(|s| s.services.clone()).collect();
+        // Which host each row is on, containers and services alike.
+        let mut host_of: HashMap<String, String> = HashMap::new();
+        if self.hosts.named() {
+            for s in &seen {
+                let label = s.host.label().to_string();
+                for id in s.containers.iter().map(|c| &c.id) {
+                    host_of.insert(id.clone(), label.clone());
+                }
+                for id in s.services.iter().map(|c| &c.id) {
+                    host_of.insert(id.clone(), label.clone());
+                }
+            }
+        }
+        let summary = match seen.len() {
+            1 if !self.hosts.named() => format!("{} containers visible", containers.len()),
+            _ => format!(
+                "{} containers visible on {}",
+                containers.len(),
+                seen.iter()
+                    .map(|s| format!("{} ({})", s.host.label(), s.containers.len()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        self.add_evidence(
+            id,
+            "container_list",
+            "ListContainers",
+            serde_json::to_value(&containers).unwrap_or_default(),
+            summary,
+        )
+        .await?;
+        let rows: Vec<ContainerSummaryView> = seen
+            .iter()
+            .flat_map(|s| {
+                let mut rows = discovery::rows_with_services(&s.containers, &s.services);
+                for r in rows.iter_mut() {
+                    r.host = host_of.get(&r.id).cloned();
+                }
+                rows
+            })
+            .collect();
+        let found = match &req.options.container {
+            Some(name) => discovery::exact_with_services(name, &containers, &services),
+            None => discovery::as_services(discovery::discover(&req.message, &rows), &services),
+        };
+        let found = with_hosts(found, &host_of);
+        let cands = match found {
+            Discovery::Found(c) => {
+                let running = containers
+                    .iter()
+                    .any(|x| x.id == c.container_id && x.state == "running");
+                let target = Target {
+                    kind: c.kind,
+                    stack: services
+                        .iter()
+                        .find(|s| s.id == c.container_id && !s.stack.is_empty())
+                        .map(|s| s.stack.clone()),
+                    container_id: c.container_id.clone(),
+                    container_name: c.container_name.clone(),
+                    service: c.service.clone(),
+                    host: c.host.clone(),
+                };
+                let chosen = TargetChosen {
+                    target: target.clone(),
+                    why: c.why.clone(),
+                };
+                self.update(id, EventPayload::Target(chosen), |r| {
+                    r.target = Some(target)
+                })
+                .await?;
+                let policy = seen
+                    .into_iter()
+                    .find(|s| s.host.label() == c.host.as_deref().unwrap_or(s.host.label()))
+                    .map(|s| Box::new(s.policy));
+                return Ok(Found::Target { policy, running });
+            }
+            Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => cands,
+        };
+        let outcome = Self::clarification(&req.message, &cands);
+        self.update(
+            id,
+            EventPayload::Candidates(CandidatesFound {
+                candidates: cands.clone(),
+            }),
+            |r| r.candidates = cands,
+        )
+        .await?;
+        if self.config.llm.is_some() && req.options.container.is_none() {
+            // A question ("which containers use the most memory?") names
+            // no container: the model may answer it from evidence, or ask
+            // its own question.
+            let policy = seen
+                .into_iter()
+                .next()
+                .map(|s| s.policy)
+                .unwrap_or_else(|| Err(ExecutorError::new(tonic::Code::Unavailable, "no host")));
+            if self.policy_evidence(id, policy).await?.is_none() {
+                return Ok(Found::Ended);
+            }
+            self.set_status(
+                id,
+                Status::Diagnosing,
+                "no single target; the model investigates",
+            )
+            .await?;
+            return Ok(Found::ModelInvestigates);
+        }
+        self.finish(id, Status::NeedsClarification, outcome).await?;
+        Ok(Found::Ended)
+    }
+
+    /// Each host's containers, policy and (when in scope) services, read
+    /// at once; the hosts that could not be listed, with why.
+    async fn look_on_hosts(
+        &self,
+        id: &str,
+        only: Option<&str>,
+    ) -> Result<(Vec<HostSeen>, Vec<(String, ExecutorError)>), Stop> {
+        let (listed, unreachable) = self.list_hosts(id, only).await;
+        let policies = futures::future::join_all(
+            listed
+                .iter()
+                .map(|(host, _)| async move { host.executor.policy(id).await }),
+        )
+        .await;
+        let mut seen = Vec::new();
+        for ((host, containers), policy) in listed.into_iter().zip(policies) {
+            let services = self
+                .visible_services(id, host.executor.as_ref(), &policy)
+                .await?;
+            seen.push(HostSeen {
+                host,
+                containers,
+                services,
+                policy,
+            });
+        }
+        Ok((seen, unreachable))
+    }
+
+    /// The Swarm services an executor shows, when its policy has any in
+    /// scope, recorded as evidence; none on an engine that is not a Swarm
+    /// manager (or when they cannot be read: containers are still found).
+    async fn visible_services(
+        &self,
+        id: &str,
+        executor: &dyn Executor,
+        policy: &Result<PolicyView, ExecutorError>,
+    ) -> Result<Vec<ServiceSummaryView>, Stop> {
+        if !policy.as_ref().is_ok_and(|p| p.services_in_scope) {
+            return Ok(Vec::new());
+        }
+        match executor.services(id).await {
+            Ok(services) => {
+                self.add_evidence(
+                    id,
+                    "service_list",
+                    "ListServices",
+                    serde_json::to_value(&services).unwrap_or_default(),
+                    format!("{} Swarm services visible", services.len()),
+                )
+                .await?;
+                Ok(services)
+            }
+            Err(e) => {
+                tracing::warn!(request_id = %id, error = %e, "services not listed");
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// What to ask the operator when no single container fits. With
+    /// several hosts each candidate says where it is, and how to pick it.
+    pub(super) fn clarification(message: &str, cands: &[Candidate]) -> String {
+        let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
+        let names: Vec<String> = cands
+            .iter()
+            .map(|c| match &c.host {
+                Some(h) => format!("{} on host {h}", c.container_name),
+                None => c.container_name.clone(),
+            })
+            .collect();
+        let how = if cands.iter().any(|c| c.host.is_some()) {
+            "Ask again with --container NAME --host HOST (or NAME@HOST)."
+        } else {
+            "Ask again with --container NAME."
+        };
+        if ambiguous {
+            format!("more than one container fits: {}. {how}", names.join(", "))
+        } else if names.is_empty() {
+            "no container matches and none is visible to the executor".to_string()
+        } else {
+            format!(
+                "no container matches \"{}\". Visible containers: {}. {how}",
+                message,
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// Each candidate with the host it is on.
+fn with_hosts(found: Discovery, host_of: &HashMap<String, String>) -> Discovery {
+    let stamp = |mut c: Candidate| {
+        c.host = host_of.get(&c.container_id).cloned();
+        c
+    };
+    match found {
+        Discovery::Found(c) => Discovery::Found(stamp(c)),
+        Discovery::Ambiguous(cs) => Discovery::Ambiguous(cs.into_iter().map(stamp).collect()),
+        Discovery::NoMatch(cs) => Discovery::NoMatch(cs.into_iter().map(stamp).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_names_its_host_by_at_or_on() {
+        let hosts = vec!["host-a".to_string(), "host-b".to_string()];
+        for (message, want) in [
+            ("web@host-b is down", Some("host-b")),
+            ("is web on host-b down?", Some("host-b")),
+            ("the api on HOST-A keeps crashing", Some("host-a")),
+            ("web is down", None),
+            ("web@host-c is down", None),
+            ("host-b is a word here", None),
+        ] {
+            assert_eq!(
+                host_in_message(message, &hosts).as_deref(),
+                want,
+                "{message}"
+            );
+        }
+    }
+}
