@@ -236,7 +236,8 @@ async fn create_request(
             format!("message must be 1 to {MAX_MESSAGE_LEN} characters"),
         ));
     }
-    if let Some(c) = &body.container {
+    let (container, host) = asked_host(s.engine.hosts(), body.container, body.host)?;
+    if let Some(c) = &container {
         if c.is_empty()
             || c.len() > 128
             || !c
@@ -247,7 +248,7 @@ async fn create_request(
             return Err(Problem::new(
                 StatusCode::BAD_REQUEST,
                 "invalid container",
-                "container must be a container name or id",
+                "container must be a container name or id (`NAME@HOST` on one of several hosts)",
             ));
         }
     }
@@ -262,7 +263,6 @@ async fn create_request(
             format!("utc_offset_minutes {off} must be between -{max} and {max} (UTC+01:00 is 60)"),
         ));
     }
-    let (container, host) = asked_host(s.engine.hosts(), body.container, body.host)?;
     let req = s
         .engine
         .create(

@@ -339,7 +339,8 @@ pub struct ExecutorConfig {
     pub endpoint: String,
     #[serde(default = "default_server_name")]
     pub server_name: String,
-    /// This executor's host name; required once `hosts:` lists others.
+    /// This executor's host name (`local` when absent and `hosts:` lists
+    /// others).
     #[serde(default)]
     pub host: Option<String>,
     pub ca: PathBuf,

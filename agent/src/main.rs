@@ -220,6 +220,17 @@ async fn health(addr: &str) -> anyhow::Result<()> {
             "unhealthy: {}",
             head.lines().next().unwrap_or("no answer")
         );
+        // The agent serves; with several hosts, say which do not answer
+        // (the agent stays healthy: it serves the others).
+        let body = head.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let down: Vec<String> = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| serde_json::from_value(v["hosts_down"].clone()).ok())
+            .unwrap_or_default();
+        match down.as_slice() {
+            [] => println!("serving"),
+            hosts => println!("serving; hosts down: {}", hosts.join(", ")),
+        }
         Ok(())
     }
     let attempt = async {

@@ -164,7 +164,9 @@ pub fn add_and_say(
     println!(
         "next: copy {dir} to {name} (for example to /etc/drydock; keep the keys 0600 and owned by the executor's user), \
          start `drydock-executor serve --config /etc/drydock/executor.yaml` there (docs/deploy.md), \
-         and have the agent dial it at https://{name}:{port} with `server_name: {name}`. \
+         and list it in the agent's agent.yaml (then restart the agent):\n\
+         hosts:\n  - name: {name}\n    endpoint: https://{name}:{port}\n\
+         (the endpoint may name an address instead; the agent checks the certificate names `{name}`). \
          Check its audit chain with the public key {dir}/pki/audit.pub.",
         dir = added.dir.display(),
         port = added.port

@@ -32,7 +32,7 @@ fn host_add(dd: &Drydock, name: &str, out: Option<&std::path::Path>) -> std::pat
         "{said}\n{}",
         String::from_utf8_lossy(&done.stderr)
     );
-    assert!(said.contains(&format!("server_name: {name}")), "{said}");
+    assert!(said.contains(&format!("- name: {name}")), "{said}");
     let dir = out.map_or_else(
         || dd.home.path(&format!("hosts/{name}")),
         |o| o.to_path_buf(),

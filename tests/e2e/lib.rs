@@ -4,7 +4,7 @@
 //! `Drop`).
 #![forbid(unsafe_code)]
 
-pub mod swarm_engine;
+pub mod second_engine;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -18,6 +18,7 @@ mod executor_load;
 mod fault_classes;
 mod hostile_model;
 mod hosts;
+mod hosts_many;
 mod llm_injection;
 mod mcp;
 mod operator_cli;

@@ -1,5 +1,5 @@
 //! Swarm services on a real Swarm: a second engine in a network namespace
-//! of its own (`swarm_engine.rs`), a real executor pointed at it, and the
+//! of its own (`second_engine.rs`), a real executor pointed at it, and the
 //! executor's Swarm calls made as the agent (and a compromised agent)
 //! would. The agent's side (diagnosis, plans, approvals, grants,
 //! verification) is in `swarm_repairs.rs`.
@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use drydock_e2e::approvals::{claims_named, unix_now};
-use drydock_e2e::swarm_engine::SwarmEngine;
+use drydock_e2e::second_engine::SecondEngine;
 use drydock_e2e::*;
 use drydock_proto::approval::{self, ServiceClaims, WriteAction};
 use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
@@ -44,7 +44,7 @@ pub fn swarm_config(yaml: String, stacks: &[&str]) -> String {
 }
 
 /// A home whose executor talks to `engine`.
-pub fn home_on(engine: &SwarmEngine) -> Drydock {
+pub fn home_on(engine: &SecondEngine) -> Drydock {
     Drydock::init_options(|o| o.docker_endpoint = engine.endpoint())
 }
 
@@ -57,7 +57,7 @@ fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
 }
 
 /// A service's id, spec version and image, as the engine says now.
-fn spec(engine: &SwarmEngine, name: &str) -> (String, u64, String) {
+fn spec(engine: &SecondEngine, name: &str) -> (String, u64, String) {
     let line = engine.ok(&[
         "service",
         "inspect",
@@ -149,7 +149,7 @@ fn grant_for(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn swarm_calls_are_scoped_redacted_bound_to_the_spec_and_audited() {
     prepare();
-    let engine = SwarmEngine::start(&[FIXTURE]);
+    let engine = SecondEngine::start_swarm(&[FIXTURE]);
     engine.ok(&[
         "service",
         "create",

@@ -1,5 +1,5 @@
 //! docs/deploy.md's "Services on Docker Swarm", walked as written on the
-//! second engine of `swarm_engine.rs` (in Swarm mode, in a network
+//! second engine of `second_engine.rs` (in Swarm mode, in a network
 //! namespace of its own): the stack comes up locked down, the real CLI on
 //! the node repairs a failing service through it, and the removal works.
 
@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use drydock_e2e::swarm_engine::SwarmEngine;
+use drydock_e2e::second_engine::SecondEngine;
 use drydock_e2e::*;
 use serde_json::Value;
 
@@ -43,7 +43,7 @@ fn ask_as_operator(dd: &Drydock, args: &[&str]) -> (i32, Value) {
 
 /// Run a walked block with bash from the checkout, with the docker CLI
 /// pointed at `engine` and the images of this test's tag.
-fn walk(name: &str, dd: &Drydock, root: &Path, engine: &SwarmEngine) -> Output {
+fn walk(name: &str, dd: &Drydock, root: &Path, engine: &SecondEngine) -> Output {
     let path = format!(
         "{}:{}",
         bin_dir().display(),
@@ -68,13 +68,13 @@ fn walk(name: &str, dd: &Drydock, root: &Path, engine: &SwarmEngine) -> Output {
 }
 
 /// A service's spec, as the engine has it.
-fn spec(engine: &SwarmEngine, service: &str) -> Value {
+fn spec(engine: &SecondEngine, service: &str) -> Value {
     let text = engine.ok(&["service", "inspect", service, "--format", "{{json .Spec}}"]);
     serde_json::from_str(&text).expect("service spec json")
 }
 
 /// The one running container of a service.
-fn container_of(engine: &SwarmEngine, service: &str) -> String {
+fn container_of(engine: &SecondEngine, service: &str) -> String {
     engine
         .ok(&[
             "ps",
@@ -88,7 +88,7 @@ fn container_of(engine: &SwarmEngine, service: &str) -> String {
         .to_string()
 }
 
-fn healthy(engine: &SwarmEngine, service: &str) -> bool {
+fn healthy(engine: &SecondEngine, service: &str) -> bool {
     let c = container_of(engine, service);
     !c.is_empty()
         && engine
@@ -98,7 +98,7 @@ fn healthy(engine: &SwarmEngine, service: &str) -> bool {
 }
 
 /// The stack's engine state, for a failure message.
-fn state(engine: &SwarmEngine) -> String {
+fn state(engine: &SecondEngine) -> String {
     let mut out = String::new();
     for service in ["drydock_executor", "drydock_agent"] {
         out.push_str(&format!(
@@ -126,7 +126,7 @@ fn swarm_stack_repairs_a_service_through_locked_down_services() {
     images();
     let executor_image = format!("drydock-executor:{TAG}");
     let agent_image = format!("drydock-agent:{TAG}");
-    let engine = SwarmEngine::start(&[WEB, &executor_image, &agent_image]);
+    let engine = SecondEngine::start_swarm(&[WEB, &executor_image, &agent_image]);
     let _socket_dir = SocketDir;
     // The broken workload: its task turns unhealthy after start and is
     // not restarted (a force update starts one that stays healthy).

@@ -1,12 +1,12 @@
 //! Swarm services diagnosed and repaired by the real daemons, on a real
-//! Swarm (the second engine of `swarm_engine.rs`): a plain question finds
+//! Swarm (the second engine of `second_engine.rs`): a plain question finds
 //! the service, the rules name the cause from its tasks, nodes and logs,
 //! and a write (a force update, a rollback) runs only with a person's
 //! approval or a grant, and is verified from the engine's state.
 
 use std::time::{Duration, Instant};
 
-use drydock_e2e::swarm_engine::SwarmEngine;
+use drydock_e2e::second_engine::SecondEngine;
 use drydock_e2e::*;
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ const WEB: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
 /// The executor's config edited for Swarm (`stacks` in scope, rollbacks
 /// and automation allowed), and the agent's debounce and service poll
 /// shortened.
-fn swarm_home(engine: &SwarmEngine, stacks: &[&str], watch_mode: &str) -> Drydock {
+fn swarm_home(engine: &SecondEngine, stacks: &[&str], watch_mode: &str) -> Drydock {
     let dd = Drydock::init_options(|o| {
         o.docker_endpoint = engine.endpoint();
         o.watch = true;
@@ -44,7 +44,7 @@ fn swarm_home(engine: &SwarmEngine, stacks: &[&str], watch_mode: &str) -> Drydoc
 }
 
 /// `docker service create -d --name NAME --label stack=shop ARGS...`.
-fn create(engine: &SwarmEngine, name: &str, args: &[&str]) {
+fn create(engine: &SecondEngine, name: &str, args: &[&str]) {
     let mut all = vec![
         "service",
         "create",
@@ -74,7 +74,7 @@ fn actions(req: &Value) -> Vec<&str> {
 }
 
 /// The image of a service's spec now.
-fn image_of(engine: &SwarmEngine, service: &str) -> String {
+fn image_of(engine: &SecondEngine, service: &str) -> String {
     engine.ok(&[
         "service",
         "inspect",
@@ -86,7 +86,7 @@ fn image_of(engine: &SwarmEngine, service: &str) -> String {
 
 /// The states of a service's tasks that should run, as `docker service ps`
 /// says.
-fn running_tasks(engine: &SwarmEngine, service: &str) -> Vec<String> {
+fn running_tasks(engine: &SecondEngine, service: &str) -> Vec<String> {
     engine
         .ok(&[
             "service",
@@ -103,7 +103,7 @@ fn running_tasks(engine: &SwarmEngine, service: &str) -> Vec<String> {
 }
 
 /// The health of the containers of a service's running tasks.
-fn task_health(engine: &SwarmEngine, service: &str) -> Vec<String> {
+fn task_health(engine: &SecondEngine, service: &str) -> Vec<String> {
     let ids = engine.ok(&[
         "ps",
         "-q",
@@ -139,7 +139,7 @@ fn services_are_diagnosed_from_plain_questions_and_repaired_with_an_approval() {
             "FROM {WEB}\nLABEL drydock.test={v2}\nCMD [\"crash\", \"--code\", \"3\", \"--line\", \"panic: runtime error: index out of range [3] with length 3\"]\n"
         ),
     );
-    let engine = SwarmEngine::start(&[FIXTURE, WEB, v1.as_str(), v2.as_str()]);
+    let engine = SecondEngine::start_swarm(&[FIXTURE, WEB, v1.as_str(), v2.as_str()]);
     for image in [&v1, &v2] {
         let _ = docker(&["rmi", "-f", image]);
     }
@@ -397,7 +397,7 @@ fn requests(dd: &Drydock) -> Vec<Value> {
 #[test]
 fn a_service_short_of_tasks_is_repaired_under_a_grant_with_no_person_asked() {
     prepare();
-    let engine = SwarmEngine::start(&[FIXTURE, WEB]);
+    let engine = SecondEngine::start_swarm(&[FIXTURE, WEB]);
     let dd = swarm_home(&engine, &["shop"], "repair");
     dd.up();
     let out = dd.cli(&[

@@ -62,8 +62,11 @@ fn https(key: &'static str, at: &str, endpoint: &str) -> Result<(), ConfigError>
     ))
 }
 
-/// Names well formed and distinct, every endpoint https, and `executor.host`
-/// set as soon as there is another host (a request must say where it is).
+/// The name of `executor:`'s host when `executor.host` does not give one.
+pub const DEFAULT_HOST_NAME: &str = "local";
+
+/// Names well formed and distinct (`executor:`'s host is `local` unless
+/// `executor.host` names it), every endpoint https.
 pub fn validate(executor: &ExecutorConfig, hosts: &[HostConfig]) -> Result<(), ConfigError> {
     https("executor.endpoint", "", &executor.endpoint)?;
     let name_rule = "a host name is 1 to 63 lowercase letters, digits, `-` and `.`, as `drydock host add` takes it";
@@ -71,13 +74,8 @@ pub fn validate(executor: &ExecutorConfig, hosts: &[HostConfig]) -> Result<(), C
         if !drydock_proto::approval::is_host_name(h) {
             return Err(invalid("executor.host", format!("`{h}`: {name_rule}")));
         }
-    } else if !hosts.is_empty() {
-        return Err(invalid(
-            "executor.host",
-            "with other hosts listed under `hosts:`, name this one too (for example `host: local`), so each request says which host it is on",
-        ));
     }
-    let mut seen: Vec<&str> = executor.host.iter().map(String::as_str).collect();
+    let mut seen: Vec<&str> = vec![executor.host.as_deref().unwrap_or(DEFAULT_HOST_NAME)];
     for (i, h) in hosts.iter().enumerate() {
         let at = format!("hosts[{i}]");
         if !drydock_proto::approval::is_host_name(&h.name) {
@@ -87,8 +85,8 @@ pub fn validate(executor: &ExecutorConfig, hosts: &[HostConfig]) -> Result<(), C
             return Err(invalid(
                 "hosts",
                 format!(
-                    "{at}: host `{}` is named twice; each host needs its own name",
-                    h.name
+                    "{at}: host `{}` is named twice (`executor:`'s host is `{}` unless `executor.host` names it); each host needs its own name",
+                    h.name, seen[0]
                 ),
             ));
         }
@@ -150,8 +148,13 @@ mod tests {
     #[test]
     fn bad_host_lists_are_refused_with_the_key_that_is_wrong() {
         let b = host("host-b", "https://10.0.0.2:7443");
+        validate(&executor(None), std::slice::from_ref(&b)).unwrap();
         let cases: Vec<(ExecutorConfig, Vec<HostConfig>, &str)> = vec![
-            (executor(None), vec![b.clone()], "executor.host"),
+            (
+                executor(None),
+                vec![host("local", "https://x:1")],
+                "hosts[0]",
+            ),
             (executor(Some("Host A")), vec![], "executor.host"),
             (
                 executor(Some("host-a")),

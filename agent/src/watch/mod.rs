@@ -87,6 +87,9 @@ pub fn trigger_of(e: &ContainerEvent, recent: &[ContainerEvent]) -> Option<Trigg
     }
 }
 
+/// The longest wait between attempts to reopen a host's event stream.
+const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(10);
+
 struct Pending {
     event: ContainerEvent,
     trigger: Trigger,
@@ -149,10 +152,13 @@ impl Watcher {
             Err(e) => tracing::error!(error = %e, "cannot read pending watch triggers"),
         }
         let mut backoff = Duration::from_secs(1);
+        // When the stream was last lost: where a host that journaled
+        // nothing yet resumes, so what happened while it was away is seen.
+        let mut lost_at: Option<i64> = None;
         loop {
             let since = match journal::last_time(&self.store, self.host_key()) {
                 Ok(Some(t)) => t,
-                _ => 0,
+                _ => lost_at.unwrap_or(0),
             };
             match self.executor.watch_events(since).await {
                 Ok(mut stream) => {
@@ -180,9 +186,10 @@ impl Watcher {
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot open the event stream; retrying"),
             }
+            lost_at.get_or_insert_with(now_nanos);
             self.fire_due().await;
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(30));
+            backoff = (backoff * 2).min(MAX_RECONNECT_BACKOFF);
         }
     }
 

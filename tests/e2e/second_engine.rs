@@ -1,6 +1,6 @@
-//! A second Docker engine, in Swarm mode, for the tests that need a
-//! cluster: the main engine's Swarm state is never touched, and the other
-//! tests run beside it.
+//! A second Docker engine, for the tests that need an engine of their own:
+//! another host (`hosts_many.rs`), or a cluster (in Swarm mode): the main
+//! engine's state is never touched, and the other tests run beside it.
 //!
 //! It runs as a process of the test, inside a network namespace of its own
 //! (`ip netns add`, then `nsenter --net=…`; `ip netns exec` would remount
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::{docker_ok, unique};
 
-pub struct SwarmEngine {
+pub struct SecondEngine {
     pub dir: PathBuf,
     netns: String,
     daemon: Option<Child>,
@@ -39,10 +39,24 @@ fn ip(args: &[&str]) {
     );
 }
 
-impl SwarmEngine {
+impl SecondEngine {
     /// Start the engine, load `images` into it from the main engine, and
     /// make it a one-node Swarm manager.
-    pub fn start(images: &[&str]) -> SwarmEngine {
+    pub fn start_swarm(images: &[&str]) -> SecondEngine {
+        let engine = Self::start(images);
+        engine.ok(&[
+            "swarm",
+            "init",
+            "--advertise-addr",
+            "127.0.0.1",
+            "--listen-addr",
+            "127.0.0.1:2377",
+        ]);
+        engine
+    }
+
+    /// Start the engine and load `images` into it from the main engine.
+    pub fn start(images: &[&str]) -> SecondEngine {
         crate::require_docker();
         // Short: the engine's sockets live under it (a unix socket path
         // has at most 107 bytes).
@@ -83,7 +97,7 @@ impl SwarmEngine {
             .stderr(log)
             .spawn()
             .expect("start dockerd in its namespace (nsenter, dockerd)");
-        let mut engine = SwarmEngine {
+        let mut engine = SecondEngine {
             dir,
             netns,
             daemon: Some(daemon),
@@ -93,14 +107,6 @@ impl SwarmEngine {
         for image in images {
             engine.load(image);
         }
-        engine.ok(&[
-            "swarm",
-            "init",
-            "--advertise-addr",
-            "127.0.0.1",
-            "--listen-addr",
-            "127.0.0.1:2377",
-        ]);
         engine
     }
 
@@ -178,7 +184,7 @@ impl SwarmEngine {
         let out = self.run(args);
         assert!(
             out.status.success(),
-            "docker {args:?} on the Swarm engine failed: {}",
+            "docker {args:?} on the second engine failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -259,7 +265,7 @@ fn unmount_below(dir: &Path) {
     }
 }
 
-impl Drop for SwarmEngine {
+impl Drop for SecondEngine {
     fn drop(&mut self) {
         if let Some(mut daemon) = self.daemon.take() {
             // SIGTERM by pid: the daemon stops its containers and unmounts.
