@@ -23,6 +23,7 @@ use crate::model::{
     TaskView,
 };
 
+mod health;
 mod swarm;
 mod writes;
 
@@ -658,25 +659,7 @@ pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
 
 impl Reads for ExecutorClient {
     fn ping<'a>(&'a self) -> Call<'a, ()> {
-        Box::pin(async move {
-            let mut client =
-                tonic_health::pb::health_client::HealthClient::new(self.channel.clone());
-            let answer = client
-                .check(tonic_health::pb::HealthCheckRequest {
-                    service: "drydock.executor.v1.Executor".into(),
-                })
-                .await?
-                .into_inner();
-            let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
-            if answer.status == serving {
-                Ok(())
-            } else {
-                Err(ExecutorError::new(
-                    tonic::Code::Unavailable,
-                    "the executor is not serving",
-                ))
-            }
-        })
+        Box::pin(health::ping(self.channel.clone()))
     }
     fn list<'a>(&'a self, request_id: &'a str, all: bool) -> Call<'a, Vec<ContainerSummaryView>> {
         Box::pin(ExecutorClient::list(self, request_id, all))

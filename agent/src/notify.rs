@@ -50,6 +50,9 @@ pub struct Notification {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// The host it is on, when the agent serves several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diagnosis: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,8 +71,13 @@ pub struct Notification {
 
 impl Notification {
     fn text(&self) -> String {
+        let on = self
+            .host
+            .as_ref()
+            .map(|h| format!(" on host {h}"))
+            .unwrap_or_default();
         let mut t = format!(
-            "drydock {}: {} [{}] {}",
+            "drydock {}: {}{on} [{}] {}",
             self.event.replace('_', " "),
             self.container.as_deref().unwrap_or("?"),
             self.request_id,
@@ -159,6 +167,7 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
             .as_ref()
             .map(|t| t.container_name.clone())
             .or_else(|| req.options.container.clone()),
+        host: req.host().map(str::to_string),
         diagnosis: req.diagnosis.as_ref().map(|d| redact(&d.summary)),
         outcome: req.outcome.as_ref().map(|o| redact(o)),
         approve_command: approve,
@@ -414,6 +423,39 @@ mod tests {
         // Evidence the cause does not cite is not blamed.
         req.diagnosis.as_mut().unwrap().causes[0].evidence_ids = vec!["ev-1".into()];
         assert!(notification_for(&event, &req).unwrap().change.is_none());
+    }
+
+    #[test]
+    fn a_notification_names_the_host_when_there_are_several() {
+        let mut req = Request::new(
+            "req-2".into(),
+            "api is down".into(),
+            RequestOptions {
+                container: Some("api".into()),
+                host: Some("host-b".into()),
+                ..Default::default()
+            },
+            RequestSource::Watch,
+            now_rfc3339(),
+        );
+        let event = Event {
+            seq: 1,
+            request_id: "req-2".into(),
+            ts: now_rfc3339(),
+            payload: EventPayload::Created(crate::model::Created {
+                message: "api is down".into(),
+                source: RequestSource::Watch,
+                options: req.options.clone(),
+            }),
+        };
+        let n = notification_for(&event, &req).expect("opened is notified");
+        assert_eq!(n.host.as_deref(), Some("host-b"));
+        assert!(n.text().contains("api on host host-b"), "{}", n.text());
+        let body: serde_json::Value = serde_json::to_value(&n).unwrap();
+        assert_eq!(body["host"], "host-b");
+        req.options.host = None;
+        let n = notification_for(&event, &req).unwrap();
+        assert!(n.host.is_none() && !n.text().contains("on host"));
     }
 
     #[test]

@@ -239,6 +239,10 @@ pub enum HostCommand {
         /// first IP is also where the executor listens.
         #[arg(long = "address")]
         addresses: Vec<String>,
+        /// How its executor runs there: local (`drydock-executor serve`),
+        /// compose (deploy/host.yaml) or systemd (the unit's paths).
+        #[arg(long, value_enum, default_value = "local")]
+        layout: crate::home::Layout,
         /// The folder to write (default `$DRYDOCK_HOME/hosts/NAME`).
         #[arg(long)]
         out: Option<PathBuf>,

@@ -125,10 +125,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 HostCommand::Add {
                     name,
                     addresses,
+                    layout,
                     out,
                     force,
                 },
-        } => crate::host::add_and_say(&home, &name, &addresses, out.as_deref(), force),
+        } => crate::host::add_and_say(&home, &name, &addresses, layout, out.as_deref(), force),
         Command::Audit { command } => audit(&home, command),
         Command::Completions { shell } => {
             let mut cmd = crate::args::command();

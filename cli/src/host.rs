@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use crate::home::{write_file, Home, DEFAULT_EXECUTOR_PORT};
+use crate::home::{write_file, Home, Layout, DEFAULT_EXECUTOR_PORT};
 use crate::pki::{self, Authority, Usage};
 
 /// What `host add` wrote, and where the agent reaches it.
@@ -71,16 +71,73 @@ fn host_config(home_yaml: &str, name: &str, listen: &str) -> anyhow::Result<Stri
     ))
 }
 
-/// Write `DIR/{executor.yaml, pki/…, state/…}` for host `name`.
+/// The config's paths as deploy/systemd/drydock-executor.service gives
+/// them: certificates in /etc/drydock/pki, the key as the unit's
+/// credential, the state in its StateDirectory. The unit hands over no
+/// audit signing key, so checkpoints go unsigned there.
+const SYSTEMD_PATHS: &[(&str, Option<&str>)] = &[
+    (
+        "  cert: pki/executor.crt",
+        Some("  cert: /etc/drydock/pki/executor.crt"),
+    ),
+    (
+        "  key: pki/executor.key",
+        Some("  key: /run/credentials/drydock-executor.service/executor.key"),
+    ),
+    (
+        "  client_ca: pki/ca.crt",
+        Some("  client_ca: /etc/drydock/pki/ca.crt"),
+    ),
+    (
+        "  path: state/audit.db",
+        Some("  path: /var/lib/drydock-executor/audit.db"),
+    ),
+    ("  signing_key: pki/audit.key", None),
+    (
+        "  revocations: state/revoked-grants",
+        Some("  revocations: /var/lib/drydock-executor/revoked-grants"),
+    ),
+];
+
+/// `config` with the systemd unit's paths, every one of which it must have.
+fn for_systemd(config: &str) -> anyhow::Result<String> {
+    for (line, _) in SYSTEMD_PATHS {
+        if !config.lines().any(|l| l == *line) {
+            bail!(
+                "this home's executor.yaml has no `{}` line (was it edited?): write the host's config from deploy/systemd/executor.yaml instead",
+                line.trim()
+            );
+        }
+    }
+    Ok(config
+        .lines()
+        .filter_map(
+            |l| match SYSTEMD_PATHS.iter().find(|(from, _)| *from == l) {
+                Some((_, to)) => to.map(str::to_string),
+                None => Some(l.to_string()),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n")
+}
+
+/// Write `DIR/{executor.yaml, pki/…, state/…}` for host `name`, whose
+/// executor runs as `layout` says (local and compose read the same files;
+/// systemd gets the unit's paths).
 pub fn add(
     home: &Home,
     name: &str,
     addresses: &[String],
+    layout: Layout,
     out: Option<&Path>,
     force: bool,
 ) -> anyhow::Result<AddedHost> {
     if !drydock_proto::approval::is_host_name(name) {
         bail!("`{name}` is not a host name: 1 to 63 lowercase letters, digits, `-` and `.`, starting with a letter or digit");
+    }
+    if layout == Layout::Swarm {
+        bail!("--layout swarm: a Swarm cluster's executor is the stack's (docs/deploy.md, \"Services on Docker Swarm\"); another host runs its executor with --layout local, compose or systemd");
     }
     let ca_key = home.path("pki/ca.key");
     let key_pem = std::fs::read_to_string(&ca_key).with_context(|| {
@@ -104,6 +161,10 @@ pub fn add(
     }
     let port = home_port(&home_yaml);
     let config = host_config(&home_yaml, name, &listen_on(addresses, port))?;
+    let config = match layout {
+        Layout::Systemd => for_systemd(&config)?,
+        _ => config,
+    };
     // The host's name first: the agent dials it (`executor.server_name`).
     let mut sans = vec![name.to_string()];
     sans.extend(addresses.iter().cloned());
@@ -135,6 +196,11 @@ pub fn add(
             false,
         ),
     ];
+    // Under systemd the unit's StateDirectory holds the state, and no
+    // signing key is handed over.
+    let files = files.into_iter().filter(|(rel, _, _)| {
+        layout != Layout::Systemd || !(rel.starts_with("state/") || rel.starts_with("pki/audit."))
+    });
     let mut written = Vec::new();
     for (rel, content, private) in files {
         let path = dir.join(rel);
@@ -153,24 +219,38 @@ pub fn add_and_say(
     home: &Home,
     name: &str,
     addresses: &[String],
+    layout: Layout,
     out: Option<&Path>,
     force: bool,
 ) -> anyhow::Result<u8> {
-    let added = add(home, name, addresses, out, force)?;
-    println!("host {name}: written into {}:", added.dir.display());
+    let added = add(home, name, addresses, layout, out, force)?;
+    let dir = added.dir.display();
+    println!("host {name}: written into {dir}:");
     for f in &added.files {
         println!("  {}", f.display());
     }
+    let run = match layout {
+        Layout::Compose => format!(
+            "on {name}, from a drydock checkout with the images: `sudo deploy/stage-host.sh DIR /etc/drydock-host ADDRESS`, \
+             then `docker-compose --env-file deploy/host.env -f deploy/host.yaml run --rm executor audit init` and `... up -d`"
+        ),
+        Layout::Systemd => format!(
+            "on {name}: the files into /etc/drydock (keys root 0600) and deploy/systemd/drydock-executor.service, then `systemctl enable --now drydock-executor`"
+        ),
+        Layout::Local | Layout::Swarm => format!(
+            "on {name}: the folder to /etc/drydock (keys 0600, owned by the executor's user), then `drydock-executor serve --config /etc/drydock/executor.yaml`"
+        ),
+    };
     println!(
-        "next: copy {dir} to {name} (for example to /etc/drydock; keep the keys 0600 and owned by the executor's user), \
-         start `drydock-executor serve --config /etc/drydock/executor.yaml` there (docs/deploy.md), \
-         and list it in the agent's agent.yaml (then restart the agent):\n\
+        "next: copy {dir} to {name} and run its executor ({run}; docs/deploy.md, \"A second host\"). \
+         Then list it in the agent's agent.yaml and restart the agent:\n\
          hosts:\n  - name: {name}\n    endpoint: https://{name}:{port}\n\
-         (the endpoint may name an address instead; the agent checks the certificate names `{name}`). \
-         Check its audit chain with the public key {dir}/pki/audit.pub.",
-        dir = added.dir.display(),
+         (the endpoint may name an address instead; the agent checks that the certificate names `{name}`).",
         port = added.port
     );
+    if layout != Layout::Systemd {
+        println!("Its audit chain checks with the public key {dir}/pki/audit.pub.");
+    }
     Ok(crate::exit::COMPLETED)
 }
 
@@ -186,7 +266,15 @@ mod tests {
             root: dir.path().to_path_buf(),
         };
         init(&home, &InitOptions::default()).unwrap();
-        let added = add(&home, "host-b", &["10.0.0.5".into()], None, false).unwrap();
+        let added = add(
+            &home,
+            "host-b",
+            &["10.0.0.5".into()],
+            Layout::Local,
+            None,
+            false,
+        )
+        .unwrap();
         let yaml = std::fs::read_to_string(added.dir.join("executor.yaml")).unwrap();
         assert!(
             yaml.contains("host:\n  name: host-b\n  require: true\n")
@@ -220,10 +308,10 @@ mod tests {
         assert!(!added.dir.join("pki/ca.key").exists());
         assert!(!added.dir.join("approver.key").exists());
         // Once is enough; bad names and a second time are refused.
-        let again = add(&home, "host-b", &[], None, false).unwrap_err();
+        let again = add(&home, "host-b", &[], Layout::Local, None, false).unwrap_err();
         assert!(format!("{again:#}").contains("--force"), "{again:#}");
         for bad in ["Host-B", "", "-b", "a/b"] {
-            let err = add(&home, bad, &[], None, false).unwrap_err();
+            let err = add(&home, bad, &[], Layout::Local, None, false).unwrap_err();
             assert!(
                 format!("{err:#}").contains("not a host name"),
                 "{bad}: {err:#}"

@@ -199,6 +199,14 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
         },
     );
     assert_eq!(agent_health(&dd), "serving; hosts down: host-b");
+    // The operator's views list what answers and say which host does not.
+    let listed = agent_get(&dd, "/api/v1/containers");
+    assert_eq!(listed["unreachable"][0]["host"], "host-b", "{listed:#}");
+    let rows = listed["containers"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|c| c["host"] == "local"),
+        "{listed:#}"
+    );
 
     // While B is away, a container on it crashes; once B is back, the
     // watch resumes B's stream from where it left off and opens a request.
@@ -250,6 +258,24 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
         || !doctor(&dd).contains("down since"),
     );
     assert_eq!(agent_health(&dd), "serving");
+}
+
+/// `GET path` on the agent's API, with the CLI's token.
+fn agent_get(dd: &Drydock, path: &str) -> Value {
+    let token = std::fs::read_to_string(dd.home.path("agent.token")).expect("agent token");
+    let http = dd.agent_http();
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            http.get(format!("http://agent{path}"))
+                .bearer_auth(token.trim())
+                .send()
+                .await
+                .expect("agent answers")
+                .json()
+                .await
+                .expect("json")
+        })
 }
 
 /// What `drydock-agent health` says of the home's agent.

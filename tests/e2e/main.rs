@@ -8,6 +8,7 @@ mod architecture;
 mod automation;
 mod closed_loop;
 mod deploy;
+mod deploy_hosts;
 mod discovery;
 mod disk;
 mod evidence;

@@ -3,7 +3,7 @@
 //! cluster's nodes, for the operator's views (console, MCP). The agent
 //! itself reads them per request, as evidence.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,6 +13,9 @@ use crate::executor_client::ExecutorError;
 
 fn problem(e: ExecutorError, what: &str) -> Problem {
     match e.code {
+        tonic::Code::NotFound if e.message.starts_with("no host") => {
+            Problem::new(StatusCode::NOT_FOUND, "unknown host", e.message)
+        }
         tonic::Code::NotFound => Problem::new(
             StatusCode::NOT_FOUND,
             "service not found",
@@ -35,10 +38,19 @@ fn problem(e: ExecutorError, what: &str) -> Problem {
     }
 }
 
-pub(super) async fn services(State(s): State<AppState>) -> Result<Response, Problem> {
+/// `?host=NAME`: the services of one of several hosts (default the first).
+#[derive(serde::Deserialize)]
+pub(super) struct OnHost {
+    host: Option<String>,
+}
+
+pub(super) async fn services(
+    State(s): State<AppState>,
+    Query(q): Query<OnHost>,
+) -> Result<Response, Problem> {
     let list = s
         .engine
-        .service_list()
+        .service_list(q.host.as_deref())
         .await
         .map_err(|e| problem(e, "the agent cannot list services"))?;
     Ok(Json(list).into_response())
@@ -47,10 +59,11 @@ pub(super) async fn services(State(s): State<AppState>) -> Result<Response, Prob
 pub(super) async fn tasks(
     State(s): State<AppState>,
     Path(service): Path<String>,
+    Query(q): Query<OnHost>,
 ) -> Result<Response, Problem> {
     let tasks = s
         .engine
-        .service_tasks(&service)
+        .service_tasks(q.host.as_deref(), &service)
         .await
         .map_err(|e| problem(e, "the agent cannot read the service's tasks"))?;
     Ok(Json(tasks).into_response())

@@ -43,11 +43,15 @@ impl Engine {
     /// The executor's policy, asked now (not from a request's evidence):
     /// the named host's, or the first's.
     pub async fn executor_policy(&self, host: Option<&str>) -> Result<PolicyView, ExecutorError> {
-        let host = match host {
-            Some(name) => self.hosts.require(name)?,
-            None => self.hosts.first(),
-        };
-        host.executor.policy("req-doctor").await
+        self.view_host(host)?.executor.policy("req-doctor").await
+    }
+
+    /// The host an operator's view asks about: the named one, or the first.
+    pub(super) fn view_host(&self, host: Option<&str>) -> Result<Arc<Host>, ExecutorError> {
+        match host {
+            Some(name) => self.hosts.require(name).cloned(),
+            None => Ok(self.hosts.first().clone()),
+        }
     }
 
     /// Every container the executors' policies show, running or not, each

@@ -22,21 +22,22 @@ impl Engine {
     /// The services in scope and the nodes, for the operator's views (the
     /// console, MCP); an engine that is not a Swarm manager, or a scope
     /// with no service, is an answer saying so, not an error.
-    pub async fn service_list(&self) -> Result<ServiceList, ExecutorError> {
+    pub async fn service_list(&self, host: Option<&str>) -> Result<ServiceList, ExecutorError> {
+        let executor = self.view_host(host)?.executor.clone();
         let off = |why: String| ServiceList {
             swarm: false,
             why: Some(why),
             ..Default::default()
         };
-        let policy = self.hosts.first().executor.policy(VIEW_REQUEST).await?;
+        let policy = executor.policy(VIEW_REQUEST).await?;
         if !policy.services_in_scope {
             return Ok(off(
                 "no Swarm service is in the executor's scope (targets.services)".into(),
             ));
         }
         let (services, nodes) = tokio::join!(
-            self.hosts.first().executor.services(VIEW_REQUEST),
-            self.hosts.first().executor.nodes(VIEW_REQUEST)
+            executor.services(VIEW_REQUEST),
+            executor.nodes(VIEW_REQUEST)
         );
         match services {
             Ok(services) => Ok(ServiceList {
@@ -54,10 +55,15 @@ impl Engine {
     }
 
     /// One service (by name or id) and its tasks, newest first.
-    pub async fn service_tasks(&self, service: &str) -> Result<ServiceTaskList, ExecutorError> {
+    pub async fn service_tasks(
+        &self,
+        host: Option<&str>,
+        service: &str,
+    ) -> Result<ServiceTaskList, ExecutorError> {
+        let executor = self.view_host(host)?.executor.clone();
         let (inspected, tasks) = tokio::join!(
-            self.hosts.first().executor.service(VIEW_REQUEST, service),
-            self.hosts.first().executor.tasks(VIEW_REQUEST, service)
+            executor.service(VIEW_REQUEST, service),
+            executor.tasks(VIEW_REQUEST, service)
         );
         Ok(ServiceTaskList {
             service: inspected?,

@@ -14,12 +14,22 @@ use crate::store::Store;
 
 /// Why no new automatic request should be opened for a container, if so:
 /// an unfinished request already covers it, or an automatic one for it
-/// ended within the cooldown.
-pub fn busy(store: &Store, name: &str, id: &str, cooldown: Duration) -> Option<String> {
+/// ended within the cooldown. With `host`, only requests on that host
+/// count: the same name on another host is another container.
+pub fn busy(
+    store: &Store,
+    name: &str,
+    id: &str,
+    host: Option<&str>,
+    cooldown: Duration,
+) -> Option<String> {
     // An alert naming a compose service opens its request without a
     // container; its message names the target (`alert X for NAME...`).
     let named_by_alert = format!(" for {name}");
     let covers = |r: &crate::model::Request| {
+        host.is_none_or(|h| r.host() == Some(h)) && covers_name(r, name, id, &named_by_alert)
+    };
+    fn covers_name(r: &crate::model::Request, name: &str, id: &str, named_by_alert: &str) -> bool {
         r.options.container.as_deref() == Some(name)
             || r.target.as_ref().is_some_and(|t| {
                 (!id.is_empty() && t.container_id == id)
@@ -28,8 +38,8 @@ pub fn busy(store: &Store, name: &str, id: &str, cooldown: Duration) -> Option<S
             })
             || (r.source == RequestSource::Alert
                 && (r.message.contains(&format!("{named_by_alert}:"))
-                    || r.message.ends_with(&named_by_alert)))
-    };
+                    || r.message.ends_with(named_by_alert)))
+    }
     match store.unfinished() {
         Ok(open) => {
             if let Some(r) = open.iter().find(|r| covers(r)) {
@@ -149,7 +159,7 @@ pub async fn open_from_alerts(
             });
             continue;
         }
-        if let Some(why) = busy(store, &value, "", config.cooldown) {
+        if let Some(why) = busy(store, &value, "", None, config.cooldown) {
             out.push(AlertOutcome {
                 alert: name,
                 request_id: None,
@@ -188,4 +198,40 @@ pub async fn open_from_alerts(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{now_rfc3339, Request, RequestOptions};
+
+    #[test]
+    fn a_request_on_one_host_does_not_hold_back_the_same_name_on_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let open = Request::new(
+            "req-a".into(),
+            "watch: web turned unhealthy on host host-a".into(),
+            RequestOptions {
+                container: Some("web".into()),
+                host: Some("host-a".into()),
+                ..Default::default()
+            },
+            RequestSource::Watch,
+            now_rfc3339(),
+        );
+        let created = crate::model::EventPayload::Created(crate::model::Created {
+            message: open.message.clone(),
+            options: open.options.clone(),
+            source: open.source,
+        });
+        store.save(&open, created).unwrap();
+        let cooldown = Duration::from_secs(300);
+        assert!(busy(&store, "web", "", Some("host-a"), cooldown).is_some());
+        assert!(
+            busy(&store, "web", "", None, cooldown).is_some(),
+            "no host: any"
+        );
+        assert_eq!(busy(&store, "web", "", Some("host-b"), cooldown), None);
+    }
 }

@@ -323,8 +323,13 @@ impl Watcher {
             tracing::info!(container = %e.name, "healthy again before the debounce ended; no request");
             return "skipped";
         }
-        if let Some(why) = alerts::busy(&self.store, &e.name, &e.container_id, self.config.cooldown)
-        {
+        if let Some(why) = alerts::busy(
+            &self.store,
+            &e.name,
+            &e.container_id,
+            self.host.as_deref(),
+            self.config.cooldown,
+        ) {
             tracing::info!(container = %e.name, "{why}; no new request");
             return "skipped";
         }

@@ -51,7 +51,13 @@ impl Watcher {
             // Fired (or skipped) once per shortage: it is forgotten when
             // the service runs all its tasks again.
             self.short.insert(s.id.clone(), now + self.config.cooldown);
-            if let Some(why) = alerts::busy(&self.store, &s.name, &s.id, self.config.cooldown) {
+            if let Some(why) = alerts::busy(
+                &self.store,
+                &s.name,
+                &s.id,
+                self.host.as_deref(),
+                self.config.cooldown,
+            ) {
                 tracing::info!(service = %s.name, "{why}; no new request");
                 continue;
             }

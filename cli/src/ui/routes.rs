@@ -126,11 +126,21 @@ async fn session(State(s): State<Shared>, headers: HeaderMap) -> Result<Json<Val
     let csrf = s
         .csrf_of(&headers)
         .ok_or_else(|| UiError(StatusCode::UNAUTHORIZED, "no session".into()))?;
+    // The hosts the agent serves, for the host column and filter (none
+    // with a single executor, or while the agent cannot say).
+    let hosts: Vec<Value> = match s.agent.get("/api/v1/executor").await {
+        Ok(reach) => reach["hosts"]
+            .as_array()
+            .map(|h| h.iter().map(|h| h["name"].clone()).collect())
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
     Ok(Json(json!({
         "csrf": csrf,
         "approver_id": s.cfg.approver.id,
         "agent_url": s.cfg.agent_url,
         "now": unix_now(),
+        "hosts": hosts,
     })))
 }
 
@@ -160,6 +170,7 @@ async fn service_tasks(
 struct ListQuery {
     status: Option<String>,
     limit: Option<u32>,
+    host: Option<String>,
 }
 
 async fn requests(
@@ -173,6 +184,12 @@ async fn requests(
     if let Some(status) = q.status.filter(|st| !st.is_empty()) {
         let status = crate::text::parse_status(&status).map_err(|e| bad(format!("{e:#}")))?;
         path.push_str(&format!("&status={}", status.as_str()));
+    }
+    if let Some(host) = q.host.filter(|h| !h.is_empty()) {
+        if !drydock_proto::approval::is_host_name(&host) {
+            return Err(bad("not a host name"));
+        }
+        path.push_str(&format!("&host={host}"));
     }
     Ok(Json(s.agent.get(&path).await?))
 }

@@ -12,6 +12,9 @@ const STATES = VOCAB.states;
 const TERMINAL = VOCAB.terminal;
 
 let csrf = "";
+// The hosts the agent serves; empty with a single executor, and then no
+// view shows a host.
+let hosts = [];
 let refreshTimer = null;
 let stream = null;
 
@@ -84,14 +87,20 @@ async function containersView() {
   show("Containers",
     el("p", { class: "muted", text: "Every container the executor's policy lets drydock see." }),
     el("div", { class: "scroll" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["Name", "State", "Health", "Restarts", "Project / service", "Last request"].map(h => el("th", { scope: "col", text: h })))),
+      el("thead", {}, el("tr", {}, ["Name", ...(hosts.length ? ["Host"] : []), "State", "Health", "Restarts", "Project / service", "Last request"].map(h => el("th", { scope: "col", text: h })))),
       body)));
+  const down = el("p", { id: "hosts-down", class: "bad", hidden: true });
+  document.getElementById("main").append(down);
   async function load() {
     const data = await api("/api/containers");
+    const missing = data.unreachable || [];
+    down.hidden = missing.length === 0;
+    down.textContent = missing.map(h => "Host " + h.host + " does not answer (" + h.error + "): its containers are not listed.").join(" ");
     body.replaceChildren(...(data.containers || []).map(c => {
       const last = c.last_request;
-      return el("tr", { id: "container-" + c.name },
+      return el("tr", { id: "container-" + c.name + (c.host ? "@" + c.host : "") },
         el("td", {}, el("strong", { text: c.name }), el("div", { class: "muted small", text: c.image })),
+        ...(hosts.length ? [el("td", { text: c.host || "—" })] : []),
         el("td", {}, badge(c.state, c.state)),
         el("td", {}, badge(c.health, c.health), el("div", { class: "muted small", text: c.status })),
         el("td", c.restarts
@@ -168,18 +177,29 @@ async function servicesView(selected) {
 
 async function requestsView(params) {
   const status = params.get("status") || "";
-  const select = el("select", { id: "status-filter", "aria-label": "Filter by state", onchange: e => {
-    location.hash = "#/requests" + (e.target.value ? "?status=" + e.target.value : "");
-  } }, el("option", { value: "", text: "every state" }),
-  ["waiting_approval", ...STATES.filter(s => s !== "waiting_approval")]
-    .map(s => el("option", { value: s, text: s, selected: s === status })));
+  const host = params.get("host") || "";
+  const filtered = (st, h) => {
+    const q = new URLSearchParams();
+    if (st) q.set("status", st);
+    if (h) q.set("host", h);
+    const text = q.toString();
+    location.hash = "#/requests" + (text ? "?" + text : "");
+  };
+  const select = el("select", { id: "status-filter", "aria-label": "Filter by state", onchange: e => filtered(e.target.value, host) },
+    el("option", { value: "", text: "every state" }),
+    ["waiting_approval", ...STATES.filter(s => s !== "waiting_approval")]
+      .map(s => el("option", { value: s, text: s, selected: s === status })));
+  const hostSelect = el("select", { id: "host-filter", "aria-label": "Filter by host", onchange: e => filtered(status, e.target.value) },
+    el("option", { value: "", text: "every host" }),
+    ...hosts.map(h => el("option", { value: h, text: h, selected: h === host })));
   const body = el("tbody", { id: "requests" });
   show("Requests", el("label", {}, "State ", select),
+    ...(hosts.length ? [" ", el("label", {}, "Host ", hostSelect)] : []),
     el("div", { class: "scroll" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["Request", "State", "Source", "Container", "Cause", "Created"].map(h => el("th", { scope: "col", text: h })))),
+      el("thead", {}, el("tr", {}, ["Request", "State", "Source", "Container", ...(hosts.length ? ["Host"] : []), "Cause", "Created"].map(h => el("th", { scope: "col", text: h })))),
       body)));
   async function load() {
-    const list = await api("/api/requests?limit=100" + (status ? "&status=" + encodeURIComponent(status) : ""));
+    const list = await api("/api/requests?limit=100" + (status ? "&status=" + encodeURIComponent(status) : "") + (host ? "&host=" + encodeURIComponent(host) : ""));
     body.replaceChildren(...list.map(r => {
       const cause = r.diagnosis && r.diagnosis.causes && r.diagnosis.causes[0];
       return el("tr", { id: "request-" + r.id },
@@ -187,6 +207,7 @@ async function requestsView(params) {
         el("td", {}, badge(r.status, r.status)),
         el("td", { text: r.source || "ask" }),
         el("td", { text: r.target ? (r.target.kind === "service" ? "service " : "") + r.target.container_name : "—" }),
+        ...(hosts.length ? [el("td", { text: (r.target && r.target.host) || (r.options && r.options.host) || "—" })] : []),
         el("td", { text: cause ? cause.class : "—" }),
         el("td", { text: r.created_at }));
     }));
@@ -273,7 +294,7 @@ function renderRequest(r, approvals, now) {
   const parts = [];
   parts.push(el("p", {}, badge(r.status, r.status), " ", el("span", { text: r.message }),
     el("span", { class: "muted small", text: " · " + r.id + " · " + (r.source || "ask") })));
-  if (r.target) parts.push(el("p", { text: "Target: " + r.target.container_name + " (" + r.target.container_id.slice(0, 12) + ")" }));
+  if (r.target) parts.push(el("p", { text: "Target: " + r.target.container_name + " (" + r.target.container_id.slice(0, 12) + ")" + (r.target.host ? " on host " + r.target.host : "") }));
   if (r.diagnosis) {
     parts.push(el("h2", { text: "Diagnosis" }), el("p", { text: r.diagnosis.summary }));
     parts.push(el("ul", { id: "causes" }, r.diagnosis.causes.map(c => el("li", {},
@@ -364,7 +385,7 @@ async function grantsView() {
       const p = await post("/api/grants/preview", {
         actions: f.getAll("actions"), projects: splitList(f.get("projects") || ""),
         names: splitList(f.get("names") || ""), classes: splitList(f.get("classes") || ""),
-        max: f.get("max"), expires: f.get("expires"),
+        max: f.get("max"), expires: f.get("expires"), host: f.get("host") || null,
       });
       const confirm = el("button", { class: "primary", id: "grant-sign", type: "button", onclick: async () => {
         try { const g = await post("/api/grants", { preview: p.preview }); setStatus("signed " + g.grant_id); preview.replaceChildren(); load(); }
@@ -382,6 +403,8 @@ async function grantsView() {
   el("label", {}, "Fault classes (empty: any) ", el("input", { name: "classes", placeholder: "unhealthy" })),
   el("label", {}, "At most ", el("input", { name: "max", value: "2/1h", required: true })),
   el("label", {}, "Expires in ", el("input", { name: "expires", value: "7d", required: true })),
+  ...(hosts.length ? [el("label", {}, "For host ", el("select", { name: "host", id: "grant-host", required: true },
+    ...hosts.map(h => el("option", { value: h, text: h }))))] : []),
   el("button", { type: "submit" }, "Show the grant"));
   show("Automation grants", list, el("h2", { text: "New grant" }), form, preview);
   async function load() {
@@ -433,6 +456,7 @@ async function countApprovals() {
 async function start() {
   const s = await api("/api/session");
   csrf = s.csrf;
+  hosts = s.hosts || [];
   window.addEventListener("hashchange", route);
   await route();
   countApprovals();
