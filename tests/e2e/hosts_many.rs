@@ -67,8 +67,7 @@ fn requests(dd: &Drydock, host: Option<&str>) -> Vec<Value> {
 }
 
 fn doctor(dd: &Drydock) -> String {
-    let out = dd.cli(&["doctor"]);
-    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+    output_of(&dd.cli(&["doctor"]))
 }
 
 /// Poll `done` until it holds, or fail with `what` and the agent's log.
@@ -182,6 +181,35 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
     ]);
     assert_eq!(req["target"]["host"], "host-b", "{req:#}");
 
+    // A grant is for one host: which one must be said, and it names it.
+    let grant = |host: Option<&str>| {
+        let mut args = vec![
+            "grant",
+            "create",
+            "--action",
+            "restart",
+            "--name",
+            &api,
+            "--max",
+            "1/1h",
+            "--expires",
+            "1h",
+            "--yes",
+        ];
+        if let Some(h) = host {
+            args.extend(["--host", h]);
+        }
+        let out = dd.cli(&args);
+        (out.status.success(), output_of(&out))
+    };
+    let (ok, said) = grant(None);
+    assert!(
+        !ok && said.contains("add --host NAME") && said.contains("host-b"),
+        "{said}"
+    );
+    let (ok, said) = grant(Some("host-b"));
+    assert!(ok && said.contains("on host host-b"), "{said}");
+
     // Host B's executor stops: a request on the other host completes, and
     // doctor names B as down.
     b.stop();
@@ -207,6 +235,38 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
         !rows.is_empty() && rows.iter().all(|c| c["host"] == "local"),
         "{listed:#}"
     );
+
+    // The console says the same, in a real browser: a Host column, the
+    // host that does not answer, and requests filtered by host.
+    let console = crate::ui::Console::start(&dd);
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let mut browser = crate::ui::Browser::start().await;
+            browser.goto(&console.url).await;
+            let wait = Duration::from_secs(20);
+            browser
+                .wait_for("#hosts-down", "Host host-b does not answer", wait)
+                .await;
+            browser
+                .wait_for(&format!("[id=\"container-{twin}@local\"]"), "local", wait)
+                .await;
+            browser
+                .goto(&format!("{}/#/requests?host=host-b", console.origin))
+                .await;
+            browser.wait_for("#host-filter", "host-b", wait).await;
+            browser.wait_for("#requests", &api, wait).await;
+            let rows = browser
+                .run("return document.getElementById('requests').innerText")
+                .await;
+            let rows = rows.as_str().unwrap_or_default();
+            assert!(
+                rows.contains("host-b") && !rows.contains(&here.name),
+                "only B's requests: {rows}"
+            );
+            browser.quit().await;
+        });
+    drop(console);
 
     // While B is away, a container on it crashes; once B is back, the
     // watch resumes B's stream from where it left off and opens a request.
@@ -258,6 +318,10 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
         || !doctor(&dd).contains("down since"),
     );
     assert_eq!(agent_health(&dd), "serving");
+}
+
+fn output_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
 /// `GET path` on the agent's API, with the CLI's token.

@@ -161,7 +161,7 @@ impl Browser {
             .await;
     }
 
-    async fn run(&self, script: &str) -> Value {
+    pub(crate) async fn run(&self, script: &str) -> Value {
         self.cmd(
             reqwest::Method::POST,
             "/execute/sync",

@@ -45,8 +45,10 @@ pub(super) async fn add_grant(
     State(s): State<AppState>,
     Json(body): Json<GrantBody>,
 ) -> Result<Response, Problem> {
-    // A grant is checked against the approvers of the host it names.
-    let host = granted_host(&body.claims);
+    // A grant is checked against the approvers of the host it names (the
+    // executor's own `host.name`, which is the agent's name for it on
+    // every host but possibly the first).
+    let host = granted_host(&body.claims).filter(|h| s.engine.hosts().get(Some(h)).is_some());
     let policy = s.engine.executor_policy(host.as_deref()).await.map_err(|e| {
         Problem::new(
             StatusCode::BAD_GATEWAY,
