@@ -22,7 +22,8 @@
 # name, DRYDOCK_STAGED, DOCKER_GID, DOCKER_SOCKET, the agent's port (from the
 # home's cli.yaml) and the image tag. Variables set when the script runs win
 # (COMPOSE_PROJECT_NAME, DOCKER_SOCKET, DRYDOCK_TAG, DRYDOCK_AGENT_PORT,
-# DRYDOCK_HEALTH_INTERVAL). The file belongs to the user who ran sudo.
+# DRYDOCK_HEALTH_INTERVAL). The file belongs to the checkout's owner, who
+# writes it (root never writes into a folder another user can change).
 #
 #   sudo deploy/stage-compose.sh "$DRYDOCK_HOME" /etc/drydock-compose
 set -euo pipefail
@@ -111,9 +112,14 @@ echo "staged $dest/executor and $dest/agent"
 
 # What every later docker-compose command needs: compose reads .env from the
 # compose file's folder. Written whole into a temporary file, then renamed.
+# The folder is the checkout's, which its owner can change while this runs:
+# the file is written as that owner (setpriv), so root never writes through
+# a link they swapped in.
 env_file="$here/.env"
-# A new file of our own (O_EXCL), never one planted under a fixed name.
-env_tmp="$(mktemp "$here/.env.XXXXXX")"
+as_owner=()
+if [ "$(stat -c %u "$here")" -ne 0 ]; then
+  as_owner=(setpriv --reuid="$(stat -c %u "$here")" --regid="$(stat -c %g "$here")" --clear-groups)
+fi
 {
   echo "# Written by deploy/stage-compose.sh; read by docker-compose -f deploy/compose.yaml."
   echo "COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-drydock}"
@@ -125,10 +131,10 @@ env_tmp="$(mktemp "$here/.env.XXXXXX")"
   if [ -n "${DRYDOCK_HEALTH_INTERVAL:-}" ]; then
     echo "DRYDOCK_HEALTH_INTERVAL=$DRYDOCK_HEALTH_INTERVAL"
   fi
-} > "$env_tmp"
-chmod 0644 "$env_tmp"
-if [ -n "${SUDO_UID:-}" ] && [ -n "${SUDO_GID:-}" ]; then
-  chown -h "$SUDO_UID:$SUDO_GID" "$env_tmp"
-fi
-mv -f "$env_tmp" "$env_file"
+} | "${as_owner[@]}" bash -c 'set -euo pipefail
+  # A new file of our own (O_EXCL), never one planted under a fixed name.
+  tmp="$(mktemp "$1.XXXXXX")"
+  cat > "$tmp"
+  chmod 0644 "$tmp"
+  mv -f "$tmp" "$1"' stage-env "$env_file"
 echo "wrote $env_file (project ${COMPOSE_PROJECT_NAME:-drydock}): docker-compose -f deploy/compose.yaml up -d, exec, restart and down need no other variables"

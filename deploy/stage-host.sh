@@ -7,10 +7,12 @@
 #   <dest>/executor/pki/{ca,executor,healthcheck}.crt      root 0644
 #   <dest>/executor/pki/{executor,healthcheck,audit}.key   65532 0600
 #
-# and write deploy/host.env, which every later command reads with
-# `docker-compose --env-file deploy/host.env -f deploy/host.yaml`: the
+# and write <dest>/host.env, which every later command reads with
+# `docker-compose --env-file <dest>/host.env -f deploy/host.yaml`: the
 # project name, DRYDOCK_STAGED, DOCKER_GID, DOCKER_SOCKET, the address and
-# port to publish on, and the image tag. Variables set when the script runs
+# port to publish on, and the image tag. Everything it writes is in <dest>,
+# a folder only root may change: nothing goes into the checkout, which its
+# user could swap for a link while root writes. Variables set when the script runs
 # win (COMPOSE_PROJECT_NAME, DOCKER_SOCKET, DRYDOCK_EXECUTOR_PORT,
 # DRYDOCK_TAG, DRYDOCK_HEALTH_INTERVAL). Run it as root, again after a new
 # `drydock host add --force`, then restart the executor.
@@ -19,13 +21,12 @@
 set -euo pipefail
 
 if [ $# -ne 3 ]; then
-  echo "usage: $0 HOST_FOLDER DEST ADDRESS   (HOST_FOLDER: what \`drydock host add\` wrote; ADDRESS: this host's private address)" >&2
+  echo "usage: $0 HOST_FOLDER DEST ADDRESS   (HOST_FOLDER: what \`drydock host add\` wrote; ADDRESS: this host's private IPv4 address)" >&2
   exit 2
 fi
 src="$1"
 dest="$2"
 address="$3"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # Must match `user:` in deploy/host.yaml and USER in the image.
 executor_uid=65532
 
@@ -58,17 +59,27 @@ if ! [[ "$port" =~ ^[0-9]{1,5}$ ]] || [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]
   echo "$0: no port (1-65535) in $src/executor.yaml's listen line; set DRYDOCK_EXECUTOR_PORT" >&2
   exit 1
 fi
-# Every value written into deploy/host.env: plain characters only, so that
-# none can add a line or be interpolated by compose.
+# The executor is published on this address only: a private IPv4 address,
+# never every interface.
+if ! [[ "$address" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || [ "$address" = "0.0.0.0" ]; then
+  echo "$0: \`$address\` is not an IPv4 address of this host (0.0.0.0 would publish the executor on every interface)" >&2
+  exit 1
+fi
+# Every value written into host.env: plain characters only, so that none
+# can add a line or be interpolated by compose.
 for value in "$dest" "$socket" "$address" "${COMPOSE_PROJECT_NAME:-drydock-host}" "${DRYDOCK_TAG:-latest}" "${DRYDOCK_HEALTH_INTERVAL:-10s}"; do
   if ! [[ "$value" =~ ^[A-Za-z0-9_./:-]+$ ]]; then
-    echo "$0: \`$value\` has characters deploy/host.env cannot hold safely (allowed: letters, digits, _ . / : -)" >&2
+    echo "$0: \`$value\` has characters host.env cannot hold safely (allowed: letters, digits, _ . / : -)" >&2
     exit 1
   fi
 done
 
 umask 077
-install -d -m 0755 "$dest"
+install -d -m 0755 -o root -g root "$dest"
+if [ -L "$dest" ] || [ "$(stat -c %u "$dest")" -ne 0 ] || [ -n "$(find "$dest" -maxdepth 0 -perm /022)" ]; then
+  echo "$0: $dest must be a folder owned by root that no one else may write (it holds the executor's keys)" >&2
+  exit 1
+fi
 e="$dest/executor.new"
 rm -rf "${e:?}"
 install -d -m 0755 "$e" "$e/pki"
@@ -85,10 +96,10 @@ mv "$e" "$dest/executor"
 rm -rf "${dest:?}/executor.old"
 echo "staged $dest/executor"
 
-env_file="$here/host.env"
-env_tmp="$(mktemp "$here/host.env.XXXXXX")"
+env_file="$dest/host.env"
+env_tmp="$(mktemp "$dest/host.env.XXXXXX")"
 {
-  echo "# Written by deploy/stage-host.sh; read with docker-compose --env-file deploy/host.env -f deploy/host.yaml."
+  echo "# Written by deploy/stage-host.sh; read with docker-compose --env-file $env_file -f deploy/host.yaml."
   echo "COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-drydock-host}"
   echo "DRYDOCK_STAGED=$dest"
   echo "DOCKER_GID=$(stat -c %g "$socket")"
@@ -101,8 +112,5 @@ env_tmp="$(mktemp "$here/host.env.XXXXXX")"
   fi
 } > "$env_tmp"
 chmod 0644 "$env_tmp"
-if [ -n "${SUDO_UID:-}" ] && [ -n "${SUDO_GID:-}" ]; then
-  chown -h "$SUDO_UID:$SUDO_GID" "$env_tmp"
-fi
 mv -f "$env_tmp" "$env_file"
-echo "wrote $env_file: docker-compose --env-file deploy/host.env -f deploy/host.yaml up -d (and run, logs, down)"
+echo "wrote $env_file: docker-compose --env-file $env_file -f deploy/host.yaml up -d (and run, logs, down)"

@@ -123,6 +123,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/requests/{id}/events", get(events))
         .route("/api/v1/requests/{id}/timeline", get(timeline))
         .route("/api/v1/executor", get(executor_status))
+        .route("/api/v1/hosts", get(hosts_status))
         .route("/api/v1/containers", get(containers::containers))
         .route("/api/v1/services", get(services::services))
         .route("/api/v1/services/{service}/tasks", get(services::tasks))
@@ -371,6 +372,12 @@ async fn executor_status(State(s): State<AppState>, Query(q): Query<HostQuery>) 
         )
         .into_response(),
     }
+}
+
+/// Every host as the agent last probed it, without asking any now: what
+/// `doctor` and the console show when the first host does not answer.
+async fn hosts_status(State(s): State<AppState>) -> Response {
+    Json(json!({"hosts": s.engine.hosts().views()})).into_response()
 }
 
 #[derive(Deserialize)]

@@ -87,6 +87,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             .collect(),
     ));
     hosts.spawn_probes();
+    // With several hosts every watcher names its host (the first's is
+    // `local` unless named), so its requests stay on it.
+    let watch_hosts: Vec<Option<String>> = hosts
+        .all()
+        .iter()
+        .map(|h| hosts.named().then(|| h.label().to_string()))
+        .collect();
     let llm = match &config.llm {
         Some(llm) => {
             // Read once here; the key lives only inside the provider, whose
@@ -134,12 +141,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!(resumed, "resumed unfinished requests");
     }
     if config.watch.enabled {
-        for (reach, client) in clients {
+        for ((_, client), host) in clients.into_iter().zip(watch_hosts) {
             drydock_agent::watch::Watcher::spawn(
                 store.clone(),
                 Arc::new(engine.clone()),
                 client,
-                reach.name,
+                host,
                 config.watch.clone(),
             );
         }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use drydock_vocab::{ExecutorReach, PolicyView};
+use drydock_vocab::{ExecutorReach, HostView, PolicyView};
 use serde_json::Value;
 
 use crate::client::AgentClient;
@@ -159,6 +159,12 @@ pub async fn checks(home: &Home) -> Vec<Check> {
                 Verdict::Fail,
                 format!("the agent cannot use the executor: {e:#}"),
             ));
+            // The other hosts, as the agent last reached them.
+            if let Ok(list) = agent.get_as::<HostList>("/api/v1/hosts").await {
+                if list.hosts.len() > 1 {
+                    out.extend(list.hosts.iter().map(host_line));
+                }
+            }
             return out;
         }
     };
@@ -185,30 +191,14 @@ async fn hosts(
 ) -> Vec<Check> {
     let mut out = Vec::new();
     for h in first.hosts.iter() {
+        out.push(host_line(h));
         let name = safe(&h.name);
-        if !h.reachable {
-            let why = match (&h.error, &h.down_since) {
-                (Some(e), Some(since)) => format!("down since {}: {}", safe(since), safe(e)),
-                (Some(e), None) => format!("down: {}", safe(e)),
-                _ => "not reached yet (the agent probes each host every few seconds)".into(),
-            };
-            out.push(check(
-                "host",
-                Verdict::Fail,
-                format!("{name} at {}: {why}", safe(&h.endpoint)),
-            ));
-            continue;
-        }
-        out.push(check(
-            "host",
-            Verdict::Ok,
-            format!(
-                "{name} at {}: executor answers in {} ms",
-                safe(&h.endpoint),
-                h.latency_ms.unwrap_or(0)
-            ),
-        ));
-        if first.host.as_deref() == Some(h.name.as_str()) {
+        // Only a host that answers, named as a host is (from the agent,
+        // it goes into a query string), and not the first (checked above).
+        if !h.reachable
+            || !drydock_proto::approval::is_host_name(&h.name)
+            || first.host.as_deref() == Some(h.name.as_str())
+        {
             continue;
         }
         // The other hosts' approvers: a key the first trusts may not be
@@ -230,6 +220,34 @@ async fn hosts(
         }
     }
     out
+}
+
+/// `GET /api/v1/hosts`.
+#[derive(serde::Deserialize)]
+struct HostList {
+    hosts: Vec<HostView>,
+}
+
+/// One host as the agent last reached it.
+fn host_line(h: &HostView) -> Check {
+    let name = safe(&h.name);
+    let at = safe(&h.endpoint);
+    if h.reachable {
+        return check(
+            "host",
+            Verdict::Ok,
+            format!(
+                "{name} at {at}: executor answers in {} ms",
+                h.latency_ms.unwrap_or(0)
+            ),
+        );
+    }
+    let why = match (&h.error, &h.down_since) {
+        (Some(e), Some(since)) => format!("down since {}: {}", safe(since), safe(e)),
+        (Some(e), None) => format!("down: {}", safe(e)),
+        _ => "not reached yet (the agent probes each host every few seconds)".into(),
+    };
+    check("host", Verdict::Fail, format!("{name} at {at}: {why}"))
 }
 
 /// Private files must be readable by their owner only.

@@ -175,6 +175,14 @@ pub async fn checked(
         }
     }
     let policy = &executor["policy"];
+    let named = policy["host"].as_str().is_some_and(|h| !h.is_empty());
+    if let (Some(h), false) = (&args.host, named) {
+        bail!(
+            "host {}'s executor has no host.name, so a grant for it would name no host and any executor that does not require one would honour it: give that executor `host: {{name: {}, require: true}}` (drydock host add writes it)",
+            safe(h),
+            safe(h)
+        );
+    }
     // Made for the executor's host, when it has a name: every other
     // executor refuses it.
     if let Some(host) = policy["host"].as_str().filter(|h| !h.is_empty()) {

@@ -232,7 +232,7 @@ pub fn add_and_say(
     let run = match layout {
         Layout::Compose => format!(
             "on {name}, from a drydock checkout with the images: `sudo deploy/stage-host.sh DIR /etc/drydock-host ADDRESS`, \
-             then `docker-compose --env-file deploy/host.env -f deploy/host.yaml run --rm executor audit init` and `... up -d`"
+             then `docker-compose --env-file /etc/drydock-host/host.env -f deploy/host.yaml run --rm executor audit init` and `... up -d`"
         ),
         Layout::Systemd => format!(
             "on {name}: the files into /etc/drydock (keys root 0600) and deploy/systemd/drydock-executor.service, then `systemctl enable --now drydock-executor`"

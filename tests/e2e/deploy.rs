@@ -205,24 +205,38 @@ pub(crate) fn checkout(dd: &Drydock) -> PathBuf {
 /// is the test's own instead of /etc/drydock-compose.
 fn walk(name: &str, dd: &Drydock, root: &Path, staged: &Path, project: &str) -> Output {
     let script = walked_block(name).replace("/etc/drydock-compose", &staged.display().to_string());
+    // Chosen by the test where the docs take the defaults (7420), so that
+    // it can run beside anything.
+    let port = dd.agent_port.to_string();
+    run_walked(&script, dd, root, project, &[("DRYDOCK_AGENT_PORT", &port)])
+}
+
+/// Run a walked block's text with bash, from the checkout `root`, as an
+/// operator whose `drydock` is on PATH, with the test's home, image tag,
+/// compose project and a 1 s health interval (Docker runs the first probe
+/// one interval after the start; the default 10s would only make the test
+/// wait), and `env`.
+pub(crate) fn run_walked(
+    script: &str,
+    dd: &Drydock,
+    root: &Path,
+    project: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let path = format!(
         "{}:{}",
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
+        .args(["-euo", "pipefail", "-c", script])
         .current_dir(root)
         .env("PATH", path)
         .env("DRYDOCK_HOME", &dd.home.root)
-        // Chosen by the test where the docs take the defaults (7420,
-        // latest, drydock, 10s), so that it can run beside anything.
-        .env("DRYDOCK_AGENT_PORT", dd.agent_port.to_string())
         .env("DRYDOCK_TAG", TAG)
         .env("COMPOSE_PROJECT_NAME", project)
-        // Docker runs the first probe one interval after the start; the
-        // default 10s would only make the test wait.
         .env("DRYDOCK_HEALTH_INTERVAL", "1s")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run bash")

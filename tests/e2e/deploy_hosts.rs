@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use drydock_e2e::second_engine::SecondEngine;
 use drydock_e2e::*;
 
-use crate::deploy::{checkout, images, output_text, walked_block, TAG};
+use crate::deploy::{checkout, images, output_text, run_walked, walked_block, TAG};
 
 const WEB: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
 
@@ -20,12 +20,15 @@ const WEB: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
 struct HostStack {
     project: String,
     root: PathBuf,
+    env: PathBuf,
 }
 
 impl HostStack {
     fn compose(&self, args: &[&str]) -> Output {
         Command::new("docker-compose")
-            .args(["--env-file", "deploy/host.env", "-f", "deploy/host.yaml"])
+            .arg("--env-file")
+            .arg(&self.env)
+            .args(["-f", "deploy/host.yaml"])
             .args(args)
             .current_dir(&self.root)
             .stdin(Stdio::null())
@@ -63,24 +66,15 @@ fn walk_second_host(
         .replace("10.0.0.5:7443", &format!("127.0.0.1:{port}"))
         .replace("10.0.0.5", "127.0.0.1")
         .replace("/etc/drydock-host", &staged.display().to_string());
-    let path = format!(
-        "{}:{}",
-        bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .current_dir(root)
-        .env("PATH", path)
-        .env("DRYDOCK_HOME", &dd.home.root)
-        .env("DRYDOCK_TAG", TAG)
-        .env("COMPOSE_PROJECT_NAME", project)
-        .env("DOCKER_SOCKET", engine.dir.join("docker.sock"))
-        .env("DRYDOCK_EXECUTOR_PORT", port.to_string())
-        .env("DRYDOCK_HEALTH_INTERVAL", "1s")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run bash")
+    let socket = engine.dir.join("docker.sock").display().to_string();
+    let port = port.to_string();
+    run_walked(
+        &script,
+        dd,
+        root,
+        project,
+        &[("DOCKER_SOCKET", &socket), ("DRYDOCK_EXECUTOR_PORT", &port)],
+    )
 }
 
 #[test]
@@ -90,24 +84,7 @@ fn second_host_compose_serves_the_agent_across_the_network() {
     let dd = Drydock::init_options(|o| o.targets = vec![format!("{prefix}-*")]);
     let engine = SecondEngine::start(&[drydock::fixture::FIXTURE_IMAGE, WEB]);
     let api = format!("{prefix}-api");
-    engine.ok(&[
-        "run",
-        "-d",
-        "--name",
-        &api,
-        "--health-interval",
-        "1s",
-        "--health-retries",
-        "1",
-        "--health-timeout",
-        "2s",
-        WEB,
-        "serve",
-        "--port",
-        "8080",
-        "--wedge-after-secs",
-        "1",
-    ]);
+    engine.run_wedging(&api);
     dd.up();
 
     let root = checkout(&dd);
@@ -118,6 +95,7 @@ fn second_host_compose_serves_the_agent_across_the_network() {
     let stack = HostStack {
         project: project.clone(),
         root: root.clone(),
+        env: staged.join("host.env"),
     };
     assert!(
         walked.status.success(),
@@ -125,7 +103,11 @@ fn second_host_compose_serves_the_agent_across_the_network() {
         output_text(&walked),
         output_text(&stack.compose(&["logs", "--no-color", "--tail", "50"]))
     );
-    let env = std::fs::read_to_string(root.join("deploy/host.env")).expect("deploy/host.env");
+    let env = std::fs::read_to_string(&stack.env).expect("host.env in the staged folder");
+    assert!(
+        !root.join("deploy/host.env").exists(),
+        "nothing written into the checkout"
+    );
     for line in [
         format!("COMPOSE_PROJECT_NAME={project}"),
         format!("DRYDOCK_STAGED={}", staged.display()),
@@ -171,14 +153,7 @@ fn second_host_compose_serves_the_agent_across_the_network() {
     // A fault on B is found from a plain question and repaired through B's
     // executor container, on B's engine.
     let health = || engine.ok(&["inspect", "-f", "{{.State.Health.Status}}", &api]);
-    let started = Instant::now();
-    while health() != "unhealthy" {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "api never wedged"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    assert_eq!(health(), "unhealthy");
     let (code, req) = dd.ask_json(&["--yes", &format!("{api} is unhealthy")]);
     assert_eq!(req["status"], "completed", "exit {code}: {req:#}");
     assert_eq!(req["target"]["host"], "host-b");

@@ -81,19 +81,8 @@ fn restart(request_id: &str, container: &str) -> pb::WriteRequest {
 /// The audit row of a request id, from the store of the executor run with
 /// `config`.
 fn audit_for(config: &std::path::Path, request_id: &str) -> serde_json::Value {
-    let out = std::process::Command::new(bin("drydock-executor"))
-        .args(["audit", "export", "--config"])
-        .arg(config)
-        .output()
-        .expect("run drydock-executor audit export");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    audit_export(config)
+        .into_iter()
         .rfind(|r| r["request_id"] == request_id)
         .unwrap_or_else(|| panic!("no audit row for {request_id}"))
 }

@@ -110,32 +110,12 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
     // On host B only: a web service that wedges (unhealthy); on both
     // hosts: a plain container of the same name.
     let api = format!("{prefix}-api");
-    engine.ok(&[
-        "run",
-        "-d",
-        "--name",
-        &api,
-        "--health-interval",
-        "1s",
-        "--health-retries",
-        "1",
-        "--health-timeout",
-        "2s",
-        WEB,
-        "serve",
-        "--port",
-        "8080",
-        "--wedge-after-secs",
-        "1",
-    ]);
+    engine.run_wedging(&api);
     let twin = format!("{prefix}-twin");
     engine.ok(&["run", "-d", "--name", &twin, FIXTURE, "sleep"]);
     let _twin_here = Container { name: twin.clone() };
     docker_ok(&["run", "-d", "--name", &twin, FIXTURE, "sleep"]);
     let health = |name: &str| engine.ok(&["inspect", "-f", "{{.State.Health.Status}}", name]);
-    wait_until(&dd, "api unhealthy on B", Duration::from_secs(60), || {
-        health(&api) == "unhealthy"
-    });
 
     // A plain question finds it on B, and B's executor repairs it.
     let started_before = engine.ok(&["inspect", "-f", "{{.State.StartedAt}}", &api]);
@@ -149,7 +129,7 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
     );
     assert_eq!(health(&api), "healthy");
     let id = req["id"].as_str().expect("id").to_string();
-    let rows_b = audit_rows_of(&config_b);
+    let rows_b = audit_export(&config_b);
     assert!(
         rows_b.iter().any(|r| r["request_id"] == id.as_str()
             && r["action"] == "restart"
@@ -355,22 +335,4 @@ fn agent_health(dd: &Drydock) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// The audit rows of the executor run with `config`.
-fn audit_rows_of(config: &std::path::Path) -> Vec<Value> {
-    let out = std::process::Command::new(bin("drydock-executor"))
-        .args(["audit", "export", "--config"])
-        .arg(config)
-        .output()
-        .expect("run drydock-executor audit export");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }

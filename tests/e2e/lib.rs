@@ -398,20 +398,7 @@ impl Drydock {
     }
 
     fn audit_rows_now(&self) -> Vec<serde_json::Value> {
-        let out = Command::new(bin("drydock-executor"))
-            .args(["audit", "export", "--config"])
-            .arg(self.home.executor_config())
-            .output()
-            .expect("audit export");
-        assert!(
-            out.status.success(),
-            "audit export failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("audit row is JSON"))
-            .collect()
+        audit_export(&self.home.executor_config())
     }
 
     pub fn audit_verify(&self) -> Output {
@@ -427,6 +414,25 @@ impl Drop for Drydock {
     fn drop(&mut self) {
         let _ = self.cli(&["down"]);
     }
+}
+
+/// Every audit row of the executor configured by `config`, through its own
+/// export tool.
+pub fn audit_export(config: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(bin("drydock-executor"))
+        .args(["audit", "export", "--config"])
+        .arg(config)
+        .output()
+        .expect("audit export");
+    assert!(
+        out.status.success(),
+        "audit export failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("audit row is JSON"))
+        .collect()
 }
 
 pub fn read(path: &Path) -> Vec<u8> {

@@ -231,6 +231,33 @@ impl SecondEngine {
         ]);
     }
 
+    /// A container of the fixture's web service with a healthcheck, wedged
+    /// (unhealthy) a second after it starts, as `Container::unhealthy_web`
+    /// makes on the main engine; returns once it is unhealthy.
+    pub fn run_wedging(&self, name: &str) {
+        self.ok(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--health-interval",
+            "1s",
+            "--health-retries",
+            "1",
+            "--health-timeout",
+            "2s",
+            drydock::fixture::FIXTURE_WEB_IMAGE,
+            "serve",
+            "--port",
+            "8080",
+            "--wedge-after-secs",
+            "1",
+        ]);
+        self.wait_for("an unhealthy container", Duration::from_secs(60), |e| {
+            e.ok(&["inspect", "-f", "{{.State.Health.Status}}", name]) == "unhealthy"
+        });
+    }
+
     /// `running/desired` of a service, as `docker service ls` says.
     pub fn replicas(&self, service: &str) -> String {
         self.ok(&[

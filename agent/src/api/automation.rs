@@ -83,17 +83,23 @@ pub(super) async fn list_grants(State(s): State<AppState>) -> Result<Response, P
     let grants = crate::grants::list(s.engine.store()).map_err(store_problem)?;
     // The executor's revocation list is what counts; without the executor,
     // show the agent's own record.
-    let (revoked, automation) = match s.engine.executor_policy(None).await {
-        Ok(p) => (p.revoked_grants, Some(p.automation_enabled)),
-        Err(_) => (Vec::new(), None),
-    };
-    // Every host's revocations count.
-    let mut revoked = revoked;
-    for host in s.engine.hosts().all().iter().skip(1) {
-        if let Ok(p) = host.executor.policy("req-doctor").await {
-            revoked.extend(p.revoked_grants);
+    // Every host's revocations count: asked at once, a host known to be
+    // down not waited for.
+    let policies = futures::future::join_all(s.engine.hosts().all().iter().map(|h| async move {
+        if h.is_down() {
+            return None;
         }
-    }
+        h.executor.policy("req-doctor").await.ok()
+    }))
+    .await;
+    let automation = policies
+        .first()
+        .and_then(|p| p.as_ref().map(|p| p.automation_enabled));
+    let revoked: Vec<String> = policies
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p.revoked_grants)
+        .collect();
     let now = unix_now();
     let list = GrantList {
         grants: grants

@@ -159,8 +159,18 @@ impl Engine {
     pub(super) async fn request_approvals(&self, id: &str, plan: &Plan) -> Result<(), Stop> {
         // The host the executor says it is, asked now: claims without one
         // go to an executor that does not require it, or are refused there.
+        // With several hosts, claims are never made without their host.
         let host = match self.exec(id).policy(id).await {
             Ok(p) => Some(p.host).filter(|h| !h.is_empty()),
+            Err(e) if self.hosts.all().len() > 1 => {
+                self.required::<()>(
+                    id,
+                    "read the executor's policy, whose host the approvals name",
+                    Err(e),
+                )
+                .await?;
+                return Err(Stop::Canceled);
+            }
             Err(e) => {
                 tracing::warn!(request_id = %id, error = %e, "policy not read: the approvals name no host");
                 None

@@ -31,8 +31,7 @@ impl Engine {
         }
         let runbook_dep = Self::latest_of::<RunbookEvidence>(req, "runbook")
             .and_then(|r| r.depends_on.first().cloned());
-        let containers: Vec<ContainerSummaryView> =
-            Self::latest_of(req, "container_list").unwrap_or_default();
+        let containers = Self::containers_on_host(req);
         // The compose file's own graph first: a dependency it names that is
         // down; then what the logs name; then the runbook.
         let named = dependency::broken_compose_dependency(&c.labels, &containers)

@@ -298,10 +298,13 @@ impl Engine {
     }
 }
 
-/// Each candidate with the host it is on.
+/// Each candidate with the host it is on: the host of the row it came from,
+/// or for a row made without one (a service found by name), its id's.
 fn with_hosts(found: Discovery, host_of: &HashMap<String, String>) -> Discovery {
     let stamp = |mut c: Candidate| {
-        c.host = host_of.get(&c.container_id).cloned();
+        if c.host.is_none() {
+            c.host = host_of.get(&c.container_id).cloned();
+        }
         c
     };
     match found {

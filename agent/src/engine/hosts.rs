@@ -10,6 +10,9 @@ use crate::executor_client::{Executor, ExecutorError};
 use crate::hosts::Host;
 use crate::model::*;
 
+/// How long a host the prober knows to be down is waited for.
+const DOWN_HOST_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Engine {
     /// The host request `id` is on: its target's, else the one it was
     /// asked about, else the first. A host no longer configured falls back
@@ -33,6 +36,18 @@ impl Engine {
                 first
             }),
         }
+    }
+
+    /// The containers the request listed on its own host: a dependency or
+    /// a port's holder is looked for there, never on another host.
+    pub(super) fn containers_on_host(req: &Request) -> Vec<ContainerSummaryView> {
+        let host = req.host();
+        let listed: Vec<ContainerSummaryView> =
+            Self::latest_of(req, "container_list").unwrap_or_default();
+        listed
+            .into_iter()
+            .filter(|c| host.is_none() || c.host.as_deref() == host)
+            .collect()
     }
 
     /// The executor of the host request `id` is on.
@@ -71,8 +86,9 @@ impl Engine {
     }
 
     /// List the containers of every host (or only `only`) at once, each
-    /// row stamped with its host when hosts are named. Hosts the prober
-    /// knows to be down are not waited for.
+    /// row stamped with its host when hosts are named. A host the prober
+    /// knows to be down is still asked (it may be back), but not waited for
+    /// long; one that answers is probed again at once.
     pub(super) async fn list_hosts(
         &self,
         id: &str,
@@ -90,17 +106,27 @@ impl Engine {
             .cloned()
             .collect();
         let reads = wanted.iter().map(|h| async move {
-            if h.is_down() && only.is_none() {
-                let why = h
-                    .view()
-                    .error
-                    .unwrap_or_else(|| "it does not answer".into());
-                return (
-                    h.clone(),
-                    Err(ExecutorError::new(tonic::Code::Unavailable, why)),
-                );
+            if !h.is_down() {
+                return (h.clone(), h.executor.list(id, true).await);
             }
-            (h.clone(), h.executor.list(id, true).await)
+            match tokio::time::timeout(DOWN_HOST_WAIT, h.executor.list(id, true)).await {
+                Ok(Ok(rows)) => {
+                    let host = h.clone();
+                    tokio::spawn(async move { host.probe().await });
+                    (h.clone(), Ok(rows))
+                }
+                Ok(Err(e)) => (h.clone(), Err(e)),
+                Err(_) => {
+                    let why = h
+                        .view()
+                        .error
+                        .unwrap_or_else(|| "it does not answer".into());
+                    (
+                        h.clone(),
+                        Err(ExecutorError::new(tonic::Code::Unavailable, why)),
+                    )
+                }
+            }
         });
         let mut listed = Vec::new();
         let mut failed = Vec::new();

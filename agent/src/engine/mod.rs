@@ -372,6 +372,16 @@ impl Engine {
     pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
         let unfinished = self.store.unfinished()?;
         for req in &unfinished {
+            // A host taken out of `hosts:` since: nothing of it can be
+            // reached or verified, and no other host may stand in for it.
+            if let Some(host) = req.host().filter(|h| self.hosts.get(Some(h)).is_none()) {
+                let why = format!(
+                    "host {host} is no longer in the agent's hosts ({}); nothing more was done",
+                    self.hosts.names().join(", ")
+                );
+                self.finish(&req.id, Status::Failed, why).await?;
+                continue;
+            }
             if let Some((status, why)) = lifecycle::resume(req.status) {
                 self.update(
                     &req.id,

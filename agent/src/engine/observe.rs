@@ -220,13 +220,14 @@ impl Engine {
         use crate::store::fingerprints;
         let now = unix_now();
         let current = change::fingerprint(&read.container);
-        fingerprints::record(&self.store, &current, now)?;
+        let host = req.host().unwrap_or_default();
+        fingerprints::record(&self.store, &current, host, now)?;
         let failing = change::failing_since(&read.container, now);
         if let Some(at) = failing {
             fingerprints::failed(&self.store, &current.container_id, at)?;
         }
         let created = change::unix_of(&current.created);
-        let Some(previous) = fingerprints::predecessors(&self.store, &current, 8)?
+        let Some(previous) = fingerprints::predecessors(&self.store, &current, host, 8)?
             .into_iter()
             .find(
                 |p| match (change::unix_of(&p.fingerprint.created), created) {

@@ -131,8 +131,7 @@ impl Engine {
         finding: &rules::Finding,
         c: &ContainerView,
     ) -> planner::Context {
-        let containers: Vec<ContainerSummaryView> =
-            Self::latest_of(req, "container_list").unwrap_or_default();
+        let containers = Self::containers_on_host(req);
         let port = c.requested_host_ports.first().copied().or_else(|| {
             let text = finding
                 .detail

@@ -16,21 +16,24 @@ pub struct Row {
     pub failed_at: Option<i64>,
 }
 
-/// Remember (or refresh) a container's fingerprint, seen at `now`.
-pub fn record(store: &Store, f: &Fingerprint, now: i64) -> Result<(), StoreError> {
+/// Remember (or refresh) a container's fingerprint, seen at `now` on
+/// `host` (`""` for a lone executor).
+pub fn record(store: &Store, f: &Fingerprint, host: &str, now: i64) -> Result<(), StoreError> {
     let doc = serde_json::to_string(f)?;
     store.lock().execute(
-        "INSERT INTO fingerprints (container_id, name, project, service, doc, first_seen, last_seen)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+        "INSERT INTO fingerprints (container_id, name, project, service, doc, first_seen, last_seen, host)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)
          ON CONFLICT(container_id) DO UPDATE SET name = excluded.name, doc = excluded.doc,
-           project = excluded.project, service = excluded.service, last_seen = excluded.last_seen",
+           project = excluded.project, service = excluded.service, last_seen = excluded.last_seen,
+           host = excluded.host",
         params![
             f.container_id,
             f.name,
             f.project.as_deref().unwrap_or(""),
             f.service.as_deref().unwrap_or(""),
             doc,
-            now
+            now,
+            host
         ],
     )?;
     Ok(())
@@ -66,9 +69,15 @@ pub fn get(store: &Store, container_id: &str) -> Result<Option<Row>, StoreError>
     .transpose()
 }
 
-/// The other containers of the same service (the same compose project and
-/// service, or without them the same name), newest first, at most `limit`.
-pub fn predecessors(store: &Store, f: &Fingerprint, limit: u32) -> Result<Vec<Row>, StoreError> {
+/// The other containers of the same service on the same host (the same
+/// compose project and service, or without them the same name), newest
+/// first, at most `limit`.
+pub fn predecessors(
+    store: &Store,
+    f: &Fingerprint,
+    host: &str,
+    limit: u32,
+) -> Result<Vec<Row>, StoreError> {
     let conn = store.lock();
     let (project, service) = (
         f.project.as_deref().unwrap_or(""),
@@ -77,13 +86,21 @@ pub fn predecessors(store: &Store, f: &Fingerprint, limit: u32) -> Result<Vec<Ro
     let composed = !project.is_empty() && !service.is_empty();
     let mut stmt = conn.prepare(
         "SELECT doc, first_seen, last_seen, failed_at FROM fingerprints
-         WHERE container_id != ?1
+         WHERE container_id != ?1 AND host = ?7
            AND ((?2 AND project = ?3 AND service = ?4) OR (NOT ?2 AND name = ?5))
          ORDER BY last_seen DESC LIMIT ?6",
     )?;
     let rows = stmt
         .query_map(
-            params![f.container_id, composed, project, service, f.name, limit],
+            params![
+                f.container_id,
+                composed,
+                project,
+                service,
+                f.name,
+                limit,
+                host
+            ],
             |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?
         .collect::<Result<Vec<(String, i64, i64, Option<i64>)>, _>>()?;
@@ -130,18 +147,26 @@ mod tests {
     fn incarnations_of_a_service_are_found_newest_first_and_failures_kept() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("agent.db")).unwrap();
-        record(&store, &fp("a", "shop-api-1", Some("api")), 10).unwrap();
-        record(&store, &fp("b", "shop-api-1", Some("api")), 20).unwrap();
-        record(&store, &fp("c", "shop-web-1", Some("web")), 30).unwrap();
-        record(&store, &fp("d", "solo", None), 40).unwrap();
+        record(&store, &fp("a", "shop-api-1", Some("api")), "", 10).unwrap();
+        record(&store, &fp("b", "shop-api-1", Some("api")), "", 20).unwrap();
+        record(&store, &fp("c", "shop-web-1", Some("web")), "", 30).unwrap();
+        record(&store, &fp("d", "solo", None), "", 40).unwrap();
+        // The same service on another host is not a predecessor.
+        record(&store, &fp("z", "shop-api-1", Some("api")), "host-b", 45).unwrap();
         let now = fp("e", "shop-api-1", Some("api"));
-        let found: Vec<String> = predecessors(&store, &now, 10)
+        let found: Vec<String> = predecessors(&store, &now, "", 10)
             .unwrap()
             .into_iter()
             .map(|r| r.fingerprint.container_id)
             .collect();
         assert_eq!(found, ["b", "a"]);
-        let by_name: Vec<String> = predecessors(&store, &fp("f", "solo", None), 10)
+        let on_b: Vec<String> = predecessors(&store, &now, "host-b", 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.fingerprint.container_id)
+            .collect();
+        assert_eq!(on_b, ["z"]);
+        let by_name: Vec<String> = predecessors(&store, &fp("f", "solo", None), "", 10)
             .unwrap()
             .into_iter()
             .map(|r| r.fingerprint.container_id)
@@ -151,10 +176,10 @@ mod tests {
         failed(&store, "b", 99).unwrap();
         assert_eq!(get(&store, "b").unwrap().unwrap().failed_at, Some(25));
         // Seen again: refreshed, its failure kept.
-        record(&store, &fp("b", "shop-api-1", Some("api")), 50).unwrap();
+        record(&store, &fp("b", "shop-api-1", Some("api")), "", 50).unwrap();
         let b = get(&store, "b").unwrap().unwrap();
         assert_eq!((b.first_seen, b.last_seen, b.failed_at), (20, 50, Some(25)));
-        assert_eq!(prune(&store, 15, 2).unwrap(), 2);
+        assert_eq!(prune(&store, 15, 2).unwrap(), 3);
         assert!(get(&store, "a").unwrap().is_none());
     }
 }

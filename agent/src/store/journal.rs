@@ -102,14 +102,20 @@ pub fn for_container(
 }
 
 /// Drop events older than `before_nanos`, then the oldest beyond `max_rows`.
+/// Each host's newest event stays whatever its age: it is where that
+/// host's stream resumes (a busy host must not prune a quiet one's place).
 pub fn prune(store: &Store, before_nanos: i64, max_rows: u32) -> Result<usize, StoreError> {
+    const NOT_NEWEST: &str =
+        "(host, time_nanos) NOT IN (SELECT host, max(time_nanos) FROM journal GROUP BY host)";
     let conn = store.lock();
     let old = conn.execute(
-        "DELETE FROM journal WHERE time_nanos < ?1 AND trigger != 'pending'",
+        &format!(
+            "DELETE FROM journal WHERE time_nanos < ?1 AND trigger != 'pending' AND {NOT_NEWEST}"
+        ),
         [before_nanos],
     )?;
     let excess = conn.execute(
-        "DELETE FROM journal WHERE rowid IN (SELECT rowid FROM journal ORDER BY time_nanos DESC LIMIT -1 OFFSET ?1)",
+        &format!("DELETE FROM journal WHERE rowid IN (SELECT rowid FROM journal ORDER BY time_nanos DESC LIMIT -1 OFFSET ?1) AND {NOT_NEWEST}"),
         [max_rows],
     )?;
     Ok(old + excess)
@@ -147,5 +153,29 @@ mod tests {
         assert!(kept.len() <= 150, "{}", kept.len());
         assert_eq!(kept.last().unwrap().time_nanos, 199);
         assert_eq!(for_container(&store, "c1", 195, 2).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn each_host_resumes_from_its_own_newest_event_which_pruning_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let on = |t: i64, host: &str| ContainerEvent {
+            host: host.into(),
+            container_id: format!("c-{host}"),
+            ..event(t, "start")
+        };
+        record(&store, &on(5, "quiet")).unwrap();
+        for t in 10..60 {
+            record(&store, &on(t, "busy")).unwrap();
+        }
+        assert_eq!(last_time(&store, "quiet").unwrap(), Some(5));
+        assert_eq!(last_time(&store, "busy").unwrap(), Some(59));
+        assert_eq!(last_time(&store, "").unwrap(), None);
+        // Older than the retention, and beyond the row cap: the quiet
+        // host's only event stays all the same.
+        prune(&store, 30, 10).unwrap();
+        assert_eq!(last_time(&store, "quiet").unwrap(), Some(5));
+        assert_eq!(last_time(&store, "busy").unwrap(), Some(59));
+        assert!(for_container(&store, "c-busy", 0, 100).unwrap().len() <= 10);
     }
 }

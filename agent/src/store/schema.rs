@@ -81,6 +81,9 @@ pub const MIGRATIONS: &[&str] = &[
     // executor), so each host's watch resumes from its own newest event.
     "ALTER TABLE journal ADD COLUMN host TEXT NOT NULL DEFAULT '';
      CREATE INDEX journal_by_host ON journal (host, time_nanos);",
+    // 4: the host each remembered container is on: another host's
+    // container of the same service is not its predecessor.
+    "ALTER TABLE fingerprints ADD COLUMN host TEXT NOT NULL DEFAULT '';",
 ];
 
 /// The version this release writes.

@@ -238,12 +238,13 @@ impl Watcher {
         // What it is, remembered as it comes to be: a later failure of
         // another incarnation is compared with it.
         if matches!(e.action.as_str(), "create" | "start" | "rename") {
-            let (store, executor, id) = (
+            let (store, executor, id, host) = (
                 self.store.clone(),
                 self.executor.clone(),
                 e.container_id.clone(),
+                self.host_key().to_string(),
             );
-            tokio::spawn(async move { remember(&store, &executor, &id).await });
+            tokio::spawn(async move { remember(&store, &executor, &host, &id).await });
         }
         let recent = self.recent(&e);
         if let Some(trigger) = trigger_of(&e, &recent) {
@@ -376,12 +377,13 @@ impl Watcher {
     }
 }
 
-/// Inspect a container through the executor and remember its definition.
-async fn remember(store: &Store, executor: &ExecutorClient, container_id: &str) {
+/// Inspect a container through its host's executor and remember its
+/// definition.
+async fn remember(store: &Store, executor: &ExecutorClient, host: &str, container_id: &str) {
     match executor.inspect("watch", container_id).await {
         Ok(c) => {
             let f = crate::change::fingerprint(&c);
-            if let Err(e) = fingerprints::record(store, &f, crate::model::unix_now()) {
+            if let Err(e) = fingerprints::record(store, &f, host, crate::model::unix_now()) {
                 tracing::error!(error = %e, "cannot remember a container's definition");
             }
         }

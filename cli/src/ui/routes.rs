@@ -128,9 +128,10 @@ async fn session(State(s): State<Shared>, headers: HeaderMap) -> Result<Json<Val
         .ok_or_else(|| UiError(StatusCode::UNAUTHORIZED, "no session".into()))?;
     // The hosts the agent serves, for the host column and filter (none
     // with a single executor, or while the agent cannot say).
-    let hosts: Vec<Value> = match s.agent.get("/api/v1/executor").await {
-        Ok(reach) => reach["hosts"]
+    let hosts: Vec<Value> = match s.agent.get("/api/v1/hosts").await {
+        Ok(list) => list["hosts"]
             .as_array()
+            .filter(|h| h.len() > 1)
             .map(|h| h.iter().map(|h| h["name"].clone()).collect())
             .unwrap_or_default(),
         Err(_) => Vec::new(),

@@ -209,3 +209,38 @@ async fn no_host_answering_fails_the_request_saying_so() {
         .unwrap_or_default()
         .starts_with("could not list containers"),);
 }
+
+#[tokio::test]
+async fn a_request_on_a_host_no_longer_configured_fails_at_start_and_no_host_stands_in() {
+    let t = two_hosts(
+        Scripted::new(web("unhealthy"), recovers()),
+        Scripted::new(on_b("web", "unhealthy"), recovers()),
+    );
+    let options = RequestOptions {
+        container: Some("web".into()),
+        host: Some("host-c".into()),
+        ..Default::default()
+    };
+    let req = Request::new(
+        "req-gone".into(),
+        "web is down".into(),
+        options.clone(),
+        RequestSource::Ask,
+        now_rfc3339(),
+    );
+    let created = EventPayload::Created(Created {
+        message: req.message.clone(),
+        options,
+        source: req.source,
+    });
+    t.world.engine.store().save(&req, created).unwrap();
+    t.world.engine.recover().await.unwrap();
+    let req = t.world.finished("req-gone").await;
+    assert_eq!(req.status, Status::Failed);
+    let outcome = req.outcome.unwrap_or_default();
+    assert!(
+        outcome.contains("host host-c is no longer") && outcome.contains("host-a, host-b"),
+        "{outcome}"
+    );
+    assert!(t.a.calls.lock().unwrap().is_empty() && t.b.calls.lock().unwrap().is_empty());
+}

@@ -658,6 +658,7 @@ fn recreated(rollback_enabled: bool) -> World {
     crate::store::fingerprints::record(
         w.engine.store(),
         &crate::change::fingerprint(&v1),
+        "",
         now - 60,
     )
     .unwrap();
@@ -758,6 +759,7 @@ async fn a_container_re_created_unchanged_is_no_change() {
     crate::store::fingerprints::record(
         w.engine.store(),
         &crate::change::fingerprint(&api(&"a".repeat(64), V1, now - 86_400)),
+        "",
         now - 60,
     )
     .unwrap();
