@@ -86,9 +86,9 @@ impl Engine {
     }
 
     /// List the containers of every host (or only `only`) at once, each
-    /// row stamped with its host when hosts are named. A host the prober
-    /// knows to be down is still asked (it may be back), but not waited for
-    /// long; one that answers is probed again at once.
+    /// row stamped with its host when hosts are named. Among several, a
+    /// host the prober knows to be down is still asked (it may be back), but
+    /// not waited for long; one that answers is probed again at once.
     pub(super) async fn list_hosts(
         &self,
         id: &str,
@@ -105,8 +105,11 @@ impl Engine {
             .filter(|h| only.is_none_or(|o| h.label() == o))
             .cloned()
             .collect();
+        // Waiting briefly is for searching many hosts: a lone host, or the
+        // one asked about, is waited for as any call is.
+        let brief = wanted.len() > 1;
         let reads = wanted.iter().map(|h| async move {
-            if !h.is_down() {
+            if !brief || !h.is_down() {
                 return (h.clone(), h.executor.list(id, true).await);
             }
             match tokio::time::timeout(DOWN_HOST_WAIT, h.executor.list(id, true)).await {
