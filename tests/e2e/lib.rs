@@ -218,6 +218,23 @@ impl Container {
     }
 }
 
+/// `docker run` arguments (after the name) of the fixture's web service
+/// with a 1 s healthcheck, wedged (unhealthy) after its first second.
+pub const WEDGING_WEB: &[&str] = &[
+    "--health-interval",
+    "1s",
+    "--health-retries",
+    "1",
+    "--health-timeout",
+    "2s",
+    drydock::fixture::FIXTURE_WEB_IMAGE,
+    "serve",
+    "--port",
+    "8080",
+    "--wedge-after-secs",
+    "1",
+];
+
 impl Container {
     /// The fixture's web service with a healthcheck, wedged (unhealthy) after
     /// its first second of life; `extra` are more `docker run` flags.
@@ -229,20 +246,7 @@ impl Container {
     /// (`--line TEXT` to log a line).
     pub fn unhealthy_web_with(test: &str, extra: &[&str], serve: &[&str]) -> Container {
         let mut args: Vec<&str> = extra.to_vec();
-        args.extend_from_slice(&[
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            "--health-timeout",
-            "2s",
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ]);
+        args.extend_from_slice(WEDGING_WEB);
         args.extend_from_slice(serve);
         let c = Container::run(test, &args);
         c.wait_for("unhealthy", Duration::from_secs(60), |c| {

@@ -235,24 +235,9 @@ impl SecondEngine {
     /// (unhealthy) a second after it starts, as `Container::unhealthy_web`
     /// makes on the main engine; returns once it is unhealthy.
     pub fn run_wedging(&self, name: &str) {
-        self.ok(&[
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--health-interval",
-            "1s",
-            "--health-retries",
-            "1",
-            "--health-timeout",
-            "2s",
-            drydock::fixture::FIXTURE_WEB_IMAGE,
-            "serve",
-            "--port",
-            "8080",
-            "--wedge-after-secs",
-            "1",
-        ]);
+        let mut args = vec!["run", "-d", "--name", name];
+        args.extend_from_slice(crate::WEDGING_WEB);
+        self.ok(&args);
         self.wait_for("an unhealthy container", Duration::from_secs(60), |e| {
             e.ok(&["inspect", "-f", "{{.State.Health.Status}}", name]) == "unhealthy"
         });
