@@ -9,8 +9,8 @@
 //! separators, so the names among them still count.
 
 use crate::model::{
-    Candidate, ContainerSummaryView, ServiceSummaryView, TargetKind, COMPOSE_SERVICE_LABEL,
-    SWARM_SERVICE_ID_LABEL,
+    Candidate, ContainerSummaryView, ServiceSummaryView, TargetKind, COMPOSE_PROJECT_LABEL,
+    COMPOSE_SERVICE_LABEL, SWARM_SERVICE_ID_LABEL,
 };
 
 const STOPWORDS: &[&str] = &[
@@ -65,6 +65,34 @@ const STOPWORDS: &[&str] = &[
     "a",
     "an",
     "up",
+    // Words that describe a state, not a container (`described` reads them).
+    "slow",
+    "stuck",
+    "hangs",
+    "hanging",
+    "died",
+    "dies",
+    "dying",
+    "exited",
+    "crashes",
+    "responding",
+    "unresponsive",
+    "loop",
+    "timing",
+    "times",
+    "out",
+    "healthy",
+    "health",
+    "healthcheck",
+    "come",
+    "boot",
+    "never",
+    "will",
+    "wont",
+    "doesnt",
+    "starting",
+    "restart",
+    "flapping",
 ];
 
 /// Role words people use, and what containers playing that role run
@@ -294,6 +322,12 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     if word.len() >= 4 && service.as_deref().is_some_and(|s| s.contains(word)) {
         return Some((45, format!("compose service contains `{word}`")));
     }
+    if c.labels
+        .get(COMPOSE_PROJECT_LABEL)
+        .is_some_and(|p| p.eq_ignore_ascii_case(word))
+    {
+        return Some((55, format!("compose project `{word}`")));
+    }
     let budget = typo_budget(word.len());
     if budget > 0 {
         let close = segments
@@ -308,6 +342,142 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
         }
     }
     None
+}
+
+/// A state a message describes: "web is unhealthy", "the api won't
+/// start", "redis keeps restarting". Among containers that fit the words
+/// equally, the one in that state is the one meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Described {
+    Unhealthy,
+    WontStart,
+    Restarting,
+    Crashed,
+    Slow,
+}
+
+impl Described {
+    fn said(self) -> &'static str {
+        match self {
+            Described::Unhealthy => "unhealthy",
+            Described::WontStart => "not starting",
+            Described::Restarting => "restarting",
+            Described::Crashed => "crashed",
+            Described::Slow => "running but unhealthy",
+        }
+    }
+}
+
+/// The states a message describes, by its words (English; other words
+/// simply describe none).
+fn described(message: &str) -> Vec<Described> {
+    let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
+    let any = |phrases: &[&str]| phrases.iter().any(|p| m.contains(p));
+    let mut out = Vec::new();
+    if any(&[
+        "unhealthy",
+        "health check fail",
+        "healthcheck fail",
+        "not healthy",
+        "health is failing",
+    ]) {
+        out.push(Described::Unhealthy);
+    }
+    if any(&[
+        "won't start",
+        "wont start",
+        "will not start",
+        "doesn't start",
+        "does not start",
+        "can't start",
+        "cannot start",
+        "fails to start",
+        "failed to start",
+        "not starting",
+        "won't come up",
+        "doesn't come up",
+        "won't boot",
+        "never starts",
+    ]) {
+        out.push(Described::WontStart);
+    }
+    if any(&[
+        "restarting",
+        "restart loop",
+        "crash loop",
+        "crashloop",
+        "boot loop",
+        "flapping",
+        "keeps crashing",
+        "keeps dying",
+    ]) {
+        out.push(Described::Restarting);
+    }
+    if any(&[
+        "crashed",
+        "crashes",
+        "crashing",
+        "died",
+        "keeps dying",
+        "exited",
+    ]) {
+        out.push(Described::Crashed);
+    }
+    if any(&[
+        "slow",
+        "sluggish",
+        "timing out",
+        "times out",
+        "hangs",
+        "hanging",
+        "unresponsive",
+        "not responding",
+        "stuck",
+    ]) {
+        out.push(Described::Slow);
+    }
+    out
+}
+
+/// The exit code `docker ps` shows: `Exited (1) 2 minutes ago`.
+fn exit_code_of(c: &ContainerSummaryView) -> Option<i64> {
+    let rest = c.status.strip_prefix("Exited (")?;
+    rest.split(')').next()?.trim().parse().ok()
+}
+
+fn in_state(c: &ContainerSummaryView, state: Described) -> bool {
+    let unhealthy = c.state == "running" && c.status.contains("(unhealthy)");
+    let restarting = c.state == "restarting" || c.status.starts_with("Restarting");
+    let failed_exit = matches!(c.state.as_str(), "exited" | "dead") && exit_code_of(c) != Some(0);
+    match state {
+        Described::Unhealthy | Described::Slow => unhealthy,
+        Described::WontStart => c.state == "created" || failed_exit || restarting,
+        Described::Restarting => restarting,
+        Described::Crashed => failed_exit,
+    }
+}
+
+/// Among equals, the only one in a state the message describes.
+fn the_one_described<'c>(
+    message: &str,
+    tied: &'c [Candidate],
+    containers: &[ContainerSummaryView],
+) -> Option<(&'c Candidate, Described)> {
+    described(message).into_iter().find_map(|state| {
+        let matching: Vec<&Candidate> = tied
+            .iter()
+            .filter(|t| {
+                containers
+                    .iter()
+                    .find(|c| c.id == t.container_id)
+                    .is_some_and(|c| in_state(c, state))
+            })
+            .collect();
+        match matching.as_slice() {
+            [only] => Some((*only, state)),
+            _ => None,
+        }
+    })
 }
 
 /// Rank containers for a free-text request.
@@ -341,8 +511,20 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
         _ => {
             let top = ranked[0].score;
             let tied: Vec<Candidate> = ranked.into_iter().filter(|c| c.score == top).collect();
-            // Several fit equally: if exactly one of them is broken, that is
-            // the one the person means.
+            // Several fit equally: the one in the state the message
+            // describes is meant ("the shop is unhealthy").
+            if let Some((one, state)) = the_one_described(message, &tied, containers) {
+                let mut found = one.clone();
+                found.why = format!(
+                    "{}; the only one of {} that is {}, as the message says",
+                    found.why,
+                    tied.len(),
+                    state.said()
+                );
+                return Discovery::Found(found);
+            }
+            // Else, if exactly one of them is broken, that is the one the
+            // person means.
             let broken: Vec<&Candidate> = tied
                 .iter()
                 .filter(|t| {
@@ -596,6 +778,77 @@ mod tests {
             discover("the database is down", &none),
             Discovery::Ambiguous(_)
         ));
+    }
+
+    fn in_state(name: &str, project: &str, state: &str, status: &str) -> ContainerSummaryView {
+        let mut v = c(
+            name,
+            Some(name.split('-').nth(1).unwrap_or(name)),
+            "shop/app:1",
+        );
+        v.labels
+            .insert(COMPOSE_PROJECT_LABEL.to_string(), project.to_string());
+        v.id = format!("{name:0<64}");
+        v.state = state.into();
+        v.status = status.into();
+        v
+    }
+
+    #[test]
+    fn the_state_a_message_describes_picks_among_equals() {
+        let fleet = vec![
+            in_state("shop-web-1", "shop", "running", "Up 3 minutes (unhealthy)"),
+            in_state("shop-db-1", "shop", "exited", "Exited (0) 5 minutes ago"),
+            in_state(
+                "shop-worker-1",
+                "shop",
+                "restarting",
+                "Restarting (1) 2 seconds ago",
+            ),
+            in_state("shop-api-1", "shop", "exited", "Exited (1) 1 minute ago"),
+            in_state("shop-cache-1", "shop", "running", "Up 1 hour"),
+        ];
+        let found = |msg: &str| match discover(msg, &fleet) {
+            Discovery::Found(c) => c.container_name,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(found("the shop is unhealthy"), "shop-web-1");
+        assert_eq!(found("shop is slow"), "shop-web-1");
+        assert_eq!(found("something in shop keeps restarting"), "shop-worker-1");
+        assert_eq!(
+            found("shop crashed"),
+            "shop-api-1",
+            "exit 1, not the exit-0 db"
+        );
+        assert!(
+            matches!(discover("shop won't start", &fleet), Discovery::Ambiguous(v) if v.len() == 5),
+            "the api (exit 1) and the worker (restarting) both fit: a question"
+        );
+        // No state word, several broken: a question, as before.
+        assert!(matches!(
+            discover("shop is down", &fleet),
+            Discovery::Ambiguous(_)
+        ));
+        // A name still outranks the state: the db is meant, whatever it is.
+        assert_eq!(found("shop db is unhealthy"), "shop-db-1");
+        // The project's label counts when no name carries it.
+        let mut odd = in_state("payments", "billing", "running", "Up 2 minutes (unhealthy)");
+        odd.labels.remove(COMPOSE_SERVICE_LABEL);
+        let fleet = [
+            odd,
+            in_state("ledger", "billing", "running", "Up 2 minutes"),
+        ];
+        match discover("billing is unhealthy", &fleet) {
+            Discovery::Found(c) => {
+                assert_eq!(c.container_name, "payments");
+                assert!(
+                    c.why.contains("unhealthy, as the message says"),
+                    "{}",
+                    c.why
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub fn restart_cannot_fix(class: FaultClass) -> bool {
             | FaultClass::DiskFull
             | FaultClass::HealthcheckBroken
             | FaultClass::CrashLoop
+            | FaultClass::HostConfig
     )
 }
 
@@ -237,10 +238,32 @@ fn advice_for(
         FaultClass::HealthcheckBroken => vec![format!(
             "The healthcheck of {name} cannot run ({detail}). Fix the healthcheck command in the image or compose file; the service itself may be fine."
         )],
-        FaultClass::CrashLoop => vec![format!(
-            "{name} is crash-looping ({} restarts). Another restart will not help: read its logs for the first error, fix the cause, then recreate it.",
-            c.restart_count
-        )],
+        FaultClass::HostConfig => vec![host::advice(name, &line, finding.detail.as_deref())],
+        FaultClass::CrashLoop => {
+            // Its logs may already say why it keeps dying: then the advice
+            // for that cause is what a person needs, not just "read the
+            // logs".
+            let why = finding
+                .diagnosis
+                .causes
+                .iter()
+                .skip(1)
+                .map(|c| c.class)
+                .find(|k| *k != FaultClass::CrashLoop && restart_cannot_fix(*k));
+            let mut advice = vec![format!(
+                "{name} is crash-looping ({} restarts). Another restart will not help: {}",
+                c.restart_count,
+                if why.is_some() {
+                    "its logs say why (below); fix that, then recreate it."
+                } else {
+                    "read its logs for the first error, fix the cause, then recreate it."
+                }
+            )];
+            if let Some(k) = why {
+                advice.extend(advice_for(k, finding, c, ctx));
+            }
+            advice
+        }
         _ => vec![],
     }
 }
@@ -376,6 +399,19 @@ fn steps_and_advice(
         }
     }
     advice.extend(missing_image_advice(container));
+    // A job that ran to completion is not broken: starting it would run
+    // the job again, which is a person's decision, not a repair.
+    if finding.finished_job {
+        advice.push(format!(
+            "Nothing to repair: {} is a one-off job that finished (exit 0). Run it again only if you mean to (`docker start {}`, or `docker compose run` for a compose job).",
+            target.container_name, target.container_name
+        ));
+        return Plan {
+            digest: digest(&steps),
+            steps,
+            advice,
+        };
+    }
     let already = |action: WriteAction, id: &str| {
         done.iter()
             .any(|d| d.action == action && d.container_id == id)
@@ -414,6 +450,7 @@ fn steps_and_advice(
             .causes
             .iter()
             .any(|c| c.class == FaultClass::DependencyUnavailable);
+    let mut dependency_started = false;
     if let (true, Some(dep)) = (dependency_involved, &ctx.dependency) {
         match (&dep.container, dep.target()) {
             (None, _) | (_, None) => {
@@ -428,6 +465,7 @@ fn steps_and_advice(
                 };
             }
             (Some(dc), Some(dt)) if !dc.running => {
+                dependency_started = true;
                 let started = propose(
                     &mut steps,
                     &mut advice,
@@ -466,6 +504,14 @@ fn steps_and_advice(
                 "{} restarts by its restart policy and will reconnect once its dependency is up.",
                 target.container_name
             ));
+        } else if dependency_started && container.running {
+            // The least disruptive repair first: a running service usually
+            // reconnects by itself. Verification waits for it, and only if
+            // it does not recover does the next round restart it.
+            advice.push(format!(
+                "{} is still running: once its dependency is up it should recover by itself (its healthcheck is watched), and it is restarted in a next round only if it does not.",
+                target.container_name
+            ));
         } else if let Some((action, enabled, reason, expected)) =
             target_step(primary, container, target, policy)
         {
@@ -501,6 +547,7 @@ fn steps_and_advice(
     }
 }
 
+pub mod host;
 pub mod swarm;
 #[cfg(test)]
 mod tests;

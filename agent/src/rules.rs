@@ -51,6 +51,8 @@ pub struct Finding {
     pub detail: Option<String>,
     /// The change the failure is blamed on, if it is.
     pub change: Option<Change>,
+    /// It is a one-off job that ran to completion: nothing to start.
+    pub finished_job: bool,
 }
 
 fn cause(class: FaultClass, reason: String, confidence: f32, evidence: &[&str]) -> Cause {
@@ -374,6 +376,16 @@ fn stopped(f: &Facts<'_, '_>) -> Option<Primary> {
             stop.signal,
             c.exit_code
         ),
+        _ if finished_job(f) => format!(
+            "is a one-off job that ran to completion: it exited 0 on its own (restart policy {}){}; nothing is wrong with it",
+            if c.restart_policy.is_empty() { "no" } else { &c.restart_policy },
+            f.lines
+                .iter()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| format!(", its last log line: \"{l}\""))
+                .unwrap_or_default()
+        ),
         _ if c.exit_code == 0 => "exited cleanly (code 0)".to_string(),
         _ => format!(
             "was stopped by a signal (exit {}, not an OOM kill)",
@@ -389,6 +401,98 @@ fn stopped(f: &Facts<'_, '_>) -> Option<Primary> {
         )
         .into(),
     )
+}
+
+/// Words of a name or compose service that mark a one-off job.
+const JOB_WORDS: &[&str] = &[
+    "job",
+    "jobs",
+    "migrate",
+    "migration",
+    "migrations",
+    "migrator",
+    "init",
+    "setup",
+    "seed",
+    "seeder",
+    "backup",
+    "restore",
+    "cron",
+    "export",
+    "import",
+    "batch",
+    "oneshot",
+    "bootstrap",
+    "provision",
+    "loader",
+    "dump",
+];
+
+/// What a job prints when it is done.
+const DONE_LINE: &str = r"(?i)\b(?:finished|completed|complete|done|succeeded|successfully|exiting normally|no migrations to apply|nothing to migrate|migrations? applied)\b";
+
+/// Exited 0 on its own, under no restart policy that would run it again,
+/// and it looks like a job: Compose's one-off label, a job-like name, or a
+/// last line that says it is done. Starting it again would run the job
+/// again, which is not a repair.
+fn finished_job(f: &Facts<'_, '_>) -> bool {
+    let c = f.c;
+    if c.running || c.exit_code != 0 || c.oom_killed {
+        return false;
+    }
+    if matches!(events::death(f.obs.events), events::Death::Requested(_)) {
+        return false;
+    }
+    if !matches!(c.restart_policy.as_str(), "" | "no" | "on-failure") {
+        return false;
+    }
+    let oneoff = c
+        .labels
+        .get("com.docker.compose.oneoff")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let named_like_a_job = std::iter::once(c.name.as_str())
+        .chain(
+            c.labels
+                .get(crate::model::COMPOSE_SERVICE_LABEL)
+                .map(String::as_str),
+        )
+        .flat_map(|n| n.split(['-', '_', '.']))
+        .any(|w| JOB_WORDS.contains(&w.to_ascii_lowercase().as_str()));
+    let says_done = f
+        .lines
+        .iter()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(3)
+        .any(|l| regex_is_match(DONE_LINE, l));
+    oneoff || named_like_a_job || says_done
+}
+
+/// Hosts a healthcheck reaches that are the container itself.
+fn is_self(host: &str, c: &ContainerView) -> bool {
+    let host = host.trim_matches(['[', ']']);
+    matches!(host, "localhost" | "127.0.0.1" | "::1" | "0.0.0.0" | "::")
+        || host.eq_ignore_ascii_case(&c.name)
+        || c.aliases.iter().any(|a| a.eq_ignore_ascii_case(host))
+        || (host.len() >= 12 && c.id.starts_with(host))
+}
+
+/// A failing healthcheck whose output says it cannot reach another
+/// service (curl, wget, pg_isready, redis-cli, mysqladmin, a Go or Node
+/// client): that service is a dependency.
+pub fn probe_dependency(c: &ContainerView) -> Option<LogMatch> {
+    let probe = c.health_log.last()?;
+    if probe.exit_code == 0 {
+        return None;
+    }
+    let lines: Vec<String> = probe.output.lines().map(str::to_string).collect();
+    let m = match_logs(&lines).filter(|m| m.class == FaultClass::DependencyUnavailable)?;
+    let named = m
+        .detail
+        .as_deref()
+        .and_then(|d| crate::dependency::parse(d, "log"))
+        .or_else(|| crate::dependency::from_line(&m.line))?;
+    (!is_self(&named.host, c)).then_some(m)
 }
 
 fn unexplained_exit(f: &Facts<'_, '_>) -> Option<Primary> {
@@ -439,15 +543,39 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         .iter()
         .find_map(|(_, rule)| rule(&facts))
         .unwrap_or_else(|| cause(FaultClass::Unknown, "no evidence".into(), 0.1, &[ins]).into());
+    let is_finished_job = first.cause.class == FaultClass::Stopped && finished_job(&facts);
     let mut causes = vec![first.cause];
     let mut matched_line = first.matched_line;
     let mut detail = first.detail;
+
+    // An unhealthy container whose healthcheck cannot reach another
+    // service: that service is followed as a dependency (the engine looks
+    // at its container, and puts it first when it is down).
+    let probe_dep = probe_dependency(c).filter(|_| {
+        causes
+            .first()
+            .is_some_and(|p| p.class == FaultClass::Unhealthy)
+    });
+    if let Some(m) = probe_dep {
+        causes.push(cause(
+            FaultClass::DependencyUnavailable,
+            format!(
+                "its healthcheck cannot reach {}: \"{}\"",
+                m.detail.as_deref().unwrap_or("a dependency"),
+                m.line
+            ),
+            0.7,
+            &[ins],
+        ));
+        matched_line = Some(m.line);
+        detail = m.detail;
+    }
 
     // A running-but-unhealthy or crash-looping container often says why in
     // its logs: report that as a secondary cause.
     if let (Some(first), Some(m)) = (causes.first(), &log_match) {
         if matches!(first.class, FaultClass::Unhealthy | FaultClass::CrashLoop)
-            && m.class != first.class
+            && !causes.iter().any(|k| k.class == m.class)
         {
             causes.push(cause(
                 m.class,
@@ -455,7 +583,9 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
                 0.6,
                 &[logs_ev],
             ));
-            matched_line = Some(m.line.clone());
+            if matched_line.is_none() {
+                matched_line = Some(m.line.clone());
+            }
             detail = detail.or(m.detail.clone());
         }
     }
@@ -527,11 +657,12 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         matched_line,
         detail,
         change: blamed.map(|(c, _)| c.clone()),
+        finished_job: is_finished_job,
     }
 }
 
 /// A reason as a sentence of a summary: ends with a full stop.
-fn sentence(reason: &str) -> String {
+pub(crate) fn sentence(reason: &str) -> String {
     let reason = reason.trim_end();
     if reason.ends_with(['.', '!', '?']) {
         reason.to_string()

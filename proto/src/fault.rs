@@ -26,6 +26,11 @@ pub enum FaultClass {
     HealthcheckBroken,
     PermissionDenied,
     DiskFull,
+    /// A setting of the Docker host, outside the container and outside
+    /// Docker, is too low or missing: a kernel parameter
+    /// (`vm.max_map_count`), a file-descriptor, process or inotify limit, a
+    /// kernel module. No write on the container can change it.
+    HostConfig,
     /// A Swarm task no node can run: resources short, a constraint no node
     /// meets, a plugin missing, or the nodes that could are down or drained.
     Unschedulable,
@@ -39,7 +44,7 @@ pub enum FaultClass {
 }
 
 impl FaultClass {
-    pub const ALL: [FaultClass; 15] = [
+    pub const ALL: [FaultClass; 16] = [
         FaultClass::DependencyUnavailable,
         FaultClass::ConfigError,
         FaultClass::PortConflict,
@@ -50,6 +55,7 @@ impl FaultClass {
         FaultClass::HealthcheckBroken,
         FaultClass::PermissionDenied,
         FaultClass::DiskFull,
+        FaultClass::HostConfig,
         FaultClass::Unschedulable,
         FaultClass::ImageUnavailable,
         FaultClass::Stopped,
@@ -69,6 +75,7 @@ impl FaultClass {
             FaultClass::HealthcheckBroken => "healthcheck_broken",
             FaultClass::PermissionDenied => "permission_denied",
             FaultClass::DiskFull => "disk_full",
+            FaultClass::HostConfig => "host_config",
             FaultClass::Unschedulable => "unschedulable",
             FaultClass::ImageUnavailable => "image_unavailable",
             FaultClass::Stopped => "stopped",
@@ -90,8 +97,8 @@ impl std::fmt::Display for FaultClass {
 
 /// The classes by name, in the order of `FaultClass::ALL`: what a model's
 /// answer schema enumerates and a grant's `classes` are checked against.
-pub const FAULT_CLASSES: [&str; 15] = {
-    let mut names = [""; 15];
+pub const FAULT_CLASSES: [&str; 16] = {
+    let mut names = [""; 16];
     let mut i = 0;
     while i < names.len() {
         names[i] = FaultClass::ALL[i].as_str();

@@ -19,7 +19,7 @@ impl Engine {
         finding: &rules::Finding,
         c: &ContainerView,
         logs_ev: &str,
-    ) -> Result<Option<Cause>, Stop> {
+    ) -> Result<Option<(Cause, planner::DependencyState)>, Stop> {
         let id = &req.id;
         if !finding
             .diagnosis
@@ -94,12 +94,15 @@ impl Engine {
                 summary,
             )
             .await?;
-        Ok(Some(Cause {
-            class: FaultClass::DependencyUnavailable,
-            reason,
-            confidence: 0.8,
-            evidence_ids: vec![ev, logs_ev.to_string()],
-        }))
+        Ok(Some((
+            Cause {
+                class: FaultClass::DependencyUnavailable,
+                reason,
+                confidence: 0.8,
+                evidence_ids: vec![ev, logs_ev.to_string()],
+            },
+            state,
+        )))
     }
 
     /// Network aliases (`--network-alias db`, compose service aliases) are

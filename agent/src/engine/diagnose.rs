@@ -20,8 +20,23 @@ impl Engine {
         let finding = rules::diagnose(&observed.observation());
         let (c, logs_ev) = (&observed.container, &observed.logs_ev);
         let mut diagnosis = finding.diagnosis.clone();
-        if let Some(cause) = self.examine_dependency(req, &finding, c, logs_ev).await? {
-            diagnosis.causes.push(cause);
+        if let Some((cause, state)) = self.examine_dependency(req, &finding, c, logs_ev).await? {
+            // Unhealthy because a service it needs is down (not running, or
+            // no container at all): that is the fault, and the dependency is
+            // what gets repaired, not the target.
+            let primary_unhealthy = diagnosis
+                .causes
+                .first()
+                .is_some_and(|p| p.class == FaultClass::Unhealthy);
+            let down = state.container.as_ref().is_none_or(|d| !d.running);
+            if primary_unhealthy && down {
+                diagnosis.summary =
+                    format!("{} {}", rules::sentence(&cause.reason), diagnosis.summary);
+                diagnosis.confidence = cause.confidence;
+                diagnosis.causes.insert(0, cause);
+            } else {
+                diagnosis.causes.push(cause);
+            }
         }
         self.examine_disk(req, &finding, c, &mut diagnosis).await?;
         Ok(Some(diagnosis))

@@ -17,6 +17,7 @@ fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
         matched_line: None,
         detail: detail.map(String::from),
         change: None,
+        finished_job: false,
     }
 }
 
@@ -112,6 +113,8 @@ fn plan_table() {
         (FaultClass::OomKilled, &exited, None),
         (FaultClass::PortConflict, &exited, None),
         (FaultClass::CrashLoop, &exited, None),
+        (FaultClass::HostConfig, &exited, None),
+        (FaultClass::HostConfig, &running, None),
         (FaultClass::Healthy, &running, None),
     ];
     for (class, c, want) in rows {
@@ -343,5 +346,114 @@ fn port_and_memory_advice_use_the_context() {
         p.advice[0].contains("16.0 MiB") && p.advice[0].contains("15.0 MiB"),
         "{:?}",
         p.advice
+    );
+}
+
+#[test]
+fn host_settings_crash_loops_and_finished_jobs_get_advice_not_writes() {
+    let exited = ContainerView {
+        name: "search-es-1".into(),
+        running: false,
+        exit_code: 78,
+        ..Default::default()
+    };
+    let line = "bootstrap check failure [1] of [1]: max virtual memory areas vm.max_map_count [65530] is too low, increase to at least [262144]";
+    let mut f = finding(FaultClass::HostConfig, Some("vm.max_map_count"));
+    f.matched_line = Some(line.into());
+    let p = plan(&f, &exited, &target(), &ALL, &[], &Context::default());
+    assert!(p.steps.is_empty(), "{p:?}");
+    assert!(
+        p.advice[0].contains("sudo sysctl -w vm.max_map_count=262144"),
+        "{p:?}"
+    );
+
+    // A crash loop whose logs say why gets the advice for the why.
+    let mut f = finding(FaultClass::CrashLoop, Some("vm.max_map_count"));
+    f.matched_line = Some(line.into());
+    f.diagnosis.causes.push(Cause {
+        class: FaultClass::HostConfig,
+        reason: "its logs show ...".into(),
+        confidence: 0.6,
+        evidence_ids: vec!["ev".into()],
+    });
+    let looping = ContainerView {
+        restart_count: 7,
+        ..exited.clone()
+    };
+    let p = plan(&f, &looping, &target(), &ALL, &[], &Context::default());
+    assert!(p.steps.is_empty(), "{p:?}");
+    assert!(p.advice[0].contains("its logs say why"), "{p:?}");
+    assert!(
+        p.advice
+            .iter()
+            .any(|a| a.contains("vm.max_map_count=262144")),
+        "{p:?}"
+    );
+
+    // A job that ran to completion is not started again.
+    let mut f = finding(FaultClass::Stopped, None);
+    f.finished_job = true;
+    let done = ContainerView {
+        name: "shop-migrate-1".into(),
+        exit_code: 0,
+        ..Default::default()
+    };
+    let p = plan(&f, &done, &target(), &ALL, &[], &Context::default());
+    assert!(p.steps.is_empty(), "{p:?}");
+    assert!(p.advice[0].starts_with("Nothing to repair"), "{p:?}");
+}
+
+#[test]
+fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
+    let running = ContainerView {
+        id: target().container_id,
+        name: "web".into(),
+        running: true,
+        health_status: "unhealthy".into(),
+        ..Default::default()
+    };
+    let ctx = Context {
+        dependency: Some(dependency(false, "none")),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::DependencyUnavailable, Some("db")),
+        &running,
+        &target(),
+        &ALL,
+        &[],
+        &ctx,
+    );
+    let steps: Vec<(&str, &str)> = p
+        .steps
+        .iter()
+        .map(|s| (s.action.as_str(), s.target.container_name.as_str()))
+        .collect();
+    assert_eq!(steps, [("start", "shop-db-1")], "{p:?}");
+    assert!(
+        p.advice.iter().any(|a| a.contains("recover by itself")),
+        "{p:?}"
+    );
+    // Next round, the dependency up and the target still unhealthy: now
+    // the target is restarted.
+    let ctx = Context {
+        dependency: Some(dependency(true, "healthy")),
+        ..Default::default()
+    };
+    let p = plan(
+        &finding(FaultClass::DependencyUnavailable, Some("db")),
+        &running,
+        &target(),
+        &ALL,
+        &[],
+        &ctx,
+    );
+    assert_eq!(p.steps.len(), 1);
+    assert_eq!(
+        (
+            p.steps[0].action.as_str(),
+            p.steps[0].target.container_name.as_str()
+        ),
+        ("restart", "web")
     );
 }

@@ -22,6 +22,63 @@ pub(super) struct LogRule {
 /// line matches several rows, the first row wins, so specific rows (those
 /// that name a variable, a host, a path) come before generic ones.
 pub(super) const LOG_RULES: &[LogRule] = &[
+    // ---- The host: a kernel setting, a limit or a module outside the
+    // container and outside Docker. First, because their wording overlaps
+    // later rows (inotify's ENOSPC is not a full disk, a thread limit is not
+    // the JVM's heap), and the detail is the setting the advice names. ----
+    // Elasticsearch's (and OpenSearch's, SonarQube's) bootstrap checks,
+    // BootstrapChecks.java; MongoDB 5+ warns in the same words.
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"max virtual memory areas (?P<detail>vm\.max_map_count) \[\d+\] is too low|(?P<detail2>vm\.max_map_count) is too low"#,
+        what: "the host's vm.max_map_count kernel setting is below what the program needs",
+    },
+    // inotify: Node/chokidar's ENOSPC (libuv), Java's WatchService, .NET's
+    // FileSystemWatcher, coreutils' tail.
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"ENOSPC: System limit for number of file watchers reached|User limit of inotify watches reached|inotify resources exhausted|upper limit on inotify watches reached"#,
+        what: "the host's inotify watch limit (fs.inotify.max_user_watches) is exhausted",
+    },
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"(?i)user limit \(\d+\) on the number of inotify instances has been reached|failed to create fsnotify watcher: too many open files|inotify_init(?:1)?(?:\(\))?: too many open files"#,
+        what: "the host's inotify instance limit (fs.inotify.max_user_instances) is exhausted",
+    },
+    // Elasticsearch's limit checks, then the kernel's EMFILE as Go, the JVM,
+    // nginx, PostgreSQL and Node print it.
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"max file descriptors \[\d+\] for \S+ process is too low|max number of threads \[\d+\] for user \[\S+\] is too low|memory locking requested for \S+ process but memory is not locked"#,
+        what: "a resource limit (ulimit) of the container is below what the program checks for at start",
+    },
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"(?i)too many open files|EMFILE|worker_connections exceed open file resource limit|out of file descriptors"#,
+        what: "the process ran out of file descriptors (its nofile limit)",
+    },
+    // Threads and processes: the JVM (8: "unable to create new native
+    // thread"; 11+: "unable to create native thread"), glibc's pthread_create
+    // (EAGAIN) as Go's cgo and Python print it. The container's pids limit
+    // or the host's thread limits.
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"unable to create (?:new )?native thread|pthread_create failed(?: \(EAGAIN\))?|can't start new thread|fork: Resource temporarily unavailable|fork: retry: Resource temporarily unavailable"#,
+        what: "the process could not start a thread or process (a pids or process limit)",
+    },
+    // Kernel modules: modprobe (kmod, BusyBox), iptables, FUSE.
+    LogRule {
+        class: FaultClass::HostConfig,
+        pattern: r#"modprobe: FATAL: Module (?P<detail>[\w-]+) not found|can't initialize (?:iptables|ip6tables) table `(?P<detail2>\w+)'.*(?:do you need to insmod|Table does not exist)|fuse: device not found, try 'modprobe (?P<detail3>fuse)' first"#,
+        what: "a kernel module the program needs is not loaded on the host",
+    },
+    // PostgreSQL's dynamic shared memory in /dev/shm: the container's
+    // shm_size (64 MB by default), not the disk.
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"could not resize shared memory segment "[^"]+" to \d+ bytes: No space left on device"#,
+        what: "its shared memory (/dev/shm, the container's shm_size) is too small",
+    },
     // ---- Configuration: something the program needs was not given. ----
     // Rows that name the missing variable come first, so the advice can name
     // it too. The official database images refuse to initialize without a
@@ -171,6 +228,18 @@ pub(super) const LOG_RULES: &[LogRule] = &[
         class: FaultClass::DependencyUnavailable,
         pattern: r#"Redis connection to (?P<detail>\S+) failed|Error -?\d+ connecting to (?P<detail2>\S+?)\.(?:\s|$)"#,
         what: "the Redis dependency cannot be reached",
+    },
+    // Healthcheck tools, in their own words: curl, BusyBox wget,
+    // pg_isready, redis-cli (mysqladmin's lines are the MySQL rows below).
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"curl: \(6\) Could not resolve host: (?P<detail>[^\s:]+)|curl: \((?:7|28)\) Failed to connect to (?P<detail2>\S+) port \d+|wget: bad address '(?P<detail3>[^']+)'"#,
+        what: "a dependency cannot be reached (the probe's own words)",
+    },
+    LogRule {
+        class: FaultClass::DependencyUnavailable,
+        pattern: r#"wget: can't connect to remote host \((?P<detail>[^)]+)\)|^(?P<detail2>[\w.-]+:\d+) - no response$|Could not connect to Redis at (?P<detail3>[^\s:]+:\d+)"#,
+        what: "a dependency cannot be reached (the probe's own words)",
     },
     // libpq (psycopg, node-pg's native binding, psql) before 14 put the host
     // on its own line; 14+ names it in the first.

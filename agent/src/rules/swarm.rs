@@ -306,6 +306,7 @@ pub fn diagnose_service(obs: &ServiceObservation<'_>) -> ServiceFinding {
             matched_line,
             detail,
             change: None,
+            finished_job: false,
         },
         change: blamed,
     }

@@ -37,6 +37,38 @@ fn log_pattern_table() {
         ("Bad directive or wrong number of arguments", FaultClass::ConfigError, None),
         ("nginx: [emerg] unknown directive \"more_set_headers\" in /etc/nginx/nginx.conf:10", FaultClass::ConfigError, None),
         ("Failed to configure a DataSource: 'url' attribute is not specified and no embedded datasource could be configured.", FaultClass::ConfigError, None),
+        // host_config: Elasticsearch's bootstrap checks (7.x and 8.x
+        // wording), MongoDB's warning, inotify (libuv/chokidar, the JVM,
+        // .NET, Go's fsnotify), descriptor and thread limits, kernel
+        // modules (kmod, iptables, FUSE).
+        ("bootstrap check failure [1] of [1]: max virtual memory areas vm.max_map_count [65530] is too low, increase to at least [262144]; for more information see [https://www.elastic.co/guide/en/elasticsearch/reference/8.11/_maximum_map_count_check.html]", FaultClass::HostConfig, Some("vm.max_map_count")),
+        ("[1]: max virtual memory areas vm.max_map_count [65530] is too low, increase to at least [262144]", FaultClass::HostConfig, Some("vm.max_map_count")),
+        ("{\"t\":{\"$date\":\"2023-11-02T10:01:02.345+00:00\"},\"s\":\"W\",  \"c\":\"CONTROL\",  \"id\":5123300, \"ctx\":\"initandlisten\",\"msg\":\"vm.max_map_count is too low\",\"attr\":{\"currentValue\":65530,\"recommendedMinimum\":102400,\"maxConns\":51200}}", FaultClass::HostConfig, Some("vm.max_map_count")),
+        ("Error: ENOSPC: System limit for number of file watchers reached, watch '/app/src'", FaultClass::HostConfig, None),
+        ("java.io.IOException: User limit of inotify watches reached", FaultClass::HostConfig, None),
+        ("System.IO.IOException: The configured user limit (128) on the number of inotify instances has been reached, or the per-process limit on the number of open file descriptors has been reached.", FaultClass::HostConfig, None),
+        ("level=error ts=2023-05-01T10:00:00Z caller=main.go:71 msg=\"error creating promtail\" error=\"failed to make file target manager: failed to create fsnotify watcher: too many open files\"", FaultClass::HostConfig, None),
+        ("max file descriptors [4096] for elasticsearch process is too low, increase to at least [65535]", FaultClass::HostConfig, None),
+        ("2023/06/01 10:00:00 http: Accept error: accept tcp [::]:8080: accept4: too many open files; retrying in 5ms", FaultClass::HostConfig, None),
+        ("2023/06/01 10:00:00 [alert] 1#1: 1024 worker_connections exceed open file resource limit: 1024", FaultClass::HostConfig, None),
+        ("[2.123s][warning][os,thread] Failed to start thread \"Unknown thread\" - pthread_create failed (EAGAIN) for attributes: stacksize: 1024k, guardsize: 0k, detached.", FaultClass::HostConfig, None),
+        ("Exception in thread \"main\" java.lang.OutOfMemoryError: unable to create native thread: possibly out of memory or process/resource limits reached", FaultClass::HostConfig, None),
+        ("modprobe: FATAL: Module wireguard not found in directory /lib/modules/6.1.0-13-amd64", FaultClass::HostConfig, Some("wireguard")),
+        ("iptables v1.8.7 (legacy): can't initialize iptables table `nat': Table does not exist (do you need to insmod?)", FaultClass::HostConfig, Some("nat")),
+        ("fuse: device not found, try 'modprobe fuse' first", FaultClass::HostConfig, Some("fuse")),
+        // PostgreSQL's /dev/shm is the container's shm_size, not the disk.
+        ("2023-08-01 10:00:00.000 UTC [77] ERROR:  could not resize shared memory segment \"/PostgreSQL.1450751626\" to 146800640 bytes: No space left on device", FaultClass::ConfigError, None),
+        // Healthcheck tools that cannot reach another service.
+        ("curl: (6) Could not resolve host: db", FaultClass::DependencyUnavailable, Some("db")),
+        ("curl: (7) Failed to connect to api port 8080 after 3 ms: Couldn't connect to server", FaultClass::DependencyUnavailable, Some("api")),
+        ("curl: (7) Failed to connect to api port 8080: Connection refused", FaultClass::DependencyUnavailable, Some("api")),
+        ("wget: bad address 'backend:8080'", FaultClass::DependencyUnavailable, Some("backend:8080")),
+        ("wget: can't connect to remote host (172.18.0.3): Connection refused", FaultClass::DependencyUnavailable, Some("172.18.0.3")),
+        ("db:5432 - no response", FaultClass::DependencyUnavailable, Some("db:5432")),
+        ("Could not connect to Redis at redis:6379: Connection refused", FaultClass::DependencyUnavailable, Some("redis:6379")),
+        ("Could not connect to Redis at cache:6379: Name or service not known", FaultClass::DependencyUnavailable, Some("cache:6379")),
+        ("error: 'Can't connect to MySQL server on 'mysql:3306' (111)'", FaultClass::DependencyUnavailable, Some("mysql:3306")),
+        ("error: 'Unknown MySQL server host 'mysql' (-2)'", FaultClass::DependencyUnavailable, Some("mysql")),
         // port_conflict
         ("listen tcp :8080: bind: address already in use", FaultClass::PortConflict, Some(":8080")),
         ("Error: listen EADDRINUSE: address already in use :::3000", FaultClass::PortConflict, Some(":::3000")),
@@ -317,6 +349,102 @@ fn state_rules_table() {
     );
     assert_eq!(f.detail.as_deref(), Some("DATABASE_URL"));
     assert_eq!(f.diagnosis.causes[0].evidence_ids, ["ev-1", "ev-2"]);
+}
+
+#[test]
+fn a_healthcheck_that_cannot_reach_another_service_names_it() {
+    let probing = |output: &str| ContainerView {
+        name: "shop-web-1".into(),
+        id: "a".repeat(64),
+        aliases: vec!["web".into()],
+        health_status: "unhealthy".into(),
+        failing_streak: 3,
+        health_log: vec![HealthProbeView {
+            exit_code: 6,
+            output: output.into(),
+        }],
+        ..view()
+    };
+    let f = run(&probing("curl: (6) Could not resolve host: db\n"), &[]);
+    let classes: Vec<FaultClass> = f.diagnosis.causes.iter().map(|c| c.class).collect();
+    assert_eq!(
+        classes,
+        [FaultClass::Unhealthy, FaultClass::DependencyUnavailable]
+    );
+    assert_eq!(f.detail.as_deref(), Some("db"));
+    assert!(
+        f.diagnosis.causes[1]
+            .reason
+            .contains("its healthcheck cannot reach db"),
+        "{:?}",
+        f.diagnosis.causes[1]
+    );
+    // Two lines of mysqladmin; the second names the host.
+    let f = run(&probing("mysqladmin: connect to server at 'mysql' failed\nerror: 'Unknown MySQL server host 'mysql' (-2)'"), &[]);
+    assert_eq!(f.detail.as_deref(), Some("mysql"));
+    // Its own port is not a dependency: the service itself is wedged.
+    for own in [
+        "curl: (7) Failed to connect to localhost port 8080 after 0 ms: Couldn't connect to server",
+        "curl: (7) Failed to connect to web port 8080 after 0 ms: Couldn't connect to server",
+        "127.0.0.1:5432 - no response",
+    ] {
+        let f = run(&probing(own), &[]);
+        assert_eq!(
+            f.diagnosis.causes.len(),
+            1,
+            "{own}: {:?}",
+            f.diagnosis.causes
+        );
+    }
+    // The logs naming the same class add no second dependency cause.
+    let f = run(
+        &probing("curl: (6) Could not resolve host: db"),
+        &["dial tcp: lookup db on 127.0.0.11:53: no such host"],
+    );
+    assert_eq!(f.diagnosis.causes.len(), 2, "{:?}", f.diagnosis.causes);
+}
+
+#[test]
+fn a_job_that_finished_is_stopped_and_said_to_be_done() {
+    let done = |name: &str, policy: &str, last: &str| {
+        let c = ContainerView {
+            name: name.into(),
+            running: false,
+            status: "exited".into(),
+            exit_code: 0,
+            restart_policy: policy.into(),
+            ..view()
+        };
+        run(&c, &["INFO starting", last])
+    };
+    let f = done("shop-migrate-1", "no", "INFO applied 3 migrations");
+    assert_eq!(f.diagnosis.causes[0].class, FaultClass::Stopped);
+    assert!(f.finished_job);
+    assert!(
+        f.diagnosis.causes[0]
+            .reason
+            .contains("one-off job that ran to completion"),
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+    assert!(
+        done("reports", "", "INFO nightly export finished").finished_job,
+        "a last line that says done"
+    );
+    // A service that exited 0 is not a job: a start brings it back.
+    assert!(!done("shop-web-1", "no", "INFO shutting down").finished_job);
+    // A policy that would have started it again: not a job.
+    assert!(!done("shop-migrate-1", "unless-stopped", "INFO done").finished_job);
+    // Stopped by a person: not finished on its own.
+    let c = ContainerView {
+        name: "nightly-backup".into(),
+        running: false,
+        status: "exited".into(),
+        exit_code: 0,
+        ..view()
+    };
+    let events = [event(10, "kill", None, "15"), event(11, "die", Some(0), "")];
+    assert!(!run_with_events(&c, &events).finished_job);
 }
 
 /// The cause nearest the exit wins, whatever the classes' table order.
