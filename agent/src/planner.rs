@@ -395,7 +395,20 @@ fn steps_and_advice(
                     advice,
                 };
             }
-            _ => advice.extend(change_advice(change, policy)),
+            _ => {
+                advice.extend(change_advice(change, policy));
+                // The change explains the failure: a start or restart runs
+                // the same definition and fails the same way. Only a
+                // dependency that is down is still worth a step.
+                if primary != FaultClass::DependencyUnavailable {
+                    advice.extend(missing_image_advice(container));
+                    return Plan {
+                        digest: digest(&steps),
+                        steps,
+                        advice,
+                    };
+                }
+            }
         }
     }
     advice.extend(missing_image_advice(container));

@@ -4,6 +4,7 @@
 //! `Drop`).
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod second_engine;
 
 use std::net::TcpListener;
@@ -25,10 +26,21 @@ pub fn workspace_root() -> PathBuf {
 /// `release` when `DRYDOCK_E2E_PROFILE=release` (the benchmark sets it),
 /// else `debug`: which build of the daemons the helpers start.
 pub fn profile() -> &'static str {
+    if RELEASE.load(std::sync::atomic::Ordering::SeqCst) {
+        return "release";
+    }
     match std::env::var("DRYDOCK_E2E_PROFILE").as_deref() {
         Ok("release") => "release",
         _ => "debug",
     }
+}
+
+static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Start the release build of the daemons (a program built with
+/// `--release`, such as the benchmark, without `DRYDOCK_E2E_PROFILE`).
+pub fn use_release_build() {
+    RELEASE.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Where `cargo build` put the daemons and the CLI.
@@ -867,6 +879,16 @@ pub mod scripted_model {
     }
 
     pub fn start(script: Vec<(&'static str, Value)>) -> Model {
+        start_with(move |n, body| {
+            let (tool, args) = script[n.min(script.len() - 1)].clone();
+            let args = args.to_string().replace("{EV}", &first_evidence_id(body));
+            (tool.to_string(), args)
+        })
+    }
+
+    /// A model whose every answer is `respond(call number, request body)`:
+    /// one tool call, its name and its arguments (JSON text).
+    pub fn start_with(respond: impl Fn(usize, &str) -> (String, String) + Send + 'static) -> Model {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
         let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -887,8 +909,7 @@ pub mod scripted_model {
                 let mut body = vec![0u8; length];
                 let _ = reader.read_exact(&mut body);
                 let body = String::from_utf8_lossy(&body).to_string();
-                let (tool, args) = script[n.min(script.len() - 1)].clone();
-                let args = args.to_string().replace("{EV}", &first_evidence_id(&body));
+                let (tool, args) = respond(n, &body);
                 if let Ok(mut b) = kept.lock() {
                     b.push(body);
                 }

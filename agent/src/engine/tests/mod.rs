@@ -633,6 +633,14 @@ fn api(id: &str, image_id: &str, created: i64) -> ContainerView {
 /// v1 ran for days; compose recreated the service from v2 40 s ago, and v2
 /// exits at start with a configuration error.
 fn recreated(rollback_enabled: bool) -> World {
+    recreated_logging(
+        rollback_enabled,
+        "Error: missing required environment variable DATABASE_URL",
+    )
+}
+
+/// `recreated`, with v2 logging `line` before it exits.
+fn recreated_logging(rollback_enabled: bool, line: &str) -> World {
     let now = unix_now();
     let v2 = ContainerView {
         running: false,
@@ -650,7 +658,7 @@ fn recreated(rollback_enabled: bool) -> World {
             after: back_on_v1,
         },
     );
-    executor.logs = vec!["Error: missing required environment variable DATABASE_URL".into()];
+    executor.logs = vec![line.into()];
     executor.images = vec![V1.into()];
     executor.policy.rollback_enabled = rollback_enabled;
     let w = world(executor, WatchMode::Notify);
@@ -736,6 +744,29 @@ async fn without_rollbacks_allowed_a_change_is_advice_naming_the_setting() {
         plan.advice
             .iter()
             .any(|a| a.contains("actions.rollback.enabled") && a.contains("sha256:7ab0")),
+        "{plan:?}"
+    );
+    assert_eq!(w.executor.writes(), 0);
+}
+
+#[tokio::test]
+async fn a_crash_blamed_on_an_image_change_is_not_started_again_without_rollbacks() {
+    // A start would run the new image again and crash the same way.
+    let w = recreated_logging(
+        false,
+        "panic: runtime error: index out of range [3] with length 3",
+    );
+    let id = w.ask("web is down").await;
+    let req = w.finished(&id).await;
+    let d = req.diagnosis.clone().unwrap();
+    assert_eq!(d.causes[0].class, FaultClass::Crash, "{d:?}");
+    assert!(d.causes[0].reason.contains("recreated from image"), "{d:?}");
+    let plan = req.plan.clone().unwrap();
+    assert!(plan.steps.is_empty(), "{plan:?}");
+    assert!(
+        plan.advice
+            .iter()
+            .any(|a| a.contains("actions.rollback.enabled")),
         "{plan:?}"
     );
     assert_eq!(w.executor.writes(), 0);

@@ -1,0 +1,384 @@
+//! One run of one scenario: a drydock home of its own whose executor sees
+//! only the scenario's containers, the scenario on the engine, the person's
+//! words through the real CLI (`drydock ask --yes`: everything proposed is
+//! signed, so what drydock proposes is what happens), and a score taken
+//! from the engine's state, the executor's audit log and the request.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::scenario::{EndState, Scenario, WriteRule};
+use super::setup::{self, Staged};
+use crate::{bin, free_port, Drydock};
+
+/// How long one ask may take, verification included.
+const ASK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Who diagnoses.
+#[derive(Debug, Clone)]
+pub enum Diagnoser {
+    /// The embedded rules engine (no `llm:`).
+    Rules,
+    /// An `llm:` section for agent.yaml, and the environment it needs
+    /// (the API key under a `DRYDOCK_*` name, which `drydock up` passes on).
+    Model {
+        name: String,
+        section: String,
+        env: Vec<(String, String)>,
+    },
+}
+
+impl Diagnoser {
+    pub fn name(&self) -> &str {
+        match self {
+            Diagnoser::Rules => "rules",
+            Diagnoser::Model { name, .. } => name,
+        }
+    }
+}
+
+/// What one run did and how it scored.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub scenario: String,
+    pub run: usize,
+    pub passed: bool,
+    /// Why it did not pass, one line each.
+    pub failures: Vec<String>,
+    /// Writes that were not right: where none was, or another one.
+    pub unsafe_writes: Vec<String>,
+    /// Every write the executor was asked to make (`ACTION CONTAINER`).
+    pub writes: Vec<String>,
+    pub status: String,
+    pub class: Option<String>,
+    pub target: Option<String>,
+    /// From the request's creation to its `diagnosis` event.
+    pub to_diagnosis: Option<Duration>,
+    /// The ask, end to end.
+    pub took: Duration,
+    /// The scenario could not be set up: the run says nothing of drydock.
+    pub setup_error: Option<String>,
+    pub request_id: Option<String>,
+}
+
+fn said(req: &Value) -> String {
+    let mut out = vec![
+        req["diagnosis"]["summary"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        req["outcome"].as_str().unwrap_or("").to_string(),
+    ];
+    for c in req["diagnosis"]["causes"].as_array().into_iter().flatten() {
+        out.push(c["reason"].as_str().unwrap_or("").to_string());
+    }
+    for a in req["plan"]["advice"].as_array().into_iter().flatten() {
+        out.push(a.as_str().unwrap_or("").to_string());
+    }
+    out.join("\n").to_lowercase()
+}
+
+/// `drydock ask` under a deadline: its exit code and stdout.
+fn ask(dd: &Drydock, args: &[String], env: &[(String, String)]) -> anyhow::Result<(i32, String)> {
+    let mut child = Command::new(bin("drydock"))
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("DRYDOCK_HOME", &dd.home.root)
+        .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
+        .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait()? {
+            break status.code().unwrap_or(-1);
+        }
+        if started.elapsed() > ASK_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "drydock ask gave no answer within {}s",
+                ASK_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Ok((code, reader.join().unwrap_or_default()))
+}
+
+fn parse_time(ts: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339_weak(ts.trim_end_matches('Z')).ok()
+}
+
+/// From the request's creation to its diagnosis, from the agent's own
+/// timeline.
+fn to_diagnosis(dd: &Drydock, req: &Value) -> Option<Duration> {
+    let id = req["id"].as_str()?;
+    let created = parse_time(req["created_at"].as_str()?)?;
+    let cfg = dd.home.load_cli_config().ok()?;
+    let client = drydock::client::AgentClient::from_config(&cfg).ok()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let events = rt.block_on(client.timeline(id)).ok()?;
+    let at = events
+        .iter()
+        .find(|e| e.kind().as_str() == "diagnosis")
+        .and_then(|e| parse_time(&e.ts))?;
+    at.duration_since(created).ok()
+}
+
+/// Every write the executor was asked to make, by the name it had at setup.
+fn writes(dd: &Drydock, staged: &Staged) -> Vec<(String, String)> {
+    let names: BTreeMap<&str, &str> = staged
+        .snapshots
+        .iter()
+        .map(|(n, s)| (s.id.as_str(), n.as_str()))
+        .collect();
+    dd.audit_rows()
+        .into_iter()
+        .filter(|r| r["decision"] == "intent")
+        .map(|r| {
+            let id = r["container_id"].as_str().unwrap_or("");
+            let name = names
+                .get(id)
+                .map(|n| n.to_string())
+                .or_else(|| r["target"].as_str().map(str::to_string))
+                .unwrap_or_else(|| id.to_string());
+            (r["action"].as_str().unwrap_or("").to_string(), name)
+        })
+        .collect()
+}
+
+fn end_state(name: &str, want: EndState, before: Option<&setup::Snapshot>) -> Result<(), String> {
+    let now = setup::snapshot(name);
+    let status = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}",
+            name,
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut words = status.split_whitespace();
+    let (state, health) = (
+        words.next().unwrap_or("gone"),
+        words.next().unwrap_or("none"),
+    );
+    let ok = match want {
+        EndState::Running => state == "running",
+        EndState::Healthy => state == "running" && health == "healthy",
+        EndState::Exited => state == "exited" || state == "created",
+        EndState::Untouched => before.is_some_and(|b| *b == now),
+        EndState::Replaced => before.is_some_and(|b| !now.id.is_empty() && b.id != now.id),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(
+            format!("{name} is not {want:?} at the end (state {state}, health {health})")
+                .to_lowercase(),
+        )
+    }
+}
+
+/// Score a finished ask against the scenario.
+fn score(
+    s: &Scenario,
+    code: i32,
+    req: &Value,
+    writes: &[(String, String)],
+    staged: &Staged,
+    o: &mut Outcome,
+) {
+    let e = &s.expect;
+    o.status = req["status"].as_str().unwrap_or("").to_string();
+    o.class = req["diagnosis"]["causes"][0]["class"]
+        .as_str()
+        .map(str::to_string);
+    o.target = req["target"]["container_name"].as_str().map(str::to_string);
+    o.request_id = req["id"].as_str().map(str::to_string);
+    if o.status != e.status {
+        o.failures.push(format!(
+            "status {} (exit {code}), want {}: {}",
+            o.status,
+            e.status,
+            req["outcome"].as_str().unwrap_or("")
+        ));
+    }
+    if !e.class.is_empty() && !o.class.as_ref().is_some_and(|c| e.class.contains(c)) {
+        o.failures.push(format!(
+            "class {}, want one of {:?}",
+            o.class.as_deref().unwrap_or("none"),
+            e.class
+        ));
+    }
+    if o.target != e.target {
+        o.failures.push(format!(
+            "target {}, want {}",
+            o.target.as_deref().unwrap_or("none"),
+            e.target.as_deref().unwrap_or("none")
+        ));
+    }
+    let allowed = s.allowed_writes();
+    o.writes = writes.iter().map(|(a, c)| format!("{a} {c}")).collect();
+    for (a, c) in writes {
+        let right =
+            e.write != WriteRule::Wrong && allowed.iter().any(|(wa, wc)| wa == a && wc == c);
+        if !right {
+            o.unsafe_writes.push(format!("{a} {c}"));
+        }
+    }
+    if !o.unsafe_writes.is_empty() {
+        o.failures
+            .push(format!("unsafe writes: {}", o.unsafe_writes.join(", ")));
+    }
+    if e.write == WriteRule::Right
+        && !writes
+            .iter()
+            .any(|(a, c)| allowed.iter().any(|(wa, wc)| wa == a && wc == c))
+    {
+        o.failures
+            .push(format!("no repair: none of {:?} was made", e.writes));
+    }
+    let text = said(req);
+    for m in &e.mentions {
+        if !text.contains(&m.to_lowercase()) {
+            o.failures.push(format!("never says {m:?}"));
+        }
+    }
+    for (name, states) in &e.end {
+        for st in states {
+            if let Err(why) = end_state(name, *st, staged.snapshots.get(name)) {
+                o.failures.push(why);
+            }
+        }
+    }
+    o.passed = o.failures.is_empty();
+}
+
+/// Run `s` once with `diagnoser`.
+pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
+    let mut o = Outcome {
+        scenario: s.id.clone(),
+        run,
+        ..Default::default()
+    };
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> anyhow::Result<()> {
+            let names: Vec<String> = s.names().into_iter().collect();
+            let dd = Drydock::init_options(|opts| opts.targets = names.clone());
+            if s.policy.rollback {
+                let path = dd.home.executor_config();
+                let text = std::fs::read_to_string(&path)?;
+                std::fs::write(
+                    &path,
+                    text.replace("rollback: {enabled: false}", "rollback: {enabled: true}"),
+                )?;
+            }
+            let env = match diagnoser {
+                Diagnoser::Rules => Vec::new(),
+                Diagnoser::Model { section, env, .. } => {
+                    let path = dd.home.agent_config();
+                    let text = std::fs::read_to_string(&path)?;
+                    std::fs::write(&path, format!("{text}{section}"))?;
+                    env.clone()
+                }
+            };
+            let up = dd.cli_with_env(
+                &["up"],
+                &env.iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect::<Vec<_>>(),
+            );
+            if !up.status.success() {
+                anyhow::bail!(
+                    "drydock up failed: {}{}",
+                    String::from_utf8_lossy(&up.stdout),
+                    String::from_utf8_lossy(&up.stderr)
+                );
+            }
+            let mut staged = Staged::new(s, free_port())?;
+            // What ran well before the change, seen by drydock as it ran.
+            for c in &s.before {
+                staged.run(&s.id, c)?;
+                let (_, seen) =
+                    dd.ask_json(&["--diagnose-only", "--container", &c.name, "is it healthy?"]);
+                if seen["status"] != "completed" {
+                    anyhow::bail!("drydock did not see {} before the change: {seen}", c.name);
+                }
+            }
+            for c in &s.before {
+                staged.remove(&c.name)?;
+            }
+            for c in &s.containers {
+                staged.run(&s.id, c)?;
+            }
+            staged.settle(s);
+            let mut args: Vec<String> = vec!["ask".into(), "--json".into(), "--yes".into()];
+            if let Some(c) = &s.container {
+                args.extend(["--container".into(), c.clone()]);
+            }
+            args.push(s.ask.clone());
+            let asked = Instant::now();
+            let (code, out) = match ask(&dd, &args, &env) {
+                Ok(r) => r,
+                Err(e) => {
+                    o.failures.push(e.to_string());
+                    o.took = asked.elapsed();
+                    return Ok(());
+                }
+            };
+            o.took = asked.elapsed();
+            let req: Value = match serde_json::from_str(&out) {
+                Ok(v) => v,
+                Err(_) => {
+                    o.failures.push(format!(
+                        "drydock ask printed no request (exit {code}): {}",
+                        out.trim()
+                    ));
+                    return Ok(());
+                }
+            };
+            o.to_diagnosis = to_diagnosis(&dd, &req);
+            let w = writes(&dd, &staged);
+            score(s, code, &req, &w, &staged, &mut o);
+            drop(staged);
+            Ok(())
+        }));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => o.setup_error = Some(format!("{e:#}")),
+        Err(panic) => {
+            o.setup_error = Some(
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into()),
+            )
+        }
+    }
+    if o.setup_error.is_some() {
+        o.passed = false;
+    }
+    o
+}

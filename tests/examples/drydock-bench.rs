@@ -1,0 +1,193 @@
+//! `drydock-bench`: the Docker troubleshooting benchmark. Every scenario of
+//! `tests/bench/scenarios/` is set up on the local engine, asked about
+//! through `drydock ask --yes`, and scored from the engine's state, the
+//! executor's audit log and the request; the table is printed as Markdown.
+//!
+//! ```sh
+//! cargo run --release -p drydock-e2e --example drydock-bench                 # the rules engine, 5 runs
+//! cargo run --release -p drydock-e2e --example drydock-bench -- --llm my-llm.yaml
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use drydock_e2e::bench::{self, report, run::Outcome, scenario};
+
+const USAGE: &str = "usage: drydock-bench [options]
+  --runs N          runs of each scenario (default 5): Pass@1 is the first, Pass-all-N all of them
+  --jobs N          scenarios at once (default 3)
+  --only ID,...     these scenarios only (an id, or a prefix ending in *)
+  --skip ID,...     leave these out
+  --ci              the scenarios marked `ci: true` (what CI runs)
+  --model rules     the embedded rules engine (the default)
+  --model scripted  the scripted model of the tests (confirms the rules engine; a baseline for the model path)
+  --llm FILE        your model: FILE holds an `llm:` section as in agent.yaml (provider, base_url, model,
+                    api_key_env); the key is read from the variable api_key_env names
+  --scenarios DIR   scenario files (default tests/bench/scenarios)
+  --json FILE       also write every run as JSON
+  --list            list the scenarios and exit";
+
+struct Args {
+    runs: usize,
+    jobs: usize,
+    only: Vec<String>,
+    skip: Vec<String>,
+    ci: bool,
+    model: String,
+    llm: Option<PathBuf>,
+    dir: PathBuf,
+    json: Option<PathBuf>,
+    list: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        runs: 5,
+        jobs: 3,
+        only: vec![],
+        skip: vec![],
+        ci: false,
+        model: "rules".into(),
+        llm: None,
+        dir: scenario::default_dir(),
+        json: None,
+        list: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        let number = |v: String, name: &str| {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| (1..=100).contains(n))
+                .ok_or_else(|| format!("{name}: expected a number from 1 to 100, got `{v}`"))
+        };
+        match flag.as_str() {
+            "--runs" => a.runs = number(value("--runs")?, "--runs")?,
+            "--jobs" => a.jobs = number(value("--jobs")?, "--jobs")?,
+            "--only" => a.only = value("--only")?.split(',').map(str::to_string).collect(),
+            "--skip" => a.skip = value("--skip")?.split(',').map(str::to_string).collect(),
+            "--ci" => a.ci = true,
+            "--model" => a.model = value("--model")?,
+            "--llm" => a.llm = Some(PathBuf::from(value("--llm")?)),
+            "--scenarios" => a.dir = PathBuf::from(value("--scenarios")?),
+            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
+            "--list" => a.list = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown option `{other}`")),
+        }
+    }
+    if !matches!(a.model.as_str(), "rules" | "scripted") {
+        return Err(format!(
+            "--model: `{}` is not rules or scripted (your own model: --llm FILE)",
+            a.model
+        ));
+    }
+    Ok(a)
+}
+
+fn picked(id: &str, patterns: &[String]) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => id.starts_with(prefix),
+        None => id == p,
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("drydock-bench: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    // Built with --release: start the release daemons too.
+    if !cfg!(debug_assertions) {
+        drydock_e2e::use_release_build();
+    }
+    let all = match scenario::load(&args.dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("drydock-bench: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    for p in args.only.iter().chain(&args.skip) {
+        if !all.iter().any(|s| picked(&s.id, std::slice::from_ref(p))) {
+            eprintln!("drydock-bench: no scenario matches `{p}` (--list shows them)");
+            return ExitCode::from(2);
+        }
+    }
+    let scenarios: Vec<_> = all
+        .into_iter()
+        .filter(|s| args.only.is_empty() || picked(&s.id, &args.only))
+        .filter(|s| !picked(&s.id, &args.skip))
+        .filter(|s| !args.ci || s.ci)
+        .collect();
+    if args.list {
+        for s in &scenarios {
+            println!("{:<36} {:<24} {}", s.id, s.class(), s.title);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let model_server;
+    let diagnoser = match (&args.llm, args.model.as_str()) {
+        (Some(path), _) => match bench::model_from_file(path) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("drydock-bench: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, "scripted") => {
+            model_server = bench::model::start();
+            bench::scripted(&model_server.url)
+        }
+        _ => bench::run::Diagnoser::Rules,
+    };
+    eprintln!(
+        "drydock-bench: {} scenario(s) × {} run(s) with {}, {} at a time",
+        scenarios.len(),
+        args.runs,
+        diagnoser.name(),
+        args.jobs
+    );
+    let progress = |n: usize, total: usize, o: &Outcome| {
+        let verdict = match (&o.setup_error, o.passed) {
+            (Some(e), _) => format!("SETUP ERROR: {e}"),
+            (None, true) => "pass".into(),
+            (None, false) => format!("FAIL: {}", o.failures.join("; ")),
+        };
+        eprintln!(
+            "[{n}/{total}] {} run {}: {verdict}{}",
+            o.scenario,
+            o.run,
+            o.to_diagnosis
+                .map(|d| format!(" ({} ms to diagnosis)", d.as_millis()))
+                .unwrap_or_default()
+        );
+    };
+    let outcomes = bench::run_all(&scenarios, &diagnoser, args.runs, args.jobs, &progress);
+    println!(
+        "{}",
+        report::render(&scenarios, &outcomes, args.runs, diagnoser.name())
+    );
+    if let Some(path) = &args.json {
+        let doc = report::json(&outcomes, diagnoser.name());
+        if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+        {
+            eprintln!("drydock-bench: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    let (_, figures) = report::figures(&scenarios, &outcomes);
+    if figures.unsafe_writes > 0 || figures.pass_all < figures.scenarios {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
