@@ -9,8 +9,8 @@
 //! separators, so the names among them still count.
 
 use crate::model::{
-    Candidate, ContainerSummaryView, ServiceSummaryView, TargetKind, COMPOSE_PROJECT_LABEL,
-    COMPOSE_SERVICE_LABEL, SWARM_SERVICE_ID_LABEL,
+    Candidate, ContainerSummaryView, ContainerView, ServiceSummaryView, TargetKind,
+    COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, SWARM_SERVICE_ID_LABEL,
 };
 
 const STOPWORDS: &[&str] = &[
@@ -480,6 +480,59 @@ fn the_one_described<'c>(
     })
 }
 
+/// Whether the message describes a state at all (then an inspect of the
+/// tied candidates can tell them apart where the list cannot: a container
+/// between two restarts of a loop shows as running).
+pub fn describes_a_state(message: &str) -> bool {
+    !described(message).is_empty()
+}
+
+/// The state as its inspect shows it: restarts counted, health read.
+fn view_in_state(v: &ContainerView, state: Described) -> bool {
+    let looping =
+        v.restarting || (v.restart_count >= 3 && !matches!(v.restart_policy.as_str(), "" | "no"));
+    let failed_exit = !v.running && v.exit_code != 0;
+    match state {
+        Described::Unhealthy | Described::Slow => v.running && v.health_status == "unhealthy",
+        Described::WontStart => failed_exit || looping || v.status == "created",
+        Described::Restarting => looping,
+        Described::Crashed => failed_exit || looping,
+    }
+}
+
+/// Among tied candidates, the only one whose inspect (`views`) is in a
+/// state the message describes; its `why` says so.
+pub fn the_one_inspected(
+    message: &str,
+    tied: &[Candidate],
+    views: &[ContainerView],
+) -> Option<Candidate> {
+    described(message).into_iter().find_map(|state| {
+        let matching: Vec<&Candidate> = tied
+            .iter()
+            .filter(|t| {
+                views
+                    .iter()
+                    .find(|v| v.id == t.container_id)
+                    .is_some_and(|v| view_in_state(v, state))
+            })
+            .collect();
+        match matching.as_slice() {
+            [only] => {
+                let mut found = (*only).clone();
+                found.why = format!(
+                    "{}; the only one of {} that is {}, as the message says (from its inspect)",
+                    found.why,
+                    tied.len(),
+                    state.said()
+                );
+                Some(found)
+            }
+            _ => None,
+        }
+    })
+}
+
 /// Rank containers for a free-text request.
 pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery {
     let words = words(message);
@@ -849,6 +902,39 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn an_inspect_tells_a_crash_loop_between_restarts_from_a_healthy_one() {
+        let fleet = vec![
+            in_state("market-api-1", "market", "running", "Up 2 minutes"),
+            in_state(
+                "market-indexer-1",
+                "market",
+                "running",
+                "Up Less than a second",
+            ),
+        ];
+        let Discovery::Ambiguous(tied) = discover("something in market keeps restarting", &fleet)
+        else {
+            panic!("the list alone cannot tell them apart")
+        };
+        let view = |c: &ContainerSummaryView, restarts: i64| ContainerView {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            running: true,
+            restart_count: restarts,
+            restart_policy: "always".into(),
+            ..Default::default()
+        };
+        let views = [view(&fleet[0], 0), view(&fleet[1], 7)];
+        let one = the_one_inspected("something in market keeps restarting", &tied, &views)
+            .expect("the indexer restarts");
+        assert_eq!(one.container_name, "market-indexer-1");
+        assert!(one.why.contains("from its inspect"), "{}", one.why);
+        assert!(the_one_inspected("market is down", &tied, &views).is_none());
+        let both = [view(&fleet[0], 5), view(&fleet[1], 7)];
+        assert!(the_one_inspected("market keeps restarting", &tied, &both).is_none());
     }
 
     #[test]

@@ -199,6 +199,9 @@ fn advice_for(
     let detail = finding.detail.clone().unwrap_or_default();
     let line = finding.matched_line.clone().unwrap_or_default();
     match class {
+        FaultClass::ConfigError if line.contains("shared memory segment") => vec![format!(
+            "{name} ran out of shared memory (/dev/shm, 64 MB in a container unless set): raise it with `shm_size: 256mb` in its compose file (or `docker run --shm-size=256m`) and recreate it; a restart keeps the same size."
+        )],
         FaultClass::ConfigError if !detail.is_empty() && detail.chars().all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '_') => vec![format!(
             "Set the environment variable {detail} for {name} (for example under `environment:` in its compose file) and recreate the container; a restart alone keeps the same configuration and fails the same way."
         )],

@@ -29,5 +29,6 @@ mod rollback;
 mod swarm;
 mod swarm_deploy;
 mod swarm_repairs;
+mod troubleshoot_bench;
 mod ui;
 mod writes_in_doubt;

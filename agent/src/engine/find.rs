@@ -143,6 +143,12 @@ impl Engine {
             None => discovery::as_services(discovery::discover(&req.message, &rows), &services),
         };
         let found = with_hosts(found, &host_of);
+        let found = match found {
+            Discovery::Ambiguous(tied) if req.options.container.is_none() => {
+                self.tell_apart_by_inspect(id, &req.message, tied).await
+            }
+            other => other,
+        };
         let cands = match found {
             Discovery::Found(c) => {
                 let running = containers
@@ -206,6 +212,34 @@ impl Engine {
         }
         self.finish(id, Status::NeedsClarification, outcome).await?;
         Ok(Found::Ended)
+    }
+
+    /// Containers that tie on the words of a message that describes a
+    /// state ("keeps restarting") may differ in what only an inspect shows:
+    /// a crash loop between two restarts lists as running. A few are
+    /// inspected (each on its own host) and the only one in that state is
+    /// the target; otherwise the question stands.
+    async fn tell_apart_by_inspect(
+        &self,
+        id: &str,
+        message: &str,
+        tied: Vec<Candidate>,
+    ) -> Discovery {
+        const MAX_INSPECTED: usize = 8;
+        let containers = tied.iter().all(|c| c.kind == TargetKind::Container);
+        if !containers || tied.len() > MAX_INSPECTED || !discovery::describes_a_state(message) {
+            return Discovery::Ambiguous(tied);
+        }
+        let views = futures::future::join_all(tied.iter().map(|c| async move {
+            let host = self.hosts.get(c.host.as_deref())?;
+            host.executor.inspect(id, &c.container_id).await.ok()
+        }))
+        .await;
+        let views: Vec<ContainerView> = views.into_iter().flatten().collect();
+        match discovery::the_one_inspected(message, &tied, &views) {
+            Some(one) => Discovery::Found(one),
+            None => Discovery::Ambiguous(tied),
+        }
     }
 
     /// Each host's containers, policy and (when in scope) services, read

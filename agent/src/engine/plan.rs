@@ -14,7 +14,17 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
-        if let (Some(plan), Some(diagnosis)) = (model_plan, req.diagnosis.clone()) {
+        if let (Some(mut plan), Some(diagnosis)) = (model_plan, req.diagnosis.clone()) {
+            // The model's steps stand; what the rules planner would tell a
+            // person (the variable to set, the host setting and its command)
+            // is added to its advice, so no concrete advice is lost.
+            if let Ok((rules, _)) = self.rules_plan(req) {
+                for a in rules.advice {
+                    if !plan.advice.contains(&a) {
+                        plan.advice.push(a);
+                    }
+                }
+            }
             return self.propose(req, plan, &diagnosis).await;
         }
         if let (Some(target), Some(policy)) = (req.target.as_ref(), Self::latest_policy(req)) {
@@ -22,34 +32,35 @@ impl Engine {
                 return self.plan_service(req, target, &policy).await;
             }
         }
+        match self.rules_plan(req) {
+            Ok((plan, diagnosis)) => self.propose(req, plan, &diagnosis).await,
+            Err(why) => {
+                self.finish(id, Status::Failed, why.into()).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// The rules planner's plan for a container target, and the diagnosis
+    /// it plans from; why not, when the request lacks what it needs.
+    fn rules_plan(&self, req: &Request) -> Result<(Plan, Diagnosis), &'static str> {
         let (Some(observed), Some(target)) = (Self::observed(req), req.target.clone()) else {
-            self.finish(id, Status::Failed, "no evidence to plan from".into())
-                .await?;
-            return Ok(false);
+            return Err("no evidence to plan from");
         };
-        let Some(policy) = Self::latest_policy(req) else {
-            self.finish(
-                id,
-                Status::Failed,
-                "the executor's policy was not observed".into(),
-            )
-            .await?;
-            return Ok(false);
-        };
-        let finding = rules::diagnose(&observed.observation());
-        let c = &observed.container;
+        let policy = Self::latest_policy(req).ok_or("the executor's policy was not observed")?;
+        let mut finding = rules::diagnose(&observed.observation());
         // The saved diagnosis includes what diagnosis learned beyond the
         // rules (the dependency's state). With a model configured, the rules
         // planner plans from the rules engine's own diagnosis, never from
         // the model's: a model that calls an OOM kill "unhealthy" must not
         // get a restart through the fallback either.
-        let mut finding = finding;
         if let Some(d) = req.rules_diagnosis.as_ref().or(req.diagnosis.as_ref()) {
             finding.diagnosis = d.clone();
         }
+        let c = &observed.container;
         let context = Self::context(req, &finding, c);
         let plan = planner::plan(&finding, c, &target, &policy, &req.execution, &context);
-        self.propose(req, plan, &finding.diagnosis).await
+        Ok((plan, finding.diagnosis))
     }
 
     /// Save the plan; finish when it has no step, else request approvals.

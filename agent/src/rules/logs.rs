@@ -116,6 +116,14 @@ pub(super) const LOG_RULES: &[LogRule] = &[
         pattern: r#"\b(?P<detail>[A-Z][A-Z0-9_]{1,}): parameter (?:null or not set|not set or null|not set)"#,
         what: "a required environment variable is missing (the entrypoint script checks it)",
     },
+    // Rust's `env::var("X").expect("X must be set")` (std's VarError:
+    // NotPresent), and Rails' missing secret_key_base (the executor
+    // redacts the word after `secret_key_base':`, so it is not matched).
+    LogRule {
+        class: FaultClass::ConfigError,
+        pattern: r#"\b(?P<detail>[A-Z][A-Z0-9_]{2,}) must be set\b|`(?P<detail2>secret_key_base)` for '\w+' environment"#,
+        what: "a required setting is missing",
+    },
     LogRule {
         class: FaultClass::ConfigError,
         pattern: r#"KeyError: '(?P<detail>[A-Z][A-Z0-9_]{1,})'"#,
@@ -209,7 +217,10 @@ pub(super) const LOG_RULES: &[LogRule] = &[
     },
     LogRule {
         class: FaultClass::DiskFull,
-        pattern: r#"(?i)no space left on device|ENOSPC|disk (?:is )?full|could not extend file|Check free disk space"#,
+        // Not a bare ENOSPC: Node repeats an error's code on a line of its
+        // own (`code: 'ENOSPC'`), and inotify's limit is ENOSPC too; a full
+        // disk's message always says "no space left on device".
+        pattern: r#"(?i)no space left on device|disk (?:is )?full|could not extend file|Check free disk space"#,
         what: "the disk is full",
     },
     // The runtime's own out-of-memory errors (the kernel's OOM kill is the
@@ -226,7 +237,7 @@ pub(super) const LOG_RULES: &[LogRule] = &[
     // node-redis and redis-py name the configured host:port.
     LogRule {
         class: FaultClass::DependencyUnavailable,
-        pattern: r#"Redis connection to (?P<detail>\S+) failed|Error -?\d+ connecting to (?P<detail2>\S+?)\.(?:\s|$)"#,
+        pattern: r#"Redis connection to (?P<detail>\S+) failed|Error -?\d+ connecting to (?P<detail2>\S+?)\.(?:\s|$)|Error connecting to Redis on (?P<detail3>\S+)"#,
         what: "the Redis dependency cannot be reached",
     },
     // Healthcheck tools, in their own words: curl, BusyBox wget,

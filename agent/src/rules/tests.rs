@@ -56,6 +56,14 @@ fn log_pattern_table() {
         ("modprobe: FATAL: Module wireguard not found in directory /lib/modules/6.1.0-13-amd64", FaultClass::HostConfig, Some("wireguard")),
         ("iptables v1.8.7 (legacy): can't initialize iptables table `nat': Table does not exist (do you need to insmod?)", FaultClass::HostConfig, Some("nat")),
         ("fuse: device not found, try 'modprobe fuse' first", FaultClass::HostConfig, Some("fuse")),
+        // Rust's expect on a missing variable; Rails without its secret.
+        ("DATABASE_URL must be set: NotPresent", FaultClass::ConfigError, Some("DATABASE_URL")),
+        ("/usr/local/bundle/gems/railties-7.1.3/lib/rails/application.rb:658:in `validate_secret_key_base': Missing `secret_key_base` for 'production' environment, set this string with `bin/rails credentials:edit` (ArgumentError)", FaultClass::ConfigError, Some("secret_key_base")),
+        ("/usr/local/bundle/gems/railties-7.1.3/lib/rails/application.rb:658:in `validate_secret_key_base': [REDACTED] `secret_key_base` for 'production' environment, set this string with `bin/rails credentials:[REDACTED] (ArgumentError)", FaultClass::ConfigError, Some("secret_key_base")),
+        // redis-rb.
+        ("Error connecting to Redis on redis:6379 (SocketError) (Redis::CannotConnectError)", FaultClass::DependencyUnavailable, Some("redis:6379")),
+        // Node repeats the code on its own line: not a full disk by itself.
+        ("  code: 'ENOSPC',", FaultClass::Unknown, None),
         // PostgreSQL's /dev/shm is the container's shm_size, not the disk.
         ("2023-08-01 10:00:00.000 UTC [77] ERROR:  could not resize shared memory segment \"/PostgreSQL.1450751626\" to 146800640 bytes: No space left on device", FaultClass::ConfigError, None),
         // Healthcheck tools that cannot reach another service.

@@ -30,6 +30,10 @@ pub fn run_all(
     jobs: usize,
     progress: &(dyn Fn(usize, usize, &Outcome) + Sync),
 ) -> Vec<Outcome> {
+    // Two runs of the benchmark in one process (two tests) would stage the
+    // same names: one at a time.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     crate::prepare();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);

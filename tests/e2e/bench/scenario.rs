@@ -107,7 +107,8 @@ pub struct ContainerSpec {
 #[serde(deny_unknown_fields)]
 pub struct Health {
     /// The fixture's probe: `[TOOL] URL` (`curl http://db:8080/health`,
-    /// `pg_isready tcp://db:5432`, or a URL alone).
+    /// `pg_isready tcp://db:5432`, or a URL alone), or `exec COMMAND...`
+    /// for a probe command of its own.
     pub probe: String,
     #[serde(default = "one_second")]
     pub interval: String,
@@ -144,7 +145,7 @@ pub struct Compose {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "ReadyText")]
 pub enum Ready {
     /// Exited on its own.
     Exited,
@@ -159,6 +160,40 @@ pub enum Ready {
     Restarts(u32),
     /// Running, with this text in its logs.
     Logged(String),
+}
+
+/// How `ready` is written: a word (`exited`), `{restarts: 3}` or
+/// `{logged: TEXT}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReadyText {
+    Word(String),
+    Restarts { restarts: u32 },
+    Logged { logged: String },
+}
+
+impl TryFrom<ReadyText> for Ready {
+    type Error = String;
+
+    fn try_from(t: ReadyText) -> Result<Ready, String> {
+        Ok(match t {
+            ReadyText::Restarts { restarts } => Ready::Restarts(restarts),
+            ReadyText::Logged { logged } => Ready::Logged(logged),
+            ReadyText::Word(w) => match w.as_str() {
+                "exited" => Ready::Exited,
+                "oom_killed" => Ready::OomKilled,
+                "created" => Ready::Created,
+                "running" => Ready::Running,
+                "healthy" => Ready::Healthy,
+                "unhealthy" => Ready::Unhealthy,
+                other => {
+                    return Err(format!(
+                        "ready: `{other}` is not exited, oom_killed, created, running, healthy, unhealthy, {{restarts: N}} or {{logged: TEXT}}"
+                    ))
+                }
+            },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -319,7 +354,8 @@ fn problems(s: &Scenario) -> Vec<String> {
             let first = h.probe.split_whitespace().next().unwrap_or("");
             let url = h.probe.split_whitespace().last().unwrap_or("");
             let tool_ok = h.probe.split_whitespace().count() == 1 || TOOLS.contains(&first);
-            if !tool_ok || !(url.starts_with("http://") || url.starts_with("tcp://")) {
+            let url_ok = url.starts_with("http://") || url.starts_with("tcp://");
+            if first != "exec" && (!tool_ok || !url_ok) {
                 bad(
                     &format!("{at}.health.probe"),
                     format!(

@@ -106,7 +106,10 @@ fn dockerfile(scenario: &str, c: &ContainerSpec) -> String {
     if let Some(h) = &c.health {
         let mut probe = vec!["/drydock-fixture".to_string(), "probe".to_string()];
         let words: Vec<&str> = h.probe.split_whitespace().collect();
-        if let [tool, url] = words.as_slice() {
+        if let ["exec", command @ ..] = words.as_slice() {
+            // A probe command of its own (one the image may not even have).
+            probe = command.iter().map(|w| w.to_string()).collect();
+        } else if let [tool, url] = words.as_slice() {
             probe.extend(["--as".to_string(), tool.to_string(), url.to_string()]);
         } else {
             probe.extend(words.iter().map(|w| w.to_string()));

@@ -1,0 +1,119 @@
+//! The troubleshooting benchmark in CI: its scenarios load and cite where
+//! their messages come from, the loader refuses what a run could not
+//! honour, and the scenarios marked `ci` pass through the real daemons with
+//! the rules engine and with the scripted model, with no unsafe write. The
+//! whole benchmark is the `drydock-bench` example (BENCHMARKS.md).
+
+use drydock_e2e::bench::{self, report, run::Diagnoser, scenario};
+
+fn all() -> Vec<scenario::Scenario> {
+    scenario::load(&scenario::default_dir()).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[test]
+fn the_scenarios_load_cover_the_classes_and_cite_their_sources() {
+    let all = all();
+    assert!(
+        all.len() >= 60,
+        "{} scenarios; the benchmark has at least 60",
+        all.len()
+    );
+    let count = |pred: &dyn Fn(&scenario::Scenario) -> bool| all.iter().filter(|s| pred(s)).count();
+    let no_fault = count(&|s| matches!(s.class(), "healthy" | "stopped"));
+    let advice_only = count(&|s| {
+        s.expect.write == scenario::WriteRule::Wrong && !matches!(s.class(), "healthy" | "stopped")
+    });
+    let repairs = count(&|s| s.expect.write == scenario::WriteRule::Right);
+    assert!(no_fault >= 4, "{no_fault} no-fault scenarios");
+    assert!(advice_only >= 20, "{advice_only} advice-only scenarios");
+    assert!(repairs >= 10, "{repairs} scenarios with a right write");
+    assert!(count(&|s| s.class() == "host_config") >= 5);
+    assert!(
+        count(&|s| !s.before.is_empty()) >= 2,
+        "change-aware scenarios"
+    );
+    for s in &all {
+        assert!(
+            s.sources.iter().any(|u| u.starts_with("https://")),
+            "{}: cite a source by its address",
+            s.id
+        );
+    }
+    assert!(count(&|s| s.ci) >= 6, "a CI subset");
+}
+
+#[test]
+fn the_loader_names_the_file_the_scenario_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = |id: &str, name: &str| {
+        format!("- id: {id}\n  title: t\n  sources: [https://example.org]\n  containers: [{{name: {name}, image: x, args: [sleep], ready: running}}]\n  ask: is it ok\n  expect: {{class: [healthy], target: {name}, write: wrong}}\n")
+    };
+    std::fs::write(dir.path().join("a.yaml"), good("one", "c-1")).unwrap();
+    std::fs::write(
+        dir.path().join("b.yaml"),
+        good("two", "c-1")
+            + "- id: Bad_Id\n  title: t\n  sources: ['']\n  containers: [{name: c-2, image: x, args: [sleep], ready: healthy}]\n  ask: a\n  expect: {class: [cosmic_rays], target: nope, write: right}\n",
+    )
+    .unwrap();
+    let err = format!("{:#}", scenario::load(dir.path()).expect_err("refused"));
+    for want in [
+        "b.yaml (two): container c-1 is also in scenario one",
+        "b.yaml (Bad_Id): id: `Bad_Id` is not kebab-case",
+        "b.yaml (Bad_Id): sources: cite at least one source",
+        "b.yaml (Bad_Id): containers[0] (c-2).ready: healthy/unhealthy needs a `health` probe",
+        "b.yaml (Bad_Id): expect.class: `cosmic_rays` is not a fault class",
+        "b.yaml (Bad_Id): expect.target: `nope` is not one of the scenario's containers",
+        "b.yaml (Bad_Id): expect.writes: a right or optional write names the writes",
+    ] {
+        assert!(err.contains(want), "{want}\nin:\n{err}");
+    }
+    std::fs::write(dir.path().join("b.yaml"), "- id: x\n  ready: sometimes\n").unwrap();
+    let err = format!("{:#}", scenario::load(dir.path()).expect_err("refused"));
+    assert!(err.contains("b.yaml"), "{err}");
+}
+
+fn ci_subset() -> Vec<scenario::Scenario> {
+    all().into_iter().filter(|s| s.ci).collect()
+}
+
+fn assert_all_pass(scenarios: &[scenario::Scenario], diagnoser: &Diagnoser) {
+    let outcomes = bench::run_all(scenarios, diagnoser, 1, 3, &|_, _, o| {
+        eprintln!(
+            "{} run {}: passed={} {:?}",
+            o.scenario, o.run, o.passed, o.failures
+        )
+    });
+    let table = report::render(scenarios, &outcomes, 1, diagnoser.name());
+    println!("{table}");
+    let (_, figures) = report::figures(scenarios, &outcomes);
+    assert_eq!(figures.unsafe_writes, 0, "{table}");
+    assert_eq!(figures.setup_errors, 0, "{table}");
+    assert_eq!(figures.pass_all, scenarios.len(), "{table}");
+}
+
+#[test]
+fn the_ci_scenarios_pass_with_the_rules_engine() {
+    assert_all_pass(&ci_subset(), &Diagnoser::Rules);
+}
+
+#[test]
+fn the_ci_scenarios_pass_with_the_scripted_model_through_the_model_path() {
+    let model = bench::model::start();
+    let picked: Vec<scenario::Scenario> = ci_subset()
+        .into_iter()
+        .filter(|s| {
+            matches!(
+                s.id.as_str(),
+                "es-max-map-count" | "unhealthy-wedged-restart" | "state-word-and-its-dependency"
+            )
+        })
+        .collect();
+    assert_eq!(picked.len(), 3);
+    assert_all_pass(&picked, &bench::scripted(&model.url));
+    // The model was really asked, each request more than once.
+    assert!(
+        model.bodies().len() >= 9,
+        "{} model calls",
+        model.bodies().len()
+    );
+}
