@@ -33,18 +33,22 @@ pub struct SseFrame {
     pub data: String,
 }
 
-/// Incremental SSE parser: feed bytes, get complete frames.
+/// Incremental SSE parser: feed bytes, get complete frames. It buffers
+/// bytes, not text: a chunk may end inside a multi-byte character, and
+/// only a whole frame is decoded.
 #[derive(Default)]
 pub struct SseParser {
-    buf: String,
+    buf: Vec<u8>,
 }
 
 impl SseParser {
-    pub fn push(&mut self, chunk: &str) -> Vec<SseFrame> {
-        self.buf.push_str(&chunk.replace("\r\n", "\n"));
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseFrame> {
+        // CRLF and LF line ends alike (a CR alone never ends a line here).
+        self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
         let mut frames = Vec::new();
-        while let Some(end) = self.buf.find("\n\n") {
-            let block: String = self.buf.drain(..end + 2).collect();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let bytes: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let block = String::from_utf8_lossy(&bytes);
             let mut frame = SseFrame {
                 id: None,
                 event: "message".into(),
@@ -409,7 +413,7 @@ impl AgentClient {
                     Ok(c) => c,
                     Err(_) => break,
                 };
-                for frame in parser.push(&String::from_utf8_lossy(&chunk)) {
+                for frame in parser.push(&chunk) {
                     if frame.id.is_some() {
                         last_id = frame.id.clone();
                     }
@@ -445,8 +449,8 @@ mod tests {
     #[test]
     fn sse_frames_split_across_chunks() {
         let mut p = SseParser::default();
-        assert!(p.push("id: 1\nevent: status\ndata: {\"a\"").is_empty());
-        let frames = p.push(":1}\n\n: keep-alive\n\nid: 2\r\nevent: final\r\ndata: x\r\n\r\n");
+        assert!(p.push(b"id: 1\nevent: status\ndata: {\"a\"").is_empty());
+        let frames = p.push(b":1}\n\n: keep-alive\n\nid: 2\r\nevent: final\r\ndata: x\r\n\r\n");
         assert_eq!(frames.len(), 2);
         assert_eq!(
             frames[0],
@@ -457,6 +461,16 @@ mod tests {
             }
         );
         assert_eq!(frames[1].event, "final");
+    }
+
+    #[test]
+    fn a_character_split_between_chunks_arrives_whole() {
+        let text = "data: {\"summary\":\"web \u{2014} db 挂了\"}\n\n".as_bytes();
+        let cut = text.iter().position(|b| *b == 0xe2).unwrap() + 1;
+        let mut p = SseParser::default();
+        assert!(p.push(&text[..cut]).is_empty());
+        let frames = p.push(&text[cut..]);
+        assert_eq!(frames[0].data, "{\"summary\":\"web \u{2014} db 挂了\"}");
     }
 }
 

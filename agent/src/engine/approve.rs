@@ -125,24 +125,52 @@ impl Engine {
                 grant_id: grant_id.clone(),
             })
             .collect();
-        self.update(
-            id,
-            EventPayload::ApprovedByGrant(ApprovedByGrant { steps, class }),
-            |r| {
-                for (approval_id, grant_id, key_id) in &chosen {
-                    if let Some(rec) = r.approvals.iter_mut().find(|x| &x.id == approval_id) {
-                        rec.status = ApprovalStatus::Approved;
-                        rec.grant_id = Some(grant_id.clone());
-                        rec.key_id = Some(key_id.clone());
-                        rec.decided_at = Some(now_rfc3339());
+        // A person may have decided since the approvals were requested:
+        // then the grant authorises nothing (checked under the lock).
+        let granted = self
+            .try_update(
+                id,
+                EventPayload::ApprovedByGrant(ApprovedByGrant { steps, class }),
+                |r| {
+                    let all_pending = chosen.iter().all(|(approval_id, _, _)| {
+                        r.approvals
+                            .iter()
+                            .any(|x| &x.id == approval_id && x.status == ApprovalStatus::Pending)
+                    });
+                    if !all_pending {
+                        return Err(GrantSkipped);
                     }
-                }
-            },
-        )
-        .await?;
-        Ok(true)
+                    for (approval_id, grant_id, key_id) in &chosen {
+                        if let Some(rec) = r.approvals.iter_mut().find(|x| &x.id == approval_id) {
+                            rec.status = ApprovalStatus::Approved;
+                            rec.grant_id = Some(grant_id.clone());
+                            rec.key_id = Some(key_id.clone());
+                            rec.decided_at = Some(now_rfc3339());
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .await;
+        match granted {
+            Ok(_) => Ok(true),
+            Err(GrantSkipped) => Ok(false),
+        }
     }
+}
 
+/// A grant's update refused: a person decided first (or the store failed,
+/// which the engine's next step meets again).
+struct GrantSkipped;
+
+impl From<crate::store::StoreError> for GrantSkipped {
+    fn from(e: crate::store::StoreError) -> GrantSkipped {
+        tracing::warn!(error = %e, "grant not recorded");
+        GrantSkipped
+    }
+}
+
+impl Engine {
     /// The fault class a repair under a grant is for: the rules engine's
     /// (a model's only when the rules engine did not diagnose).
     pub(super) fn repair_class(req: &Request) -> String {
@@ -156,7 +184,15 @@ impl Engine {
     }
 
     /// Ask for one approval per write step of `plan`.
-    pub(super) async fn request_approvals(&self, id: &str, plan: &Plan) -> Result<(), Stop> {
+    /// Ask for one approval per write step and wait for them, in one
+    /// transaction: no client can see an approval before the request waits
+    /// for it (a CLI signing at once would be refused as "not pending").
+    pub(super) async fn request_approvals(
+        &self,
+        id: &str,
+        plan: &Plan,
+        message: &str,
+    ) -> Result<(), Stop> {
         // The host the executor says it is, asked now: claims without one
         // go to an executor that does not require it, or are refused there.
         // With several hosts, claims are never made without their host.
@@ -176,17 +212,32 @@ impl Engine {
                 None
             }
         };
-        for a in self.approval_requests(id, plan, host.as_deref()) {
-            self.update(
-                id,
+        let approvals = self.approval_requests(id, plan, host.as_deref());
+        let mut events: Vec<EventPayload> = approvals
+            .iter()
+            .map(|a| {
                 EventPayload::ApprovalRequested(ApprovalRequested {
                     approval: a.clone(),
                     step: plan.steps.get(a.step).cloned(),
-                }),
-                |r| r.approvals.push(a.clone()),
-            )
-            .await?;
-        }
+                })
+            })
+            .collect();
+        events.push(EventPayload::Status(StatusChanged {
+            status: Status::WaitingApproval,
+            message: message.into(),
+        }));
+        tracing::info!(
+            request_id = id,
+            status = "waiting_approval",
+            message,
+            "transition"
+        );
+        self.update_with_events(id, events, |r| {
+            r.approvals.extend(approvals);
+            r.status = Status::WaitingApproval;
+            Ok::<(), crate::store::StoreError>(())
+        })
+        .await?;
         Ok(())
     }
 

@@ -291,13 +291,11 @@ impl Engine {
         grant_id: &str,
         refusal: &ExecutorError,
     ) -> Result<bool, Stop> {
-        self.request_approvals(id, plan).await?;
         let message = format!(
             "the executor refused grant {grant_id} ({}); nothing was changed; waiting for a person to approve",
             refusal.message
         );
-        self.set_status(id, Status::WaitingApproval, &message)
-            .await?;
+        self.request_approvals(id, plan, &message).await?;
         Ok(true)
     }
 }

@@ -107,18 +107,9 @@ impl Engine {
             self.finish(id, status, outcome.trim().to_string()).await?;
             return Ok(false);
         }
-        self.request_approvals(id, &plan).await?;
-        let by_grant = self.authorise_by_grants(id).await?;
-        self.set_status(
-            id,
-            Status::WaitingApproval,
-            if by_grant {
-                "authorised by an automation grant"
-            } else {
-                "waiting for approval"
-            },
-        )
-        .await?;
+        self.request_approvals(id, &plan, "waiting for approval")
+            .await?;
+        self.authorise_by_grants(id).await?;
         Ok(true)
     }
 

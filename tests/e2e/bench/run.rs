@@ -82,8 +82,12 @@ fn said(req: &Value) -> String {
     out.join("\n").to_lowercase()
 }
 
-/// `drydock ask` under a deadline: its exit code and stdout.
-fn ask(dd: &Drydock, args: &[String], env: &[(String, String)]) -> anyhow::Result<(i32, String)> {
+/// `drydock ask` under a deadline: its exit code, stdout and stderr.
+fn ask(
+    dd: &Drydock,
+    args: &[String],
+    env: &[(String, String)],
+) -> anyhow::Result<(i32, String, String)> {
     let mut child = Command::new(bin("drydock"))
         .args(args)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -92,17 +96,22 @@ fn ask(dd: &Drydock, args: &[String], env: &[(String, String)]) -> anyhow::Resul
         .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()?;
-    let mut stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
+    let read_all = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let piped = "piped at spawn";
+    let stdout = read_all(Box::new(
+        child.stdout.take().ok_or_else(|| anyhow::anyhow!(piped))?,
+    ));
+    let stderr = read_all(Box::new(
+        child.stderr.take().ok_or_else(|| anyhow::anyhow!(piped))?,
+    ));
     let started = Instant::now();
     let code = loop {
         if let Some(status) = child.try_wait()? {
@@ -118,7 +127,11 @@ fn ask(dd: &Drydock, args: &[String], env: &[(String, String)]) -> anyhow::Resul
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    Ok((code, reader.join().unwrap_or_default()))
+    Ok((
+        code,
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default(),
+    ))
 }
 
 fn parse_time(ts: &str) -> Option<std::time::SystemTime> {
@@ -275,6 +288,48 @@ fn score(
     o.passed = o.failures.is_empty();
 }
 
+/// Ask, and score what came back (into `o`).
+fn asked_and_scored(
+    s: &Scenario,
+    dd: &Drydock,
+    staged: &Staged,
+    args: &[String],
+    env: &[(String, String)],
+    o: &mut Outcome,
+) {
+    let asked = Instant::now();
+    let answer = ask(dd, args, env);
+    o.took = asked.elapsed();
+    let (code, out, err) = match answer {
+        Ok(r) => r,
+        Err(e) => return o.failures.push(e.to_string()),
+    };
+    let Ok(req) = serde_json::from_str::<Value>(&out) else {
+        let said: Vec<&str> = err.lines().rev().take(3).collect();
+        return o.failures.push(format!(
+            "drydock ask printed no request (exit {code}): {}",
+            said.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        ));
+    };
+    o.to_diagnosis = to_diagnosis(dd, &req);
+    let w = writes(dd, staged);
+    score(s, code, &req, &w, staged, o);
+}
+
+/// A failed run's daemon logs and agent.db, copied under
+/// `target/drydock-bench/failed/` before its home is removed.
+fn keep(dd: &Drydock, scenario: &str, run: usize) -> Option<std::path::PathBuf> {
+    let dir = crate::workspace_root()
+        .join("target/drydock-bench/failed")
+        .join(format!("{scenario}-run{run}"));
+    std::fs::create_dir_all(&dir).ok()?;
+    for name in ["drydock-agent", "drydock-executor"] {
+        let _ = std::fs::copy(dd.home.log(name), dir.join(format!("{name}.log")));
+    }
+    let _ = std::fs::copy(dd.home.path("state/agent.db"), dir.join("agent.db"));
+    Some(dir)
+}
+
 /// Run `s` once with `diagnoser`.
 pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
     let mut o = Outcome {
@@ -338,29 +393,15 @@ pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
                 args.extend(["--container".into(), c.clone()]);
             }
             args.push(s.ask.clone());
-            let asked = Instant::now();
-            let (code, out) = match ask(&dd, &args, &env) {
-                Ok(r) => r,
-                Err(e) => {
-                    o.failures.push(e.to_string());
-                    o.took = asked.elapsed();
-                    return Ok(());
-                }
-            };
-            o.took = asked.elapsed();
-            let req: Value = match serde_json::from_str(&out) {
-                Ok(v) => v,
-                Err(_) => {
+            asked_and_scored(s, &dd, &staged, &args, &env, &mut o);
+            if !o.failures.is_empty() {
+                if let Some(dir) = keep(&dd, &s.id, run) {
                     o.failures.push(format!(
-                        "drydock ask printed no request (exit {code}): {}",
-                        out.trim()
+                        "its logs and agent.db are kept in {}",
+                        dir.display()
                     ));
-                    return Ok(());
                 }
-            };
-            o.to_diagnosis = to_diagnosis(&dd, &req);
-            let w = writes(&dd, &staged);
-            score(s, code, &req, &w, &staged, &mut o);
+            }
             drop(staged);
             Ok(())
         }));

@@ -92,6 +92,8 @@ struct Scripted {
     /// A Swarm manager's answers (none: not a manager).
     swarm: Mutex<Option<swarm::SwarmScript>>,
     calls: Mutex<Vec<String>>,
+    /// How long `GetPolicy` takes (a busy executor).
+    policy_delay: Duration,
 }
 
 impl Scripted {
@@ -105,6 +107,7 @@ impl Scripted {
             images: Vec::new(),
             swarm: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
+            policy_delay: Duration::ZERO,
         }
     }
 
@@ -181,7 +184,10 @@ impl Reads for Scripted {
         })
     }
     fn policy<'a>(&'a self, _: &'a str) -> Call<'a, PolicyView> {
-        Box::pin(async move { self.answer("policy", || self.policy.clone()) })
+        Box::pin(async move {
+            tokio::time::sleep(self.policy_delay).await;
+            self.answer("policy", || self.policy.clone())
+        })
     }
     fn stats<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, StatsView> {
         Box::pin(async move { self.answer("stats", StatsView::default) })
@@ -435,6 +441,33 @@ async fn a_person_who_rejects_leaves_the_container_untouched() {
 }
 
 #[tokio::test]
+async fn an_approval_signed_the_moment_it_is_announced_is_accepted() {
+    // A CLI with --yes signs as soon as it sees `approval_requested`: the
+    // request must already be waiting for it then, even while the agent
+    // still asks the (slow) executor whether a grant covers the write.
+    let (w, id, _) = granted_world(recovers(), Duration::from_millis(300)).await;
+    let mut events = w.engine.subscribe();
+    let approval = loop {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("an approval is requested")
+            .unwrap();
+        if let EventPayload::ApprovalRequested(a) = e.payload {
+            break a.approval;
+        }
+    };
+    w.engine
+        .approve(&approval.id, "ops", &B64.encode([7u8; 64]))
+        .await
+        .expect("the request waits for the approval it announced");
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{req:#?}");
+    // The person decided first: the grant authorised nothing.
+    assert_eq!(req.approvals[0].grant_id, None, "{:?}", req.approvals);
+    assert!(!w.kinds(&id).contains(&EventKind::ApprovedByGrant));
+}
+
+#[tokio::test]
 async fn an_approved_restart_is_verified_healthy_before_it_counts() {
     let w = world(
         Scripted::new(web("unhealthy"), recovers()),
@@ -513,19 +546,13 @@ async fn verification_that_never_holds_ends_failed_within_the_budget() {
     );
 }
 
-#[tokio::test]
-async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
+/// Repair mode with automation on and a grant for restarts of web; the
+/// executor's writes answer `write`. Returns the world and a watch
+/// request's id.
+async fn granted_world(write: WriteScript, policy_delay: Duration) -> (World, String, String) {
     let key = approval::generate_signing_key();
-    let mut executor = Scripted::new(
-        web("unhealthy"),
-        WriteScript {
-            answer: Err(ExecutorError::new(
-                Code::FailedPrecondition,
-                "grant grt-1 used 2 times in its window",
-            )),
-            after: web("unhealthy"),
-        },
-    );
+    let mut executor = Scripted::new(web("unhealthy"), write);
+    executor.policy_delay = policy_delay;
     executor.policy.automation_enabled = true;
     executor.policy.approvers = vec![ApproverView {
         id: "ops".into(),
@@ -574,6 +601,22 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
         .await
         .unwrap()
         .id;
+    (w, id, claims.grant_id)
+}
+
+#[tokio::test]
+async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
+    let (w, id, grant_id) = granted_world(
+        WriteScript {
+            answer: Err(ExecutorError::new(
+                Code::FailedPrecondition,
+                "grant grt-1 used 2 times in its window",
+            )),
+            after: web("unhealthy"),
+        },
+        Duration::ZERO,
+    )
+    .await;
     let req = w
         .wait(&id, |r| {
             r.status == Status::WaitingApproval && r.pending_approvals().next().is_some()
@@ -591,14 +634,14 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
     assert_eq!(req.execution.len(), 1);
     assert_eq!(
         req.execution[0].grant_id.as_deref(),
-        Some(claims.grant_id.as_str())
+        Some(grant_id.as_str())
     );
     let fresh = req.pending_approvals().next().unwrap();
     assert_eq!(fresh.grant_id, None, "a person decides now");
     assert!(req
         .approvals
         .iter()
-        .any(|a| a.grant_id.as_deref() == Some(claims.grant_id.as_str())));
+        .any(|a| a.grant_id.as_deref() == Some(grant_id.as_str())));
 }
 
 const V1: &str = "sha256:7ab0000000000000000000000000000000000000000000000000000000000000";
