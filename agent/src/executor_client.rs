@@ -78,6 +78,16 @@ impl ExecutorError {
         )
     }
 
+    /// Whether the executor, or the engine behind it, did not answer (as
+    /// opposed to answering with a refusal or an error about the call).
+    pub fn is_outage(&self) -> bool {
+        use tonic::Code;
+        matches!(
+            self.code,
+            Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Cancelled
+        )
+    }
+
     /// Whether a write that failed this way may still have happened: the
     /// answer was lost or the executor could not finish recording it, as
     /// opposed to a refusal, which changes nothing.

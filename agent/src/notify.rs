@@ -153,7 +153,8 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         | EventPayload::LlmTool(_)
         | EventPayload::LlmRetry(_)
         | EventPayload::LlmUsage(_)
-        | EventPayload::LlmFallback(_) => return None,
+        | EventPayload::LlmFallback(_)
+        | EventPayload::ExecutorWaiting(_) => return None,
     };
     let redact = crate::text::redact;
     Some(Notification {

@@ -315,6 +315,18 @@ async fn run_with(
     limits: Limits,
     provider: &str,
 ) -> (Report, Arc<Script>, Recorder) {
+    run_refusing(replies, req, exec, limits, provider, None).await
+}
+
+/// `run_with`, the engine having said why no write on the target is right.
+async fn run_refusing(
+    replies: Vec<Reply>,
+    req: &Request,
+    exec: &Executor,
+    limits: Limits,
+    provider: &str,
+    no_target_write: Option<&str>,
+) -> (Report, Arc<Script>, Recorder) {
     let (url, script) = serve(replies).await;
     let journal = Recorder::default();
     let (_tx, mut rx) = watch::channel(false);
@@ -330,6 +342,7 @@ async fn run_with(
             request: req,
             analyzer: Some(&analyzer),
             policy: Some(policy()),
+            no_target_write: no_target_write.map(String::from),
         },
         exec,
         &journal,
@@ -608,6 +621,7 @@ async fn unreachable_model_falls_back() {
             request: &req,
             analyzer: None,
             policy: Some(policy()),
+            no_target_write: None,
         },
         &exec,
         &journal,
@@ -664,6 +678,7 @@ async fn cancellation_mid_stream_unwinds_promptly() {
             request: &req,
             analyzer: None,
             policy: Some(policy()),
+            no_target_write: None,
         },
         &exec,
         &journal,
@@ -675,6 +690,32 @@ async fn cancellation_mid_stream_unwinds_promptly() {
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_write_on_the_target_is_refused_when_the_rules_say_none_can_help() {
+    // The failure follows a change: a restart runs the same definition.
+    let exec = executor(&REFUSED);
+    let req = request("fix web", true, &REFUSED, false);
+    let replies = vec![diagnosis_call("crash"), plan_call("restart", "web")];
+    let (report, script, _) = run_refusing(
+        replies,
+        &req,
+        &exec,
+        fast(),
+        "openai",
+        Some("the failure follows a change (web was recreated from a new image)"),
+    )
+    .await;
+    let refusal = script.sent(2);
+    assert!(
+        refusal.contains("a write on the target is refused: the failure follows a change"),
+        "{refusal}"
+    );
+    assert!(
+        matches!(&report.verdict, Verdict::Diagnosis { plan: None, .. }),
+        "{report:?}"
     );
 }
 
@@ -1058,6 +1099,7 @@ async fn run_budget(
         request: req,
         analyzer: None,
         policy: Some(policy()),
+        no_target_write: None,
     };
     let report = investigate(&s, input, exec, &journal, &mut rx).await;
     (report, script)

@@ -138,9 +138,10 @@ pub fn event_lines(event: &Event) -> Vec<String> {
         }
         EventPayload::Interrupted(s) => out.push(format!("  {}", safe(&s.message))),
         EventPayload::DependencyReady(d) => out.push(format!("  {}", safe(&d.message))),
-        EventPayload::Error(m) | EventPayload::LlmRetry(m) | EventPayload::LlmFallback(m) => {
-            out.push(format!("  {}", safe(&m.message)))
-        }
+        EventPayload::Error(m)
+        | EventPayload::LlmRetry(m)
+        | EventPayload::LlmFallback(m)
+        | EventPayload::ExecutorWaiting(m) => out.push(format!("  {}", safe(&m.message))),
         // The answer is the request's outcome, printed last.
         EventPayload::Answer(_) => {}
         EventPayload::LlmStarted(m) => {
@@ -274,7 +275,10 @@ mod tests {
                 json!({"verification": {"ok": true, "evidence_ids": [], "checks": [{"level": "running", "ok": true, "detail": "d"}]}})
             }
             EventKind::Iteration => json!({"iterations": 1, "message": "again"}),
-            EventKind::Error | EventKind::LlmRetry | EventKind::LlmFallback => {
+            EventKind::Error
+            | EventKind::LlmRetry
+            | EventKind::LlmFallback
+            | EventKind::ExecutorWaiting => {
                 json!({"message": "said"})
             }
             EventKind::Answer => json!({"answer": "a", "evidence_ids": []}),

@@ -175,3 +175,66 @@ fn an_executor_killed_mid_write_leaves_the_outcome_to_verification() {
     assert_eq!(decisions, vec!["intent", "unknown"], "{rows:#?}");
     assert!(dd.audit_verify().status.success());
 }
+
+/// The executor is killed during a restart and comes back only 12 s later:
+/// its outage is a wait, not a verdict. The agent says it is waiting,
+/// decides from fresh evidence once the executor answers, and the request
+/// completes with the container healthy; the write is never sent again.
+#[test]
+fn an_executor_back_12_s_after_a_kill_mid_write_is_waited_for() {
+    let dd = Drydock::init();
+    let c = Container::unhealthy_web("doubt-outage", &[]);
+    let started_at = c.inspect("{{.State.StartedAt}}");
+    dd.up();
+    let ask = Command::new(bin("drydock"))
+        .args([
+            "ask",
+            "--json",
+            "--yes",
+            "--container",
+            &c.name,
+            "web is unhealthy",
+        ])
+        .env("DRYDOCK_HOME", &dd.home.root)
+        .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
+        .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ask");
+    wait_until("a restart in flight", Duration::from_secs(60), || {
+        dd.audit_rows()
+            .iter()
+            .any(|r| r["decision"] == "intent" && r["action"] == "restart")
+    });
+    let pid = drydock::daemons::read_pid(&dd.home, "drydock-executor").expect("executor pid");
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(Duration::from_secs(12));
+    dd.up();
+    let out = ask.wait_with_output().expect("ask finished");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let req: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "ask printed no JSON ({e}): {stdout}\n{}\nagent log:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            dd.agent_log()
+        )
+    });
+    assert_eq!(req["status"], "completed", "{req:#}");
+    assert_eq!(
+        req["execution"].as_array().map(Vec::len),
+        Some(1),
+        "not re-sent: {req:#}"
+    );
+    assert_ne!(c.inspect("{{.State.StartedAt}}"), started_at);
+    assert_eq!(c.health(), "healthy");
+    let id = req["id"].as_str().unwrap();
+    let shown = dd.cli(&["show", id]);
+    let said = String::from_utf8_lossy(&shown.stdout);
+    assert!(said.contains("executor unreachable; waiting"), "{said}");
+}

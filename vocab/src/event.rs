@@ -147,6 +147,9 @@ events! {
     LlmUsage(LlmUsage) = "llm_usage",
     /// With a model: the rules engine decides instead, and why.
     LlmFallback(Message) = "llm_fallback",
+    /// After a write, the executor (or the engine behind it) did not
+    /// answer: the agent waits for it, and says when it answers again.
+    ExecutorWaiting(Message) = "executor_waiting",
     /// The request finished; the stream closes.
     Final(Finished) = "final",
 }

@@ -76,35 +76,37 @@ impl Engine {
     /// active automation grant covers every write step (action, container,
     /// the rules engine's class), the grant authorises them and no person is
     /// asked. The executor checks the grant again, with its caps and the
-    /// container's state, at the write. Returns whether it did.
-    pub(super) async fn authorise_by_grants(&self, id: &str) -> Result<bool, Stop> {
+    /// container's state, at the write. The grant, its key and the class,
+    /// per approval, or `None`.
+    async fn grant_cover(
+        &self,
+        id: &str,
+        req: &Request,
+        plan: &Plan,
+        approvals: &[ApprovalRecord],
+    ) -> Result<Option<GrantCover>, Stop> {
         if self.config.watch_mode != crate::config::WatchMode::Repair {
-            return Ok(false);
+            return Ok(None);
         }
-        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
         if req.source == RequestSource::Ask || !req.execution.is_empty() || req.iterations > 0 {
-            return Ok(false);
+            return Ok(None);
         }
-        let Some(plan) = req.plan.clone() else {
-            return Ok(false);
-        };
-        let class = Self::repair_class(&req);
+        let class = Self::repair_class(req);
         let policy = match self.exec(id).policy(id).await {
             Ok(p) if p.automation_enabled => p,
-            _ => return Ok(false),
+            _ => return Ok(None),
         };
         let grants = crate::grants::list(&self.store)?;
         let now = unix_now();
         let mut chosen = Vec::new();
-        for a in Self::current_approvals(&req) {
+        for a in approvals {
             let Some(step) = plan.steps.get(a.step) else {
-                return Ok(false);
+                return Ok(None);
             };
-            let action = step.action;
-            let labels = Self::labels_of(&req, &step.target.container_id);
+            let labels = Self::labels_of(req, &step.target.container_id);
             match crate::grants::covering(
                 &grants,
-                action,
+                step.action,
                 &step.target.container_name,
                 &labels,
                 &class,
@@ -112,62 +114,18 @@ impl Engine {
                 &policy,
             ) {
                 Some(g) => chosen.push((a.id.clone(), g.id.clone(), g.key_id.clone())),
-                None => return Ok(false),
+                None => return Ok(None),
             }
         }
-        if chosen.is_empty() {
-            return Ok(false);
-        }
-        let steps = chosen
-            .iter()
-            .map(|(approval_id, grant_id, _)| GrantedStep {
-                approval_id: approval_id.clone(),
-                grant_id: grant_id.clone(),
-            })
-            .collect();
-        // A person may have decided since the approvals were requested:
-        // then the grant authorises nothing (checked under the lock).
-        let granted = self
-            .try_update(
-                id,
-                EventPayload::ApprovedByGrant(ApprovedByGrant { steps, class }),
-                |r| {
-                    let all_pending = chosen.iter().all(|(approval_id, _, _)| {
-                        r.approvals
-                            .iter()
-                            .any(|x| &x.id == approval_id && x.status == ApprovalStatus::Pending)
-                    });
-                    if !all_pending {
-                        return Err(GrantSkipped);
-                    }
-                    for (approval_id, grant_id, key_id) in &chosen {
-                        if let Some(rec) = r.approvals.iter_mut().find(|x| &x.id == approval_id) {
-                            rec.status = ApprovalStatus::Approved;
-                            rec.grant_id = Some(grant_id.clone());
-                            rec.key_id = Some(key_id.clone());
-                            rec.decided_at = Some(now_rfc3339());
-                        }
-                    }
-                    Ok(())
-                },
-            )
-            .await;
-        match granted {
-            Ok(_) => Ok(true),
-            Err(GrantSkipped) => Ok(false),
-        }
+        Ok((!chosen.is_empty()).then_some(GrantCover { chosen, class }))
     }
 }
 
-/// A grant's update refused: a person decided first (or the store failed,
-/// which the engine's next step meets again).
-struct GrantSkipped;
-
-impl From<crate::store::StoreError> for GrantSkipped {
-    fn from(e: crate::store::StoreError) -> GrantSkipped {
-        tracing::warn!(error = %e, "grant not recorded");
-        GrantSkipped
-    }
+/// What grants authorise a plan's approvals: per approval, the grant and
+/// its key; and the class the repair is for.
+struct GrantCover {
+    chosen: Vec<(String, String, String)>,
+    class: String,
 }
 
 impl Engine {
@@ -183,14 +141,17 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    /// Ask for one approval per write step of `plan`.
-    /// Ask for one approval per write step and wait for them, in one
-    /// transaction: no client can see an approval before the request waits
-    /// for it (a CLI signing at once would be refused as "not pending").
+    /// Ask for one approval per write step of `plan` and wait for them, in
+    /// one transaction, with the grant that authorises them when `grants`
+    /// (a first plan in repair mode): no client sees an approval before the
+    /// request waits for it, so a CLI that signs at once is never refused
+    /// as "not pending", and none is announced as needing a person that a
+    /// grant covers.
     pub(super) async fn request_approvals(
         &self,
         id: &str,
         plan: &Plan,
+        grants: bool,
         message: &str,
     ) -> Result<(), Stop> {
         // The host the executor says it is, asked now: claims without one
@@ -212,7 +173,7 @@ impl Engine {
                 None
             }
         };
-        let approvals = self.approval_requests(id, plan, host.as_deref());
+        let mut approvals = self.approval_requests(id, plan, host.as_deref());
         let mut events: Vec<EventPayload> = approvals
             .iter()
             .map(|a| {
@@ -222,6 +183,36 @@ impl Engine {
                 })
             })
             .collect();
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let cover = match grants {
+            true => self.grant_cover(id, &req, plan, &approvals).await?,
+            false => None,
+        };
+        let message = match cover {
+            Some(GrantCover { chosen, class }) => {
+                for (approval_id, grant_id, key_id) in &chosen {
+                    if let Some(rec) = approvals.iter_mut().find(|x| &x.id == approval_id) {
+                        rec.status = ApprovalStatus::Approved;
+                        rec.grant_id = Some(grant_id.clone());
+                        rec.key_id = Some(key_id.clone());
+                        rec.decided_at = Some(now_rfc3339());
+                    }
+                }
+                let steps = chosen
+                    .into_iter()
+                    .map(|(approval_id, grant_id, _)| GrantedStep {
+                        approval_id,
+                        grant_id,
+                    })
+                    .collect();
+                events.push(EventPayload::ApprovedByGrant(ApprovedByGrant {
+                    steps,
+                    class,
+                }));
+                "authorised by an automation grant"
+            }
+            None => message,
+        };
         events.push(EventPayload::Status(StatusChanged {
             status: Status::WaitingApproval,
             message: message.into(),

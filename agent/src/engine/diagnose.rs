@@ -42,6 +42,23 @@ impl Engine {
         Ok(Some(diagnosis))
     }
 
+    /// Why the rules engine makes no write on the target whatever the
+    /// class: a job that ran to completion, or a failure that a change
+    /// explains (a start or restart runs the same definition again).
+    fn no_target_write(req: &Request) -> Option<String> {
+        let observed = Self::observed(req)?;
+        let finding = rules::diagnose(&observed.observation());
+        if finding.finished_job {
+            return Some("it is a one-off job that ran to completion".into());
+        }
+        finding.change.map(|c| {
+            format!(
+                "the failure follows a change ({}), and a start or restart runs the same definition again",
+                c.said
+            )
+        })
+    }
+
     pub(super) async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
         let service = req.target.as_ref().is_some_and(Target::is_service);
         match self.config.llm.clone() {
@@ -91,6 +108,7 @@ impl Engine {
                 request: &req,
                 analyzer: analyzer.as_ref(),
                 policy: Self::latest_policy(&req),
+                no_target_write: Self::no_target_write(&req),
             },
             self.exec(id).as_ref(),
             &journal,

@@ -222,7 +222,10 @@ impl Engine {
                 .as_ref()
                 .is_some_and(|t| t.container_id != step.target.container_id);
             if is_dependency && approval.step + 1 < plan.steps.len() {
-                let (checks, _) = self.wait_ready(id, &step.target.container_id).await?;
+                let Some((checks, _)) = self.wait_ready(id, &step.target.container_id).await?
+                else {
+                    return Ok(false);
+                };
                 let ok = checks.iter().all(|c| c.ok);
                 let detail: Vec<String> = checks
                     .iter()
@@ -295,7 +298,7 @@ impl Engine {
             "the executor refused grant {grant_id} ({}); nothing was changed; waiting for a person to approve",
             refusal.message
         );
-        self.request_approvals(id, plan, &message).await?;
+        self.request_approvals(id, plan, false, &message).await?;
         Ok(true)
     }
 }

@@ -28,6 +28,7 @@ mod find;
 mod hosts;
 pub mod lifecycle;
 mod observe;
+mod outage;
 mod plan;
 mod swarm;
 #[cfg(test)]

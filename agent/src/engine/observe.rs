@@ -49,6 +49,23 @@ impl Engine {
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
+        // After a write (a new round), an executor that does not answer is
+        // waited for, within the verification deadline, before reading.
+        if !req.execution.is_empty() && !target.is_service() {
+            let until = std::time::Instant::now() + self.config.verify_max_wait;
+            let ex = self.exec(id);
+            let (answer, _) = self
+                .through_outage(id, "observing again", until, || {
+                    ex.inspect(id, &target.container_id)
+                })
+                .await?;
+            if let Err(e) = answer.as_ref() {
+                if e.is_outage() {
+                    self.outage_outlasted(id, e).await?;
+                    return Ok(false);
+                }
+            }
+        }
         let mut gathered = Vec::new();
         if req.latest_evidence("runbook").is_none() {
             gathered.extend(self.runbook_evidence(&target));

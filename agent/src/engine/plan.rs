@@ -107,9 +107,8 @@ impl Engine {
             self.finish(id, status, outcome.trim().to_string()).await?;
             return Ok(false);
         }
-        self.request_approvals(id, &plan, "waiting for approval")
+        self.request_approvals(id, &plan, true, "waiting for approval")
             .await?;
-        self.authorise_by_grants(id).await?;
         Ok(true)
     }
 

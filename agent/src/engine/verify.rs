@@ -12,23 +12,39 @@ impl Engine {
     /// Poll one container until it is running (and healthy, when it has a
     /// healthcheck, waiting out its probe schedule; stable for a few seconds
     /// when it has none), or until the deadline. Returns the last checks
-    /// and the last inspect.
+    /// and the last inspect; `None` when the executor did not answer before
+    /// the verification deadline (the request has ended, `failed`). Time
+    /// the executor does not answer is waited out (`through_outage`) and
+    /// does not count against the healthcheck's schedule.
     pub(super) async fn wait_ready(
         &self,
         id: &str,
         container_id: &str,
-    ) -> Result<(Vec<VerificationCheck>, Option<ContainerView>), Stop> {
+    ) -> Result<Option<(Vec<VerificationCheck>, Option<ContainerView>)>, Stop> {
         let started = Instant::now();
+        let outage_deadline = started + self.config.verify_max_wait;
         let mut deadline = self.config.verify_max_wait;
         let mut last: Option<ContainerView> = None;
         // Every check must hold for a while, not at one lucky moment: a
         // process that wedges again a second after a restart is not fixed.
         let mut ok_since: Option<Instant> = None;
         let mut hold = self.config.stable_for;
+        let mut unanswered = Duration::ZERO;
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
-            match self.exec(id).inspect(id, container_id).await {
+            let ex = self.exec(id);
+            let (answer, waited) = self
+                .through_outage(id, "verification", outage_deadline, || {
+                    ex.inspect(id, container_id)
+                })
+                .await?;
+            unanswered += waited.0;
+            match answer {
+                Err(e) if e.is_outage() => {
+                    self.outage_outlasted(id, &e).await?;
+                    return Ok(None);
+                }
                 Ok(c) => {
                     if let Some(hc) = &c.healthcheck {
                         hold = self
@@ -85,8 +101,8 @@ impl Engine {
                     detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
                 });
             }
-            if held || started.elapsed() >= deadline + hold {
-                return Ok((checks, last));
+            if held || started.elapsed().saturating_sub(unanswered) >= deadline + hold {
+                return Ok(Some((checks, last)));
             }
             tokio::time::sleep(self.config.verify_poll).await;
         }
@@ -104,7 +120,9 @@ impl Engine {
             return self.verify_service(req, &target).await;
         }
         let started = Instant::now();
-        let (mut checks, last) = self.wait_ready(id, &target.container_id).await?;
+        let Some((mut checks, last)) = self.wait_ready(id, &target.container_id).await? else {
+            return Ok(false);
+        };
         let mut evidence_ids = Vec::new();
         // Level 3: the operator-configured HTTP check, once the container is
         // running (and healthy); polled until it answers 2xx or time is up.

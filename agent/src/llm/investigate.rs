@@ -50,6 +50,10 @@ pub struct Input<'a> {
     /// The rules engine's diagnosis, for the model to confirm or refute.
     pub analyzer: Option<&'a Diagnosis>,
     pub policy: Option<PolicyView>,
+    /// Why the rules engine would make no write on the target whatever its
+    /// class (a job that finished, a failure that follows a change), if it
+    /// would not: a model's write on the target is refused for it too.
+    pub no_target_write: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -274,6 +278,8 @@ struct Investigator<'a, E: ?Sized, J> {
     target: Option<Target>,
     /// The rules engine's primary class, if it diagnosed the target.
     rules_class: Option<FaultClass>,
+    /// `Input::no_target_write`.
+    no_target_write: Option<String>,
     done: Vec<ExecutionRecord>,
     diagnose_only: bool,
     engine_name: String,
@@ -545,6 +551,14 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                             "a write on the target is refused for this fault; give advice instead"
                                 .into(),
                         )
+                    } else if let Some(why) = self
+                        .no_target_write
+                        .as_ref()
+                        .filter(|_| p.steps.iter().any(on_target))
+                    {
+                        Err(format!(
+                            "a write on the target is refused: {why}; give advice instead"
+                        ))
                     } else {
                         Ok(p)
                     }
@@ -678,6 +692,7 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
         known_ids: req.evidence.iter().map(|e| e.id.clone()).collect(),
         policy: input.policy.clone(),
         target: req.target.clone(),
+        no_target_write: input.no_target_write.clone(),
         rules_class: input
             .analyzer
             .and_then(|d| d.causes.first())

@@ -46,9 +46,17 @@ fn steps(diagnosis: &Value, target: &str) -> Vec<Value> {
     let step = |action: &str, container: &str| json!({"action": action, "container": container, "reason": reason, "expected_effect": "it recovers"});
     match primary["class"].as_str().unwrap_or("") {
         "unhealthy" => vec![step("restart", target)],
-        "dependency_unavailable" => stopped_dependency(diagnosis)
-            .map(|d| vec![step("start", &d)])
-            .unwrap_or_default(),
+        "dependency_unavailable" => {
+            // The dependency first, when it is down; then the target, when
+            // it exited too.
+            let mut steps: Vec<Value> = stopped_dependency(diagnosis)
+                .map(|d| vec![step("start", &d)])
+                .unwrap_or_default();
+            if reason.contains(" exited with code ") {
+                steps.push(step("start", target));
+            }
+            steps
+        }
         "stopped" if reason.contains("one-off job") => vec![],
         "stopped" | "crash" | "unknown" => vec![step("start", target)],
         _ => vec![],

@@ -326,7 +326,12 @@ fn keep(dd: &Drydock, scenario: &str, run: usize) -> Option<std::path::PathBuf> 
     for name in ["drydock-agent", "drydock-executor"] {
         let _ = std::fs::copy(dd.home.log(name), dir.join(format!("{name}.log")));
     }
-    let _ = std::fs::copy(dd.home.path("state/agent.db"), dir.join("agent.db"));
+    // The store is live and in WAL mode: a consistent copy, not a file copy.
+    let copy = dir.join("agent.db");
+    let _ = std::fs::remove_file(&copy);
+    if let Ok(db) = rusqlite::Connection::open(dd.home.path("state/agent.db")) {
+        let _ = db.execute("VACUUM INTO ?1", [copy.to_string_lossy().as_ref()]);
+    }
     Some(dir)
 }
 

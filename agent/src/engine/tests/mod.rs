@@ -94,6 +94,8 @@ struct Scripted {
     calls: Mutex<Vec<String>>,
     /// How long `GetPolicy` takes (a busy executor).
     policy_delay: Duration,
+    /// After a write, this many inspects find the executor unreachable.
+    down_after_write: Mutex<u32>,
 }
 
 impl Scripted {
@@ -108,6 +110,7 @@ impl Scripted {
             swarm: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
             policy_delay: Duration::ZERO,
+            down_after_write: Mutex::new(0),
         }
     }
 
@@ -158,7 +161,23 @@ impl Reads for Scripted {
         })
     }
     fn inspect<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ContainerView> {
-        Box::pin(async move { self.answer("inspect", || self.current()) })
+        Box::pin(async move {
+            if self.writes() > 0 {
+                let mut down = self.down_after_write.lock().unwrap();
+                if *down > 0 {
+                    *down -= 1;
+                    self.calls
+                        .lock()
+                        .unwrap()
+                        .push("inspect (unreachable)".into());
+                    return Err(ExecutorError::new(
+                        Code::Unavailable,
+                        "tcp connect error: Connection refused (os error 111)",
+                    ));
+                }
+            }
+            self.answer("inspect", || self.current())
+        })
     }
     fn logs_window<'a>(
         &'a self,
@@ -292,11 +311,15 @@ struct World {
 }
 
 fn world(executor: Scripted, watch_mode: WatchMode) -> World {
+    world_with(executor, config(watch_mode))
+}
+
+fn world_with(executor: Scripted, config: EngineConfig) -> World {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("agent.db")).unwrap());
     let executor = Arc::new(executor);
     World {
-        engine: Engine::new(store, executor.clone(), config(watch_mode)),
+        engine: Engine::new(store, executor.clone(), config),
         executor,
         _dir: dir,
     }
@@ -443,9 +466,10 @@ async fn a_person_who_rejects_leaves_the_container_untouched() {
 #[tokio::test]
 async fn an_approval_signed_the_moment_it_is_announced_is_accepted() {
     // A CLI with --yes signs as soon as it sees `approval_requested`: the
-    // request must already be waiting for it then, even while the agent
-    // still asks the (slow) executor whether a grant covers the write.
-    let (w, id, _) = granted_world(recovers(), Duration::from_millis(300)).await;
+    // request must already be waiting for it then, even when the agent
+    // asks a slow executor whether a grant covers the write (this one does
+    // not: it is for another container).
+    let (w, id, _) = granted_world(recovers(), Duration::from_millis(300), "db").await;
     let mut events = w.engine.subscribe();
     let approval = loop {
         let e = tokio::time::timeout(Duration::from_secs(10), events.recv())
@@ -462,9 +486,42 @@ async fn an_approval_signed_the_moment_it_is_announced_is_accepted() {
         .expect("the request waits for the approval it announced");
     let req = w.finished(&id).await;
     assert_eq!(req.status, Status::Completed, "{req:#?}");
-    // The person decided first: the grant authorised nothing.
     assert_eq!(req.approvals[0].grant_id, None, "{:?}", req.approvals);
     assert!(!w.kinds(&id).contains(&EventKind::ApprovedByGrant));
+}
+
+#[tokio::test]
+async fn a_grant_authorises_in_the_same_transaction_that_announces_the_approvals() {
+    // No moment in which a covered approval looks like it needs a person
+    // (a webhook would say "needs_approval").
+    let (w, id, grant_id) = granted_world(recovers(), Duration::ZERO, "web").await;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{req:#?}");
+    assert_eq!(
+        req.approvals[0].grant_id.as_deref(),
+        Some(grant_id.as_str())
+    );
+    let events = w.engine.store().events_after(&id, 0).unwrap();
+    let waiting = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::Status(s) if s.status == Status::WaitingApproval => {
+                Some(s.message.clone())
+            }
+            _ => None,
+        })
+        .expect("it waited");
+    assert_eq!(waiting, "authorised by an automation grant");
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind()).collect();
+    let granted = kinds
+        .iter()
+        .position(|k| *k == EventKind::ApprovedByGrant)
+        .unwrap();
+    let asked = kinds
+        .iter()
+        .position(|k| *k == EventKind::ApprovalRequested)
+        .unwrap();
+    assert!(asked < granted, "{kinds:?}");
 }
 
 #[tokio::test]
@@ -490,6 +547,58 @@ async fn an_approved_restart_is_verified_healthy_before_it_counts() {
         EventKind::Verification,
         EventKind::Final
     ]));
+}
+
+#[tokio::test]
+async fn an_executor_that_stops_answering_after_the_write_is_waited_for() {
+    let executor = Scripted::new(web("unhealthy"), recovers());
+    *executor.down_after_write.lock().unwrap() = 3;
+    let w = world_with(
+        executor,
+        EngineConfig {
+            verify_max_wait: Duration::from_secs(10),
+            ..config(WatchMode::Notify)
+        },
+    );
+    let req = w.approved_to_the_end().await;
+    assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
+    let said: Vec<String> = w
+        .engine
+        .store()
+        .events_after(&req.id, 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::ExecutorWaiting(m) => Some(m.message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].starts_with("executor unreachable; waiting up to"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].starts_with("the executor answers again after"),
+        "{said:?}"
+    );
+    assert_eq!(w.executor.writes(), 1, "the write is not sent again");
+}
+
+#[tokio::test]
+async fn only_the_verification_deadline_passing_ends_an_outage_as_failed() {
+    let executor = Scripted::new(web("unhealthy"), recovers());
+    *executor.down_after_write.lock().unwrap() = u32::MAX;
+    let w = world(executor, WatchMode::Notify);
+    let req = w.approved_to_the_end().await;
+    assert_eq!(req.status, Status::Failed);
+    let outcome = req.outcome.clone().unwrap_or_default();
+    assert!(
+        outcome.contains("did not answer within the verification deadline"),
+        "{outcome}"
+    );
+    assert!(req.verification.is_none(), "nothing was verified: {req:#?}");
+    assert_eq!(w.executor.writes(), 1);
 }
 
 #[tokio::test]
@@ -549,7 +658,11 @@ async fn verification_that_never_holds_ends_failed_within_the_budget() {
 /// Repair mode with automation on and a grant for restarts of web; the
 /// executor's writes answer `write`. Returns the world and a watch
 /// request's id.
-async fn granted_world(write: WriteScript, policy_delay: Duration) -> (World, String, String) {
+async fn granted_world(
+    write: WriteScript,
+    policy_delay: Duration,
+    covered: &str,
+) -> (World, String, String) {
     let key = approval::generate_signing_key();
     let mut executor = Scripted::new(web("unhealthy"), write);
     executor.policy_delay = policy_delay;
@@ -566,7 +679,7 @@ async fn granted_world(write: WriteScript, policy_delay: Duration) -> (World, St
         grant_id: GrantClaims::new_id(),
         actions: vec![WriteAction::Restart],
         scope: GrantScope {
-            names: vec!["web".into()],
+            names: vec![covered.into()],
             ..Default::default()
         },
         classes: vec!["unhealthy".into()],
@@ -615,6 +728,7 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
             after: web("unhealthy"),
         },
         Duration::ZERO,
+        "web",
     )
     .await;
     let req = w
