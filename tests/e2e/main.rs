@@ -11,6 +11,7 @@ mod deploy;
 mod deploy_hosts;
 mod discovery;
 mod disk;
+mod engine_restart;
 mod evidence;
 mod executor_behaviour;
 mod executor_boundary;

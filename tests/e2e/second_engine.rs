@@ -23,6 +23,9 @@ pub struct SecondEngine {
     pub dir: PathBuf,
     netns: String,
     daemon: Option<Child>,
+    /// Its address pool, apart from the main engine's (and kept across a
+    /// restart).
+    pool: String,
     _tmp: tempfile::TempDir,
 }
 
@@ -57,6 +60,11 @@ impl SecondEngine {
 
     /// Start the engine and load `images` into it from the main engine.
     pub fn start(images: &[&str]) -> SecondEngine {
+        Self::start_configured("{}", images)
+    }
+
+    /// `start`, with a `daemon.json` of `config` (JSON).
+    pub fn start_configured(config: &str, images: &[&str]) -> SecondEngine {
         crate::require_docker();
         // Short: the engine's sockets live under it (a unix socket path
         // has at most 107 bytes).
@@ -68,14 +76,34 @@ impl SecondEngine {
         for d in ["data", "exec"] {
             std::fs::create_dir_all(dir.join(d)).expect("engine folders");
         }
-        std::fs::write(dir.join("daemon.json"), "{}\n").expect("daemon.json");
+        std::fs::write(dir.join("daemon.json"), format!("{config}\n")).expect("daemon.json");
         let netns = unique("dds");
         ip(&["netns", "add", &netns]);
         ip(&["-n", &netns, "link", "set", "lo", "up"]);
+        let mut engine = SecondEngine {
+            dir,
+            netns,
+            daemon: None,
+            pool: format!("base=10.{}.0.0/16,size=24", 200 + rand::random::<u8>() % 50),
+            _tmp: tmp,
+        };
+        engine.spawn_daemon();
+        engine.wait_up();
+        for image in images {
+            engine.load(image);
+        }
+        engine
+    }
+
+    /// Start dockerd in the namespace (again, after `stop_daemon`).
+    fn spawn_daemon(&mut self) {
         let driver = docker_ok(&["info", "--format", "{{.Driver}}"]);
-        // A pool of its own, chosen per engine so two tests' engines differ.
-        let pool = format!("base=10.{}.0.0/16,size=24", 200 + rand::random::<u8>() % 50);
-        let log = std::fs::File::create(dir.join("dockerd.log")).expect("dockerd log");
+        let (dir, netns) = (&self.dir, &self.netns);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("dockerd.log"))
+            .expect("dockerd log");
         let daemon = Command::new("nsenter")
             .arg(format!("--net=/var/run/netns/{netns}"))
             .arg("dockerd")
@@ -90,24 +118,39 @@ impl SecondEngine {
             .arg("-H")
             .arg(format!("unix://{}", dir.join("docker.sock").display()))
             .args(["--iptables=false", "--ip-masq=false"])
-            .args(["--default-address-pool", &pool])
+            .args(["--default-address-pool", &self.pool])
             .args(["--storage-driver", &driver])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
             .expect("start dockerd in its namespace (nsenter, dockerd)");
-        let mut engine = SecondEngine {
-            dir,
-            netns,
-            daemon: Some(daemon),
-            _tmp: tmp,
+        self.daemon = Some(daemon);
+    }
+
+    /// Stop dockerd (SIGTERM, as systemd does) and wait for it to exit.
+    pub fn stop_daemon(&mut self) {
+        let Some(mut daemon) = self.daemon.take() else {
+            return;
         };
-        engine.wait_up();
-        for image in images {
-            engine.load(image);
+        let _ = Command::new("kill")
+            .args(["-TERM", &daemon.id().to_string()])
+            .output();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if daemon.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        engine
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+    }
+
+    /// Start dockerd again after `stop_daemon`, and wait until it answers.
+    pub fn start_daemon(&mut self) {
+        self.spawn_daemon();
+        self.wait_up();
     }
 
     /// `unix:///…/docker.sock`: what an executor's `docker.endpoint` names.

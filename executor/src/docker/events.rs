@@ -149,75 +149,249 @@ impl DockerAdapter {
     }
 
     /// Container events from `since_nanos` (0: from now), then live, into a
-    /// channel; the task stops when the receiver is dropped or the engine
-    /// ends the stream (a final `Err` says why).
+    /// channel, until the receiver is dropped. The engine going away (a
+    /// restart of dockerd, its socket gone) does not end it: the task
+    /// reconnects with backoff and resumes from the newest event it
+    /// delivered. A resume (a `since_nanos`, or a reconnect) first catches
+    /// up from the containers' state: a death the engine has no event for
+    /// (its event buffer is in memory and a restarted engine starts empty)
+    /// is delivered as the `die` (and `oom`) it was, at its `FinishedAt`.
     pub fn events(
         &self,
         since_nanos: i64,
     ) -> tokio::sync::mpsc::Receiver<Result<RawEvent, DockerError>> {
         let (tx, rx) = tokio::sync::mpsc::channel(256);
-        let docker = self.client();
-        tokio::spawn(async move {
-            let since = (since_nanos > 0).then(|| {
-                format!(
-                    "{}.{:09}",
-                    since_nanos / 1_000_000_000,
-                    since_nanos % 1_000_000_000
-                )
-            });
-            let options = EventsOptions {
-                since,
-                until: None,
-                filters: Some(
-                    [
-                        (
-                            "type".to_string(),
-                            ["container", "image", "service", "node"]
-                                .map(String::from)
-                                .to_vec(),
-                        ),
-                        (
-                            "event".to_string(),
-                            EVENT_ACTIONS
-                                .iter()
-                                .chain(IMAGE_EVENT_ACTIONS.iter())
-                                .chain(SWARM_EVENT_ACTIONS.iter())
-                                .map(|a| a.to_string())
-                                .collect(),
-                        ),
-                    ]
-                    .into(),
-                ),
-            };
-            let mut stream = docker.events(Some(options));
-            loop {
+        let adapter = self.clone();
+        tokio::spawn(async move { adapter.follow_events(since_nanos, tx).await });
+        rx
+    }
+
+    async fn follow_events(
+        self,
+        since_nanos: i64,
+        tx: tokio::sync::mpsc::Sender<Result<RawEvent, DockerError>>,
+    ) {
+        // The newest event time the engine delivered: where a reconnect
+        // resumes (a death caught up from state does not move it, so no
+        // event of the engine's in between is skipped).
+        let mut last = since_nanos.max(0);
+        let mut catch_up = last > 0;
+        let mut pause = RECONNECT_FIRST;
+        // Deaths delivered from state, by container: the engine's own event
+        // for one of them, if it still has it, is not delivered twice.
+        let mut caught: BTreeMap<String, i64> = BTreeMap::new();
+        loop {
+            if catch_up {
+                match self.deaths_since(last).await {
+                    Ok(deaths) => {
+                        for e in deaths {
+                            if e.action == "die" {
+                                caught.insert(e.id.clone(), e.time_nanos);
+                            }
+                            if tx.send(Ok(e)).await.is_err() {
+                                return;
+                            }
+                        }
+                        catch_up = false;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot catch up from the containers' state yet")
+                    }
+                }
+            }
+            let mut stream = self.client().events(Some(stream_options(last)));
+            let ended = loop {
                 // A caller that went away ends the engine's stream now, not
                 // at the next event (a quiet host may have none for hours).
                 let next = tokio::select! {
                     _ = tx.closed() => return,
-                    next = stream.next() => match next {
-                        Some(n) => n,
-                        None => break,
-                    },
+                    next = stream.next() => next,
                 };
-                let item = match next {
-                    Ok(m) => match raw_event(m) {
-                        Some(e) => Ok(e),
-                        None => continue,
-                    },
-                    Err(e) => Err(classify("events", "", e)),
-                };
-                let stop = item.is_err();
-                if tx.send(item).await.is_err() || stop {
-                    return;
+                match next {
+                    Some(Ok(m)) => {
+                        pause = RECONNECT_FIRST;
+                        let Some(e) = raw_event(m) else { continue };
+                        last = last.max(e.time_nanos);
+                        if already_caught(&mut caught, &e) {
+                            continue;
+                        }
+                        if tx.send(Ok(e)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Err(e)) => break classify("events", "", e).to_string(),
+                    None => break "the engine ended the events stream".to_string(),
+                }
+            };
+            if catch_up {
+                // The engine is still away; try again.
+            } else {
+                tracing::warn!(error = %ended, "the engine's events stream ended; reconnecting");
+                catch_up = true;
+                if last == 0 {
+                    // A live-only stream resumes from when it was lost.
+                    last = now_nanos();
                 }
             }
-            let _ = tx
-                .send(Err(DockerError::Unavailable(
-                    "the engine ended the events stream".into(),
-                )))
-                .await;
-        });
-        rx
+            tokio::select! {
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(RECONNECT_MAX);
+        }
+    }
+
+    /// Containers that died after `since_nanos` (by their `FinishedAt`), as
+    /// the events their deaths were, oldest first; a bounded number.
+    async fn deaths_since(&self, since_nanos: i64) -> Result<Vec<RawEvent>, DockerError> {
+        let mut out = Vec::new();
+        let stopped = self
+            .list(true)
+            .await?
+            .into_iter()
+            .filter(|c| matches!(c.state.as_str(), "exited" | "dead"))
+            .take(MAX_CAUGHT_UP);
+        for c in stopped {
+            let Ok(d) = self.inspect_raw(&c.id).await else {
+                continue;
+            };
+            let Some(at) = super::logs::parse_rfc3339_nanos(&d.state.finished_at) else {
+                continue;
+            };
+            if at <= since_nanos {
+                continue;
+            }
+            let mut attributes = d.labels.clone();
+            attributes.insert("name".into(), d.name.clone());
+            attributes.insert("image".into(), d.image.clone());
+            let event =
+                |action: &str, time_nanos: i64, attributes: BTreeMap<String, String>| RawEvent {
+                    time_nanos,
+                    id: d.id.clone(),
+                    action: action.into(),
+                    health_status: String::new(),
+                    attributes,
+                    scope: "",
+                };
+            if d.state.oom_killed {
+                out.push(event("oom", at - 1, attributes.clone()));
+            }
+            attributes.insert("exitCode".into(), d.state.exit_code.to_string());
+            out.push(event("die", at, attributes));
+        }
+        out.sort_by_key(|e| e.time_nanos);
+        Ok(out)
+    }
+}
+
+/// How far apart a death's `FinishedAt` and the engine's `die` event for it
+/// may be stamped.
+const SAME_DEATH_NANOS: i64 = 2_000_000_000;
+
+/// Whether `e` is the engine's own event for a death already delivered from
+/// the container's state (its `die`, or the `oom` just before it).
+fn already_caught(caught: &mut BTreeMap<String, i64>, e: &RawEvent) -> bool {
+    let Some(at) = caught.get(&e.id).copied() else {
+        return false;
+    };
+    let same = (e.time_nanos - at).abs() < SAME_DEATH_NANOS;
+    match e.action.as_str() {
+        "die" if same => {
+            caught.remove(&e.id);
+            true
+        }
+        "oom" => same,
+        _ => false,
+    }
+}
+
+/// The first pause before reconnecting to the engine's events, doubled up
+/// to `RECONNECT_MAX`.
+const RECONNECT_FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+const RECONNECT_MAX: std::time::Duration = std::time::Duration::from_secs(8);
+/// The most stopped containers one catch-up inspects.
+const MAX_CAUGHT_UP: usize = 500;
+
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// The live stream's query: every kind drydock watches, from just after
+/// `after_nanos` (0: live only).
+fn stream_options(after_nanos: i64) -> EventsOptions {
+    let since = (after_nanos > 0).then(|| {
+        let from = after_nanos + 1;
+        format!("{}.{:09}", from / 1_000_000_000, from % 1_000_000_000)
+    });
+    EventsOptions {
+        since,
+        until: None,
+        filters: Some(
+            [
+                (
+                    "type".to_string(),
+                    ["container", "image", "service", "node"]
+                        .map(String::from)
+                        .to_vec(),
+                ),
+                (
+                    "event".to_string(),
+                    EVENT_ACTIONS
+                        .iter()
+                        .chain(IMAGE_EVENT_ACTIONS.iter())
+                        .chain(SWARM_EVENT_ACTIONS.iter())
+                        .map(|a| a.to_string())
+                        .collect(),
+                ),
+            ]
+            .into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(id: &str, action: &str, t: i64) -> RawEvent {
+        RawEvent {
+            time_nanos: t,
+            id: id.into(),
+            action: action.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_engines_own_event_of_a_death_caught_up_from_state_is_not_sent_twice() {
+        let at = 1_000_000_000_000;
+        let mut caught = BTreeMap::from([("a".to_string(), at)]);
+        assert!(!already_caught(
+            &mut caught,
+            &ev("a", "start", at - 5_000_000_000)
+        ));
+        assert!(
+            !already_caught(&mut caught, &ev("b", "die", at)),
+            "another container"
+        );
+        assert!(already_caught(&mut caught, &ev("a", "oom", at - 1_000)));
+        assert!(already_caught(&mut caught, &ev("a", "die", at + 3_000_000)));
+        // Its next death is a new one.
+        assert!(!already_caught(
+            &mut caught,
+            &ev("a", "die", at + 60_000_000_000)
+        ));
+    }
+
+    #[test]
+    fn a_resume_starts_just_after_the_last_event() {
+        assert_eq!(stream_options(0).since, None);
+        assert_eq!(
+            stream_options(1_700_000_000_999_999_999).since.as_deref(),
+            Some("1700000001.000000000")
+        );
     }
 }
