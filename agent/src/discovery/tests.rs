@@ -1,0 +1,255 @@
+use super::*;
+
+fn c(name: &str, service: Option<&str>, image: &str) -> ContainerSummaryView {
+    let mut labels = std::collections::BTreeMap::new();
+    if let Some(s) = service {
+        labels.insert(COMPOSE_SERVICE_LABEL.to_string(), s.to_string());
+    }
+    ContainerSummaryView {
+        id: format!("{:0<64}", name.len()),
+        name: name.into(),
+        image: image.into(),
+        state: "running".into(),
+        status: String::new(),
+        labels,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn discovery_table() {
+    let fleet = vec![
+        c("shop-prod-backend-1", Some("backend"), "shop/backend:1"),
+        c("shop-prod-db-1", Some("db"), "postgres:16"),
+        c("shop-staging-backend-1", Some("backend"), "shop/backend:1"),
+        c("cache", None, "redis:7"),
+    ];
+    let found = |msg: &str, fleet: &[ContainerSummaryView]| match discover(msg, fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(found("db is down", &fleet), "shop-prod-db-1");
+    assert_eq!(found("why is the cache broken?", &fleet), "cache");
+    assert_eq!(found("redis keeps restarting", &fleet), "cache");
+    assert_eq!(found("postgres is slow", &fleet), "shop-prod-db-1");
+    assert!(matches!(discover("backend is down", &fleet), Discovery::Ambiguous(v) if v.len() == 2));
+    assert_eq!(
+        found("shop-prod-backend-1 is down", &fleet),
+        "shop-prod-backend-1"
+    );
+    assert_eq!(found("backend is down", &fleet[..2]), "shop-prod-backend-1");
+    assert!(matches!(discover("frontend is down", &fleet), Discovery::NoMatch(v) if v.len() == 4));
+    assert!(matches!(exact("cache", &fleet), Discovery::Found(c) if c.container_name == "cache"));
+    assert!(matches!(exact("nope", &fleet), Discovery::NoMatch(_)));
+}
+
+fn broken(mut c: ContainerSummaryView, id: char) -> ContainerSummaryView {
+    c.state = "exited".into();
+    c.id = id.to_string().repeat(64);
+    c
+}
+
+#[test]
+fn roles_typos_joined_words_and_other_languages() {
+    let fleet = vec![
+        c("shop-orders-1", Some("orders"), "shop/orders:3"),
+        c("shop-db-1", Some("db"), "docker.io/library/postgres:16"),
+        c("shop-redis-1", Some("redis"), "redis:7"),
+        c("shop-mq-1", Some("mq"), "rabbitmq:3-management"),
+        c("edge", None, "traefik:v3"),
+        c("shop-payments-1", Some("payments"), "shop/payments:1"),
+        c("shop-search-1", None, "elasticsearch:8"),
+    ];
+    let found = |msg: &str| match discover(msg, &fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(found("the database is down"), "shop-db-1");
+    assert_eq!(found("cache is slow"), "shop-redis-1");
+    assert_eq!(found("the queue is not consuming"), "shop-mq-1");
+    assert_eq!(found("the proxy returns 502"), "edge");
+    assert_eq!(found("order service is down"), "shop-orders-1");
+    assert_eq!(found("paymnets keeps failing"), "shop-payments-1");
+    assert_eq!(found("ordres are stuck"), "shop-orders-1");
+    assert_eq!(found("payments 挂了"), "shop-payments-1");
+    assert_eq!(
+        found("la base de datos (database) no responde"),
+        "shop-db-1"
+    );
+    assert_eq!(found("search is broken"), "shop-search-1");
+    // Short words are never typos of something else.
+    assert!(matches!(
+        discover("db2 is down", &fleet),
+        Discovery::NoMatch(_)
+    ));
+}
+
+#[test]
+fn among_equals_the_broken_one_is_meant() {
+    let primary = c("pg-primary", None, "postgres:16");
+    let replica = broken(c("pg-replica", None, "postgres:16"), 'b');
+    let fleet = vec![primary.clone(), replica];
+    match discover("the database is down", &fleet) {
+        Discovery::Found(c) => {
+            assert_eq!(c.container_name, "pg-replica");
+            assert!(c.why.contains("only one"), "{}", c.why);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Both broken, or none: still a question.
+    let both = vec![
+        broken(primary.clone(), 'a'),
+        broken(c("pg-replica", None, "postgres:16"), 'b'),
+    ];
+    assert!(
+        matches!(discover("the database is down", &both), Discovery::Ambiguous(v) if v.len() == 2)
+    );
+    let none = vec![primary, c("pg-replica", None, "postgres:16")];
+    assert!(matches!(
+        discover("the database is down", &none),
+        Discovery::Ambiguous(_)
+    ));
+}
+
+fn in_state(name: &str, project: &str, state: &str, status: &str) -> ContainerSummaryView {
+    let mut v = c(
+        name,
+        Some(name.split('-').nth(1).unwrap_or(name)),
+        "shop/app:1",
+    );
+    v.labels
+        .insert(COMPOSE_PROJECT_LABEL.to_string(), project.to_string());
+    v.id = format!("{name:0<64}");
+    v.state = state.into();
+    v.status = status.into();
+    v
+}
+
+#[test]
+fn the_state_a_message_describes_picks_among_equals() {
+    let fleet = vec![
+        in_state("shop-web-1", "shop", "running", "Up 3 minutes (unhealthy)"),
+        in_state("shop-db-1", "shop", "exited", "Exited (0) 5 minutes ago"),
+        in_state(
+            "shop-worker-1",
+            "shop",
+            "restarting",
+            "Restarting (1) 2 seconds ago",
+        ),
+        in_state("shop-api-1", "shop", "exited", "Exited (1) 1 minute ago"),
+        in_state("shop-cache-1", "shop", "running", "Up 1 hour"),
+    ];
+    let found = |msg: &str| match discover(msg, &fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(found("the shop is unhealthy"), "shop-web-1");
+    assert_eq!(found("shop is slow"), "shop-web-1");
+    assert_eq!(found("something in shop keeps restarting"), "shop-worker-1");
+    assert_eq!(
+        found("shop crashed"),
+        "shop-api-1",
+        "exit 1, not the exit-0 db"
+    );
+    assert!(
+        matches!(discover("shop won't start", &fleet), Discovery::Ambiguous(v) if v.len() == 5),
+        "the api (exit 1) and the worker (restarting) both fit: a question"
+    );
+    // No state word, several broken: a question, as before.
+    assert!(matches!(
+        discover("shop is down", &fleet),
+        Discovery::Ambiguous(_)
+    ));
+    // A name still outranks the state: the db is meant, whatever it is.
+    assert_eq!(found("shop db is unhealthy"), "shop-db-1");
+    // The project's label counts when no name carries it.
+    let mut odd = in_state("payments", "billing", "running", "Up 2 minutes (unhealthy)");
+    odd.labels.remove(COMPOSE_SERVICE_LABEL);
+    let fleet = [
+        odd,
+        in_state("ledger", "billing", "running", "Up 2 minutes"),
+    ];
+    match discover("billing is unhealthy", &fleet) {
+        Discovery::Found(c) => {
+            assert_eq!(c.container_name, "payments");
+            assert!(
+                c.why.contains("unhealthy, as the message says"),
+                "{}",
+                c.why
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_inspect_tells_a_crash_loop_between_restarts_from_a_healthy_one() {
+    let fleet = vec![
+        in_state("market-api-1", "market", "running", "Up 2 minutes"),
+        in_state(
+            "market-indexer-1",
+            "market",
+            "running",
+            "Up Less than a second",
+        ),
+    ];
+    let Discovery::Ambiguous(tied) = discover("something in market keeps restarting", &fleet)
+    else {
+        panic!("the list alone cannot tell them apart")
+    };
+    let view = |c: &ContainerSummaryView, restarts: i64| ContainerView {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        running: true,
+        restart_count: restarts,
+        restart_policy: "always".into(),
+        ..Default::default()
+    };
+    let views = [view(&fleet[0], 0), view(&fleet[1], 7)];
+    let one = the_one_inspected("something in market keeps restarting", &tied, &views)
+        .expect("the indexer restarts");
+    assert_eq!(one.container_name, "market-indexer-1");
+    assert!(one.why.contains("from its inspect"), "{}", one.why);
+    assert!(the_one_inspected("market is down", &tied, &views).is_none());
+    let both = [view(&fleet[0], 5), view(&fleet[1], 7)];
+    assert!(the_one_inspected("market keeps restarting", &tied, &both).is_none());
+}
+
+#[test]
+fn edits_count_transpositions_once() {
+    assert_eq!(edits("orders", "ordres"), 1);
+    assert_eq!(edits("payments", "paymnets"), 1);
+    assert_eq!(edits("backend", "backend"), 0);
+    assert_eq!(edits("api", "web"), 3);
+}
+
+#[test]
+fn services_are_found_by_their_short_name_and_by_a_task_container_name() {
+    let svc = |id: &str, name: &str, running| ServiceSummaryView {
+        id: id.into(),
+        name: name.into(),
+        stack: "shop".into(),
+        desired: 1,
+        running,
+        ..Default::default()
+    };
+    let services = [svc("svcapi", "shop_api", 0), svc("svcweb", "shop_web", 1)];
+    let containers = [c("web-1", None, "nginx")];
+    let rows = rows_with_services(&containers, &services);
+    let found = |text: &str| match as_services(discover(text, &rows), &services) {
+        Discovery::Found(c) => (c.container_name, c.kind),
+        other => panic!("{text}: {other:?}"),
+    };
+    assert_eq!(
+        found("the api is down"),
+        ("shop_api".into(), TargetKind::Service)
+    );
+    let task = "shop_api.1.k3j5x0q7w2e9r4t6y8u1i3o5p";
+    assert_eq!(found(&format!("is {task} ok?")).0, "shop_api");
+    match exact_with_services(task, &containers, &services) {
+        Discovery::Found(c) => assert_eq!(c.container_name, "shop_api"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(task_service("my.app"), None, "a dotted name is not a task");
+    assert_eq!(task_service("shop_api.1.short"), None);
+}
