@@ -431,6 +431,16 @@ fn default_tail() -> u32 {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let config = Self::read(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The file with the environment's overrides and its paths resolved,
+    /// not validated: for the store tools (`backup`, `restore`), which need
+    /// only the store's path and run where the files the service is handed
+    /// (systemd's credentials) may not be.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
         let mut c: Config = drydock_daemon::load_yaml(path)?;
         if let Ok(v) = std::env::var("DRYDOCK_AGENT_LISTEN") {
             c.listen = v;
@@ -472,7 +482,6 @@ impl Config {
             resolve_relative(path, &mut [&mut socket]);
             c.listen = format!("unix:{}", socket.display());
         }
-        c.validate()?;
         Ok(c)
     }
 

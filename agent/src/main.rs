@@ -49,6 +49,55 @@ enum Command {
         #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
         config: PathBuf,
     },
+    /// Take a consistent copy of the agent's store (while the agent runs)
+    /// into a new or empty folder.
+    Backup {
+        #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
+        config: PathBuf,
+        /// The folder to write (made if missing; must be empty).
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Restore a backup to `store.path`, where no store may be (stop the
+    /// agent and move the old store aside first).
+    Restore {
+        #[arg(long, env = "DRYDOCK_AGENT_CONFIG")]
+        config: PathBuf,
+        /// The folder `backup --to` wrote.
+        #[arg(long)]
+        from: PathBuf,
+        /// Move a store at `store.path` into a `replaced-<time>` folder
+        /// next to it first, instead of refusing.
+        #[arg(long)]
+        move_aside: bool,
+    },
+}
+
+fn backup(config: &std::path::Path, to: &std::path::Path) -> anyhow::Result<()> {
+    let config = Config::read(config)?;
+    let path = &config.store.path;
+    anyhow::ensure!(
+        path.is_file(),
+        "no store at {} (store.path): nothing to back up",
+        path.display()
+    );
+    let store = Store::open(path).with_context(|| format!("store.path {}", path.display()))?;
+    let copy = store.backup(path, to)?;
+    println!("backed up {} to {}", path.display(), copy.display());
+    Ok(())
+}
+
+fn restore(
+    config: &std::path::Path,
+    from: &std::path::Path,
+    move_aside: bool,
+) -> anyhow::Result<()> {
+    let config = Config::read(config)?;
+    let path = &config.store.path;
+    Store::restore(from, path, move_aside)
+        .with_context(|| format!("restoring {}", from.display()))?;
+    println!("restored {} from {}", path.display(), from.display());
+    Ok(())
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
@@ -284,6 +333,12 @@ async fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::Health { addr } => health(&addr).await,
+        Command::Backup { config, to } => backup(&config, &to),
+        Command::Restore {
+            config,
+            from,
+            move_aside,
+        } => restore(&config, &from, move_aside),
         Command::CheckConfig { config } => Config::load(&config)
             .map(|_| println!("{}: ok", config.display()))
             .map_err(Into::into),

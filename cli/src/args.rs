@@ -172,6 +172,19 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Back up the local layout's stores (the audit store with its segments
+    /// and revocations, and the agent's store) into a new or empty folder,
+    /// while the daemons run.
+    Backup {
+        /// The folder to write.
+        dir: PathBuf,
+    },
+    /// Restore a backup `drydock backup` wrote (the daemons stopped); the
+    /// stores it replaces are moved into $DRYDOCK_HOME/replaced-<time>.
+    Restore {
+        /// The folder `drydock backup` wrote.
+        dir: PathBuf,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]

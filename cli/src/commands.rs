@@ -131,6 +131,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 },
         } => crate::host::add_and_say(&home, &name, &addresses, layout, out.as_deref(), force),
         Command::Audit { command } => audit(&home, command),
+        Command::Backup { dir } => crate::backup::backup(&home, &dir),
+        Command::Restore { dir } => crate::backup::restore(&home, &dir),
         Command::Completions { shell } => {
             let mut cmd = crate::args::command();
             clap_complete::generate(shell, &mut cmd, "drydock", &mut std::io::stdout());

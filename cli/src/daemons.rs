@@ -76,7 +76,7 @@ pub fn read_pid(home: &Home, daemon: &str) -> Option<u32> {
         .ok()
 }
 
-fn running_pid(home: &Home, daemon: &str) -> Option<u32> {
+pub fn running_pid(home: &Home, daemon: &str) -> Option<u32> {
     read_pid(home, daemon).filter(|p| pid_alive(*p))
 }
 

@@ -17,6 +17,7 @@
 pub mod approve;
 pub mod args;
 pub mod ask;
+pub mod backup;
 pub mod claims;
 pub mod client;
 pub mod commands;

@@ -118,3 +118,62 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
     }
 }
+
+#[derive(Debug, thiserror::Error)]
+pub enum FolderError {
+    #[error(
+        "{0} is not empty; a backup goes into a new or empty folder and never replaces a file"
+    )]
+    NotEmpty(String),
+    #[error("cannot make the backup folder {0}: {1}")]
+    Io(String, std::io::Error),
+}
+
+/// Make `dir` for a backup (mode 0700), or accept it when it exists and
+/// is empty: a backup never mixes with, or replaces, older files.
+pub fn new_backup_folder(dir: &Path) -> Result<(), FolderError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let folder = |e| FolderError::Io(dir.display().to_string(), e);
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(FolderError::NotEmpty(dir.display().to_string())),
+            None => Ok(()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(folder),
+        Err(e) => Err(folder(e)),
+    }
+}
+
+/// Move those of `files` that exist into a new folder `replaced-<unix
+/// time>` in `dir` (a restore's way of never deleting what it replaces);
+/// returns the folder when anything moved.
+pub fn move_aside(
+    files: &[std::path::PathBuf],
+    dir: &Path,
+) -> std::io::Result<Option<std::path::PathBuf>> {
+    let present: Vec<&std::path::PathBuf> = files.iter().filter(|f| f.exists()).collect();
+    if present.is_empty() {
+        return Ok(None);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut folder = dir.join(format!("replaced-{now}"));
+    let mut n = 1;
+    while folder.exists() {
+        folder = dir.join(format!("replaced-{now}-{n}"));
+        n += 1;
+    }
+    std::fs::create_dir_all(&folder)?;
+    for file in present {
+        if let Some(name) = file.file_name() {
+            std::fs::rename(file, folder.join(name))?;
+        }
+    }
+    Ok(Some(folder))
+}

@@ -15,6 +15,8 @@ pub mod logging;
 pub mod process;
 pub mod signals;
 pub mod size;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 pub mod tls;
 
 pub use config::{invalid, load_yaml, ConfigError};

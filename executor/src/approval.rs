@@ -58,6 +58,8 @@ pub enum ApprovalError {
     IssuedTooLongAgo { issued_at: i64, now: i64, max: i64 },
     #[error("approval was already used (nonce replayed)")]
     Replayed,
+    #[error("approval was issued at {issued_at}, before the audit store was restored from a backup (at {restored_at}); a use spent after the backup was taken is not in the restored store, so approvals from before the restore are refused: approve again")]
+    BeforeRestore { issued_at: i64, restored_at: i64 },
     #[error("approval is for image {signed}, not {requested}")]
     WrongImage { signed: String, requested: String },
     #[error("approval was made while the container ran image {signed}; it runs {actual} now")]

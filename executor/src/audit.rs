@@ -33,6 +33,14 @@ pub enum AuditError {
     Uninitialised { path: String },
     #[error("{path} already holds an audit store; it is never replaced")]
     AlreadyInitialised { path: String },
+    #[error("the audit store {path} was written by a newer drydock-executor (schema version {found}; this release knows up to {known}): run that release, or restore the copy taken before it migrated the store (`<audit.path>.v{known}.bak` next to it); the store was not changed")]
+    Newer {
+        path: String,
+        found: u32,
+        known: u32,
+    },
+    #[error("cannot back up the audit store before migrating it: {0}")]
+    Backup(#[from] drydock_daemon::sqlite::BackupError),
 }
 
 /// A file next to the store, `<audit.path>.init`, that tells the executor to
@@ -88,9 +96,12 @@ pub struct AuditLog {
     rotation: Option<segments::Rotation>,
 }
 
+mod backup;
 mod commit;
 mod grant_uses;
+mod schema;
 mod segments;
+pub use backup::{restore, BackupReport, MANIFEST, RESTORED};
 pub use grant_uses::{use_id, CapExceeded, GrantUse};
 pub use segments::{Segment, RETENTION, ROTATED};
 
@@ -146,21 +157,6 @@ pub struct NonceRecord<'a> {
 /// version's nonce table recorded only the nonce, approval, expiry and time;
 /// the columns added since get empty values for old rows. Audit rows are
 /// never rewritten (that would break the hash chain).
-fn migrate(conn: &Connection) -> Result<(), AuditError> {
-    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('nonces')")?;
-    let have: Vec<String> = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    for column in ["request_id", "action", "container_id", "caller", "key_id"] {
-        if !have.iter().any(|c| c == column) {
-            conn.execute_batch(&format!(
-                "ALTER TABLE nonces ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
-            ))?;
-        }
-    }
-    Ok(())
-}
-
 fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
     // A JSON array of fixed positions is an unambiguous encoding.
     let material = serde_json::json!([
@@ -264,52 +260,16 @@ impl AuditLog {
                     .map_err(|e| AuditError::Folder(dir.display().to_string(), e))?;
             }
         }
-        let conn = Connection::open(path)?;
+        let mut conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=FULL;
              PRAGMA busy_timeout=5000;
              -- Appends touch a few pages; a scan (dangling intents at
              -- start, verify) must not leave megabytes of cache behind.
-             PRAGMA cache_size=-256;
-             CREATE TABLE IF NOT EXISTS audit (
-               seq INTEGER PRIMARY KEY,
-               ts TEXT NOT NULL,
-               request_id TEXT NOT NULL,
-               caller TEXT NOT NULL,
-               action TEXT NOT NULL,
-               target TEXT NOT NULL,
-               container_id TEXT NOT NULL,
-               tier INTEGER NOT NULL,
-               approval_id TEXT NOT NULL,
-               key_id TEXT NOT NULL,
-               decision TEXT NOT NULL,
-               code TEXT NOT NULL,
-               reason TEXT NOT NULL,
-               duration_ms INTEGER NOT NULL,
-               input TEXT NOT NULL,
-               result TEXT NOT NULL,
-               prev_hash TEXT NOT NULL,
-               hash TEXT NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS nonces (
-               nonce TEXT PRIMARY KEY,
-               approval_id TEXT NOT NULL,
-               expires_at INTEGER NOT NULL,
-               used_at TEXT NOT NULL,
-               request_id TEXT NOT NULL,
-               action TEXT NOT NULL,
-               container_id TEXT NOT NULL,
-               caller TEXT NOT NULL,
-               key_id TEXT NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS meta (
-               key TEXT PRIMARY KEY,
-               value TEXT NOT NULL
-             );",
+             PRAGMA cache_size=-256;",
         )?;
-        conn.execute_batch(grant_uses::SCHEMA)?;
-        migrate(&conn)?;
+        schema::migrate(&mut conn, path)?;
         drydock_daemon::files::restrict_sqlite(path);
         Ok(AuditLog {
             conn: Mutex::new(conn),
@@ -323,11 +283,24 @@ impl AuditLog {
     /// When this store was created (unix seconds), if it says: grant uses
     /// counted before then are not in it.
     pub fn created_at(&self) -> Result<Option<i64>, AuditError> {
+        self.meta_i64("created_at")
+    }
+
+    /// Since when this store counts every approval and grant use: its
+    /// creation, or its restore from a backup (which may lack uses spent
+    /// after the backup was taken), whichever is later, and which it was.
+    pub fn counts_since(&self) -> Result<Option<(i64, &'static str)>, AuditError> {
+        Ok(match (self.created_at()?, self.restored_at()?) {
+            (_, Some(restored)) => Some((restored, crate::grants::RESTORED_HOW)),
+            (Some(created), None) => Some((created, "created")),
+            (None, None) => None,
+        })
+    }
+
+    fn meta_i64(&self, key: &str) -> Result<Option<i64>, AuditError> {
         let value: Option<String> = self
             .lock()
-            .query_row("SELECT value FROM meta WHERE key = 'created_at'", [], |r| {
-                r.get(0)
-            })
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()?;
         Ok(value.and_then(|v| v.parse().ok()))
     }

@@ -448,6 +448,16 @@ impl Config {
     /// Read, apply environment overrides, resolve relative paths against the
     /// config file's folder, and validate.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let config = Self::read(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The file with the environment's overrides and its paths resolved,
+    /// not validated: for the store tools (`backup`, `restore`), which need
+    /// only the store's path and run where the files the service is handed
+    /// (systemd's credentials) may not be.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
         let mut config: Config = drydock_daemon::load_yaml(path)?;
         config.apply_env(|k| std::env::var(k).ok());
         resolve_relative(
@@ -465,7 +475,6 @@ impl Config {
         if let Some(file) = config.automation.revocations.as_mut() {
             resolve_relative(path, &mut [file]);
         }
-        config.validate()?;
         Ok(config)
     }
 

@@ -67,22 +67,42 @@ pub enum GrantRefusal {
     TotalCap { id: String, max: u32 },
     #[error("precondition failed: {0}")]
     Precondition(String),
-    #[error("grant {id} was issued before this audit store was created ({created_at}), so its earlier uses are not counted here; sign a new grant")]
-    OlderThanStore { id: String, created_at: i64 },
+    #[error("grant {id} was issued before this audit store was {how} (at {since}), so uses it had before then may not be counted here; sign a new grant (`drydock grant add`)")]
+    OlderThanStore {
+        id: String,
+        since: i64,
+        how: &'static str,
+    },
 }
 
+/// How `AuditLog::counts_since` names a restored store.
+pub const RESTORED_HOW: &str = "restored from a backup";
+
 /// A grant's caps are counted in the audit store: a grant issued before the
-/// store was created (a new or restored store) could have used up its caps
-/// in another one, so it is refused.
+/// store was created (a new store) or restored (a backup, which may lack
+/// the uses spent after it was taken) could have used up its caps
+/// elsewhere, so it is refused. `counts_since` is
+/// `AuditLog::counts_since`.
 pub fn check_store_age(
     claims: &drydock_proto::grant::GrantClaims,
-    store_created_at: Option<i64>,
+    counts_since: Option<(i64, &'static str)>,
 ) -> Result<(), GrantRefusal> {
-    match store_created_at {
-        Some(created_at) if claims.issued_at < created_at.saturating_sub(CLOCK_SKEW_SECS) => {
+    match counts_since {
+        // A new store allows for the signer's clock (a grant made right
+        // after `drydock init`); a restore does not: a grant from the
+        // minute before it may have been used in the store it replaced.
+        Some((since, how))
+            if claims.issued_at
+                < if how == RESTORED_HOW {
+                    since
+                } else {
+                    since.saturating_sub(CLOCK_SKEW_SECS)
+                } =>
+        {
             Err(GrantRefusal::OlderThanStore {
                 id: claims.grant_id.clone(),
-                created_at,
+                since,
+                how,
             })
         }
         _ => Ok(()),

@@ -96,6 +96,30 @@ enum AuditCommand {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
         config: PathBuf,
     },
+    /// Take a consistent copy of the audit store (while the executor
+    /// runs), its segments and the revocation list, into a new or empty
+    /// folder.
+    Backup {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+        /// The folder to write (made if missing; must be empty).
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Restore a backup to `audit.path`, where no store may be (stop the
+    /// executor and move the old store aside first). Approvals and grants
+    /// issued before the restore are refused from then on.
+    Restore {
+        #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
+        config: PathBuf,
+        /// The folder `audit backup --to` wrote.
+        #[arg(long)]
+        from: PathBuf,
+        /// Move a store (and its segments) at `audit.path` into a
+        /// `replaced-<time>` folder next to it first, instead of refusing.
+        #[arg(long)]
+        move_aside: bool,
+    },
     /// Print the newest rows as JSON lines, oldest first.
     Tail {
         #[arg(long, env = "DRYDOCK_EXECUTOR_CONFIG")]
@@ -160,7 +184,34 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::SUCCESS);
             }
+            if let AuditCommand::Restore {
+                config,
+                from,
+                move_aside,
+            } = &command
+            {
+                let config = Config::read(config)?;
+                let report = drydock_executor::audit::restore(
+                    from,
+                    &config.audit.path,
+                    config.automation.revocations.as_deref(),
+                    *move_aside,
+                )
+                .with_context(|| format!("restoring {}", from.display()))?;
+                println!(
+                    "restored {} rows ({} segments{}) from the backup taken at {} to {}; approvals and grants issued before now are refused",
+                    report.rows,
+                    report.segments,
+                    if report.revocations { ", revocations added" } else { "" },
+                    report.taken_at,
+                    config.audit.path.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let config = match &command {
+                AuditCommand::Restore { config, .. } | AuditCommand::Backup { config, .. } => {
+                    Config::read(config)?
+                }
                 AuditCommand::Init { config }
                 | AuditCommand::Verify { config, .. }
                 | AuditCommand::Export { config }
@@ -168,8 +219,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let log =
                 AuditLog::open_existing(&config.audit.path).context("opening the audit log")?;
+            if let AuditCommand::Backup { to, .. } = &command {
+                let report = log
+                    .backup(to, config.automation.revocations.as_deref())
+                    .with_context(|| format!("backing up to {}", to.display()))?;
+                println!(
+                    "backed up {} rows ({} segments{}) to {}; the copy verifies",
+                    report.rows,
+                    report.segments,
+                    if report.revocations {
+                        ", the revocation list"
+                    } else {
+                        ""
+                    },
+                    to.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let rows = match command {
-                AuditCommand::Init { .. } | AuditCommand::Verify { .. } => None,
+                AuditCommand::Init { .. }
+                | AuditCommand::Verify { .. }
+                | AuditCommand::Backup { .. }
+                | AuditCommand::Restore { .. } => None,
                 AuditCommand::Export { .. } => Some(log.rows()?),
                 AuditCommand::Tail { lines, .. } => Some(log.tail(lines)?),
             };

@@ -101,6 +101,23 @@ pub fn prepare() {
 }
 
 impl Drydock {
+    /// A gRPC client of this home's executor with the agent's identity, as
+    /// the agent connects.
+    pub async fn executor_as_agent(
+        &self,
+    ) -> drydock_proto::pb::executor_client::ExecutorClient<tonic::transport::Channel> {
+        grpc::connect(
+            self.executor_port,
+            &read(&self.home.path("pki/ca.crt")),
+            Some((
+                &read(&self.home.path("pki/agent.crt")),
+                &read(&self.home.path("pki/agent.key")),
+            )),
+        )
+        .await
+        .expect("connect as the agent")
+    }
+
     /// The agent's API socket in the local layout.
     pub fn agent_socket(&self) -> PathBuf {
         self.home.path("run/agent.sock")
@@ -528,16 +545,7 @@ impl ExecutorProcess {
         &self,
         dd: &Drydock,
     ) -> drydock_proto::pb::executor_client::ExecutorClient<tonic::transport::Channel> {
-        grpc::connect(
-            self.port,
-            &read(&dd.home.path("pki/ca.crt")),
-            Some((
-                &read(&dd.home.path("pki/agent.crt")),
-                &read(&dd.home.path("pki/agent.key")),
-            )),
-        )
-        .await
-        .expect("connect as the agent")
+        dd.executor_as_agent().await
     }
 
     /// SIGTERM and wait: the graceful path.
@@ -1000,3 +1008,4 @@ pub fn build_image(tag: &str, dockerfile: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+

@@ -6,6 +6,7 @@
 mod agent_lifecycle;
 mod architecture;
 mod automation;
+mod backups;
 mod closed_loop;
 mod deploy;
 mod deploy_hosts;
@@ -32,4 +33,5 @@ mod swarm_deploy;
 mod swarm_repairs;
 mod troubleshoot_bench;
 mod ui;
+mod upgrade;
 mod writes_in_doubt;

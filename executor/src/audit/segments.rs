@@ -69,7 +69,8 @@ impl Segment {
     }
 }
 
-fn segment_path(live: &Path, first: i64, last: i64) -> PathBuf {
+/// The name the segment of rows `first..=last` of the store at `live` has.
+pub(super) fn path_for(live: &Path, first: i64, last: i64) -> PathBuf {
     let mut p = live.as_os_str().to_os_string();
     p.push(format!("{SEGMENT_INFIX}{first:012}-{last:012}"));
     PathBuf::from(p)
@@ -250,7 +251,7 @@ impl AuditLog {
             return Ok(None);
         };
         let segment = Segment {
-            path: segment_path(&self.path, first, last),
+            path: path_for(&self.path, first, last),
             first,
             last,
         };

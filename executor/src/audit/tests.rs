@@ -495,7 +495,7 @@ fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
         expires_at: created + 3600,
         host: None,
     };
-    let refused = crate::grants::check_store_age(&claims, Some(created));
+    let refused = crate::grants::check_store_age(&claims, Some((created, "created")));
     assert!(
         matches!(
             refused,
@@ -504,7 +504,7 @@ fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
         "{refused:?}"
     );
     claims.issued_at = created;
-    assert!(crate::grants::check_store_age(&claims, Some(created)).is_ok());
+    assert!(crate::grants::check_store_age(&claims, Some((created, "created"))).is_ok());
     // A store from before this check says nothing: no refusal.
     claims.issued_at = 0;
     assert!(crate::grants::check_store_age(&claims, None).is_ok());
@@ -538,4 +538,76 @@ fn concurrent_appends_share_commits_and_every_row_is_written_once() {
     for r in rows.iter().skip(1) {
         assert!(r.entry.action.starts_with('t'), "{r:?}");
     }
+}
+
+#[test]
+fn a_backup_restores_only_where_no_store_is_and_only_when_it_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live/audit.db");
+    let log = AuditLog::create(&live).unwrap();
+    log.append(&entry("restart")).unwrap();
+    spend(&log, "n-1").unwrap();
+    let backup = dir.path().join("backup");
+    let report = log.backup(&backup, None).unwrap();
+    assert_eq!(report.rows, 3);
+    assert!(
+        matches!(log.backup(&backup, None), Err(AuditError::Backup(_))),
+        "a backup never writes into a folder that holds one"
+    );
+
+    // Over the live store: refused, and the live store is untouched.
+    let over = restore(&backup, &live, None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(over.contains("never replaces a store"), "{over}");
+    assert_eq!(log.verify().unwrap(), Ok(3));
+
+    // A tampered backup, or a folder that is not one: refused.
+    let tampered = dir.path().join("tampered");
+    std::fs::create_dir(&tampered).unwrap();
+    for f in ["audit.db", MANIFEST] {
+        std::fs::copy(backup.join(f), tampered.join(f)).unwrap();
+    }
+    Connection::open(tampered.join("audit.db"))
+        .unwrap()
+        .execute("UPDATE audit SET reason = 'edited' WHERE seq = 2", [])
+        .unwrap();
+    let target = dir.path().join("new/audit.db");
+    let bad = restore(&tampered, &target, None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("does not verify"), "{bad}");
+    assert!(!target.exists(), "nothing half-restored");
+    let not_one = restore(dir.path(), &target, None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(not_one.contains("is not a backup folder"), "{not_one}");
+
+    // Where no store is: restored, the nonce still spent, the restore
+    // recorded and counted from.
+    restore(&backup, &target, None, false).unwrap();
+    let restored = AuditLog::open(&target).unwrap();
+    assert!(matches!(
+        spend(&restored, "n-1"),
+        Err(AuditError::NonceReplayed)
+    ));
+    assert!(restored.nonce_used("n-1").unwrap());
+    let rows = restored.rows().unwrap();
+    assert_eq!(
+        rows.last().map(|r| r.entry.decision.as_str()),
+        Some(RESTORED)
+    );
+    assert_eq!(restored.verify().unwrap(), Ok(rows.len()));
+    let (since, how) = restored.counts_since().unwrap().unwrap();
+    assert_eq!(how, crate::grants::RESTORED_HOW);
+    assert_eq!(Some(since), restored.restored_at().unwrap());
+    drop(restored);
+    // --move-aside: what it replaces is kept, next to the store.
+    restore(&backup, &target, None, true).unwrap();
+    let kept = std::fs::read_dir(dir.path().join("new"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("replaced-"))
+        .expect("a replaced-<time> folder");
+    assert!(kept.path().join("audit.db").is_file());
 }

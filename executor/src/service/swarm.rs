@@ -455,7 +455,7 @@ impl ExecutorService {
             .verify(&input, action, &service.name, &service.labels, now)?;
         let claims = &verified.claims;
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
-        crate::grants::check_store_age(claims, self.audit.created_at()?)?;
+        crate::grants::check_store_age(claims, self.audit.counts_since()?)?;
         call.entry.input.push_str(&format!(
             " grant={} class={fault_class} expires_at={} max={}/{}s total={}",
             claims.grant_id,

@@ -144,7 +144,7 @@ impl ExecutorService {
                 .verify(&input, action, &target.name, &target.labels, unix_now())?;
         let claims = &verified.claims;
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
-        crate::grants::check_store_age(claims, self.audit.created_at()?)?;
+        crate::grants::check_store_age(claims, self.audit.counts_since()?)?;
         call.entry.input = format!(
             "grant={} class={fault_class} expires_at={} max={}/{}s total={}",
             claims.grant_id,
@@ -199,6 +199,20 @@ impl ExecutorService {
         action: WriteAction,
         target_id: &str,
     ) -> Result<(), ExecError> {
+        if let Some(restored_at) = self.audit.restored_at()? {
+            if approved.claims.issued_at < restored_at {
+                return Err(ExecError::Approval(
+                    if self.audit.nonce_used(&approved.claims.nonce)? {
+                        ApprovalError::Replayed
+                    } else {
+                        ApprovalError::BeforeRestore {
+                            issued_at: approved.claims.issued_at,
+                            restored_at,
+                        }
+                    },
+                ));
+            }
+        }
         let record = NonceRecord {
             nonce: &approved.claims.nonce,
             approval_id: &approved.claims.approval_id,
