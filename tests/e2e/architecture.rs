@@ -43,11 +43,11 @@ fn runtime_deps(meta: &Value, root: &str) -> BTreeSet<String> {
     seen
 }
 
-#[test]
-fn dependencies_point_one_way() {
+/// `cargo metadata` of the workspace, offline (as `cargo deny --offline`).
+pub fn metadata() -> Value {
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(drydock_e2e::workspace_root())
-        .args(["metadata", "--format-version", "1"])
+        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
         .output()
         .expect("cargo metadata");
     assert!(
@@ -55,7 +55,12 @@ fn dependencies_point_one_way() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    serde_json::from_slice(&out.stdout).expect("metadata JSON")
+}
+
+#[test]
+fn dependencies_point_one_way() {
+    let meta = metadata();
     for unprivileged in ["drydock-agent", "drydock"] {
         let deps = runtime_deps(&meta, unprivileged);
         assert!(
@@ -128,7 +133,9 @@ const CLI_LAYERS: &[&[&str]] = &[
     &["home"],
     &["args", "client"],
     &["render", "approve"],
-    &["ask", "show", "grant", "host", "daemons", "doctor"],
+    &[
+        "ask", "show", "grant", "host", "daemons", "doctor", "backup",
+    ],
     &["demo", "mcp", "ui"],
     &["commands"],
 ];

@@ -8,6 +8,7 @@ mod architecture;
 mod automation;
 mod backups;
 mod closed_loop;
+mod dependency_rules;
 mod deploy;
 mod deploy_hosts;
 mod discovery;
