@@ -23,6 +23,7 @@ const MAX_MESSAGE_LEN: usize = 2000;
 
 mod automation;
 mod containers;
+mod openapi;
 mod services;
 
 #[derive(Clone)]
@@ -85,6 +86,28 @@ impl From<EngineError> for Problem {
     }
 }
 
+/// `Query`, whose refusal is a problem like every other error (axum's own
+/// is plain text).
+pub(crate) struct Q<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Q<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Problem> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| Q(q))
+            .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid query", e.body_text()))
+    }
+}
+
 /// Constant-time comparison so the token cannot be guessed byte by byte.
 fn token_matches(given: &str, expected: &str) -> bool {
     let (a, b) = (given.as_bytes(), expected.as_bytes());
@@ -141,6 +164,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/alerts", post(automation::alerts))
         .route("/api/v1/deliveries", get(automation::deliveries))
+        .route("/api/v1/openapi.json", get(openapi_document))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
@@ -289,10 +313,7 @@ struct ListQuery {
     host: Option<String>,
 }
 
-async fn list_requests(
-    State(s): State<AppState>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, Problem> {
+async fn list_requests(State(s): State<AppState>, Q(q): Q<ListQuery>) -> Result<Response, Problem> {
     let status = match &q.status {
         Some(st) => Some(Status::parse(st).ok_or_else(|| {
             Problem::new(
@@ -342,7 +363,7 @@ async fn timeline(State(s): State<AppState>, Path(id): Path<String>) -> Result<R
 /// Whether the agent reaches the executor over mTLS right now, and the
 /// executor's policy as it answered (actions, trusted approvers' public keys,
 /// scope). `drydock doctor` relies on it.
-async fn executor_status(State(s): State<AppState>, Query(q): Query<HostQuery>) -> Response {
+async fn executor_status(State(s): State<AppState>, Q(q): Q<HostQuery>) -> Response {
     let started = std::time::Instant::now();
     let hosts = s.engine.hosts();
     match s.engine.executor_policy(q.host.as_deref()).await {
@@ -396,7 +417,7 @@ struct EventsQuery {
 async fn events(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<EventsQuery>,
+    Q(q): Q<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, Problem> {
     let req = s
@@ -515,6 +536,13 @@ async fn approve(
 
 async fn reject(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
     Ok(Json(s.engine.reject(&id).await?.for_api()).into_response())
+}
+
+/// The OpenAPI 3.1 document of this API (`docs/openapi.json`).
+async fn openapi_document() -> Response {
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = DOCUMENT.get_or_init(|| openapi::document().to_string());
+    ([(header::CONTENT_TYPE, "application/json")], text.clone()).into_response()
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, Problem> {

@@ -56,6 +56,7 @@ pub fn check_host_version(version: u32, host: Option<&str>) -> Result<(), Approv
 
 /// The write actions an approval can authorize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WriteAction {
     Start,
@@ -124,6 +125,7 @@ pub fn is_swarm_id(id: &str) -> bool {
 
 /// The Swarm service an approval is for, as it was shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServiceClaims {
     /// The service's id; the executor resolves the service at call time and
@@ -161,6 +163,7 @@ impl std::fmt::Display for WriteAction {
 /// What a human approves: one action on one container (by full id) within one
 /// request and plan, until a deadline, once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalClaims {
     pub version: u32,

@@ -38,6 +38,7 @@ pub use crate::FAULT_CLASSES;
 /// is invalid. `projects` select only containers and `stacks` only
 /// services, so a grant for one never reaches the other.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GrantScope {
     /// Container name globs (`shop-*`); any one matching is enough.
@@ -96,6 +97,7 @@ impl GrantScope {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GrantClaims {
     pub version: u32,

@@ -25,6 +25,7 @@ mod hosts;
 mod hosts_many;
 mod llm_injection;
 mod mcp;
+mod openapi;
 mod operator_cli;
 mod past_deaths;
 mod reference_docs;

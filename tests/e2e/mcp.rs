@@ -8,7 +8,6 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use drydock_e2e::*;
@@ -17,51 +16,9 @@ use serde_json::Value;
 /// The SDK's major version the client script is written for.
 const MCP_REQUIREMENT: &str = "mcp>=2.3,<3";
 
-/// The virtualenv's python, made once (`python3 -m venv` and pip from PyPI).
+/// The virtualenv's python, with the SDK.
 fn mcp_python() -> PathBuf {
-    static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let result = READY.get_or_init(|| {
-        let venv = workspace_root().join("target/mcp-venv");
-        let python = venv.join("bin/python");
-        let has_sdk = |python: &PathBuf| {
-            Command::new(python)
-                .args(["-c", "import mcp"])
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if has_sdk(&python) {
-            return Ok(python);
-        }
-        let venv_made = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .map_err(|e| {
-                format!("cannot run python3 (Debian: apt-get install python3 python3-venv): {e}")
-            })?;
-        if !venv_made.success() {
-            return Err(format!(
-                "python3 -m venv {} failed (Debian: apt-get install python3-venv)",
-                venv.display()
-            ));
-        }
-        let pip = Command::new(&python)
-            .args(["-m", "pip", "install", "-q", MCP_REQUIREMENT])
-            .status()
-            .map_err(|e| format!("cannot run pip: {e}"))?;
-        if !pip.success() || !has_sdk(&python) {
-            return Err(format!(
-                "pip install '{MCP_REQUIREMENT}' into {} failed",
-                venv.display()
-            ));
-        }
-        Ok(python)
-    });
-    match result {
-        Ok(p) => p.clone(),
-        Err(e) => panic!("the MCP client test needs the Python mcp SDK: {e}"),
-    }
+    python_venv("mcp-venv", MCP_REQUIREMENT, "mcp")
 }
 
 /// The request as `drydock show --json` prints it (its exit code is the

@@ -11,7 +11,7 @@ pub use drydock_proto::grant::GrantClaims;
 
 /// One entry of `GET /api/v1/approvals`: a pending approval (without its
 /// signature) and what it belongs to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingApproval {
     pub approval: ApprovalRecord,
     pub request_id: String,
@@ -21,7 +21,7 @@ pub struct PendingApproval {
 }
 
 /// One container of `GET /api/v1/containers`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContainerRow {
     /// From the newest inspect drydock made of it: Docker's list has no
     /// restart count.
@@ -41,14 +41,14 @@ pub struct ContainerRow {
     pub host: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Restarts {
     pub count: serde_json::Value,
     pub as_of: String,
 }
 
 /// The newest request that targeted a container.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LastRequest {
     pub id: String,
     pub status: Status,
@@ -58,7 +58,7 @@ pub struct LastRequest {
 }
 
 /// `GET /api/v1/containers`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContainerList {
     pub containers: Vec<ContainerRow>,
     /// Hosts whose executor did not answer, so their containers are
@@ -68,14 +68,14 @@ pub struct ContainerList {
 }
 
 /// A host that could not be asked, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostDown {
     pub host: String,
     pub error: String,
 }
 
 /// A grant as the agent keeps it, decoded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrantRecord {
     pub id: String,
     pub key_id: String,
@@ -87,7 +87,7 @@ pub struct GrantRecord {
 
 /// Whether a grant can still authorise anything (by the agent's record and
 /// the executor's revocation list, which is what counts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GrantStatus {
     Active,
@@ -106,14 +106,14 @@ impl GrantStatus {
 }
 
 /// One grant with its status: an entry of `GET /api/v1/grants`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrantRow {
     pub grant: GrantRecord,
     pub status: GrantStatus,
 }
 
 /// The answer to `POST /api/v1/grants`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrantAdded {
     pub grant: GrantRecord,
     pub status: GrantStatus,
@@ -123,7 +123,7 @@ pub struct GrantAdded {
 }
 
 /// `GET /api/v1/grants`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrantList {
     pub grants: Vec<GrantRow>,
     /// `None` when the executor could not be asked.
@@ -131,7 +131,7 @@ pub struct GrantList {
 }
 
 /// `GET /api/v1/executor`, when the executor answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutorReach {
     pub reachable: bool,
     pub latency_ms: u64,
@@ -145,7 +145,7 @@ pub struct ExecutorReach {
 }
 
 /// One Docker host's executor, as the agent last reached it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostView {
     pub name: String,
     pub endpoint: String,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// A container's definition as the agent remembers it. Environment values
 /// are never kept: only each variable's name and the executor's keyed hash
 /// of its value.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct Fingerprint {
     pub container_id: String,
     pub name: String,
@@ -53,7 +53,7 @@ pub struct Fingerprint {
 }
 
 /// One incarnation of a service, as a change names it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct Incarnation {
     pub container_id: String,
     pub name: String,
@@ -67,7 +67,7 @@ pub struct Incarnation {
 
 /// `change` evidence: what differs between the failing container and the
 /// last incarnation of the same service that ran well, and when.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct Change {
     /// `project/service`, or the container name.
     pub service: String,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// One engine event of a visible container, as the executor streams it
 /// (`WatchEvents`, `ContainerEvents`) and the agent's journal keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct ContainerEvent {
     pub time_nanos: i64,
     pub container_id: String,
@@ -37,7 +37,7 @@ pub struct ContainerEvent {
     pub host: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ContainerSummaryView {
     pub id: String,
     pub name: String,
@@ -54,13 +54,13 @@ pub struct ContainerSummaryView {
     pub host: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct HealthProbeView {
     pub exit_code: i64,
     pub output: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct HealthcheckView {
     pub test: Vec<String>,
     pub interval_ms: u64,
@@ -69,7 +69,7 @@ pub struct HealthcheckView {
     pub start_period_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ContainerView {
     pub id: String,
     pub name: String,
@@ -176,7 +176,7 @@ impl ContainerSummaryView {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct MountView {
     /// bind, volume, tmpfs…
     #[serde(rename = "type")]
@@ -186,7 +186,7 @@ pub struct MountView {
     pub rw: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct LogLineView {
     pub stream: String,
     pub text: String,
@@ -203,7 +203,7 @@ fn is_zero(n: &i64) -> bool {
 /// What the target logged before a death the engine recorded, when that
 /// death is not the state it is in now (it was started again since, or a
 /// question asked about an earlier one): evidence `death_logs`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct DeathLogs {
     /// The `die` event's time, in unix nanoseconds.
     pub died_at_unix_nanos: i64,
@@ -213,14 +213,14 @@ pub struct DeathLogs {
     pub logs: LogsView,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct LogsView {
     pub lines: Vec<LogLineView>,
     pub truncated: bool,
     pub redactions: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct PolicyView {
     pub start_enabled: bool,
     pub restart_enabled: bool,
@@ -284,13 +284,13 @@ impl PolicyView {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ApproverView {
     pub id: String,
     pub public_key: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct StatsView {
     pub cpu_percent: f64,
     pub memory_usage_bytes: u64,
@@ -305,7 +305,7 @@ pub struct StatsView {
 
 /// Where one container's disk goes, and what the engine holds that belongs
 /// to no container (`DiskUsage`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct DiskUsageView {
     pub container_id: String,
     /// -1: the engine did not say.
@@ -319,7 +319,7 @@ pub struct DiskUsageView {
     pub engine_error: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct MountUsageView {
     #[serde(rename = "type")]
     pub kind: String,
@@ -331,7 +331,7 @@ pub struct MountUsageView {
     pub limit_bytes: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct EngineDiskView {
     pub images_bytes: i64,
     pub build_cache_bytes: i64,
@@ -340,7 +340,7 @@ pub struct EngineDiskView {
     pub images: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct HttpCheckView {
     pub service: String,
     pub ok: bool,
@@ -354,7 +354,7 @@ pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 pub use drydock_proto::grant::COMPOSE_PROJECT_LABEL;
 
 /// An image as `InspectImage` says it (named by content id only).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ImageView {
     pub present: bool,
     pub id: String,

@@ -97,6 +97,39 @@ macro_rules! events {
                 }
             }
         }
+
+        /// An event's schema names each kind's payload: the `data` of a
+        /// `kind` is that kind's payload, and no other.
+        impl schemars::JsonSchema for Event {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                "Event".into()
+            }
+
+            fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                let kinds: Vec<Value> = vec![$(
+                    serde_json::json!({
+                        "type": "object",
+                        "properties": {
+                            "kind": {"const": $name},
+                            "data": generator.subschema_for::<$payload>(),
+                        },
+                    }),
+                )*];
+                schemars::json_schema!({
+                    "description": "One entry of a request's event stream.",
+                    "type": "object",
+                    "required": ["seq", "request_id", "ts", "kind", "data"],
+                    "properties": {
+                        "seq": {"type": "integer"},
+                        "request_id": {"type": "string"},
+                        "ts": {"type": "string"},
+                        "kind": {"type": "string", "enum": [$($name,)*]},
+                        "data": {},
+                    },
+                    "oneOf": kinds,
+                })
+            }
+        }
     };
 }
 
@@ -204,7 +237,7 @@ impl<'de> Deserialize<'de> for Event {
 }
 
 /// `created`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Created {
     pub message: String,
     pub options: RequestOptions,
@@ -213,28 +246,28 @@ pub struct Created {
 }
 
 /// `status` and `interrupted`: the state now, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StatusChanged {
     pub status: Status,
     pub message: String,
 }
 
 /// `target`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetChosen {
     pub target: Target,
     pub why: String,
 }
 
 /// `candidates`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidatesFound {
     pub candidates: Vec<Candidate>,
 }
 
 /// `evidence`: which record was added, with a one-line summary (the record
 /// itself is in the request document).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EvidenceAdded {
     pub id: String,
     #[serde(rename = "type")]
@@ -244,20 +277,20 @@ pub struct EvidenceAdded {
 }
 
 /// `diagnosis`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiagnosisMade {
     pub diagnosis: Diagnosis,
 }
 
 /// `plan`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanMade {
     pub plan: Plan,
 }
 
 /// `approval_requested`: the approval (its `claims` are what a person
 /// signs) and the step it is for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalRequested {
     pub approval: ApprovalRecord,
     #[serde(default)]
@@ -265,7 +298,7 @@ pub struct ApprovalRequested {
 }
 
 /// A person's decision on an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Approved,
@@ -282,7 +315,7 @@ impl Decision {
 }
 
 /// `approval_decided`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalDecided {
     pub approval_id: String,
     pub decision: Decision,
@@ -292,33 +325,33 @@ pub struct ApprovalDecided {
 }
 
 /// `approval_expired`: the ids of the approvals that expired.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalsExpired {
     pub approvals: Vec<String>,
 }
 
 /// `approved_by_grant`: which grant authorised which step, and the fault
 /// class the grant was used for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovedByGrant {
     pub steps: Vec<GrantedStep>,
     pub class: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrantedStep {
     pub approval_id: String,
     pub grant_id: String,
 }
 
 /// `execution`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Executed {
     pub execution: ExecutionRecord,
 }
 
 /// `dependency_ready`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DependencyReady {
     pub container: String,
     pub ok: bool,
@@ -326,13 +359,13 @@ pub struct DependencyReady {
 }
 
 /// `verification`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verified {
     pub verification: Verification,
 }
 
 /// `iteration`: rounds used so far; a message when another round begins.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Iteration {
     pub iterations: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -340,7 +373,7 @@ pub struct Iteration {
 }
 
 /// `error`, `llm_retry`, `llm_fallback`: words for a person.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Message {
     pub message: String,
 }
@@ -354,14 +387,14 @@ impl Message {
 }
 
 /// `answer`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answer {
     pub answer: String,
     pub evidence_ids: Vec<String>,
 }
 
 /// `llm_started`: the model, and the rules engine's summary it was shown.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmStarted {
     pub model: String,
     #[serde(default)]
@@ -369,14 +402,14 @@ pub struct LlmStarted {
 }
 
 /// `llm_tool`: a tool the model called, with its (untrusted) arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmTool {
     pub tool: String,
     pub arguments: Value,
 }
 
 /// `final`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finished {
     pub status: Status,
     pub outcome: String,

@@ -8,7 +8,7 @@ use crate::{FaultClass, ServiceClaims, WriteAction};
 
 /// Where a request stands. The lifecycle (which state follows which) is the
 /// agent's (`engine::lifecycle`); the words are here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Observing,
@@ -90,7 +90,9 @@ impl std::fmt::Display for Status {
 }
 
 /// Who opened a request.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestSource {
     /// A person: `drydock ask`, the console, an MCP client.
@@ -113,7 +115,9 @@ impl RequestSource {
 }
 
 /// What a request is about: one container, or one Swarm service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetKind {
     #[default]
@@ -136,7 +140,7 @@ impl std::fmt::Display for TargetKind {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Target {
     pub kind: TargetKind,
     /// The target's id and name: a container's, or for `kind: service` the
@@ -162,7 +166,7 @@ impl Target {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Candidate {
     /// A container or a Swarm service (whose id and name the two fields
     /// below then hold).
@@ -181,7 +185,7 @@ pub struct Candidate {
     pub host: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Evidence {
     pub id: String,
     /// `container_list`, `inspect`, `logs`, `health`, `policy`, `verification`.
@@ -193,7 +197,7 @@ pub struct Evidence {
     pub data: serde_json::Value,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Cause {
     pub class: FaultClass,
     pub reason: String,
@@ -201,7 +205,7 @@ pub struct Cause {
     pub evidence_ids: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Diagnosis {
     pub summary: String,
     pub confidence: f32,
@@ -210,7 +214,7 @@ pub struct Diagnosis {
     pub engine: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct PlanStep {
     pub action: WriteAction,
     pub target: Target,
@@ -232,7 +236,7 @@ pub struct PlanStep {
     pub rollback: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct Plan {
     /// sha256 over the steps; bound into every approval.
     pub digest: String,
@@ -241,7 +245,7 @@ pub struct Plan {
     pub advice: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalStatus {
     Pending,
@@ -261,7 +265,7 @@ impl ApprovalStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ApprovalRecord {
     pub id: String,
     pub request_id: String,
@@ -283,7 +287,7 @@ pub struct ApprovalRecord {
     pub grant_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ExecutionRecord {
     pub step: usize,
     pub action: WriteAction,
@@ -308,7 +312,7 @@ pub struct ExecutionRecord {
     pub service_version: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct VerificationCheck {
     /// `running`, `healthy`, `stable`, `http`.
     pub level: String,
@@ -316,14 +320,14 @@ pub struct VerificationCheck {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Verification {
     pub ok: bool,
     pub checks: Vec<VerificationCheck>,
     pub evidence_ids: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct RequestOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
@@ -340,14 +344,16 @@ pub struct RequestOptions {
 
 /// Token accounting from the model API's own usage fields, summed over the
 /// request's model calls.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 pub struct LlmUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub model_calls: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Request {
     pub id: String,
     pub message: String,

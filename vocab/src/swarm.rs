@@ -15,7 +15,7 @@ pub const SWARM_SERVICE_NAME_LABEL: &str = "com.docker.swarm.service.name";
 pub const SWARM_TASK_ID_LABEL: &str = "com.docker.swarm.task.id";
 
 /// One service in the executor's scope.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ServiceSummaryView {
     pub id: String,
     pub name: String,
@@ -38,7 +38,7 @@ pub struct ServiceSummaryView {
 }
 
 /// How Swarm rolls an update (or a rollback) out.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct UpdatePolicyView {
     pub parallelism: u64,
     pub delay_ms: u64,
@@ -50,7 +50,7 @@ pub struct UpdatePolicyView {
 }
 
 /// One service's definition, redacted like a container's inspect.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ServiceView {
     #[serde(flatten)]
     pub summary: ServiceSummaryView,
@@ -102,7 +102,7 @@ pub struct ServiceView {
 }
 
 /// One task of a service.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct TaskView {
     pub id: String,
     #[serde(default)]
@@ -145,7 +145,7 @@ impl TaskView {
 }
 
 /// One node of the cluster.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct NodeView {
     pub id: String,
     pub hostname: String,
@@ -179,7 +179,7 @@ impl NodeView {
 
 /// `GET /api/v1/services`: the services in the executor's scope and the
 /// cluster's nodes, or why there are none to show.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ServiceList {
     /// The executor's engine is a Swarm manager with services in scope.
     pub swarm: bool,
@@ -194,7 +194,7 @@ pub struct ServiceList {
 
 /// `GET /api/v1/services/{service}/tasks`: one service and its tasks,
 /// newest first.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ServiceTaskList {
     pub service: ServiceView,
     pub tasks: Vec<TaskView>,

@@ -43,8 +43,15 @@ fn granted_host(claims_b64: &str) -> Option<String> {
 
 pub(super) async fn add_grant(
     State(s): State<AppState>,
-    Json(body): Json<GrantBody>,
+    body: Result<Json<GrantBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
+    let Json(body) = body.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid body",
+            format!("{e}; expected {{\"claims\": \"<base64>\", \"signature\": \"<base64>\", \"key_id\": \"...\"}}"),
+        )
+    })?;
     // A grant is checked against the approvers of the host it names (the
     // executor's own `host.name`, which is the agent's name for it on
     // every host but possibly the first).

@@ -3,7 +3,7 @@
 //! cluster's nodes, for the operator's views (console, MCP). The agent
 //! itself reads them per request, as evidence.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -46,7 +46,7 @@ pub(super) struct OnHost {
 
 pub(super) async fn services(
     State(s): State<AppState>,
-    Query(q): Query<OnHost>,
+    super::Q(q): super::Q<OnHost>,
 ) -> Result<Response, Problem> {
     let list = s
         .engine
@@ -59,7 +59,7 @@ pub(super) async fn services(
 pub(super) async fn tasks(
     State(s): State<AppState>,
     Path(service): Path<String>,
-    Query(q): Query<OnHost>,
+    super::Q(q): super::Q<OnHost>,
 ) -> Result<Response, Problem> {
     let tasks = s
         .engine
