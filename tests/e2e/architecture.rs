@@ -43,11 +43,13 @@ fn runtime_deps(meta: &Value, root: &str) -> BTreeSet<String> {
     seen
 }
 
-/// `cargo metadata` of the workspace, offline (as `cargo deny --offline`).
+/// `cargo metadata` of the workspace, as Cargo.lock pins it. Not
+/// `--offline`: it reads the manifests of every platform's dependencies,
+/// which a fresh machine has not downloaded (crates.io is reachable).
 pub fn metadata() -> Value {
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(drydock_e2e::workspace_root())
-        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .args(["metadata", "--format-version", "1", "--locked"])
         .output()
         .expect("cargo metadata");
     assert!(
