@@ -384,6 +384,21 @@ pub enum Listen {
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
     pub path: PathBuf,
+    /// Finished requests (and their events) older than this leave the
+    /// store; unfinished ones never do.
+    #[serde(default = "default_store_retention", with = "drydock_daemon::duration")]
+    pub retention: Duration,
+    /// The store never keeps more finished requests than this (the oldest
+    /// leave first).
+    #[serde(default = "default_store_max_requests")]
+    pub max_requests: u32,
+}
+
+fn default_store_retention() -> Duration {
+    Duration::from_secs(30 * 86_400)
+}
+fn default_store_max_requests() -> u32 {
+    10_000
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -539,6 +554,12 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_watch()?;
+        if self.store.retention < Duration::from_secs(3600) {
+            return Err(invalid("store.retention", "must be at least 1h"));
+        }
+        if self.store.max_requests < 100 {
+            return Err(invalid("store.max_requests", "must be at least 100"));
+        }
         if self.api.allowed_gid == Some(0) {
             return Err(invalid(
                 "api.allowed_gid",

@@ -100,6 +100,28 @@ fn restore(
     Ok(())
 }
 
+/// How often finished requests past `store.retention` or
+/// `store.max_requests` are forgotten (and once at start).
+const RETENTION_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
+fn spawn_retention(store: Arc<Store>, config: drydock_agent::config::StoreConfig) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RETENTION_EVERY);
+        loop {
+            tick.tick().await;
+            let before = std::time::SystemTime::now()
+                .checked_sub(config.retention)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            let before = humantime::format_rfc3339_millis(before).to_string();
+            match store.prune_finished(&before, config.max_requests) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(forgotten = n, "finished requests left the store"),
+                Err(e) => tracing::error!(error = %e, "cannot prune finished requests"),
+            }
+        }
+    });
+}
+
 async fn serve(config: Config) -> anyhow::Result<()> {
     drydock_daemon::logging::init(config.log_format);
     let token = config.token()?;
@@ -111,6 +133,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Store::open(&config.store.path)
             .with_context(|| format!("store.path {}", config.store.path.display()))?,
     );
+    spawn_retention(store.clone(), config.store.clone());
     // One client per host, each with its own lazily connected channel.
     let mut clients = Vec::new();
     for reach in config.reaches() {

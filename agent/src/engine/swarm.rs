@@ -299,7 +299,10 @@ impl Engine {
     /// write replaces, may still fail as they go), its update (or rollback) is done, and
     /// that holds for a while (longer than its health check's schedule);
     /// or until the deadline. For a rollback, also that its spec runs the
-    /// image the approval named. Returns the checks and the last read.
+    /// image the approval named. Returns the checks and the last read;
+    /// `None` when the executor did not answer before the verification
+    /// deadline (the request has ended, `failed`). Time the executor does
+    /// not answer is waited out (`through_outage`), as for a container.
     pub(super) async fn wait_service_ready(
         &self,
         id: &str,
@@ -307,19 +310,32 @@ impl Engine {
         written_at: i64,
         known_before: &[String],
         expect_image: Option<&str>,
-    ) -> Result<(Vec<VerificationCheck>, Option<ServiceView>), Stop> {
+    ) -> Result<Option<(Vec<VerificationCheck>, Option<ServiceView>)>, Stop> {
         let started = Instant::now();
+        let outage_deadline = started + self.config.verify_max_wait;
         let deadline = self.config.verify_max_wait;
         let mut hold = self.config.stable_for;
         let mut ok_since: Option<Instant> = None;
+        let mut unanswered = Duration::ZERO;
         let mut last = None;
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
-            let ex = self.exec(id);
-            let read = tokio::join!(ex.service(id, service_id), ex.tasks(id, service_id));
-            match read {
-                (Ok(s), Ok(tasks)) => {
+            let ex = &self.exec(id);
+            let (answer, waited) = self
+                .through_outage(id, "verification", outage_deadline, || async move {
+                    let (s, tasks) =
+                        tokio::join!(ex.service(id, service_id), ex.tasks(id, service_id));
+                    Ok::<_, ExecutorError>((s?, tasks?))
+                })
+                .await?;
+            unanswered += waited.0;
+            match answer {
+                Err(e) if e.is_outage() => {
+                    self.outage_outlasted(id, &e).await?;
+                    return Ok(None);
+                }
+                Ok((s, tasks)) => {
                     if let Some(hc) = &s.healthcheck {
                         hold = hold.max(
                             Duration::from_millis(
@@ -381,7 +397,7 @@ impl Engine {
                     });
                     last = Some(s);
                 }
-                (Err(e), _) | (_, Err(e)) => checks.push(VerificationCheck {
+                Err(e) => checks.push(VerificationCheck {
                     level: "running".into(),
                     ok: false,
                     detail: e.to_string(),
@@ -400,8 +416,8 @@ impl Engine {
                     detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
                 });
             }
-            if held || started.elapsed() >= deadline + hold {
-                return Ok((checks, last));
+            if held || started.elapsed().saturating_sub(unanswered) >= deadline + hold {
+                return Ok(Some((checks, last)));
             }
             tokio::time::sleep(self.config.verify_poll).await;
         }

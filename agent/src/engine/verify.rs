@@ -224,7 +224,7 @@ impl Engine {
             .iter()
             .filter_map(|t| t["id"].as_str().map(str::to_string))
             .collect();
-        let (checks, last) = self
+        let Some((checks, last)) = self
             .wait_service_ready(
                 id,
                 &target.container_id,
@@ -232,7 +232,10 @@ impl Engine {
                 &known_before,
                 expect_image.as_deref(),
             )
-            .await?;
+            .await?
+        else {
+            return Ok(false);
+        };
         let mut evidence_ids = Vec::new();
         if let Some(s) = &last {
             evidence_ids.push(

@@ -98,10 +98,7 @@ impl Store {
         let conn = self.lock();
         let mut stmt = conn.prepare(&format!(
             "SELECT doc FROM requests WHERE status NOT IN ({}) ORDER BY created_at",
-            Status::terminal()
-                .map(|s| format!("'{}'", s.as_str()))
-                .collect::<Vec<_>>()
-                .join(",")
+            terminal_list()
         ))?;
         let docs = stmt
             .query_map([], |r| r.get::<_, String>(0))?
@@ -109,6 +106,33 @@ impl Store {
         docs.iter()
             .map(|d| serde_json::from_str(d).map_err(StoreError::from))
             .collect()
+    }
+
+    /// Forget finished requests created before `before` (RFC 3339, as
+    /// `created_at` is written) and all but the newest `keep` finished
+    /// ones, with their events, in one transaction. A request that has not
+    /// finished is never forgotten, however old. Returns how many went.
+    pub fn prune_finished(&self, before: &str, keep: u32) -> Result<usize, StoreError> {
+        let terminal = terminal_list();
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let ids = {
+            let mut stmt = tx.prepare(&format!(
+                "SELECT id FROM requests WHERE status IN ({terminal}) AND (created_at < ?1
+                   OR id NOT IN (SELECT id FROM requests WHERE status IN ({terminal})
+                                 ORDER BY created_at DESC LIMIT ?2))"
+            ))?;
+            let ids = stmt
+                .query_map(params![before, keep], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            ids
+        };
+        for id in &ids {
+            tx.execute("DELETE FROM events WHERE request_id = ?1", params![id])?;
+            tx.execute("DELETE FROM requests WHERE id = ?1", params![id])?;
+        }
+        tx.commit()?;
+        Ok(ids.len())
     }
 
     /// Events of one request after `after_seq`, in order.
@@ -139,6 +163,14 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// The final states, as an SQL list (`'completed','failed',...`).
+fn terminal_list() -> String {
+    Status::terminal()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
@@ -273,5 +305,40 @@ mod tests {
                 .collect::<Vec<_>>(),
             saved.iter().map(|e| e.payload.clone()).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn only_finished_requests_leave_by_age_or_count_with_their_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let at = |i: u32| format!("2026-01-{:02}T00:00:00.000Z", i + 1);
+        for i in 0..6 {
+            let mut r = request(&format!("r{i}"));
+            r.created_at = at(i);
+            store.save(&r, created()).unwrap();
+            // r0 and r1 stay unfinished; the others end.
+            if i >= 2 {
+                r.status = Status::Completed;
+                store.save(&r, status(Status::Completed)).unwrap();
+            }
+        }
+        // Older than the 4th day: r2 (finished) goes, r0 and r1 (not
+        // finished) stay however old they are.
+        assert_eq!(store.prune_finished(&at(3), 100).unwrap(), 1);
+        assert!(store.get("r2").unwrap().is_none());
+        assert!(store.events_after("r2", 0).unwrap().is_empty());
+        assert!(store.get("r0").unwrap().is_some() && store.get("r1").unwrap().is_some());
+        // At most two finished ones: the oldest of r3, r4, r5 goes.
+        assert_eq!(store.prune_finished(&at(0), 2).unwrap(), 1);
+        let mut left: Vec<String> = store
+            .list(None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        left.sort();
+        assert_eq!(left, ["r0", "r1", "r4", "r5"]);
+        assert_eq!(store.events_after("r4", 0).unwrap().len(), 2);
+        assert_eq!(store.prune_finished(&at(0), 2).unwrap(), 0);
     }
 }

@@ -23,6 +23,17 @@ pub fn read<T>(
     rpc: &'static str,
     f: impl FnOnce(&SwarmScript) -> T,
 ) -> Result<T, ExecutorError> {
+    if s.writes() > 0 {
+        let mut down = s.down_after_write.lock().unwrap();
+        if *down > 0 {
+            *down -= 1;
+            s.calls.lock().unwrap().push(format!("{rpc} (unreachable)"));
+            return Err(ExecutorError::new(
+                Code::Unavailable,
+                "tcp connect error: Connection refused (os error 111)",
+            ));
+        }
+    }
     s.calls.lock().unwrap().push(rpc.to_string());
     match s.swarm.lock().unwrap().as_ref() {
         Some(script) => Ok(f(script)),
@@ -129,10 +140,105 @@ fn swarm_policy() -> PolicyView {
 
 /// A world whose executor is a Swarm manager with `script`; no container.
 fn swarm_world(script: SwarmScript, policy: PolicyView) -> World {
+    swarm_world_with(script, policy, 0, config(WatchMode::Notify))
+}
+
+/// The same, with an executor that does not answer `down` reads after
+/// the write.
+fn swarm_world_with(
+    script: SwarmScript,
+    policy: PolicyView,
+    down: u32,
+    config: EngineConfig,
+) -> World {
     let mut executor = Scripted::new(web("healthy"), recovers());
     executor.policy = policy;
     *executor.swarm.lock().unwrap() = Some(script);
-    world(executor, WatchMode::Notify)
+    *executor.down_after_write.lock().unwrap() = down;
+    world_with(executor, config)
+}
+
+/// A service whose two tasks failed unhealthy, healthy again after a
+/// force update.
+fn failing_api() -> SwarmScript {
+    let unhealthy = "task: non-zero exit (137): dockerexec: unhealthy container";
+    SwarmScript {
+        service: service(0, "shop/api:2", "", ""),
+        tasks: vec![
+            task("t1", "failed", "shop/api:2", unhealthy, 20),
+            task("t2", "failed", "shop/api:2", unhealthy, 30),
+        ],
+        nodes: vec![manager()],
+        logs: LogsView::default(),
+        after: Some((
+            service(2, "shop/api:2", "", ""),
+            vec![
+                task("t3", "running", "shop/api:2", "", 1),
+                task("t4", "running", "shop/api:2", "", 1),
+            ],
+        )),
+    }
+}
+
+#[tokio::test]
+async fn an_executor_that_stops_answering_after_a_service_write_is_waited_for() {
+    let w = swarm_world_with(
+        failing_api(),
+        swarm_policy(),
+        5,
+        EngineConfig {
+            verify_max_wait: Duration::from_secs(10),
+            ..config(WatchMode::Notify)
+        },
+    );
+    let id = ask_api(&w).await;
+    let req = w.waiting(&id).await;
+    w.approve(&req).await;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
+    let said: Vec<String> = w
+        .engine
+        .store()
+        .events_after(&id, 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::ExecutorWaiting(m) => Some(m.message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].starts_with("executor unreachable; waiting up to"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].starts_with("the executor answers again after"),
+        "{said:?}"
+    );
+    assert_eq!(w.executor.writes(), 1, "the write is not sent again");
+}
+
+#[tokio::test]
+async fn a_service_outage_past_the_verification_deadline_ends_failed_with_that_reason() {
+    let w = swarm_world_with(
+        failing_api(),
+        swarm_policy(),
+        u32::MAX,
+        config(WatchMode::Notify),
+    );
+    let id = ask_api(&w).await;
+    let req = w.waiting(&id).await;
+    w.approve(&req).await;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Failed);
+    let outcome = req.outcome.clone().unwrap_or_default();
+    assert!(
+        outcome.contains("did not answer within the verification deadline"),
+        "{outcome}"
+    );
+    assert!(req.verification.is_none(), "nothing was verified: {req:#?}");
+    assert_eq!(w.executor.writes(), 1);
 }
 
 async fn ask_api(w: &World) -> String {
