@@ -81,10 +81,17 @@ pub struct WatchConfig {
     pub enabled: bool,
     #[serde(default)]
     pub mode: WatchMode,
-    /// A trigger waits this long (and absorbs further triggers for the same
-    /// container) before a request is opened.
+    /// A container that flaps (it triggered already within
+    /// `crash_loop_window`) waits this long before a request is opened, and
+    /// its further triggers fold into it. A first trigger does not: Docker's
+    /// health retries already debounced an `unhealthy`.
     #[serde(default = "default_debounce", with = "drydock_daemon::duration")]
     pub debounce: Duration,
+    /// A first crash or OOM kill waits this long for Docker's restart
+    /// policy (which restarts after 100 ms at first): a container Docker
+    /// restarted by itself is left to Docker.
+    #[serde(default = "default_restart_grace", with = "drydock_daemon::duration")]
+    pub restart_grace: Duration,
     /// After a watch request for a container ends, no new one is opened for
     /// it this long: a flapping container yields one request.
     #[serde(default = "default_cooldown", with = "drydock_daemon::duration")]
@@ -124,6 +131,7 @@ impl Default for WatchConfig {
             enabled: false,
             mode: WatchMode::Notify,
             debounce: default_debounce(),
+            restart_grace: default_restart_grace(),
             cooldown: default_cooldown(),
             crash_loop_restarts: default_crash_loop_restarts(),
             crash_loop_window: default_crash_loop_window(),
@@ -141,6 +149,9 @@ fn default_service_poll() -> Duration {
 
 fn default_debounce() -> Duration {
     Duration::from_secs(10)
+}
+fn default_restart_grace() -> Duration {
+    Duration::from_secs(1)
 }
 fn default_cooldown() -> Duration {
     Duration::from_secs(300)
@@ -408,6 +419,10 @@ pub struct VerifyConfig {
     pub max_wait: Duration,
     #[serde(default = "default_poll", with = "drydock_daemon::duration")]
     pub poll_interval: Duration,
+    /// How long every check must keep holding before a repair is called
+    /// verified (longer for a health check with a slow schedule).
+    #[serde(default = "default_stable_for", with = "drydock_daemon::duration")]
+    pub stable_for: Duration,
 }
 
 impl Default for VerifyConfig {
@@ -415,8 +430,13 @@ impl Default for VerifyConfig {
         VerifyConfig {
             max_wait: DEFAULT_VERIFY_MAX_WAIT,
             poll_interval: DEFAULT_VERIFY_POLL,
+            stable_for: default_stable_for(),
         }
     }
+}
+
+fn default_stable_for() -> Duration {
+    Duration::from_secs(3)
 }
 
 fn default_listen() -> String {
@@ -504,6 +524,9 @@ impl Config {
         let w = &self.watch;
         if w.debounce > Duration::from_secs(600) {
             return Err(invalid("watch.debounce", "must be at most 10m"));
+        }
+        if w.restart_grace > Duration::from_secs(60) {
+            return Err(invalid("watch.restart_grace", "must be at most 1m"));
         }
         if w.service_poll < Duration::from_secs(1) || w.service_poll > Duration::from_secs(600) {
             return Err(invalid("watch.service_poll", "must be between 1s and 10m"));
@@ -643,6 +666,9 @@ impl Config {
                 "verify",
                 "poll_interval and max_wait must be greater than zero",
             ));
+        }
+        if self.verify.stable_for > Duration::from_secs(300) {
+            return Err(invalid("verify.stable_for", "must be at most 5m"));
         }
         if let Some(llm) = &self.llm {
             llm.validate()?;

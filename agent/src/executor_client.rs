@@ -124,6 +124,9 @@ impl From<tonic::Status> for ExecutorError {
 /// An executor call in flight.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
 
+/// Live engine events of one container, as they happen.
+pub type ContainerEvents = Pin<Box<dyn futures::Stream<Item = ContainerEvent> + Send>>;
+
 /// The executor's read RPCs, as the agent uses them. Nothing here writes.
 pub trait Reads: Send + Sync {
     fn list<'a>(&'a self, request_id: &'a str, all: bool) -> Call<'a, Vec<ContainerSummaryView>>;
@@ -170,6 +173,25 @@ pub trait Reads: Send + Sync {
         tail: u32,
     ) -> Call<'a, LogsView>;
     fn nodes<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<NodeView>>;
+
+    /// One container's events from now on, as they happen (`WatchEvents`,
+    /// kept to that container): what verification waits on. The executor
+    /// caps streams per identity, so a refusal is expected and the caller
+    /// polls instead; an executor client that has no stream says
+    /// `UNIMPLEMENTED`.
+    fn follow<'a>(
+        &'a self,
+        request_id: &'a str,
+        container_id: &'a str,
+    ) -> Call<'a, ContainerEvents> {
+        let _ = (request_id, container_id);
+        Box::pin(async {
+            Err(ExecutorError::new(
+                tonic::Code::Unimplemented,
+                "no event stream",
+            ))
+        })
+    }
 
     /// Whether the executor serves, as cheaply as it can be asked (the
     /// gRPC health service, which audits no successful probe).
@@ -546,11 +568,19 @@ impl ExecutorClient {
         &self,
         since_nanos: i64,
     ) -> Result<tonic::Streaming<pb::ContainerEvent>, ExecutorError> {
+        self.events_for("watch", since_nanos).await
+    }
+
+    async fn events_for(
+        &self,
+        request_id: &str,
+        since_nanos: i64,
+    ) -> Result<tonic::Streaming<pb::ContainerEvent>, ExecutorError> {
         Ok(self
             .inner
             .clone()
             .watch_events(pb::WatchEventsRequest {
-                request_id: "watch".into(),
+                request_id: request_id.into(),
                 since_unix_nanos: since_nanos,
             })
             .await?
@@ -670,6 +700,26 @@ pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
 impl Reads for ExecutorClient {
     fn ping<'a>(&'a self) -> Call<'a, ()> {
         Box::pin(health::ping(self.channel.clone()))
+    }
+    fn follow<'a>(
+        &'a self,
+        request_id: &'a str,
+        container_id: &'a str,
+    ) -> Call<'a, ContainerEvents> {
+        Box::pin(async move {
+            use futures::StreamExt as _;
+            let container_id = container_id.to_string();
+            let stream = self
+                .events_for(request_id, 0)
+                .await?
+                // A broken stream ends; the caller polls then.
+                .take_while(|e| std::future::ready(e.is_ok()))
+                .filter_map(move |e| {
+                    let e = e.ok().map(container_event);
+                    std::future::ready(e.filter(|e| e.container_id == container_id))
+                });
+            Ok(Box::pin(stream) as ContainerEvents)
+        })
     }
     fn list<'a>(&'a self, request_id: &'a str, all: bool) -> Call<'a, Vec<ContainerSummaryView>> {
         Box::pin(ExecutorClient::list(self, request_id, all))

@@ -201,7 +201,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             max_iterations: config.max_iterations,
             verify_max_wait: config.verify.max_wait,
             verify_poll: config.verify.poll_interval,
-            stable_for: drydock_agent::engine::DEFAULT_STABLE_FOR,
+            stable_for: config.verify.stable_for,
             logs_tail: config.logs_tail,
             runbook: Arc::new(runbook),
             llm,

@@ -17,7 +17,7 @@ pub mod swarm;
 use logs::LOG_WINDOW;
 pub use logs::{match_logs, LogMatch};
 pub use past::PastDeath;
-pub use question::{is_question, AskedTime};
+pub use question::{asks_about_usage, is_question, AskedTime};
 
 /// The facts diagnosis rests on, with the ids of their evidence records.
 pub struct Observation<'a> {

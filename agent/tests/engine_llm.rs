@@ -391,7 +391,7 @@ async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
             max_iterations: 3,
             verify_max_wait: Duration::from_secs(5),
             verify_poll: Duration::from_millis(100),
-            stable_for: drydock_agent::engine::DEFAULT_STABLE_FOR,
+            stable_for: std::time::Duration::from_secs(3),
             logs_tail: 200,
             runbook: Arc::new(Runbook::default()),
             llm: Some(Arc::new(setup)),

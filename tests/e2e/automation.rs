@@ -621,7 +621,13 @@ fn a_flapping_container_yields_one_request_and_a_crash_loop_gets_advice() {
 fn an_agent_restarted_mid_watch_resumes_without_missing_or_duplicating() {
     let hook = Receiver::start();
     let dd = watching_home("dd-resume", "notify", &hook);
-    edit(&dd.home.path("agent.yaml"), "debounce: 2s", "debounce: 6s");
+    // A first crash waits `restart_grace`: long enough here to kill the
+    // agent while it waits.
+    edit(
+        &dd.home.path("agent.yaml"),
+        "debounce: 2s",
+        "debounce: 6s\n  restart_grace: 6s",
+    );
     dd.up();
     // Let the watcher journal a first event (proof the stream is open).
     let probe = Container::run("resume", &[drydock::fixture::FIXTURE_IMAGE, "sleep"]);

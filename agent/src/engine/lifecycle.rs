@@ -70,6 +70,7 @@ impl Engine {
     /// phase says stop (a final state, or waiting on someone).
     pub(super) async fn run(&self, id: &str) -> Result<(), Stop> {
         loop {
+            self.attach_arrived_stats(id).await?;
             let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
             if req.status.is_terminal() {
                 return Ok(());

@@ -50,18 +50,15 @@ use crate::model::*;
 use crate::runbook::Runbook;
 use crate::store::{Store, StoreError};
 
-/// How long every verification check must hold after an action (longer
-/// for a healthcheck's own schedule): a process that wedges again a second
-/// after a restart is not fixed.
-pub const DEFAULT_STABLE_FOR: Duration = Duration::from_secs(3);
-
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub approval_ttl: Duration,
     pub max_iterations: u32,
     pub verify_max_wait: Duration,
     pub verify_poll: Duration,
-    /// The stability hold (`DEFAULT_STABLE_FOR`).
+    /// How long every verification check must hold after an action
+    /// (`verify.stable_for`; longer for a healthcheck's own schedule): a
+    /// process that wedges again a second after a restart is not fixed.
     pub stable_for: Duration,
     pub logs_tail: u32,
     pub runbook: Arc<Runbook>,
@@ -121,7 +118,13 @@ pub struct Engine {
     /// Validated model plans between diagnosis and planning. In memory on
     /// purpose: a restarted agent observes again from scratch.
     llm_plans: Mutex<HashMap<String, Plan>>,
+    /// Usage samples still on their way when observation had what it
+    /// needed: attached at the next phase once they arrive
+    /// (`attach_arrived_stats`), dropped when the request ends.
+    pending_stats: Mutex<HashMap<String, PendingStats>>,
 }
+
+type PendingStats = tokio::task::JoinHandle<Result<StatsView, ExecutorError>>;
 
 /// A piece of evidence read but not yet recorded, with its one-line summary.
 struct Gathered {
@@ -186,6 +189,7 @@ impl Engine {
             controls: Mutex::new(HashMap::new()),
             doc_lock: tokio::sync::Mutex::new(()),
             llm_plans: Mutex::new(HashMap::new()),
+            pending_stats: Mutex::new(HashMap::new()),
         })
     }
 
@@ -318,6 +322,14 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
+        if let Some(stats) = self
+            .pending_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            stats.abort();
+        }
         Ok(req)
     }
 

@@ -145,18 +145,14 @@ impl Engine {
             None if crate::rules::is_question(&req.message) => (now - 86_400, 256),
             None => (now - 3600, 100),
         };
-        let stats_now = async {
-            if listed_running {
-                Some(self.exec(id).stats(id, cid).await)
-            } else {
-                None
-            }
-        };
+        // The usage sample takes about a second (the engine's collector);
+        // it starts with the other reads and is waited for only when it can
+        // change the answer (`usage_matters`).
+        let stats_read = listed_running.then(|| self.spawn_stats(id, cid));
         let ex = self.exec(id);
-        let (inspected, logs, stats, engine_events) = tokio::join!(
+        let (inspected, logs, engine_events) = tokio::join!(
             ex.inspect(id, cid),
             ex.logs(id, cid, tail),
-            stats_now,
             ex.container_events(id, cid, events_since, events_limit)
         );
         let call = format!("inspect {}", target.container_name);
@@ -169,16 +165,31 @@ impl Engine {
         };
         // Resource usage backs memory and CPU advice; read only for a
         // running container, and a failure is not worth failing over.
-        let stats = match stats {
-            Some(read) if container.running => Some(read),
-            Some(_) => None,
-            None if container.running => Some(self.exec(id).stats(id, cid).await),
+        let stats = match stats_read {
+            Some(read) if !container.running => {
+                read.abort();
+                None
+            }
+            Some(read) => Some(read),
+            None if container.running => Some(self.spawn_stats(id, cid)),
             None => None,
         };
         let stats = match stats {
-            Some(Ok(stats)) => Some(stats),
-            Some(Err(e)) => {
-                tracing::warn!(request_id = %id, error = %e, "stats unavailable");
+            Some(read) if read.is_finished() || self.usage_matters(req, &container) => {
+                match read.await {
+                    Ok(Ok(stats)) => Some(stats),
+                    Ok(Err(e)) => {
+                        tracing::warn!(request_id = %id, error = %e, "stats unavailable");
+                        None
+                    }
+                    Err(_) => None,
+                }
+            }
+            Some(read) => {
+                self.pending_stats
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.to_string(), read);
                 None
             }
             None => None,
@@ -222,6 +233,44 @@ impl Engine {
             asked: asked.map(|a| a.unix),
             tail,
         }))
+    }
+
+    /// Read a running container's usage in a task of its own, so that
+    /// nothing waits on it unless it must.
+    fn spawn_stats(&self, id: &str, cid: &str) -> super::PendingStats {
+        let (ex, id, cid) = (self.exec(id), id.to_string(), cid.to_string());
+        tokio::spawn(async move { ex.stats(&id, &cid).await })
+    }
+
+    /// Whether a usage sample can change the answer: the OOM flag (the
+    /// advice names the use), a question about resources, or a model
+    /// (it reads all the evidence). Otherwise the cause is told by the
+    /// state, the health log and the logs, and the sample is attached
+    /// when it arrives (`attach_arrived_stats`).
+    fn usage_matters(&self, req: &Request, container: &ContainerView) -> bool {
+        container.oom_killed
+            || self.config.llm.is_some()
+            || crate::rules::asks_about_usage(&req.message)
+    }
+
+    /// A usage sample observation did not wait for, once it has arrived:
+    /// recorded as evidence (called between phases; never waits).
+    pub(super) async fn attach_arrived_stats(&self, id: &str) -> Result<(), Stop> {
+        let arrived = {
+            let mut pending = self.pending_stats.lock().unwrap_or_else(|p| p.into_inner());
+            match pending.get(id) {
+                Some(read) if read.is_finished() => pending.remove(id),
+                _ => None,
+            }
+        };
+        if let Some(read) = arrived {
+            match read.await {
+                Ok(Ok(stats)) => self.record(id, vec![Gathered::stats(&stats)], None).await?,
+                Ok(Err(e)) => tracing::warn!(request_id = %id, error = %e, "stats unavailable"),
+                Err(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Remember what the target is, and compare it with the last

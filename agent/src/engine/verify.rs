@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 use super::{Engine, RunbookEvidence, Stop};
 use crate::model::*;
 
+/// With the container's events to wake on, how often it is still looked
+/// at, at least (a stream that stalls without ending must not stall
+/// verification); `verify.poll_interval` when that is longer.
+const EVENTS_FALLBACK_POLL: Duration = Duration::from_secs(1);
+
 impl Engine {
     /// Poll one container until it is running (and healthy, when it has a
     /// healthcheck, waiting out its probe schedule; stable for a few seconds
@@ -30,6 +35,10 @@ impl Engine {
         let mut ok_since: Option<Instant> = None;
         let mut hold = self.config.stable_for;
         let mut unanswered = Duration::ZERO;
+        // Woken by the container's own events (a health verdict, a start, a
+        // death) as they happen; polled only as a fallback, or when the
+        // executor gives no stream (it caps them per identity).
+        let mut events = self.exec(id).follow(id, container_id).await.ok();
         loop {
             self.check_canceled(id)?;
             let mut checks = Vec::new();
@@ -104,7 +113,26 @@ impl Engine {
             if held || started.elapsed().saturating_sub(unanswered) >= deadline + hold {
                 return Ok(Some((checks, last)));
             }
-            tokio::time::sleep(self.config.verify_poll).await;
+            // While the checks hold, the next look is when the hold ends.
+            let hold_left = ok_since.map(|t| hold.saturating_sub(t.elapsed()));
+            match events.as_mut() {
+                Some(stream) => {
+                    let fallback = EVENTS_FALLBACK_POLL.max(self.config.verify_poll);
+                    let wake = hold_left.map_or(fallback, |h| h.min(fallback));
+                    tokio::select! {
+                        next = futures::StreamExt::next(stream) => {
+                            if next.is_none() {
+                                events = None;
+                            }
+                        }
+                        _ = tokio::time::sleep(wake) => {}
+                    }
+                }
+                None => {
+                    let poll = self.config.verify_poll;
+                    tokio::time::sleep(hold_left.map_or(poll, |h| h.min(poll))).await
+                }
+            }
         }
     }
 

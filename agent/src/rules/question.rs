@@ -20,6 +20,35 @@ pub fn is_question(message: &str) -> bool {
     )
 }
 
+/// Does the message ask about resource use ("slow", "memory", "cpu")?
+/// Then a running container's usage sample can change the answer and is
+/// waited for; otherwise it is not on the critical path.
+pub fn asks_about_usage(message: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "slow",
+        "sluggish",
+        "lag",
+        "laggy",
+        "latency",
+        "memory",
+        "mem",
+        "ram",
+        "cpu",
+        "load",
+        "leak",
+        "leaking",
+        "oom",
+        "swap",
+        "usage",
+        "resources",
+        "throttled",
+        "throttling",
+    ];
+    message
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| WORDS.contains(&w.to_lowercase().as_str()))
+}
+
 /// The widest offset from UTC a clock can have (UTC−12 to UTC+14, with
 /// room): what the API accepts.
 pub const MAX_UTC_OFFSET_MINUTES: i32 = 18 * 60;
@@ -119,6 +148,26 @@ pub fn asked_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_words_are_told_from_others() {
+        for m in [
+            "the api is slow",
+            "Web uses too much MEMORY",
+            "cpu at 100%?",
+            "db: high load",
+        ] {
+            assert!(asks_about_usage(m), "{m}");
+        }
+        for m in [
+            "web is down",
+            "api keeps restarting",
+            "slowlog",
+            "download fails",
+        ] {
+            assert!(!asks_about_usage(m), "{m}");
+        }
+    }
 
     /// 2026-12-01 09:30:00 UTC.
     const NOW: i64 = 1_796_117_400;

@@ -3,8 +3,12 @@
 //! container turns unhealthy, dies with a non-zero exit that no person
 //! caused, or is OOM-killed.
 //!
-//! - **Debounced:** a trigger waits `watch.debounce`; more triggers of the
-//!   same container meanwhile fold into it.
+//! - **At once, unless it flaps:** Docker's health retries already
+//!   debounced an `unhealthy`, so it opens its request at once; a crash or
+//!   OOM kill waits `watch.restart_grace` (a second) for Docker's restart
+//!   policy. A container that triggered already within
+//!   `watch.crash_loop_window` flaps: its trigger waits `watch.debounce`,
+//!   and more triggers of it meanwhile fold into it.
 //! - **Deduplicated:** never a second open request for a container, and none
 //!   within `watch.cooldown` after the last watch request for it ended, so
 //!   a flapping container yields one request.
@@ -84,6 +88,32 @@ pub fn trigger_of(e: &ContainerEvent, recent: &[ContainerEvent]) -> Option<Trigg
             (!caused).then_some(Trigger::Crashed { exit_code: code })
         }
         _ => None,
+    }
+}
+
+/// How long a new trigger waits before its request opens: nothing for an
+/// `unhealthy` (Docker's retries debounced it), `watch.restart_grace` for a
+/// crash or OOM kill (Docker's restart policy may restart it), and
+/// `watch.debounce` when the container flaps: an earlier trigger of it
+/// within `watch.crash_loop_window`, in `recent` (its journaled events).
+pub fn wait_before_opening(
+    config: &WatchConfig,
+    trigger: &Trigger,
+    e: &ContainerEvent,
+    recent: &[ContainerEvent],
+) -> Duration {
+    let window = config.crash_loop_window.as_nanos() as i64;
+    let flaps = recent.iter().any(|r| {
+        r.time_nanos < e.time_nanos
+            && e.time_nanos - r.time_nanos <= window
+            && trigger_of(r, recent).is_some()
+    });
+    if flaps {
+        config.debounce
+    } else if *trigger == Trigger::Unhealthy {
+        Duration::ZERO
+    } else {
+        config.restart_grace
     }
 }
 
@@ -173,7 +203,9 @@ impl Watcher {
                                 Ok(Some(event)) => {
                                     let mut e = crate::executor_client::container_event(event);
                                     e.host = self.host_key().to_string();
-                                    self.on_event(e)
+                                    self.on_event(e);
+                                    // A trigger due at once opens now, not at the next tick.
+                                    self.fire_due().await;
                                 }
                                 Ok(None) => { tracing::warn!("the event stream ended; reconnecting"); break; }
                                 Err(e) => { tracing::warn!(error = %e, "the event stream failed; reconnecting"); break; }
@@ -260,7 +292,8 @@ impl Watcher {
     }
 
     fn hold(&mut self, e: ContainerEvent, trigger: Trigger) {
-        let debounce = self.config.debounce;
+        let recent = self.recent(&e);
+        let wait = wait_before_opening(&self.config, &trigger, &e, &recent);
         match self.pending.get_mut(&e.container_id) {
             Some(p) => {
                 p.folded += 1;
@@ -268,13 +301,13 @@ impl Watcher {
                 let _ = journal::set_trigger(&self.store, &e, "folded");
             }
             None => {
-                tracing::info!(container = %e.name, trigger = ?trigger, "watch trigger; waiting {debounce:?} before opening a request");
+                tracing::info!(container = %e.name, trigger = ?trigger, "watch trigger; waiting {wait:?} before opening a request");
                 self.pending.insert(
                     e.container_id.clone(),
                     Pending {
                         event: e,
                         trigger,
-                        due: Instant::now() + debounce,
+                        due: Instant::now() + wait,
                         folded: 0,
                     },
                 );
@@ -405,6 +438,63 @@ mod tests {
             exit_code: code,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn only_a_flapping_container_waits_out_the_debounce() {
+        let config = WatchConfig {
+            debounce: Duration::from_secs(10),
+            restart_grace: Duration::from_secs(1),
+            ..WatchConfig::default()
+        };
+        let unhealthy = |t| ContainerEvent {
+            health: "unhealthy".into(),
+            ..ev(t, "health_status", None)
+        };
+        // A first verdict of Docker's: at once.
+        let now = unhealthy(1000);
+        let wait = wait_before_opening(
+            &config,
+            &Trigger::Unhealthy,
+            &now,
+            std::slice::from_ref(&now),
+        );
+        assert_eq!(wait, Duration::ZERO);
+        // A first crash: a second for Docker's restart policy.
+        let die = ev(1000, "die", Some(1));
+        let crashed = Trigger::Crashed { exit_code: 1 };
+        assert_eq!(
+            wait_before_opening(&config, &crashed, &die, std::slice::from_ref(&die)),
+            Duration::from_secs(1)
+        );
+        // It crashed a minute ago too: it flaps, and waits the debounce.
+        let before = ev(940, "die", Some(1));
+        assert_eq!(
+            wait_before_opening(&config, &crashed, &die, &[before.clone(), die.clone()]),
+            Duration::from_secs(10)
+        );
+        let was_unhealthy = unhealthy(900);
+        assert_eq!(
+            wait_before_opening(
+                &config,
+                &Trigger::Unhealthy,
+                &now,
+                &[was_unhealthy, now.clone()]
+            ),
+            Duration::from_secs(10)
+        );
+        // A clean exit or a healthy verdict before is no trigger: no flap.
+        let calm = [ev(900, "die", Some(0)), ev(950, "start", None), now.clone()];
+        assert_eq!(
+            wait_before_opening(&config, &Trigger::Unhealthy, &now, &calm),
+            Duration::ZERO
+        );
+        // Outside the crash-loop window (10 min) it does not count.
+        let long_ago = ev(1000 - 700, "die", Some(1));
+        assert_eq!(
+            wait_before_opening(&config, &crashed, &die, &[long_ago, die.clone()]),
+            Duration::from_secs(1)
+        );
     }
 
     #[test]

@@ -95,6 +95,11 @@ struct Scripted {
     calls: Mutex<Vec<String>>,
     /// How long `GetPolicy` takes (a busy executor).
     policy_delay: Duration,
+    /// How long `ContainerStats` takes (the engine's collector cycle).
+    stats_delay: Duration,
+    /// The container's events, for `follow` (none: no stream, as an
+    /// executor that refuses one).
+    events: Option<tokio::sync::broadcast::Sender<ContainerEvent>>,
     /// After a write, this many inspects find the executor unreachable.
     down_after_write: Mutex<u32>,
 }
@@ -111,6 +116,8 @@ impl Scripted {
             swarm: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
             policy_delay: Duration::ZERO,
+            stats_delay: Duration::ZERO,
+            events: None,
             down_after_write: Mutex::new(0),
         }
     }
@@ -146,6 +153,24 @@ impl Scripted {
 }
 
 impl Reads for Scripted {
+    fn follow<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> Call<'a, crate::executor_client::ContainerEvents> {
+        Box::pin(async move {
+            let Some(events) = &self.events else {
+                return Err(ExecutorError::new(
+                    Code::ResourceExhausted,
+                    "4 streams open",
+                ));
+            };
+            let stream = futures::stream::unfold(events.subscribe(), |mut rx| async move {
+                rx.recv().await.ok().map(|e| (e, rx))
+            });
+            Ok(Box::pin(stream) as crate::executor_client::ContainerEvents)
+        })
+    }
     fn list<'a>(&'a self, _: &'a str, _: bool) -> Call<'a, Vec<ContainerSummaryView>> {
         Box::pin(async move {
             self.answer("list", || {
@@ -210,7 +235,10 @@ impl Reads for Scripted {
         })
     }
     fn stats<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, StatsView> {
-        Box::pin(async move { self.answer("stats", StatsView::default) })
+        Box::pin(async move {
+            tokio::time::sleep(self.stats_delay).await;
+            self.answer("stats", StatsView::default)
+        })
     }
     fn disk_usage<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, DiskUsageView> {
         Box::pin(async move { self.answer("disk_usage", DiskUsageView::default) })
@@ -757,4 +785,90 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
         .approvals
         .iter()
         .any(|a| a.grant_id.as_deref() == Some(grant_id.as_str())));
+}
+
+fn evidence_kinds(req: &Request) -> Vec<&str> {
+    req.evidence.iter().map(|e| e.kind.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_cause_the_health_log_tells_does_not_wait_for_the_usage_sample() {
+    let mut executor = Scripted::new(web("unhealthy"), recovers());
+    executor.stats_delay = Duration::from_millis(500);
+    let w = world(executor, WatchMode::Notify);
+    let id = w.ask("web is down").await;
+    let req = w.waiting(&id).await;
+    assert_eq!(req.status, Status::WaitingApproval, "{:?}", req.outcome);
+    assert!(
+        !evidence_kinds(&req).contains(&"stats"),
+        "planned before the sample came: {:?}",
+        evidence_kinds(&req)
+    );
+    // It was read all the same, and is attached once it has come.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    w.approve(&req).await;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
+    assert!(
+        evidence_kinds(&req).contains(&"stats"),
+        "{:?}",
+        evidence_kinds(&req)
+    );
+}
+
+#[tokio::test]
+async fn a_question_about_usage_waits_for_the_sample() {
+    let mut executor = Scripted::new(web("unhealthy"), recovers());
+    executor.stats_delay = Duration::from_millis(300);
+    let w = world(executor, WatchMode::Notify);
+    let id = w.ask("web is slow").await;
+    let req = w.waiting(&id).await;
+    assert!(
+        evidence_kinds(&req).contains(&"stats"),
+        "{:?}",
+        evidence_kinds(&req)
+    );
+}
+
+#[tokio::test]
+async fn verification_wakes_on_the_containers_events_not_on_a_poll() {
+    let mut executor = Scripted::new(
+        web("unhealthy"),
+        WriteScript {
+            answer: Ok(()),
+            after: web("starting"),
+        },
+    );
+    let (events, _) = tokio::sync::broadcast::channel(16);
+    executor.events = Some(events.clone());
+    // A poll this slow would outlast the test: only the event can wake it.
+    let w = world_with(
+        executor,
+        EngineConfig {
+            verify_poll: Duration::from_secs(60),
+            verify_max_wait: Duration::from_secs(30),
+            ..config(WatchMode::Notify)
+        },
+    );
+    let id = w.ask("web is down").await;
+    let req = w.waiting(&id).await;
+    w.approve(&req).await;
+    let executor = w.executor.clone();
+    tokio::spawn(async move {
+        while executor.writes() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        *executor.container.lock().unwrap() = web("healthy");
+        let _ = events.send(ContainerEvent {
+            container_id: WEB.into(),
+            name: "web".into(),
+            action: "health_status".into(),
+            health: "healthy".into(),
+            ..Default::default()
+        });
+    });
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
+    assert!(req.verification.unwrap().ok);
 }
