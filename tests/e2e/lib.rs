@@ -493,12 +493,46 @@ impl ExecutorProcess {
     }
 
     pub fn start_with(dd: &Drydock, config: PathBuf) -> ExecutorProcess {
+        Self::spawn(dd, config, &[], Duration::from_secs(20))
+    }
+
+    /// Start it under `wrapper` (`valgrind --tool=callgrind ...`), which
+    /// runs it in the same process, allowing `ready_within` to start.
+    pub fn start_wrapped(
+        dd: &Drydock,
+        edit: impl Fn(String) -> String,
+        wrapper: &[&str],
+        ready_within: Duration,
+    ) -> ExecutorProcess {
+        let text = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+        let config = dd
+            .home
+            .path(&format!("executor-{}.yaml", rand::random::<u32>()));
+        std::fs::write(&config, edit(text)).expect("write config");
+        Self::spawn(dd, config, wrapper, ready_within)
+    }
+
+    fn spawn(
+        dd: &Drydock,
+        config: PathBuf,
+        wrapper: &[&str],
+        ready_within: Duration,
+    ) -> ExecutorProcess {
         let log = dd
             .home
             .path(&format!("logs/executor-{}.log", rand::random::<u32>()));
         std::fs::create_dir_all(dd.home.path("logs")).expect("logs dir");
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(bin("drydock-executor"))
+        let executor = bin("drydock-executor");
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&executor);
+                c
+            }
+            None => Command::new(&executor),
+        };
+        let child = command
             .args(["serve", "--config"])
             .arg(&config)
             .stdout(file.try_clone().expect("log"))
@@ -526,7 +560,7 @@ impl ExecutorProcess {
                 break;
             }
             assert!(
-                started.elapsed() < Duration::from_secs(20),
+                started.elapsed() < ready_within,
                 "executor did not start: {}",
                 std::fs::read_to_string(&p.log).unwrap_or_default()
             );
