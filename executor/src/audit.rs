@@ -158,27 +158,54 @@ pub struct NonceRecord<'a> {
 /// the columns added since get empty values for old rows. Audit rows are
 /// never rewritten (that would break the hash chain).
 fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
-    // A JSON array of fixed positions is an unambiguous encoding.
-    let material = serde_json::json!([
+    let material = serde_json::to_vec(&Material {
         seq,
         ts,
-        e.request_id,
-        e.caller,
-        e.action,
-        e.target,
-        e.container_id,
-        e.tier,
-        e.approval_id,
-        e.key_id,
-        e.decision,
-        e.code,
-        e.reason,
-        e.duration_ms,
-        e.input,
-        e.result,
-        prev_hash
-    ]);
-    hex::encode(Sha256::digest(material.to_string().as_bytes()))
+        e,
+        prev_hash,
+    })
+    .unwrap_or_default();
+    hex::encode(Sha256::digest(&material))
+}
+
+/// What a row's hash covers: a JSON array of fixed positions (an
+/// unambiguous encoding), written straight from the row, as
+/// `[seq, ts, request_id, caller, action, target, container_id, tier,
+/// approval_id, key_id, decision, code, reason, duration_ms, input, result,
+/// prev_hash]`. The bytes must never change: every stored hash covers them.
+struct Material<'a> {
+    seq: i64,
+    ts: &'a str,
+    e: &'a AuditEntry,
+    prev_hash: &'a str,
+}
+
+impl Serialize for Material<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple as _;
+        let e = self.e;
+        let mut t = s.serialize_tuple(17)?;
+        t.serialize_element(&self.seq)?;
+        t.serialize_element(self.ts)?;
+        for field in [
+            &e.request_id,
+            &e.caller,
+            &e.action,
+            &e.target,
+            &e.container_id,
+        ] {
+            t.serialize_element(field)?;
+        }
+        t.serialize_element(&e.tier)?;
+        for field in [&e.approval_id, &e.key_id, &e.decision, &e.code, &e.reason] {
+            t.serialize_element(field)?;
+        }
+        t.serialize_element(&e.duration_ms)?;
+        t.serialize_element(&e.input)?;
+        t.serialize_element(&e.result)?;
+        t.serialize_element(self.prev_hash)?;
+        t.end()
+    }
 }
 
 impl AuditLog {

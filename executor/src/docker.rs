@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bollard::query_parameters::{
-    InspectContainerOptions, ListContainersOptions, RestartContainerOptions, StartContainerOptions,
-    StopContainerOptions,
+    ListContainersOptions, RestartContainerOptions, StartContainerOptions, StopContainerOptions,
 };
 use bollard::Docker;
 use std::sync::{Arc, RwLock};
@@ -511,151 +510,54 @@ impl DockerAdapter {
         }))
     }
 
+    /// `GET /containers/{ref}/json`, raw (`inspect.rs` parses it). The
+    /// reference is a name or id the service validated (`[a-zA-Z0-9_.-]`),
+    /// checked again here: nothing else can reach the path.
     async fn inspect_raw(&self, name_or_id: &str) -> Result<ContainerDetails, DockerError> {
-        let r = self
+        let reference = name_or_id.strip_prefix('/').unwrap_or(name_or_id);
+        let valid = !reference.is_empty()
+            && reference != "."
+            && reference != ".."
+            && reference
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if !valid {
+            return Err(DockerError::NotFound(name_or_id.to_string()));
+        }
+        let path = format!("/containers/{reference}/json");
+        let body = self
             .read("inspect", self.timeouts.read, || async {
-                self.client()
-                    .inspect_container(name_or_id, None::<InspectContainerOptions>)
-                    .await
-                    .map_err(|e| classify("inspect", name_or_id, e))
+                let version = self.client().client_version();
+                let (status, body) = self.raw.get(&version, &path).await.map_err(|e| match e {
+                    transport::RawError::Connection(e) => {
+                        DockerError::Unavailable(format!("inspect: {e}"))
+                    }
+                    transport::RawError::Answer(e) => DockerError::Rejected {
+                        operation: "inspect",
+                        message: e,
+                    },
+                })?;
+                if status.is_success() {
+                    return Ok(body);
+                }
+                // The engine's own error, classified as bollard's would be.
+                let message = serde_json::from_slice::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v["message"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+                Err(classify(
+                    "inspect",
+                    name_or_id,
+                    bollard::errors::Error::DockerResponseServerError {
+                        status_code: status.as_u16(),
+                        message,
+                    },
+                ))
             })
             .await?;
-        let config = r.config.unwrap_or_default();
-        let state = r.state.unwrap_or_default();
-        let health = state.health.clone().unwrap_or_default();
-        let healthcheck = config.healthcheck.and_then(|h| {
-            let test = h.test.unwrap_or_default();
-            // ["NONE"] disables an image's healthcheck.
-            if test.is_empty() || test.first().map(String::as_str) == Some("NONE") {
-                return None;
-            }
-            Some(HealthcheckSpec {
-                test,
-                interval: ns(h.interval),
-                timeout: ns(h.timeout),
-                retries: h.retries.unwrap_or(0).max(0) as u32,
-                start_period: ns(h.start_period),
-            })
-        });
-        let networks = r
-            .network_settings
-            .and_then(|n| n.networks)
-            .unwrap_or_default();
-        let mut aliases: Vec<String> = networks
-            .values()
-            .flat_map(|e| e.aliases.clone().unwrap_or_default())
-            .collect();
-        aliases.sort();
-        aliases.dedup();
-        let mut network_names: Vec<String> = networks.keys().cloned().collect();
-        network_names.sort();
-        let ip_addresses = addresses(&networks);
-        let host_config = r.host_config.unwrap_or_default();
-        let stop_timeout = config.stop_timeout;
-        let mut requested_host_ports: Vec<u32> = host_config
-            .port_bindings
-            .clone()
-            .unwrap_or_default()
-            .values()
-            .flatten()
-            .flatten()
-            .filter_map(|b| b.host_port.as_deref().and_then(|p| p.parse().ok()))
-            .collect();
-        requested_host_ports.sort_unstable();
-        requested_host_ports.dedup();
-        let mut mounts: Vec<MountInfo> = r
-            .mounts
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|m| MountInfo {
-                kind: m.typ.map(|t| t.to_string()).unwrap_or_default(),
-                source: m
-                    .name
-                    .filter(|n| !n.is_empty())
-                    .or(m.source)
-                    .unwrap_or_default(),
-                destination: m.destination.unwrap_or_default(),
-                rw: m.rw.unwrap_or(false),
-            })
-            .collect();
-        // `--tmpfs` mounts are only in HostConfig, not in Mounts.
-        let mut tmpfs: Vec<(String, String)> = host_config
-            .tmpfs
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        tmpfs.sort();
-        mounts.extend(tmpfs.into_iter().map(|(destination, options)| MountInfo {
-            kind: "tmpfs".into(),
-            source: "tmpfs".into(),
-            rw: !options.split(',').any(|o| o.trim() == "ro"),
-            destination,
-        }));
-        let network_mode = host_config.network_mode.clone().unwrap_or_default();
-        Ok(ContainerDetails {
-            mounts,
-            tty: config.tty.unwrap_or(false),
-            entrypoint: config.entrypoint.clone().unwrap_or_default(),
-            command: config.cmd.clone().unwrap_or_default(),
-            user: config.user.clone().unwrap_or_default(),
-            working_dir: config.working_dir.clone().unwrap_or_default(),
-            image_id: r.image.clone().unwrap_or_default(),
-            network_mode,
-            id: r.id.unwrap_or_default(),
-            name: r
-                .name
-                .unwrap_or_default()
-                .trim_start_matches('/')
-                .to_string(),
-            image: config.image.unwrap_or_default(),
-            state: StateInfo {
-                status: state.status.map(|s| s.to_string()).unwrap_or_default(),
-                running: state.running.unwrap_or(false),
-                restarting: state.restarting.unwrap_or(false),
-                oom_killed: state.oom_killed.unwrap_or(false),
-                dead: state.dead.unwrap_or(false),
-                exit_code: state.exit_code.unwrap_or(0),
-                error: state.error.unwrap_or_default(),
-                started_at: state.started_at.unwrap_or_default(),
-                finished_at: state.finished_at.unwrap_or_default(),
-            },
-            health: Health {
-                status: health
-                    .status
-                    .map(|s| s.to_string())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "none".into()),
-                failing_streak: health.failing_streak.unwrap_or(0).max(0) as u32,
-                log: health
-                    .log
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|p| HealthProbe {
-                        exit_code: p.exit_code.unwrap_or(0),
-                        output: p.output.unwrap_or_default(),
-                        start: p.start.unwrap_or_default(),
-                        end: p.end.unwrap_or_default(),
-                    })
-                    .collect(),
-            },
-            healthcheck,
-            labels: config.labels.unwrap_or_default().into_iter().collect(),
-            env: config.env.unwrap_or_default(),
-            restart_count: r.restart_count.unwrap_or(0),
-            memory_limit: host_config.memory.unwrap_or(0),
-            stop_timeout_secs: stop_timeout.and_then(|t| u32::try_from(t).ok()),
-            requested_host_ports,
-            ip_addresses,
-            restart_policy: host_config
-                .restart_policy
-                .and_then(|p| p.name)
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-            networks: network_names,
-            aliases,
-            created: r.created.unwrap_or_default(),
+        inspect::parse(&body).map_err(|message| DockerError::Rejected {
+            operation: "inspect",
+            message,
         })
     }
 
@@ -748,6 +650,7 @@ impl DockerAdapter {
 
 mod disk;
 mod events;
+mod inspect;
 mod logs;
 mod rollback;
 mod stats;

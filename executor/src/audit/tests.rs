@@ -611,3 +611,48 @@ fn a_backup_restores_only_where_no_store_is_and_only_when_it_verifies() {
         .expect("a replaced-<time> folder");
     assert!(kept.path().join("audit.db").is_file());
 }
+
+#[test]
+fn a_rows_hash_covers_the_same_bytes_as_ever() {
+    let e = AuditEntry {
+        request_id: "req-1".into(),
+        caller: "drydock-agent".into(),
+        action: "inspect".into(),
+        target: "shop-web-1".into(),
+        container_id: "c".repeat(64),
+        tier: 2,
+        approval_id: String::new(),
+        key_id: "k\"ey\\".into(),
+        decision: "allowed".into(),
+        code: "OK".into(),
+        reason: "ünïcode \u{1b}[31m\n\t".into(),
+        duration_ms: u64::MAX,
+        input: "container=web".into(),
+        result: "state=running".into(),
+    };
+    // The encoding the chain was started with, kept here as the reference.
+    let material = serde_json::json!([
+        -7,
+        "2026-12-03T00:00:00.000Z",
+        e.request_id,
+        e.caller,
+        e.action,
+        e.target,
+        e.container_id,
+        e.tier,
+        e.approval_id,
+        e.key_id,
+        e.decision,
+        e.code,
+        e.reason,
+        e.duration_ms,
+        e.input,
+        e.result,
+        "prev"
+    ]);
+    let expected = hex::encode(Sha256::digest(material.to_string().as_bytes()));
+    assert_eq!(
+        row_hash(-7, "2026-12-03T00:00:00.000Z", &e, "prev"),
+        expected
+    );
+}

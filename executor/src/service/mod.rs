@@ -503,12 +503,24 @@ async fn finish_call<T>(
 
 /// One log line per call; `audit_seq` is absent for a read whose row is
 /// still queued.
+/// Every call's line in the log: at `info` for a write or a refusal, at
+/// `debug` for an answered read (its audit row is the record; a line per
+/// read at info cost as much as the row).
 fn log_call(seq: Option<i64>, e: &AuditEntry) {
-    tracing::info!(
-        audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
-        container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
-        duration_ms = e.duration_ms, "call"
-    );
+    macro_rules! call_line {
+        ($level:ident) => {
+            tracing::$level!(
+                audit_seq = seq, request_id = %e.request_id, caller = %e.caller, action = %e.action,
+                container_id = %e.container_id, decision = %e.decision, code = %e.code, reason = %e.reason,
+                duration_ms = e.duration_ms, "call"
+            )
+        };
+    }
+    if e.tier == Tier::Read as u32 && e.decision == "allowed" {
+        call_line!(debug);
+    } else {
+        call_line!(info);
+    }
 }
 
 /// The one place errors become gRPC statuses. Messages are precise but do not
