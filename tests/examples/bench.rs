@@ -24,6 +24,9 @@ use drydock_proto::pb;
 
 const SEQUENTIAL: usize = 300;
 const LOAD_FOR: Duration = Duration::from_secs(3);
+/// The stability hold (`verify.stable_for`, default): verification's own
+/// choice, reported apart.
+const HOLD: Duration = Duration::from_secs(3);
 
 struct Summary {
     n: usize,
@@ -319,7 +322,7 @@ async fn main() {
             .into_iter()
             .flatten()
             .find(|c| c["level"] == "stable")
-            .map(|_| "includes the 3 s stability hold")
+            .map(|_| "includes the stability hold")
             .unwrap_or("");
         // Baseline: docker restart plus polling the health status.
         let baseline = Container::unhealthy_web("bench", &["--stop-timeout", "1"]);
@@ -339,7 +342,7 @@ async fn main() {
         println!(
             "\nratio: **{:.2}**; without the stability hold: **{:.2}**\n",
             drydock_took.as_secs_f64() / baseline_took.as_secs_f64(),
-            (drydock_took.as_secs_f64() - 3.0).max(0.0) / baseline_took.as_secs_f64()
+            drydock_took.saturating_sub(HOLD).as_secs_f64() / baseline_took.as_secs_f64()
         );
     }
     drop(dd);
@@ -362,7 +365,7 @@ async fn main() {
         edit(
             &watching.home.path("agent.yaml"),
             "mode: notify\n",
-            "mode: repair\n  debounce: 2s\n",
+            "mode: repair\n",
         );
         watching.up();
         let out = watching.cli(&[
@@ -406,7 +409,9 @@ async fn main() {
         };
         // Baseline: what docker-autoheal does, a loop that polls every 5 s and
         // restarts whatever is unhealthy.
-        let looped = Container::unhealthy_web("benchwatch-loop", &["--stop-timeout", "1"]);
+        // Outside drydock's targets (`dd-benchwatch-*`): the loop alone
+        // repairs it.
+        let looped = Container::unhealthy_web("benchloop", &["--stop-timeout", "1"]);
         let started = Instant::now();
         // Its first poll comes at the mean phase of a 5 s period: 2.5 s.
         let mut period = Duration::from_millis(2500);
@@ -422,16 +427,18 @@ async fn main() {
         let loop_took = started.elapsed();
         println!("| path | unhealthy → healthy | note |\n|---|---|---|");
         println!(
-        "| drydock watching, `repair` mode, grant | {:.2} s | 2 s debounce; diagnosis, grant checks, verification with a 3 s stability hold |",
-        healed.as_secs_f64()
+        "| drydock watching, `repair` mode, grant | {:.2} s | the request opens on the `unhealthy` event; diagnosis, grant checks, the restart, verification with the {} s stability hold |",
+        healed.as_secs_f64(),
+        HOLD.as_secs()
     );
         println!(
         "| restart-on-unhealthy loop polling every 5 s | {:.2} s | first poll at the mean phase (2.5 s); no diagnosis, no cap, no audit |",
         loop_took.as_secs_f64()
     );
         println!(
-            "\nratio: **{:.2}**\n",
-            healed.as_secs_f64() / loop_took.as_secs_f64()
+            "\nratio: **{:.2}**; without the stability hold: **{:.2}**\n",
+            healed.as_secs_f64() / loop_took.as_secs_f64(),
+            healed.saturating_sub(HOLD).as_secs_f64() / loop_took.as_secs_f64()
         );
     }
 

@@ -84,6 +84,9 @@ struct Site {
     token: String,
 }
 
+/// `store.max_requests` of both agents.
+const MAX_REQUESTS: u32 = 100;
+
 fn edit(path: &std::path::Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).expect("read config");
     assert!(text.contains(from), "{} has no `{from}`", path.display());
@@ -107,6 +110,13 @@ fn site(mode: &'static str) -> Site {
         &format!(
             "  signing_key: pki/audit.key\n  max_size: {AUDIT_MAX}\n  keep_segments: {AUDIT_SEGMENTS}\n"
         ),
+    );
+    // A small cap on finished requests, so an hour shows the store bounded
+    // (the default, 10,000, takes weeks of faults to reach).
+    edit(
+        &dd.home.agent_config(),
+        "store:\n  path: state/agent.db\n",
+        &format!("store:\n  path: state/agent.db\n  max_requests: {MAX_REQUESTS}\n"),
     );
     edit(
         &dd.home.agent_config(),
