@@ -1,0 +1,92 @@
+use super::*;
+
+#[test]
+fn plain_tcp_is_refused_unless_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
+        std::fs::write(dir.path().join(f), "x").unwrap();
+    }
+    let path = dir.path().join("agent.yaml");
+    let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+    std::fs::write(&path, base).unwrap();
+    let c = Config::load(&path).unwrap();
+    assert_eq!(
+        c.listen_on().unwrap(),
+        Listen::Unix(dir.path().join("run/agent.sock")),
+        "the default is a unix socket next to the config"
+    );
+    std::fs::write(&path, format!("{base}listen: 127.0.0.1:7420\n")).unwrap();
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("`listen`") && err.contains("allow_plain_tcp"),
+        "{err}"
+    );
+    std::fs::write(
+        &path,
+        format!("{base}listen: 127.0.0.1:7420\napi: {{allow_plain_tcp: true}}\n"),
+    )
+    .unwrap();
+    assert!(matches!(
+        Config::load(&path).unwrap().listen_on().unwrap(),
+        Listen::Tcp(_)
+    ));
+    // Group root would admit every root process to the socket.
+    std::fs::write(&path, format!("{base}api: {{allowed_gid: 0}}\n")).unwrap();
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(err.contains("api.allowed_gid"), "{err}");
+    std::fs::write(&path, format!("{base}api: {{allowed_gid: 4242}}\n")).unwrap();
+    assert_eq!(Config::load(&path).unwrap().api.allowed_gid, Some(4242));
+}
+
+fn llm(yaml: &str) -> Result<(), String> {
+    let c: LlmConfig = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;
+    c.validate().map_err(|e| e.to_string())
+}
+
+#[test]
+fn llm_section_is_validated_with_the_key_named() {
+    assert!(llm("{provider: openai, model: m, api_key_env: OPENAI_API_KEY}").is_ok());
+    let cases = [
+        (
+            "{provider: openai, model: m, api_key_env: sk-abc123}",
+            "llm.api_key_env",
+        ),
+        ("{provider: openai, model: '', api_key_env: K}", "llm.model"),
+        (
+            "{provider: openai, model: m, api_key_env: K, base_url: ftp://x}",
+            "llm.base_url",
+        ),
+        (
+            "{provider: openai, model: m, api_key_env: K, max_turns: 0}",
+            "llm.max_turns",
+        ),
+        (
+            "{provider: openai, model: m, api_key_env: K, timeout: 0s}",
+            "llm.timeout",
+        ),
+        (
+            "{provider: openai, model: m, api_key_env: K, max_retries: 99}",
+            "llm.max_retries",
+        ),
+    ];
+    for (yaml, key) in cases {
+        let err = llm(yaml).unwrap_err();
+        assert!(err.contains(key), "{yaml}: {err}");
+        assert!(!err.contains("sk-abc123"), "the key leaked: {err}");
+    }
+    let err = llm("{provider: gemini, model: m, api_key_env: K}").unwrap_err();
+    assert!(err.contains("provider") || err.contains("gemini"), "{err}");
+}
+
+#[test]
+fn a_missing_key_variable_is_named_and_the_key_is_read_from_it() {
+    let c: LlmConfig = serde_yaml_ng::from_str(
+        "{provider: anthropic, model: m, api_key_env: DRYDOCK_TEST_LLM_KEY_UNSET_1}",
+    )
+    .unwrap();
+    let err = c.api_key().unwrap_err().to_string();
+    assert!(err.contains("llm.api_key_env") && err.contains("DRYDOCK_TEST_LLM_KEY_UNSET_1"));
+    assert_eq!(c.base_url(), DEFAULT_ANTHROPIC_BASE_URL);
+    assert_eq!(c.timeout, DEFAULT_LLM_TIMEOUT);
+    assert_eq!(c.max_turns, DEFAULT_LLM_MAX_TURNS);
+}
