@@ -117,6 +117,10 @@ pub fn wait_before_opening(
     }
 }
 
+/// Less than the restart manager's first delay (100 ms): a `start` this
+/// soon after a death is not a restart by Docker.
+const RESTART_MIN_DELAY_NANOS: i64 = 50_000_000;
+
 /// The longest wait between attempts to reopen a host's event stream.
 const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(10);
 
@@ -343,9 +347,13 @@ impl Watcher {
             .filter(|r| r.action == "die" && r.time_nanos >= window_start)
             .count() as u32;
         let crash_loop = exits >= self.config.crash_loop_restarts;
+        // A restart policy starts it again 100 ms after the death at the
+        // earliest; a `start` stamped closer is the engine announcing the
+        // first start of a process that died at once (the event can come
+        // after the death's `FinishedAt`), not Docker restarting it.
         let restarted_by_docker = recent
             .iter()
-            .any(|r| r.action == "start" && r.time_nanos > e.time_nanos);
+            .any(|r| r.action == "start" && r.time_nanos > e.time_nanos + RESTART_MIN_DELAY_NANOS);
         if !crash_loop && restarted_by_docker && matches!(p.trigger, Trigger::Crashed { .. }) {
             tracing::info!(container = %e.name, "Docker restarted it by itself; observing, not acting");
             return "skipped";
