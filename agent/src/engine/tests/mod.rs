@@ -417,6 +417,32 @@ impl World {
 
     /// A person's approval of the request's pending step (the agent cannot
     /// check a signature; any 64 bytes pass to the scripted executor).
+    /// The timeline said the executor was unreachable, then that it
+    /// answered again, and the write was sent once.
+    fn waited_out_one_outage(&self, id: &str) {
+        let said: Vec<String> = self
+            .engine
+            .store()
+            .events_after(id, 0)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.payload {
+                EventPayload::ExecutorWaiting(m) => Some(m.message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].starts_with("executor unreachable; waiting up to"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].starts_with("the executor answers again after"),
+            "{said:?}"
+        );
+        assert_eq!(self.executor.writes(), 1, "the write is not sent again");
+    }
+
     async fn approve(&self, req: &Request) {
         let pending = req.pending_approvals().next().expect("a pending approval");
         self.engine
@@ -592,27 +618,7 @@ async fn an_executor_that_stops_answering_after_the_write_is_waited_for() {
     );
     let req = w.approved_to_the_end().await;
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
-    let said: Vec<String> = w
-        .engine
-        .store()
-        .events_after(&req.id, 0)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.payload {
-            EventPayload::ExecutorWaiting(m) => Some(m.message),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(said.len(), 2, "{said:?}");
-    assert!(
-        said[0].starts_with("executor unreachable; waiting up to"),
-        "{said:?}"
-    );
-    assert!(
-        said[1].starts_with("the executor answers again after"),
-        "{said:?}"
-    );
-    assert_eq!(w.executor.writes(), 1, "the write is not sent again");
+    w.waited_out_one_outage(&req.id);
 }
 
 #[tokio::test]

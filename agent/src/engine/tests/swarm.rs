@@ -196,27 +196,7 @@ async fn an_executor_that_stops_answering_after_a_service_write_is_waited_for() 
     w.approve(&req).await;
     let req = w.finished(&id).await;
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
-    let said: Vec<String> = w
-        .engine
-        .store()
-        .events_after(&id, 0)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.payload {
-            EventPayload::ExecutorWaiting(m) => Some(m.message),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(said.len(), 2, "{said:?}");
-    assert!(
-        said[0].starts_with("executor unreachable; waiting up to"),
-        "{said:?}"
-    );
-    assert!(
-        said[1].starts_with("the executor answers again after"),
-        "{said:?}"
-    );
-    assert_eq!(w.executor.writes(), 1, "the write is not sent again");
+    w.waited_out_one_outage(&id);
 }
 
 #[tokio::test]
@@ -251,27 +231,7 @@ async fn ask_api(w: &World) -> String {
 
 #[tokio::test]
 async fn failing_tasks_of_a_transient_cause_get_a_force_update_bound_to_the_spec() {
-    let unhealthy = "task: non-zero exit (137): dockerexec: unhealthy container";
-    let healthy_again = (
-        service(2, "shop/api:2", "", ""),
-        vec![
-            task("t3", "running", "shop/api:2", "", 1),
-            task("t4", "running", "shop/api:2", "", 1),
-        ],
-    );
-    let w = swarm_world(
-        SwarmScript {
-            service: service(0, "shop/api:2", "", ""),
-            tasks: vec![
-                task("t1", "failed", "shop/api:2", unhealthy, 20),
-                task("t2", "failed", "shop/api:2", unhealthy, 30),
-            ],
-            nodes: vec![manager()],
-            logs: LogsView::default(),
-            after: Some(healthy_again),
-        },
-        swarm_policy(),
-    );
+    let w = swarm_world(failing_api(), swarm_policy());
     let id = ask_api(&w).await;
     let req = w.waiting(&id).await;
     let target = req.target.clone().expect("a target");
