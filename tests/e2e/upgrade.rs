@@ -72,6 +72,24 @@ fn stores_of_the_previous_release_are_backed_up_migrated_and_still_verify() {
     assert_eq!(user_version(&copy), 0, "the copy is the store as it was");
     assert_eq!(count(&copy), before);
 
+    // The fixture's approval has long expired by now, so the executor
+    // forgets its nonce at start (nothing could replay it). Make it a live
+    // one, and add one expired past the grace, to see both kept and pruned
+    // whatever the date the test runs on.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let db = rusqlite::Connection::open(&audit).unwrap();
+    db.execute("UPDATE nonces SET expires_at = ?1", [now + 3600])
+        .unwrap();
+    db.execute(
+        "INSERT INTO nonces (nonce, approval_id, expires_at, used_at, request_id, action, container_id, caller, key_id) VALUES ('long-gone', 'apr-old', ?1, 'then', '', '', '', '', '')",
+        [now - 30 * 86_400],
+    )
+    .unwrap();
+    drop(db);
+
     // The daemons serve from the migrated stores: the old requests are
     // there, the spent nonce is still spent, and the chain goes on.
     dd.up();
@@ -93,15 +111,32 @@ fn stores_of_the_previous_release_are_backed_up_migrated_and_still_verify() {
     );
     let nonces: i64 = rusqlite::Connection::open(&audit)
         .unwrap()
-        .query_row("SELECT count(*) FROM nonces", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM nonces WHERE nonce != 'long-gone'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
-    assert_eq!(nonces, 1);
+    assert_eq!(nonces, 1, "the live approval's nonce is still spent");
+    let gone: i64 = rusqlite::Connection::open(&audit)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM nonces WHERE nonce = 'long-gone'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(gone, 0, "a nonce expired past the grace is forgotten");
     let c = Container::run("upgrade", &[drydock::fixture::FIXTURE_IMAGE, "sleep"]);
     let (_, req) = dd.ask_json(&["--diagnose-only", "--container", &c.name, "is it ok?"]);
     assert_eq!(req["status"], "completed", "{req:#}");
     drop(dd.cli(&["down"]));
     dd.assert_audit_intact();
-    assert_eq!(user_version(&dd.home.path("state/agent.db")), 4);
+    assert_eq!(
+        user_version(&dd.home.path("state/agent.db")) as usize,
+        drydock_agent::store::schema::MIGRATIONS.len(),
+        "migrated to this release's schema"
+    );
 }
 
 #[test]
