@@ -17,12 +17,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::engine::{Engine, EngineError};
-use crate::model::{ExecutorReach, PendingApproval, RequestOptions, Status};
-
-const MAX_MESSAGE_LEN: usize = 2000;
+use crate::model::{ExecutorReach, PendingApproval, RequestOptions, Status, MAX_MESSAGE_LEN};
 
 mod automation;
 mod containers;
+mod memory;
+#[cfg(test)]
 mod openapi;
 mod services;
 
@@ -73,6 +73,9 @@ impl From<EngineError> for Problem {
             }
             EngineError::InvalidApproval(_) => {
                 Problem::new(StatusCode::BAD_REQUEST, "invalid approval", e.to_string())
+            }
+            EngineError::InvalidFollowUp(_) => {
+                Problem::new(StatusCode::BAD_REQUEST, "invalid follow-up", e.to_string())
             }
             EngineError::Store(_) => {
                 tracing::error!(error = %e, "store error");
@@ -151,6 +154,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/services", get(services::services))
         .route("/api/v1/services/{service}/tasks", get(services::tasks))
         .route("/api/v1/requests/{id}/cancel", post(cancel))
+        .route("/api/v1/requests/{id}/followups", post(follow_up))
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}/approve", post(approve))
         .route("/api/v1/approvals/{id}/reject", post(reject))
@@ -161,6 +165,22 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/v1/grants/{id}",
             axum::routing::delete(automation::revoke_grant),
+        )
+        .route(
+            "/api/v1/notes",
+            post(memory::add_note).get(memory::list_notes),
+        )
+        .route(
+            "/api/v1/notes/{id}",
+            axum::routing::delete(memory::remove_note),
+        )
+        .route(
+            "/api/v1/schedules",
+            post(memory::add_schedule).get(memory::list_schedules),
+        )
+        .route(
+            "/api/v1/schedules/{id}",
+            axum::routing::delete(memory::remove_schedule),
         )
         .route("/api/v1/alerts", post(automation::alerts))
         .route("/api/v1/deliveries", get(automation::deliveries))
@@ -484,6 +504,28 @@ async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FollowUpBody {
+    message: String,
+}
+
+async fn follow_up(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<FollowUpBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, Problem> {
+    let Json(body) = body.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid body",
+            format!("{e}; expected {{\"message\": \"...\"}}"),
+        )
+    })?;
+    let added = s.engine.follow_up(&id, &body.message).await?;
+    Ok((StatusCode::CREATED, Json(added)).into_response())
+}
+
 async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, Problem> {
     Ok(Json(s.engine.cancel(&id).await?.for_api()).into_response())
 }
@@ -538,11 +580,13 @@ async fn reject(State(s): State<AppState>, Path(id): Path<String>) -> Result<Res
     Ok(Json(s.engine.reject(&id).await?.for_api()).into_response())
 }
 
-/// The OpenAPI 3.1 document of this API (`docs/openapi.json`).
+/// The OpenAPI 3.1 document of this API, as kept in the repository: the
+/// generator (`api/openapi.rs`, from the vocabulary's types) runs in a unit
+/// test that keeps the file equal to it, so the daemon carries the bytes
+/// and not the schema code.
 async fn openapi_document() -> Response {
-    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let text = DOCUMENT.get_or_init(|| openapi::document().to_string());
-    ([(header::CONTENT_TYPE, "application/json")], text.clone()).into_response()
+    const DOCUMENT: &str = include_str!("../../docs/openapi.json");
+    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT).into_response()
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, Problem> {

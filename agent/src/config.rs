@@ -215,12 +215,13 @@ pub struct WebhookConfig {
     pub events: Vec<String>,
 }
 
-pub const NOTIFY_EVENTS: [&str; 5] = [
+pub const NOTIFY_EVENTS: [&str; 6] = [
     "opened",
     "needs_approval",
     "executed",
     "recovered",
     "failed",
+    "schedule_changed",
 ];
 
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);

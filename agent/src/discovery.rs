@@ -176,6 +176,9 @@ fn candidate(c: &ContainerSummaryView, score: u32, why: impl Into<String>) -> Ca
         container_name: c.name.clone(),
         image: c.image.clone(),
         state: c.state.clone(),
+        health: Some(c.health())
+            .filter(|h| *h != "none")
+            .map(str::to_string),
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
         score,
         why: why.into(),

@@ -118,6 +118,11 @@ fn spawn_retention(store: Arc<Store>, config: drydock_agent::config::StoreConfig
                 Ok(n) => tracing::info!(forgotten = n, "finished requests left the store"),
                 Err(e) => tracing::error!(error = %e, "cannot prune finished requests"),
             }
+            let before_unix = drydock_agent::model::unix_now()
+                - i64::try_from(config.retention.as_secs()).unwrap_or(i64::MAX);
+            if let Err(e) = drydock_agent::store::notes::prune(&store, before_unix) {
+                tracing::error!(error = %e, "cannot prune notes");
+            }
         }
     });
 }
@@ -224,11 +229,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         tracing::info!(mode = ?config.watch.mode, "watching container events");
     }
-    drydock_agent::notify::Notifier::spawn(
+    let notifier = drydock_agent::notify::Notifier::spawn(
         store,
         engine.subscribe(),
         config.notify.webhooks.clone(),
     )?;
+    drydock_agent::schedule::Scheduler::spawn(engine.clone(), notifier);
     let app = api::router(AppState {
         engine,
         token: Arc::new(token),

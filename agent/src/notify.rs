@@ -1,5 +1,6 @@
 //! Outgoing webhooks on request events: `opened`, `needs_approval`,
-//! `executed`, `recovered` and `failed`.
+//! `executed`, `recovered` and `failed`; and `schedule_changed` when a
+//! schedule's answer changes (its runs notify nothing else).
 //!
 //! Each delivery is a row in the agent's store before it is sent (so a
 //! restart does not lose it), retried with exponential backoff, and its
@@ -15,7 +16,9 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::{WebhookConfig, WebhookFormat, NOTIFY_EVENTS};
-use crate::model::{now_rfc3339, unix_now, Event, EventPayload, Request, Status};
+use crate::model::{
+    now_rfc3339, unix_now, Event, EventPayload, Request, RequestSource, Schedule, Status, Verdict,
+};
 use crate::store::{deliveries, Store};
 
 /// Attempts before a delivery is given up (about 17 minutes of backoff).
@@ -66,6 +69,13 @@ pub struct Notification {
     /// The change the failure is blamed on, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<String>,
+    /// For `schedule_changed`: the schedule, and its answer before and now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub was: Option<Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
     pub at: String,
 }
 
@@ -83,6 +93,9 @@ impl Notification {
             self.request_id,
             self.message
         );
+        if let (Some(was), Some(now)) = (self.was, self.verdict) {
+            t.push_str(&format!(" — was {}, now {}", was.as_str(), now.as_str()));
+        }
         for extra in [
             &self.diagnosis,
             &self.change,
@@ -105,6 +118,11 @@ impl Notification {
 /// Which notification, if any, an engine event is. Every kind is named, so
 /// a new kind is a decision about notifying, not a silent default.
 pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
+    if req.source == RequestSource::Schedule {
+        // A schedule's runs are notified only when the answer changes
+        // (`Notifier::schedule_changed`), not at every step of every run.
+        return None;
+    }
     let (name, approve, authorised) = match &event.payload {
         EventPayload::Created(_) => ("opened", None, None),
         EventPayload::Status(s) if s.status == Status::WaitingApproval => {
@@ -154,11 +172,21 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         | EventPayload::LlmRetry(_)
         | EventPayload::LlmUsage(_)
         | EventPayload::LlmFallback(_)
+        | EventPayload::Followup(_)
         | EventPayload::ExecutorWaiting(_) => return None,
     };
+    let mut n = about(name, req);
+    n.approve_command = approve;
+    n.authorised_by = authorised;
+    Some(n)
+}
+
+/// A notification named `event` about a request, with the words every kind
+/// carries; each kind then adds its own.
+fn about(event: &str, req: &Request) -> Notification {
     let redact = crate::text::redact;
-    Some(Notification {
-        event: name.into(),
+    Notification {
+        event: event.into(),
         request_id: req.id.clone(),
         source: req.source.as_str().into(),
         status: req.status.as_str().into(),
@@ -171,13 +199,16 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         host: req.host().map(str::to_string),
         diagnosis: req.diagnosis.as_ref().map(|d| redact(&d.summary)),
         outcome: req.outcome.as_ref().map(|o| redact(o)),
-        approve_command: approve,
-        authorised_by: authorised,
+        approve_command: None,
+        authorised_by: None,
         change: req
             .blamed_change()
             .map(|c| redact(&format!("what changed: {}", c.said))),
+        schedule_id: None,
+        was: None,
+        verdict: None,
         at: now_rfc3339(),
-    })
+    }
 }
 
 fn body_for(hook: &WebhookConfig, n: &Notification) -> String {
@@ -204,14 +235,14 @@ pub struct Notifier {
 
 impl Notifier {
     /// Start queueing (from the engine's `events`) and delivering; nothing
-    /// runs without webhooks.
+    /// runs without webhooks (and `None` is returned).
     pub fn spawn(
         store: Arc<Store>,
         mut events: tokio::sync::broadcast::Receiver<Event>,
         hooks: Vec<WebhookConfig>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Option<Arc<Notifier>>> {
         if hooks.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut with_secrets = Vec::new();
         for h in hooks {
@@ -254,24 +285,37 @@ impl Notifier {
                 }
             }
         });
-        tokio::spawn(async move { notifier.deliver_loop().await });
-        Ok(())
+        let delivering = notifier.clone();
+        tokio::spawn(async move { delivering.deliver_loop().await });
+        Ok(Some(notifier))
     }
 
     fn enqueue(&self, event: &Event) {
         let Ok(Some(req)) = self.store.get(&event.request_id) else {
             return;
         };
-        let Some(n) = notification_for(event, &req) else {
-            return;
-        };
+        if let Some(n) = notification_for(event, &req) {
+            self.queue(&n);
+        }
+    }
+
+    /// A schedule's answer changed: `req` is the run that found `now`.
+    pub fn schedule_changed(&self, schedule: &Schedule, req: &Request, was: Verdict, now: Verdict) {
+        let mut n = about("schedule_changed", req);
+        n.schedule_id = Some(schedule.id.clone());
+        n.was = Some(was);
+        n.verdict = Some(now);
+        self.queue(&n);
+    }
+
+    fn queue(&self, n: &Notification) {
         for (hook, _) in self.hooks.iter().filter(|(h, _)| wants(h, &n.event)) {
             let queued = deliveries::queue(
                 &self.store,
                 &hook.name,
                 &n.event,
                 &n.request_id,
-                &body_for(hook, &n),
+                &body_for(hook, n),
                 unix_now(),
                 &now_rfc3339(),
             );

@@ -105,6 +105,11 @@ pub enum Command {
         /// Print only the final request as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Add the words to this request instead of opening a new one: a
+        /// running request reads them at its next phase, a finished one is
+        /// diagnosed again. They never approve anything.
+        #[arg(long, value_name = "REQ", value_parser = crate::text::plain_id, conflicts_with_all = ["container", "host", "diagnose_only"])]
+        to: Option<String>,
         /// What is wrong, in your words: "backend is down".
         #[arg(required = true, num_args = 1..)]
         message: Vec<String>,
@@ -161,6 +166,18 @@ pub enum Command {
     Grant {
         #[command(subcommand)]
         command: GrantCommand,
+    },
+    /// Operators' notes on a container or service, shown in its diagnoses
+    /// as evidence (and to a model as data, never as instructions).
+    Note {
+        #[command(subcommand)]
+        command: NoteCommand,
+    },
+    /// A diagnose-only look on a cadence; a webhook (`schedule_changed`)
+    /// fires when its answer changes, not on every run.
+    Schedule {
+        #[command(subcommand)]
+        command: ScheduleCommand,
     },
     /// Other Docker hosts' executors, from this home's CA.
     Host {
@@ -276,6 +293,55 @@ pub enum GrantCommand {
     },
     /// Revoke a grant at the executor (refused from its next use on) and in the agent.
     Revoke {
+        #[arg(value_parser = crate::text::plain_id)]
+        id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NoteCommand {
+    /// Attach a note to a container (`NAME`), a compose service
+    /// (`PROJECT/SERVICE`) or a Swarm service; prints its id.
+    Add {
+        target: String,
+        /// The note (the words after the target, joined).
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// The notes, on one target or all.
+    List {
+        target: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a note by its id.
+    Remove {
+        #[arg(value_parser = crate::text::plain_id)]
+        id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScheduleCommand {
+    /// Look on a cadence: `drydock schedule add --every 1h "is the shop healthy?"`.
+    Add {
+        /// The cadence (`30s`, `15m`, `1h`, `1d`), at least 10 s.
+        #[arg(long, value_parser = crate::text::parse_every)]
+        every: u64,
+        /// Look on this host only (a name from the agent's `hosts:`).
+        #[arg(long)]
+        host: Option<String>,
+        /// What to look at, as you would ask it.
+        #[arg(required = true, num_args = 1..)]
+        message: Vec<String>,
+    },
+    /// The schedules, each with its last run and answer.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a schedule by its id.
+    Remove {
         #[arg(value_parser = crate::text::plain_id)]
         id: String,
     },

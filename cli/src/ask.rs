@@ -25,6 +25,8 @@ pub struct AskOptions {
     pub diagnose_only: bool,
     pub yes: bool,
     pub json: bool,
+    /// `--to REQ`: a follow-up on that request instead of a new one.
+    pub to: Option<String>,
 }
 
 /// How an approval gets decided.
@@ -71,13 +73,26 @@ pub async fn follow_request(
     mode: ApprovalMode,
     quiet: bool,
 ) -> anyhow::Result<AskResult> {
+    follow_request_after(agent, cfg, request_id, None, mode, quiet).await
+}
+
+/// Like `follow_request`, from the event after `after` (a follow-up's
+/// round starts at its own event).
+async fn follow_request_after(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    request_id: &str,
+    after: Option<i64>,
+    mode: ApprovalMode,
+    quiet: bool,
+) -> anyhow::Result<AskResult> {
     let decisions = RefCell::new(Decisions::default());
     let spinner = if quiet {
         Spinner::none()
     } else {
         Spinner::start()
     };
-    let followed = agent.follow(request_id, |event| {
+    let followed = agent.follow(request_id, after, |event| {
         let (decisions, spinner) = (&decisions, &spinner);
         async move {
             spinner.clear();
@@ -197,6 +212,9 @@ async fn interrupted(agent: &AgentClient, request_id: &str) -> anyhow::Result<As
 
 pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult> {
     let agent = AgentClient::from_config(cfg)?;
+    if let Some(to) = &opts.to {
+        return follow_up(&agent, cfg, to, opts).await;
+    }
     let created = agent
         .create(
             &opts.message,
@@ -227,6 +245,38 @@ pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult
             };
             return Box::pin(ask(cfg, &again)).await;
         }
+    }
+    Ok(result)
+}
+
+/// `drydock ask --to REQ "..."`: add the words to that request and follow
+/// it from there (a finished one runs a new round).
+async fn follow_up(
+    agent: &AgentClient,
+    cfg: &CliConfig,
+    id: &str,
+    opts: &AskOptions,
+) -> anyhow::Result<AskResult> {
+    let added = agent.follow_up(id, &opts.message).await?;
+    if !opts.json {
+        let how = if added.reopened {
+            format!("reopened it as round {}", added.round)
+        } else {
+            format!(
+                "it is {}; it counts from its next phase",
+                added.request.status
+            )
+        };
+        println!("request {}: follow-up added; {how}", safe(id));
+    }
+    // A new round is followed from the follow-up on; a request still under
+    // way from its start, so that an approval it already waits for is
+    // asked (or left pending) as `drydock follow` would.
+    let after = added.reopened.then_some(added.seq - 1);
+    let result =
+        follow_request_after(agent, cfg, id, after, approval_mode(opts.yes), opts.json).await?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&result.request)?);
     }
     Ok(result)
 }

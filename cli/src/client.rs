@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use drydock_vocab::{
-    ContainerList, Event, GrantList, PendingApproval, Request, RequestOptions, ServiceList,
-    ServiceTaskList, Status,
+    ContainerList, Event, FollowUpAdded, GrantList, Note, NoteList, PendingApproval, Request,
+    RequestOptions, Schedule, ScheduleList, ServiceList, ServiceTaskList, Status,
 };
 use futures::StreamExt as _;
 use serde::de::DeserializeOwned;
@@ -297,6 +297,16 @@ impl AgentClient {
             .await
     }
 
+    /// Add a follow-up to request `id` (a plain id); a finished request is
+    /// reopened as its next round.
+    pub async fn follow_up(&self, id: &str, message: &str) -> anyhow::Result<FollowUpAdded> {
+        self.post_as(
+            &format!("/api/v1/requests/{id}/followups"),
+            json!({ "message": message }),
+        )
+        .await
+    }
+
     pub async fn cancel(&self, id: &str) -> anyhow::Result<Request> {
         self.post_as(&format!("/api/v1/requests/{id}/cancel"), json!({}))
             .await
@@ -327,6 +337,46 @@ impl AgentClient {
             json!({}),
         )
         .await
+    }
+
+    /// The notes on `target`, or every note.
+    pub async fn notes(&self, target: Option<&str>) -> anyhow::Result<NoteList> {
+        let query = target
+            .map(|t| format!("?target={}", query_value(t)))
+            .unwrap_or_default();
+        self.get_as(&format!("/api/v1/notes{query}")).await
+    }
+
+    pub async fn add_note(&self, target: &str, text: &str) -> anyhow::Result<Note> {
+        self.post_as("/api/v1/notes", json!({"target": target, "text": text}))
+            .await
+    }
+
+    pub async fn remove_note(&self, id: &str) -> anyhow::Result<()> {
+        self.delete(&format!("/api/v1/notes/{id}")).await.map(drop)
+    }
+
+    pub async fn schedules(&self) -> anyhow::Result<ScheduleList> {
+        self.get_as("/api/v1/schedules").await
+    }
+
+    pub async fn add_schedule(
+        &self,
+        message: &str,
+        every_secs: u64,
+        host: Option<&str>,
+    ) -> anyhow::Result<Schedule> {
+        self.post_as(
+            "/api/v1/schedules",
+            json!({"message": message, "every_secs": every_secs, "host": host}),
+        )
+        .await
+    }
+
+    pub async fn remove_schedule(&self, id: &str) -> anyhow::Result<()> {
+        self.delete(&format!("/api/v1/schedules/{id}"))
+            .await
+            .map(drop)
     }
 
     pub async fn grants(&self) -> anyhow::Result<GrantList> {
@@ -380,12 +430,17 @@ impl AgentClient {
     /// `on_event` for each (it returns whether to go on). Reconnects with
     /// `Last-Event-ID` if the connection drops, so no event is missed or
     /// shown twice.
-    pub async fn follow<F, Fut>(&self, request_id: &str, mut on_event: F) -> anyhow::Result<()>
+    pub async fn follow<F, Fut>(
+        &self,
+        request_id: &str,
+        after: Option<i64>,
+        mut on_event: F,
+    ) -> anyhow::Result<()>
     where
         F: FnMut(Event) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<bool>>,
     {
-        let mut last_id: Option<String> = None;
+        let mut last_id: Option<String> = after.map(|seq| seq.to_string());
         let mut failures = 0;
         loop {
             let mut req = self
@@ -500,4 +555,18 @@ mod date_tests {
         );
         assert!(super::httpdate("yesterday").is_none());
     }
+}
+
+/// A query string value, percent-encoded (RFC 3986: all but unreserved
+/// characters).
+fn query_value(v: &str) -> String {
+    v.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

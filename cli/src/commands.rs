@@ -63,6 +63,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             diagnose_only,
             yes,
             json,
+            to,
             message,
         } => {
             let options = AskOptions {
@@ -72,6 +73,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 diagnose_only,
                 yes,
                 json,
+                to,
             };
             Ok(ask::ask(&home.load_cli_config()?, &options)
                 .await?
@@ -112,6 +114,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::COMPLETED)
         }
         Command::Doctor => Ok(doctor::run(&home).await),
+        Command::Note { command } => crate::memory::note(&agent(&home)?.0, command).await,
+        Command::Schedule { command } => crate::memory::schedule(&agent(&home)?.0, command).await,
         Command::Grant { command } => {
             let (agent, cfg) = agent(&home)?;
             match command {

@@ -9,7 +9,8 @@
 //! 2. the operator's home: `home`;
 //! 3. the command line and the agent's API: `args`, `client`;
 //! 4. reading and deciding: `render`, `approve`;
-//! 5. the flows: `ask`, `show`, `grant`, `host`, `daemons`, `doctor`;
+//! 5. the flows: `ask`, `show`, `grant`, `host`, `daemons`, `doctor`,
+//!    `backup`, `memory` (notes, schedules);
 //! 6. the surfaces: `demo`, `mcp`, `ui`;
 //! 7. `commands`, the table from a command line to the flows.
 #![forbid(unsafe_code)]
@@ -30,6 +31,7 @@ pub mod grant;
 pub mod home;
 pub mod host;
 pub mod mcp;
+pub mod memory;
 pub mod pki;
 pub mod render;
 pub mod show;

@@ -52,6 +52,15 @@ pub struct DiagnoseArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct FollowUpArgs {
+    /// The request (`req-…`) the words are about.
+    pub id: String,
+    /// What the user adds, in plain words: a container, a time, a suspected cause ("it started after we rotated the db password").
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ServiceArgs {
     /// A Swarm service's name (like shop_api) or id, as list_services shows.
     pub service: String,
@@ -209,6 +218,22 @@ impl DrydockMcp {
                 .propose_repair(&a.message, a.container.as_deref())
                 .await,
         )
+    }
+
+    #[tool(
+        description = "Add the user's words to a request: a running one reads them at its next phase (discovery and diagnosis), a finished one is diagnosed again from fresh evidence as a new round. This approves nothing and allows no write the request did not already need a person for. Returns like propose_repair: when the request waits for approval or is finished (or after 30 s).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn follow_up(
+        &self,
+        Parameters(a): Parameters<FollowUpArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.tools.follow_up(&a.id, &a.message).await)
     }
 
     #[tool(

@@ -22,6 +22,12 @@ pub fn event_lines(event: &Event) -> Vec<String> {
             paint(s.status.as_str(), Style::Bold),
             safe(&s.message)
         )),
+        EventPayload::Followup(f) => out.push(format!(
+            "  follow-up (round {}{}): {}",
+            f.round,
+            if f.reopened { ", reopened" } else { "" },
+            safe(&f.message)
+        )),
         EventPayload::Evidence(e) => out.push(format!(
             "  evidence {} [{} via {}]: {}",
             safe(&e.id),
@@ -288,6 +294,7 @@ mod tests {
                 json!({"prompt_tokens": 1, "completion_tokens": 2, "model_calls": 3})
             }
             EventKind::Final => json!({"status": "completed", "outcome": "o"}),
+            EventKind::Followup => json!({"message": "it is the db", "round": 2, "reopened": true}),
         };
         EventKind::ALL
             .iter()

@@ -75,6 +75,26 @@ pub fn parse_status(s: &str) -> anyhow::Result<Status> {
     })
 }
 
+/// A schedule's cadence (`30s`, `15m`, `1h`, `1d`) in whole seconds,
+/// within what the agent keeps.
+pub fn parse_every(s: &str) -> anyhow::Result<u64> {
+    use drydock_vocab::{MAX_SCHEDULE_SECS, MIN_SCHEDULE_SECS};
+    let every = humantime::parse_duration(s).map_err(|e| {
+        anyhow::anyhow!(
+            "`{}` is not a duration ({e}): write it like 30s, 15m, 1h or 1d",
+            safe(&s.chars().take(40).collect::<String>())
+        )
+    })?;
+    let secs = every.as_secs();
+    if !(MIN_SCHEDULE_SECS..=MAX_SCHEDULE_SECS).contains(&secs) {
+        anyhow::bail!(
+            "a schedule runs every {MIN_SCHEDULE_SECS} s at the most often and every 30 days at the least, not every {}",
+            humantime::format_duration(every)
+        );
+    }
+    Ok(secs)
+}
+
 pub fn unix_now() -> i64 {
     drydock_vocab::unix_now()
 }

@@ -191,7 +191,7 @@ fn a_request_caught_executing_is_reverified_never_reexecuted() {
         let mut seen = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(60), async {
             let _ = agent
-                .follow(&request_id, |e| {
+                .follow(&request_id, None, |e| {
                     // The replay starts with the first round's approval; the
                     // second one comes after re-verification.
                     let rounds = seen

@@ -115,17 +115,20 @@ const AGENT_LAYERS: &[&[&str]] = &[
     // The store, owning every table and its migrations.
     &["store"],
     // What talks to the world: the executor, the model, webhooks; the
-    // watcher; grants over the store.
+    // watcher; grants and a target's memory over the store.
     &[
         "executor_client",
         "hosts",
         "grants",
+        "memory",
         "llm",
         "watch",
         "notify",
     ],
     // The request engine.
     &["engine"],
+    // What opens requests through the engine on a cadence.
+    &["schedule"],
     // The API and its listener.
     &["api", "listen"],
 ];
@@ -136,7 +139,7 @@ const CLI_LAYERS: &[&[&str]] = &[
     &["args", "client"],
     &["render", "approve"],
     &[
-        "ask", "show", "grant", "host", "daemons", "doctor", "backup",
+        "ask", "show", "grant", "host", "daemons", "doctor", "backup", "memory",
     ],
     &["demo", "mcp", "ui"],
     &["commands"],

@@ -5,9 +5,6 @@
 //! agent restarted mid-watch.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use drydock_e2e::*;
@@ -17,99 +14,11 @@ use drydock_proto::pb;
 use serde_json::Value;
 use tonic::Code;
 
+use crate::webhooks::Receiver;
+
 const WEBHOOK_SECRET: &str = "test-webhook-secret";
 
-/// One received POST: its headers (lower-case names) and body.
-type Received = (BTreeMap<String, String>, String);
-
-/// A local webhook receiver: every POST's headers and body, in order.
-struct Receiver {
-    url: String,
-    got: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        Self::failing_first(0)
-    }
-
-    /// Answers 500 to the first `fail` POSTs (they are still recorded).
-    fn failing_first(fail: usize) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let sink = got.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let mut reader = BufReader::new(stream);
-                let mut headers = BTreeMap::new();
-                let mut line = String::new();
-                if reader.read_line(&mut line).is_err() {
-                    continue;
-                }
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line).is_err() || line.trim().is_empty() {
-                        break;
-                    }
-                    if let Some((k, v)) = line.split_once(':') {
-                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-                    }
-                }
-                let len: usize = headers
-                    .get("content-length")
-                    .and_then(|l| l.parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0; len];
-                let _ = reader.read_exact(&mut body);
-                sink.lock()
-                    .expect("sink")
-                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
-                let n = sink.lock().expect("sink").len();
-                // One request per connection, said so: a client that reused
-                // the connection would fail an attempt this receiver never saw.
-                let mut stream = reader.into_inner();
-                let answer: &[u8] = if n <= fail {
-                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                } else {
-                    b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                };
-                let _ = stream.write_all(answer);
-            }
-        });
-        Receiver { url, got }
-    }
-
-    fn events(&self) -> Vec<Value> {
-        self.got
-            .lock()
-            .expect("got")
-            .iter()
-            .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
-            .collect()
-    }
-
-    fn wait_for(&self, event: &str, request_id: &str, timeout: Duration) -> Value {
-        let started = Instant::now();
-        loop {
-            if let Some(e) = self
-                .events()
-                .into_iter()
-                .find(|e| e["event"] == event && e["request_id"] == request_id)
-            {
-                return e;
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "no `{event}` webhook for {request_id} within {timeout:?}; got {:#?}",
-                self.events()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-fn edit(path: &std::path::Path, from: &str, to: &str) {
+pub(crate) fn edit(path: &std::path::Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).expect("read config");
     assert!(text.contains(from), "{} has no `{from}`", path.display());
     std::fs::write(path, text.replace(from, to)).expect("write config");
@@ -117,7 +26,7 @@ fn edit(path: &std::path::Path, from: &str, to: &str) {
 
 /// A home that watches only containers named `prefix-*`, with the executor's
 /// automation on, the agent in `mode`, a short debounce and a webhook.
-fn watching_home(prefix: &str, mode: &str, hook: &Receiver) -> Drydock {
+pub(crate) fn watching_home(prefix: &str, mode: &str, hook: &Receiver) -> Drydock {
     let dd = Drydock::init_options(|o| {
         o.targets = vec![format!("{prefix}-*")];
         o.watch = true;
@@ -146,7 +55,7 @@ fn watching_home(prefix: &str, mode: &str, hook: &Receiver) -> Drydock {
     dd
 }
 
-fn requests(dd: &Drydock) -> Vec<Value> {
+pub(crate) fn requests(dd: &Drydock) -> Vec<Value> {
     let out = dd.cli(&["requests", "--json"]);
     serde_json::from_slice::<Value>(&out.stdout)
         .ok()
@@ -161,7 +70,7 @@ fn watch_requests_for(dd: &Drydock, name: &str) -> Vec<Value> {
         .collect()
 }
 
-fn wait_request(
+pub(crate) fn wait_request(
     dd: &Drydock,
     what: &str,
     timeout: Duration,
@@ -182,7 +91,7 @@ fn wait_request(
     }
 }
 
-fn grant_id_of(out: &std::process::Output) -> String {
+pub(crate) fn grant_id_of(out: &std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -200,7 +109,7 @@ fn grant_id_of(out: &std::process::Output) -> String {
 
 /// `drydock grant create --action restart --name GLOB --max MAX --expires 1h
 /// --yes [EXTRA...]`, through the real CLI; returns the grant id.
-fn restart_grant(dd: &Drydock, glob: &str, max: &str, extra: &[&str]) -> String {
+pub(crate) fn restart_grant(dd: &Drydock, glob: &str, max: &str, extra: &[&str]) -> String {
     let mut args = vec![
         "grant",
         "create",

@@ -192,10 +192,60 @@ async fn the_api_is_what_its_openapi_document_says() {
     ] {
         api.call("get", template, &path, None).await;
     }
+    let followed = api
+        .call(
+            "post",
+            "/api/v1/requests/{id}/followups",
+            &format!("/api/v1/requests/{asked}/followups"),
+            Some(json!({"message": "it began after the last deploy"})),
+        )
+        .await;
+    assert_eq!(followed["request"]["id"], asked.as_str(), "{followed}");
     api.call(
         "post",
         "/api/v1/requests/{id}/cancel",
         &format!("/api/v1/requests/{asked}/cancel"),
+        None,
+    )
+    .await;
+    let note = api
+        .call(
+            "post",
+            "/api/v1/notes",
+            "/api/v1/notes",
+            Some(json!({"target": web.name, "text": "flaky under load; see the runbook"})),
+        )
+        .await;
+    let note_id = note["id"].as_str().expect("a note id").to_string();
+    api.call(
+        "get",
+        "/api/v1/notes",
+        &format!("/api/v1/notes?target={}", web.name),
+        None,
+    )
+    .await;
+    api.call(
+        "delete",
+        "/api/v1/notes/{id}",
+        &format!("/api/v1/notes/{note_id}"),
+        None,
+    )
+    .await;
+    let schedule = api
+        .call(
+            "post",
+            "/api/v1/schedules",
+            "/api/v1/schedules",
+            Some(json!({"message": format!("is {} healthy?", web.name), "every_secs": 3600})),
+        )
+        .await;
+    let schedule_id = schedule["id"].as_str().expect("a schedule id").to_string();
+    api.call("get", "/api/v1/schedules", "/api/v1/schedules", None)
+        .await;
+    api.call(
+        "delete",
+        "/api/v1/schedules/{id}",
+        &format!("/api/v1/schedules/{schedule_id}"),
         None,
     )
     .await;
@@ -297,7 +347,7 @@ async fn the_api_is_what_its_openapi_document_says() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "schemathesis found problems:\n{said}");
     assert!(
-        said.contains("Tested: 22") || said.contains(&format!("Tested: {}", documented.len())),
+        said.contains(&format!("Tested: {}", documented.len())),
         "{said}"
     );
 }

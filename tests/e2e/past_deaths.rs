@@ -393,3 +393,65 @@ async fn a_tty_line_split_by_the_engine_is_redacted_whole_and_has_no_time() {
     }
     drop(exec);
 }
+
+/// A follow-up that names a time picks that death: the question alone is
+/// answered about the newest death (a `docker restart` by hand), the
+/// follow-up's time about the crash before it. The minute named is the
+/// crash's, which is nearer the crash than any later death (the engine
+/// keeps only its newest events, so the two deaths are not far apart).
+#[test]
+fn a_follow_up_with_a_time_picks_that_death() {
+    let dd = Drydock::init();
+    let c = restarted("past-followup");
+    let crashed_at = died_at(&c);
+    let crashed = crashed_at / 1_000_000_000;
+    docker_ok(&["restart", "-t", "1", &c.name]);
+    c.wait_for("died again", Duration::from_secs(20), |_| {
+        died_at(&c) > crashed_at
+    });
+    dd.up();
+
+    let (_, req) = dd.ask_json(&[&format!("why did {} restart?", c.name)]);
+    let newest = cause_about_the_death(&req);
+    assert_eq!(newest["class"], "stopped", "the newest death: {newest:#}");
+    let id = req["id"].as_str().expect("id").to_string();
+
+    let hm = format!(
+        "{:02}:{:02}",
+        crashed.rem_euclid(86_400) / 3600,
+        crashed.rem_euclid(3600) / 60
+    );
+    let out = dd.cli_with_env(
+        &[
+            "ask",
+            "--json",
+            "--to",
+            &id,
+            &format!("no, the one at {hm}"),
+        ],
+        &[("TZ", "UTC")],
+    );
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(again["id"], req["id"], "the same request, a new round");
+    assert_eq!(again["status"], "completed", "{again:#}");
+    let picked = cause_about_the_death(&again);
+    assert_eq!(picked["class"], "dependency_unavailable", "{picked:#}");
+    let reason = picked["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with(&format!(
+            "Of its deaths, the one nearest the time asked ({hm}"
+        )),
+        "{reason}"
+    );
+    assert!(reason.contains(BEFORE), "{reason}");
+    assert_eq!(
+        again["earlier_rounds"][0]["diagnosis"]["causes"], req["diagnosis"]["causes"],
+        "the first round's answer is kept"
+    );
+}

@@ -589,6 +589,39 @@ async fn the_console_approves_from_the_browser_and_refuses_without_its_token() {
     assert_eq!(c.health(), "healthy", "Docker reports it healthy");
     browser.screenshot("ui-completed.png").await;
 
+    // A follow-up on the finished request reopens it as round 2, from
+    // fresh evidence; the first round is listed as it ended.
+    browser
+        .fill(
+            "#followup-text",
+            "it started after we rotated the db password",
+        )
+        .await;
+    browser.click("#followup-send").await;
+    browser
+        .wait_for("#status", "reopened as round 2", Duration::from_secs(10))
+        .await;
+    browser
+        .wait_for("#earlier-rounds", "round 1", Duration::from_secs(30))
+        .await;
+    browser
+        .wait_for(
+            "#followups",
+            "rotated the db password",
+            Duration::from_secs(10),
+        )
+        .await;
+    browser
+        .wait_for("h1", "completed", Duration::from_secs(60))
+        .await;
+    let round: Value = serde_json::from_slice(&dd.cli(&["show", &request_id, "--json"]).stdout)
+        .expect("show --json");
+    assert_eq!(
+        round["earlier_rounds"][0]["status"], "completed",
+        "{round:#}"
+    );
+    assert_eq!(round["status"], "completed", "round 2 ended: {round:#}");
+
     // Dark mode follows the system's colour scheme.
     browser.dark(true).await;
     let background = browser
@@ -619,6 +652,34 @@ async fn the_console_approves_from_the_browser_and_refuses_without_its_token() {
         listed["grants"][0]["grant"]["claims"]["scope"]["names"][0],
         c.name.as_str(),
         "the grant the console signed is the one shown: {listed:#}"
+    );
+
+    // A schedule, added here and run by the agent: its answer shows.
+    browser
+        .goto(&format!("{}/#/schedules", console.origin))
+        .await;
+    browser
+        .wait_for("h1", "Schedules", Duration::from_secs(10))
+        .await;
+    browser
+        .fill("#schedule-message", &format!("is {} healthy?", c.name))
+        .await;
+    browser.fill("#schedule-every", "1h").await;
+    browser.click("#schedule-add").await;
+    browser
+        .wait_for("#status", "added sch-", Duration::from_secs(10))
+        .await;
+    browser
+        .wait_for("#schedules", "every 1 h", Duration::from_secs(10))
+        .await;
+    browser
+        .wait_for("#schedules", "Last run", Duration::from_secs(30))
+        .await;
+    let schedules: Value = serde_json::from_slice(&dd.cli(&["schedule", "list", "--json"]).stdout)
+        .expect("schedule list --json");
+    assert_eq!(
+        schedules["schedules"][0]["every_secs"], 3600,
+        "{schedules:#}"
     );
 
     browser.window(390, 844).await;

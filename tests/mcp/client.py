@@ -24,11 +24,12 @@ EXPECTED_TOOLS = {
     "service_tasks",
     "diagnose",
     "propose_repair",
+    "follow_up",
     "get_request",
     "list_requests",
     "get_evidence",
 }
-READ_ONLY = EXPECTED_TOOLS - {"propose_repair"}
+READ_ONLY = EXPECTED_TOOLS - {"propose_repair", "follow_up"}
 
 
 def text_of(result) -> str:

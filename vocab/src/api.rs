@@ -162,3 +162,95 @@ pub struct HostView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_since: Option<String>,
 }
+
+/// `POST /api/v1/requests/{id}/followups`: where the follow-up landed. Its
+/// event's `seq` is where to follow the request's events from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FollowUpAdded {
+    pub seq: i64,
+    pub round: u32,
+    /// Whether it reopened a finished request as a new round.
+    pub reopened: bool,
+    pub request: crate::request::Request,
+}
+
+/// An operator's note on a container or a service (`drydock note add`):
+/// shown with every diagnosis of that target as evidence, and given to a
+/// model as context, never as instructions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Note {
+    pub id: String,
+    /// A container's name, a compose `project/service`, or a Swarm
+    /// service's name.
+    pub target: String,
+    pub text: String,
+    pub created_at: String,
+}
+
+/// `GET /api/v1/notes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NoteList {
+    pub notes: Vec<Note>,
+}
+
+/// The longest message a person asks with (a request's, a follow-up's, a
+/// schedule's), in bytes.
+pub const MAX_MESSAGE_LEN: usize = 2000;
+
+/// The shortest cadence of a schedule: each run is a whole diagnosis,
+/// with the executor's reads and rate limits.
+pub const MIN_SCHEDULE_SECS: u64 = 10;
+/// The longest cadence of a schedule, 30 days.
+pub const MAX_SCHEDULE_SECS: u64 = 30 * 24 * 3600;
+
+/// What a schedule's last run found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Nothing wrong was found.
+    Healthy,
+    /// A fault was named.
+    Broken,
+}
+
+impl Verdict {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Healthy => "healthy",
+            Verdict::Broken => "broken",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Verdict> {
+        [Verdict::Healthy, Verdict::Broken]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// A schedule (`drydock schedule add --every 1h "is the shop healthy?"`):
+/// a diagnose-only request every `every_secs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Schedule {
+    pub id: String,
+    pub message: String,
+    pub every_secs: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub created_at: String,
+    /// When it last ran (unix seconds), the request it opened, and what
+    /// that request found (absent until one has, or when it could not
+    /// tell: the target was unclear, or a read failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_unix: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_request_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verdict: Option<Verdict>,
+}
+
+/// `GET /api/v1/schedules`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ScheduleList {
+    pub schedules: Vec<Schedule>,
+}

@@ -174,6 +174,21 @@ impl ContainerSummaryView {
     pub fn is_broken(&self) -> bool {
         self.state != "running" || self.status.contains("(unhealthy)")
     }
+
+    /// Its health as `docker ps` shows it (`Up 5 minutes (unhealthy)`):
+    /// `healthy`, `unhealthy`, `starting`, or `none` without a healthcheck.
+    pub fn health(&self) -> &'static str {
+        let status = self.status.as_str();
+        if status.contains("(unhealthy)") {
+            "unhealthy"
+        } else if status.contains("(healthy)") {
+            "healthy"
+        } else if status.contains("(health: starting)") {
+            "starting"
+        } else {
+            "none"
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
@@ -374,3 +389,25 @@ pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
 pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
 /// The compose label that changes when a service's definition does.
 pub const COMPOSE_CONFIG_HASH_LABEL: &str = "com.docker.compose.config-hash";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_comes_from_the_status_text() {
+        for (status, want) in [
+            ("Up 5 minutes (unhealthy)", "unhealthy"),
+            ("Up 2 seconds (healthy)", "healthy"),
+            ("Up 1 second (health: starting)", "starting"),
+            ("Up 3 hours", "none"),
+            ("Exited (137) 2 minutes ago", "none"),
+        ] {
+            let c = ContainerSummaryView {
+                status: status.into(),
+                ..Default::default()
+            };
+            assert_eq!(c.health(), want, "{status}");
+        }
+    }
+}

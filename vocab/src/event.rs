@@ -180,6 +180,9 @@ events! {
     LlmUsage(LlmUsage) = "llm_usage",
     /// With a model: the rules engine decides instead, and why.
     LlmFallback(Message) = "llm_fallback",
+    /// A person added words to the request (`drydock ask --to`); on a
+    /// finished request it opens the next round.
+    Followup(FollowedUp) = "followup",
     /// After a write, the executor (or the engine behind it) did not
     /// answer: the agent waits for it, and says when it answers again.
     ExecutorWaiting(Message) = "executor_waiting",
@@ -406,6 +409,15 @@ pub struct LlmStarted {
 pub struct LlmTool {
     pub tool: String,
     pub arguments: Value,
+}
+
+/// `followup`: the words, the round they count in, and whether they
+/// reopened a finished request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FollowedUp {
+    pub message: String,
+    pub round: u32,
+    pub reopened: bool,
 }
 
 /// `final`.

@@ -102,6 +102,8 @@ pub enum RequestSource {
     Watch,
     /// An Alertmanager webhook.
     Alert,
+    /// A schedule (`drydock schedule add`): a diagnose-only look.
+    Schedule,
 }
 
 impl RequestSource {
@@ -110,6 +112,7 @@ impl RequestSource {
             RequestSource::Ask => "ask",
             RequestSource::Watch => "watch",
             RequestSource::Alert => "alert",
+            RequestSource::Schedule => "schedule",
         }
     }
 }
@@ -176,6 +179,10 @@ pub struct Candidate {
     pub container_name: String,
     pub image: String,
     pub state: String,
+    /// Its healthcheck's verdict when it has one (`healthy`, `unhealthy`,
+    /// `starting`), as the engine listed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     pub score: u32,
@@ -392,6 +399,43 @@ pub struct Request {
     /// model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_usage: Option<LlmUsage>,
+    /// What people added after asking (`drydock ask --to`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub followups: Vec<FollowUp>,
+    /// The rounds a follow-up closed by reopening the finished request,
+    /// oldest first; the fields above are the current round's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_rounds: Vec<EarlierRound>,
+}
+
+/// A person's words added to a request after it was opened.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct FollowUp {
+    pub message: String,
+    pub at: String,
+    /// The round it was added in (1 is the first); a follow-up on a
+    /// finished request opens the next round.
+    pub round: u32,
+}
+
+/// A finished round of a request, kept when a follow-up reopened it: what
+/// it found and did, exactly as it stood when it ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct EarlierRound {
+    pub round: u32,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    pub target: Option<Target>,
+    #[serde(default)]
+    pub candidates: Vec<Candidate>,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    pub diagnosis: Option<Diagnosis>,
+    pub plan: Option<Plan>,
+    #[serde(default)]
+    pub execution: Vec<ExecutionRecord>,
+    pub verification: Option<Verification>,
 }
 
 impl Request {
@@ -432,7 +476,53 @@ impl Request {
             outcome: None,
             error: None,
             llm_usage: None,
+            followups: vec![],
+            earlier_rounds: vec![],
         }
+    }
+
+    /// The round under way: 1, and one more for each reopening.
+    pub fn round(&self) -> u32 {
+        self.earlier_rounds.len() as u32 + 1
+    }
+
+    /// Everything the people asked: the message, then each follow-up on
+    /// its own line. Discovery and diagnosis read this, so a follow-up
+    /// that names a container or a time counts like the first words.
+    pub fn question(&self) -> std::borrow::Cow<'_, str> {
+        if self.followups.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.message);
+        }
+        let mut all = self.message.clone();
+        for f in &self.followups {
+            all.push('\n');
+            all.push_str(&f.message);
+        }
+        std::borrow::Cow::Owned(all)
+    }
+
+    /// Close the finished round into `earlier_rounds` and start the next
+    /// one from `observing`, with nothing gathered: a follow-up on a
+    /// finished request is diagnosed again from fresh evidence. Approvals
+    /// stay (they are history, and none is pending on a finished request).
+    pub fn reopen(&mut self) {
+        let earlier = EarlierRound {
+            round: self.round(),
+            status: self.status,
+            outcome: self.outcome.take(),
+            target: self.target.take(),
+            candidates: std::mem::take(&mut self.candidates),
+            evidence: std::mem::take(&mut self.evidence),
+            diagnosis: self.diagnosis.take(),
+            plan: self.plan.take(),
+            execution: std::mem::take(&mut self.execution),
+            verification: self.verification.take(),
+        };
+        self.earlier_rounds.push(earlier);
+        self.rules_diagnosis = None;
+        self.error = None;
+        self.iterations = 0;
+        self.status = Status::Observing;
     }
 
     /// The request as the API shows it: signatures stay inside the agent.

@@ -21,7 +21,7 @@ pub(super) struct GrantBody {
     key_id: String,
 }
 
-fn store_problem(e: impl std::fmt::Display) -> Problem {
+pub(super) fn store_problem(e: impl std::fmt::Display) -> Problem {
     tracing::error!(error = %e, "store error");
     Problem::new(
         StatusCode::INTERNAL_SERVER_ERROR,

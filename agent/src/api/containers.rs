@@ -21,19 +21,6 @@ use crate::model::{
 /// Requests looked at for each container's newest one.
 const RECENT_REQUESTS: u32 = 200;
 
-/// Docker's status text carries the health: `Up 5 minutes (unhealthy)`.
-fn health(status: &str) -> &'static str {
-    if status.contains("(unhealthy)") {
-        "unhealthy"
-    } else if status.contains("(healthy)") {
-        "healthy"
-    } else if status.contains("(health: starting)") {
-        "starting"
-    } else {
-        "none"
-    }
-}
-
 fn last_request(req: &Request) -> LastRequest {
     LastRequest {
         id: req.id.clone(),
@@ -66,7 +53,7 @@ fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> ContainerRow {
         image: c.image.clone(),
         state: c.state.clone(),
         status: c.status.clone(),
-        health: health(&c.status).into(),
+        health: c.health().into(),
         project: c.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
         last_request: newest.map(last_request),
@@ -117,22 +104,4 @@ pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Pr
         unreachable,
     })
     .into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn health_comes_from_the_status_text() {
-        for (status, want) in [
-            ("Up 5 minutes (unhealthy)", "unhealthy"),
-            ("Up 2 seconds (healthy)", "healthy"),
-            ("Up 1 second (health: starting)", "starting"),
-            ("Up 3 hours", "none"),
-            ("Exited (137) 2 minutes ago", "none"),
-        ] {
-            assert_eq!(health(status), want, "{status}");
-        }
-    }
 }

@@ -10,8 +10,8 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{json, Value};
 
 use crate::model::{
-    ContainerList, Event, ExecutorReach, GrantAdded, GrantList, HostView, PendingApproval, Request,
-    ServiceList, ServiceTaskList,
+    ContainerList, Event, ExecutorReach, FollowUpAdded, GrantAdded, GrantList, HostView, Note,
+    NoteList, PendingApproval, Request, Schedule, ScheduleList, ServiceList, ServiceTaskList,
 };
 
 /// What the document says about a response.
@@ -57,7 +57,7 @@ fn error_text(status: u16) -> &'static str {
     match status {
         400 => "The input is wrong; `detail` says what to change.",
         401 => "Missing or wrong bearer token.",
-        404 => "No such request, approval, grant, host or service.",
+        404 => "No such request, approval, grant, note, schedule, host or service.",
         409 => "The request or approval is past this step, or the host is no Swarm manager.",
         500 => "The agent's store failed; see the agent log.",
         502 => "The executor did not answer.",
@@ -78,6 +78,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             "diagnose_only": {"type": "boolean", "description": "Never propose a change."},
             "utc_offset_minutes": {"type": ["integer", "null"], "minimum": -1080, "maximum": 1080, "description": "The asker's offset from UTC, for a time in the message."},
             "host": {"type": ["string", "null"], "description": "Look on this host only."}
+        }
+    });
+    let followup = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["message"],
+        "properties": {
+            "message": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What the person adds: a container, a time, a suspected cause."}
         }
     });
     let approve = json!({
@@ -110,6 +118,26 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             }}}
         }
     });
+    let note = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["target", "text"],
+        "properties": {
+            "target": {"type": "string", "description": "A container's name, a compose `project/service`, or a Swarm service's name."},
+            "text": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "The note: shown as evidence and given to a model as data, never as instructions."}
+        }
+    });
+    let schedule = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["message", "every_secs"],
+        "properties": {
+            "message": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look at, as a person would ask it."},
+            "every_secs": {"type": "integer", "minimum": crate::schedule::MIN_EVERY_SECS, "maximum": crate::schedule::MAX_EVERY_SECS, "description": "The cadence, in seconds."},
+            "host": {"type": ["string", "null"], "description": "Look on this host only."}
+        }
+    });
+    let removed = |what: &str| json!({"type": "object", "required": [format!("{what}_id"), "removed"], "properties": {format!("{what}_id"): {"type": "string"}, "removed": {"type": "boolean"}}});
     let requests = json!({"type": "array", "items": of::<Request>(g)});
     let events = json!({"type": "array", "items": of::<Event>(g)});
     let approvals = json!({"type": "array", "items": of::<PendingApproval>(g)});
@@ -164,6 +192,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ], body: None, ok: (200, Body::Stream(sse)), errors: &[400, 404, 500], public: false },
         Op { method: "get", path: "/api/v1/requests/{id}/timeline", summary: "The request's stored events as one array", params: vec![id()], body: None, ok: (200, Body::Json(events)), errors: &[404, 500], public: false },
         Op { method: "post", path: "/api/v1/requests/{id}/cancel", summary: "Cancel an unfinished request", params: vec![id()], body: None, ok: (200, Body::Json(of::<Request>(g))), errors: &[404, 409, 500], public: false },
+        Op { method: "post", path: "/api/v1/requests/{id}/followups", summary: "Add a follow-up: a running request reads it at its next phase, a finished one is reopened as a new round; it approves nothing", params: vec![id()], body: Some(followup), ok: (201, Body::Json(of::<FollowUpAdded>(g))), errors: &[400, 404, 500], public: false },
         Op { method: "get", path: "/api/v1/executor", summary: "Whether the agent reaches the executor, and its policy", params: vec![host_param()], body: None, ok: (200, Body::Json(of::<ExecutorReach>(g))), errors: &[400, 404, 502], public: false },
         Op { method: "get", path: "/api/v1/hosts", summary: "Every host as last probed", params: vec![], body: None, ok: (200, Body::Json(hosts)), errors: &[], public: false },
         Op { method: "get", path: "/api/v1/containers", summary: "Containers in scope, on every host", params: vec![], body: None, ok: (200, Body::Json(of::<ContainerList>(g))), errors: &[500, 502], public: false },
@@ -175,6 +204,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         Op { method: "post", path: "/api/v1/grants", summary: "Add a signed automation grant", params: vec![], body: Some(grant), ok: (201, Body::Json(of::<GrantAdded>(g))), errors: &[400, 500, 502], public: false },
         Op { method: "get", path: "/api/v1/grants", summary: "Automation grants and their status", params: vec![], body: None, ok: (200, Body::Json(of::<GrantList>(g))), errors: &[500], public: false },
         Op { method: "delete", path: "/api/v1/grants/{id}", summary: "Stop offering a grant (the executor's revocation list is what refuses it)", params: vec![path_param("id", "A grant id (`grt-…`)")], body: None, ok: (200, Body::Json(revoked)), errors: &[404, 500], public: false },
+        Op { method: "post", path: "/api/v1/notes", summary: "Add an operator's note on a container or service", params: vec![], body: Some(note), ok: (201, Body::Json(of::<Note>(g))), errors: &[400, 500], public: false },
+        Op { method: "get", path: "/api/v1/notes", summary: "Operators' notes, on one target or all", params: vec![
+            query_param("target", "Only the notes on this target.", json!({"type": "string"})),
+        ], body: None, ok: (200, Body::Json(of::<NoteList>(g))), errors: &[400, 500], public: false },
+        Op { method: "delete", path: "/api/v1/notes/{id}", summary: "Remove a note", params: vec![path_param("id", "A note id (`note-…`)")], body: None, ok: (200, Body::Json(removed("note"))), errors: &[404, 500], public: false },
+        Op { method: "post", path: "/api/v1/schedules", summary: "Add a schedule: a diagnose-only request on a cadence, notified when its answer changes", params: vec![], body: Some(schedule), ok: (201, Body::Json(of::<Schedule>(g))), errors: &[400, 500], public: false },
+        Op { method: "get", path: "/api/v1/schedules", summary: "Schedules, with each one's last run and answer", params: vec![], body: None, ok: (200, Body::Json(of::<ScheduleList>(g))), errors: &[500], public: false },
+        Op { method: "delete", path: "/api/v1/schedules/{id}", summary: "Remove a schedule", params: vec![path_param("id", "A schedule id (`sch-…`)")], body: None, ok: (200, Body::Json(removed("schedule"))), errors: &[404, 500], public: false },
         Op { method: "post", path: "/api/v1/alerts", summary: "Alertmanager webhook: open a request per firing alert that names a container", params: vec![], body: Some(alerts), ok: (200, Body::Json(alerted)), errors: &[400], public: false },
         Op { method: "get", path: "/api/v1/deliveries", summary: "The newest webhook deliveries", params: vec![], body: None, ok: (200, Body::Json(deliveries)), errors: &[500], public: false },
         Op { method: "get", path: "/api/v1/openapi.json", summary: "This document", params: vec![], body: None, ok: (200, Body::Json(json!({"type": "object"}))), errors: &[], public: false },

@@ -88,7 +88,19 @@ impl Engine {
         if self.config.watch_mode != crate::config::WatchMode::Repair {
             return Ok(None);
         }
-        if req.source == RequestSource::Ask || !req.execution.is_empty() || req.iterations > 0 {
+        if req.source == RequestSource::Ask
+            || !req.execution.is_empty()
+            || req.iterations > 0
+            || !req.followups.is_empty()
+        {
+            return Ok(None);
+        }
+        if crate::memory::History::of(req).is_some_and(|h| h.restart_does_not_hold()) {
+            // The plan says why; a person decides whether to try again.
+            tracing::info!(
+                request_id = id,
+                "no grant: restarts of this target did not hold"
+            );
             return Ok(None);
         }
         let class = Self::repair_class(req);

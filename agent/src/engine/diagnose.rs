@@ -166,7 +166,7 @@ impl Engine {
                 )
                 .await?;
                 if req.target.is_none() {
-                    let outcome = Self::clarification(&req.message, &req.candidates);
+                    let outcome = Self::clarification(&req.question(), &req.candidates);
                     self.finish(id, Status::NeedsClarification, outcome).await?;
                     return Ok(false);
                 }
@@ -206,7 +206,7 @@ impl Engine {
                         "diagnosis: {} (confidence {:.0}%). {}",
                         diagnosis.summary,
                         diagnosis.confidence * 100.0,
-                        if crate::rules::is_question(&req.message) {
+                        if Self::asks(&req) {
                             "This was a question, so no plan was proposed; say what to fix to get one."
                         } else if req.options.diagnose_only {
                             "Suggest-only mode: no plan was proposed."
@@ -270,7 +270,7 @@ impl Engine {
                 "diagnosis: {} (confidence {:.0}%). {}",
                 diagnosis.summary,
                 diagnosis.confidence * 100.0,
-                if crate::rules::is_question(&req.message) {
+                if Self::asks(req) {
                     "This was a question, so no plan was proposed; say what to fix to get one."
                 } else {
                     "Suggest-only mode: no plan was proposed."

@@ -52,7 +52,7 @@ impl Engine {
         let id = &req.id;
         let only = match &req.options.host {
             Some(h) => Some(h.clone()),
-            None if self.hosts.named() => host_in_message(&req.message, &self.hosts.names()),
+            None if self.hosts.named() => host_in_message(&req.question(), &self.hosts.names()),
             None => None,
         };
         if let Some(h) = &only {
@@ -140,12 +140,12 @@ impl Engine {
             .collect();
         let found = match &req.options.container {
             Some(name) => discovery::exact_with_services(name, &containers, &services),
-            None => discovery::as_services(discovery::discover(&req.message, &rows), &services),
+            None => discovery::as_services(discovery::discover(&req.question(), &rows), &services),
         };
         let found = with_hosts(found, &host_of);
         let found = match found {
             Discovery::Ambiguous(tied) if req.options.container.is_none() => {
-                self.tell_apart_by_inspect(id, &req.message, tied).await
+                self.tell_apart_by_inspect(id, &req.question(), tied).await
             }
             other => other,
         };
@@ -181,7 +181,7 @@ impl Engine {
             }
             Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => cands,
         };
-        let outcome = Self::clarification(&req.message, &cands);
+        let outcome = Self::clarification(&req.question(), &cands);
         self.update(
             id,
             EventPayload::Candidates(CandidatesFound {

@@ -20,7 +20,9 @@
 //! was done, and a person is asked to approve the same plan.
 //!
 //! `completed`, `failed`, `needs_clarification`, `rejected` and `canceled`
-//! are final: nothing changes a finished request again.
+//! are final: no phase changes a finished request again. Only a person's
+//! follow-up reopens one, as a new round from `observing`
+//! (`followup.rs`, outside this table: the round before is kept whole).
 
 use super::{Engine, Stop};
 use crate::model::Status;

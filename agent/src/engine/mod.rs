@@ -25,8 +25,10 @@ mod diagnose;
 mod disk;
 mod execute;
 mod find;
+mod followup;
 mod hosts;
 pub mod lifecycle;
+mod memory;
 mod observe;
 mod outage;
 mod plan;
@@ -83,6 +85,8 @@ pub enum EngineError {
     InvalidApproval(String),
     #[error("request {id} is already {status}")]
     AlreadyFinished { id: String, status: String },
+    #[error("invalid follow-up: {0}")]
+    InvalidFollowUp(String),
 }
 
 /// How a worker learns that something changed under it.
@@ -520,13 +524,34 @@ impl Engine {
             events_ev,
             death: decoded(req, "death_logs"),
             change: decoded(req, "change"),
-            asked: crate::rules::question::asked_in(
-                &req.message,
-                req.options.utc_offset_minutes,
-                now_unix,
-            ),
+            asked: Self::asked(req, now_unix),
             now_unix,
         })
+    }
+
+    /// Whether the request, or a follow-up to it, asks a question about
+    /// what happened.
+    fn asks(req: &Request) -> bool {
+        crate::rules::is_question(&req.message)
+            || req
+                .followups
+                .iter()
+                .any(|f| crate::rules::is_question(&f.message))
+    }
+
+    /// The moment the request asks about: the newest follow-up's that
+    /// names a time, else the message's; only a question names one.
+    fn asked(req: &Request, now_unix: i64) -> Option<crate::rules::AskedTime> {
+        if !Self::asks(req) {
+            return None;
+        }
+        let offset = req.options.utc_offset_minutes.unwrap_or(0);
+        req.followups
+            .iter()
+            .rev()
+            .map(|f| f.message.as_str())
+            .chain([req.message.as_str()])
+            .find_map(|text| crate::rules::question::asked_time(text, now_unix, offset))
     }
 
     /// The newest evidence of one kind, decoded.
@@ -618,6 +643,17 @@ impl Journal for EngineJournal<'_> {
     async fn event(&self, payload: EventPayload) {
         if let Err(e) = self.engine.update(self.id, payload, |_| {}).await {
             tracing::error!(request_id = %self.id, error = %e, "cannot save event");
+        }
+    }
+
+    fn followups(&self) -> Vec<String> {
+        match self.engine.store.get(self.id) {
+            Ok(Some(r)) => r.followups.into_iter().map(|f| f.message).collect(),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                tracing::error!(request_id = %self.id, error = %e, "cannot read follow-ups");
+                Vec::new()
+            }
         }
     }
 }

@@ -104,6 +104,9 @@ impl Engine {
             ));
         }
         gathered.extend(self.death_logs(&req, &read).await);
+        if req.latest_evidence("history").is_none() && req.latest_evidence("notes").is_none() {
+            gathered.extend(self.remembered(&req, &target, &read.container));
+        }
         gathered.push(Self::policy_gathered(&policy));
         gathered.push(Gathered::logs(&read.logs, "ContainerLogs"));
         gathered.extend(read.stats.as_ref().map(Gathered::stats));
@@ -138,11 +141,10 @@ impl Engine {
         // A question looks further back than the hour a report needs: to
         // the time it names, or a day.
         let now = unix_now();
-        let asked =
-            crate::rules::question::asked_in(&req.message, req.options.utc_offset_minutes, now);
+        let asked = Self::asked(req, now);
         let (events_since, events_limit) = match asked {
             Some(a) => ((a.unix - 3600).clamp(now - EVENTS_LOOKBACK_SECS, now), 256),
-            None if crate::rules::is_question(&req.message) => (now - 86_400, 256),
+            None if Self::asks(req) => (now - 86_400, 256),
             None => (now - 3600, 100),
         };
         // The usage sample takes about a second (the engine's collector);
@@ -250,7 +252,7 @@ impl Engine {
     fn usage_matters(&self, req: &Request, container: &ContainerView) -> bool {
         container.oom_killed
             || self.config.llm.is_some()
-            || crate::rules::asks_about_usage(&req.message)
+            || crate::rules::asks_about_usage(&req.question())
     }
 
     /// A usage sample observation did not wait for, once it has arrived:

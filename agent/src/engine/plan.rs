@@ -71,6 +71,7 @@ impl Engine {
         diagnosis: &Diagnosis,
     ) -> Result<bool, Stop> {
         let id = &req.id;
+        let plan = Self::mind_history(req, plan);
         self.update(
             id,
             EventPayload::Plan(PlanMade { plan: plan.clone() }),

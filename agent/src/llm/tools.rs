@@ -16,6 +16,11 @@ use crate::model::{EventPayload, Evidence};
 pub trait Journal: Send + Sync {
     fn evidence(&self, evidence: Evidence, summary: String) -> impl Future<Output = ()> + Send;
     fn event(&self, payload: EventPayload) -> impl Future<Output = ()> + Send;
+    /// Every follow-up the request has now, oldest first: one added while
+    /// the model works reaches it as a user message before its next turn.
+    fn followups(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {

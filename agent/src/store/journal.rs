@@ -101,6 +101,25 @@ pub fn for_container(
     Ok(rows)
 }
 
+/// The events of every container that had this name on `host` since
+/// `since_nanos` (a recreated container keeps its name, not its id),
+/// oldest first, at most `limit` (the newest ones).
+pub fn for_name(
+    store: &Store,
+    name: &str,
+    host: &str,
+    since_nanos: i64,
+    limit: u32,
+) -> Result<Vec<ContainerEvent>, StoreError> {
+    let mut rows = select(
+        store,
+        &format!("SELECT {COLUMNS} FROM journal WHERE name = ?1 AND host = ?2 AND time_nanos >= ?3 ORDER BY time_nanos DESC LIMIT ?4"),
+        params![name, host, since_nanos, limit],
+    )?;
+    rows.reverse();
+    Ok(rows)
+}
+
 /// Drop events older than `before_nanos`, then the oldest beyond `max_rows`.
 /// Each host's newest event stays whatever its age: it is where that
 /// host's stream resumes (a busy host must not prune a quiet one's place).

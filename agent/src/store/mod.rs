@@ -1,6 +1,7 @@
 //! The agent's durable state, in one SQLite file: requests and their event
 //! log (`requests`), automation grants (`grants`), the watcher's journal of
-//! container events (`journal`) and webhook deliveries (`deliveries`).
+//! container events (`journal`), webhook deliveries (`deliveries`),
+//! operators' notes (`notes`) and schedules (`schedules`).
 //!
 //! The store owns every table and its schema (`schema`, versioned
 //! migrations); the modules above it call these functions and never write
@@ -13,7 +14,9 @@ pub mod deliveries;
 pub mod fingerprints;
 pub mod grants;
 pub mod journal;
+pub mod notes;
 mod requests;
+pub mod schedules;
 pub mod schema;
 
 use std::path::Path;

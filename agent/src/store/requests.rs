@@ -94,6 +94,32 @@ impl Store {
             .collect()
     }
 
+    /// The newest requests other than `except` whose target was the
+    /// container or service `name` on `host` (`None`: a lone executor).
+    pub fn about_target(
+        &self,
+        name: &str,
+        host: Option<&str>,
+        except: &str,
+        limit: u32,
+    ) -> Result<Vec<Request>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT doc FROM requests WHERE id != ?1
+               AND json_extract(doc, '$.target.container_name') = ?2
+               AND coalesce(json_extract(doc, '$.target.host'), '') = ?3
+             ORDER BY created_at DESC LIMIT ?4",
+        )?;
+        let docs = stmt
+            .query_map(params![except, name, host.unwrap_or(""), limit], |r| {
+                r.get::<_, String>(0)
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
+            .collect()
+    }
+
     pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
         let conn = self.lock();
         let mut stmt = conn.prepare(&format!(
@@ -127,10 +153,32 @@ impl Store {
                 .collect::<Result<Vec<_>, _>>()?;
             ids
         };
-        for id in &ids {
-            tx.execute("DELETE FROM events WHERE request_id = ?1", params![id])?;
-            tx.execute("DELETE FROM requests WHERE id = ?1", params![id])?;
-        }
+        forget(&tx, &ids)?;
+        tx.commit()?;
+        Ok(ids.len())
+    }
+
+    /// Forget the finished runs of a schedule (requests with `source:
+    /// schedule` and its message) but the newest `keep`, with their events:
+    /// a schedule every 10 s would otherwise fill the store and push the
+    /// requests people asked out of `prune_finished`'s count.
+    pub fn prune_runs(&self, message: &str, keep: u32) -> Result<usize, StoreError> {
+        let terminal = terminal_list();
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let ids = {
+            let mut stmt = tx.prepare(&format!(
+                "SELECT id FROM requests WHERE status IN ({terminal})
+                   AND json_extract(doc, '$.source') = 'schedule'
+                   AND json_extract(doc, '$.message') = ?1
+                 ORDER BY created_at DESC LIMIT -1 OFFSET ?2"
+            ))?;
+            let ids = stmt
+                .query_map(params![message, keep], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            ids
+        };
+        forget(&tx, &ids)?;
         tx.commit()?;
         Ok(ids.len())
     }
@@ -166,6 +214,15 @@ impl Store {
 }
 
 /// The final states, as an SQL list (`'completed','failed',...`).
+/// Delete requests and their events (inside the caller's transaction).
+fn forget(tx: &rusqlite::Transaction<'_>, ids: &[String]) -> Result<(), StoreError> {
+    for id in ids {
+        tx.execute("DELETE FROM events WHERE request_id = ?1", params![id])?;
+        tx.execute("DELETE FROM requests WHERE id = ?1", params![id])?;
+    }
+    Ok(())
+}
+
 fn terminal_list() -> String {
     Status::terminal()
         .map(|s| format!("'{}'", s.as_str()))
@@ -211,6 +268,47 @@ mod tests {
             source: "test".into(),
             summary: String::new(),
         })
+    }
+
+    #[test]
+    fn a_schedules_old_runs_go_and_nothing_else_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        let save = |id: &str, second: u32, message: &str, source, status| {
+            let mut r = Request::new(
+                id.into(),
+                message.into(),
+                RequestOptions::default(),
+                source,
+                format!("2026-12-04T00:00:{second:02}.000Z"),
+            );
+            r.status = status;
+            store.save(&r, created()).unwrap();
+        };
+        use crate::model::RequestSource::{Ask, Schedule};
+        for i in 0..5 {
+            save(
+                &format!("run{i}"),
+                i,
+                "is it ok?",
+                Schedule,
+                Status::Completed,
+            );
+        }
+        save("running", 0, "is it ok?", Schedule, Status::Diagnosing);
+        save("other", 0, "is the db ok?", Schedule, Status::Completed);
+        save("asked", 0, "is it ok?", Ask, Status::Completed);
+        assert_eq!(store.prune_runs("is it ok?", 2).unwrap(), 3);
+        let left: Vec<String> = store
+            .list(None, 100)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        for kept in ["run3", "run4", "running", "other", "asked"] {
+            assert!(left.iter().any(|id| id == kept), "{kept} kept: {left:?}");
+        }
+        assert!(store.events_after("run0", 0).unwrap().is_empty());
     }
 
     #[test]

@@ -84,6 +84,26 @@ pub const MIGRATIONS: &[&str] = &[
     // 4: the host each remembered container is on: another host's
     // container of the same service is not its predecessor.
     "ALTER TABLE fingerprints ADD COLUMN host TEXT NOT NULL DEFAULT '';",
+    // 5: operators' notes on a container or service, and schedules of
+    // diagnose-only looks with the answer each last gave.
+    "CREATE TABLE notes (
+       id TEXT PRIMARY KEY,
+       target TEXT NOT NULL,
+       text TEXT NOT NULL,
+       created_at TEXT NOT NULL,
+       created_unix INTEGER NOT NULL
+     );
+     CREATE INDEX notes_by_target ON notes (target, created_unix);
+     CREATE TABLE schedules (
+       id TEXT PRIMARY KEY,
+       message TEXT NOT NULL,
+       every_secs INTEGER NOT NULL,
+       host TEXT,
+       created_at TEXT NOT NULL,
+       last_run_unix INTEGER,
+       last_request_id TEXT,
+       last_verdict TEXT
+     );",
 ];
 
 /// The version this release writes.

@@ -353,6 +353,24 @@ impl Tools {
         Ok(view)
     }
 
+    pub async fn follow_up(&self, id: &str, message: &str) -> anyhow::Result<Value> {
+        request_path(id)?;
+        Self::check_message(message)?;
+        self.may_create()?;
+        let added = self.agent.follow_up(id, message).await?;
+        let (req, settled) = self
+            .wait_for(id, |s| s == Status::WaitingApproval || s.is_terminal())
+            .await?;
+        let mut view = request_view(&req, false);
+        view["followup"] = json!({"round": added.round, "reopened": added.reopened});
+        if !settled {
+            view["still_running"] = json!(format!(
+                "the request is still being worked on; call get_request with {id}"
+            ));
+        }
+        Ok(view)
+    }
+
     pub async fn get_request(&self, id: &str) -> anyhow::Result<Value> {
         request_path(id)?;
         Ok(request_view(&self.agent.request(id).await?, false))

@@ -61,12 +61,15 @@ pub fn router(state: Shared) -> Router {
         .route("/api/requests", get(requests))
         .route("/api/requests/{id}", get(request))
         .route("/api/requests/{id}/events", get(events))
+        .route("/api/requests/{id}/followups", post(follow_up))
         .route("/api/approvals", get(approvals))
         .route("/api/approvals/{id}/approve", post(approve))
         .route("/api/approvals/{id}/reject", post(reject))
         .route("/api/grants", get(grants).post(grant_confirm))
         .route("/api/grants/preview", post(grant_preview))
         .route("/api/grants/{id}/revoke", post(grant_revoke))
+        .route("/api/schedules", get(schedules).post(schedule_add))
+        .route("/api/schedules/{id}/remove", post(schedule_remove))
         .with_state(state)
 }
 
@@ -220,6 +223,66 @@ async fn events(
         Body::from_stream(upstream.bytes_stream()),
     )
         .into_response())
+}
+
+#[derive(Deserialize)]
+struct FollowUpForm {
+    message: String,
+}
+
+/// A person's follow-up, passed to the agent (which checks it); it
+/// approves nothing.
+async fn follow_up(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Json(form): Json<FollowUpForm>,
+) -> Result<Json<Value>, UiError> {
+    let id = plain_id(&id)?;
+    let added = s.agent.follow_up(id, &form.message).await?;
+    Ok(Json(
+        json!({"request_id": id, "round": added.round, "reopened": added.reopened}),
+    ))
+}
+
+/// The schedules with each one's last answer; the page adds and removes
+/// them (a schedule only ever reads).
+async fn schedules(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    let list = s.agent.schedules().await?;
+    Ok(Json(
+        serde_json::to_value(list).map_err(anyhow::Error::from)?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleForm {
+    message: String,
+    every: String,
+    #[serde(default)]
+    host: Option<String>,
+}
+
+async fn schedule_add(
+    State(s): State<Shared>,
+    Json(form): Json<ScheduleForm>,
+) -> Result<Json<Value>, UiError> {
+    let every = crate::text::parse_every(form.every.trim())
+        .map_err(|e| UiError(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let host = form.host.filter(|h| !h.is_empty());
+    let added = s
+        .agent
+        .add_schedule(&form.message, every, host.as_deref())
+        .await?;
+    Ok(Json(json!({"schedule_id": added.id})))
+}
+
+async fn schedule_remove(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, UiError> {
+    let id = plain_id(&id)?;
+    s.agent.remove_schedule(id).await?;
+    Ok(Json(json!({"removed": id})))
 }
 
 fn claims_digest(bytes: &[u8]) -> String {

@@ -20,6 +20,7 @@ use crate::runbook::Runbook;
 use crate::store::Store;
 
 mod changes;
+mod followups;
 mod hosts;
 mod speed;
 mod swarm;

@@ -315,8 +315,33 @@ function renderRequest(r, approvals, now) {
   const mine = approvals.filter(a => a.request_id === r.id);
   if (mine.length) parts.push(el("h2", { text: "Waiting for your approval" }), ...mine.map(a => approvalCard(a, now)));
   if (r.outcome) parts.push(el("h2", { text: "Outcome" }), el("p", { id: "outcome", text: r.outcome }));
+  if (r.followups && r.followups.length) {
+    parts.push(el("h2", { text: "Follow-ups" }), el("ul", { id: "followups" }, r.followups.map(f =>
+      el("li", {}, el("span", { class: "muted small", text: f.at + " · round " + f.round + " " }), el("span", { text: f.message })))));
+  }
+  if (r.earlier_rounds && r.earlier_rounds.length) {
+    parts.push(el("h2", { text: "Earlier rounds" }), el("ul", { id: "earlier-rounds" }, r.earlier_rounds.map(e =>
+      el("li", {}, "round " + e.round + " ", badge(e.status, e.status), " ", el("span", { text: e.outcome || "" })))));
+  }
   parts.push(el("h2", { text: "Evidence" }), el("div", { id: "evidence" }, (r.evidence || []).map(evidenceItem)));
   return parts;
+}
+
+/// Add words to the request: a running one reads them at its next phase,
+/// a finished one is diagnosed again. Words approve nothing.
+function followUpForm(id) {
+  const input = el("input", { id: "followup-text", type: "text", maxlength: "2000",
+    placeholder: "Add a follow-up: a container, a time, a suspected cause", "aria-label": "Follow-up" });
+  const send = el("button", { id: "followup-send", type: "submit", text: "Add follow-up" });
+  return el("form", { id: "followup", class: "actions", onsubmit: async ev => {
+    ev.preventDefault();
+    try {
+      const added = await post("/api/requests/" + id + "/followups", { message: input.value });
+      input.value = "";
+      if (added.reopened) { stopLive(); await requestView(id); }
+      setStatus(added.reopened ? "reopened as round " + added.round : "follow-up added");
+    } catch (e) { setStatus("follow-up not added: " + e.message); }
+  } }, input, send);
 }
 
 async function requestView(id, evidenceId) {
@@ -324,7 +349,8 @@ async function requestView(id, evidenceId) {
   const details = el("div", { id: "request-body" });
   show("Request", el("div", { class: "columns" },
     el("section", { "aria-label": "Request" }, details),
-    el("section", { "aria-label": "Timeline" }, el("h2", { text: "Timeline (live)" }), timeline)));
+    el("section", { "aria-label": "Timeline" }, el("h2", { text: "Timeline (live)" }), timeline)),
+    followUpForm(id));
   let pending = false;
   async function load() {
     if (pending) return;
@@ -421,6 +447,50 @@ async function grantsView() {
   await load();
 }
 
+// ---- Schedules ----
+
+function ago(unix) {
+  const s = Math.max(0, Math.floor(Date.now() / 1000) - unix);
+  return s < 120 ? s + " s ago" : s < 7200 ? Math.floor(s / 60) + " min ago" : Math.floor(s / 3600) + " h ago";
+}
+
+function cadence(secs) {
+  for (const [n, unit] of [[86400, "d"], [3600, "h"], [60, "min"]]) if (secs % n === 0) return secs / n + " " + unit;
+  return secs + " s";
+}
+
+async function schedulesView() {
+  const list = el("div", { id: "schedules" });
+  const form = el("form", { id: "schedule-form", onsubmit: async ev => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    try {
+      const r = await post("/api/schedules", { message: f.get("message"), every: f.get("every"), host: f.get("host") || null });
+      setStatus("added " + r.schedule_id); form.reset(); load();
+    } catch (e) { setStatus("not added: " + e.message); }
+  } },
+  el("label", {}, "Ask ", el("input", { name: "message", id: "schedule-message", required: true, maxlength: 2000, placeholder: "is the shop healthy?" })),
+  el("label", {}, "Every ", el("input", { name: "every", id: "schedule-every", value: "1h", required: true })),
+  ...(hosts.length ? [el("label", {}, "On host ", el("select", { name: "host" }, el("option", { value: "", text: "any" }),
+    ...hosts.map(h => el("option", { value: h, text: h }))))] : []),
+  el("button", { type: "submit", id: "schedule-add" }, "Add the schedule"));
+  show("Schedules", el("p", { class: "muted", text: "Each run is a diagnose-only request; a webhook fires when the answer changes." }),
+    list, el("h2", { text: "New schedule" }), form);
+  async function load() {
+    const rows = (await api("/api/schedules")).schedules || [];
+    list.replaceChildren(...(rows.length ? rows.map(s => el("div", { class: "card schedule" },
+      badge(s.last_verdict || "no answer yet", s.last_verdict === "healthy" ? "healthy" : s.last_verdict ? "unhealthy" : "none"),
+      el("p", {}, el("strong", { text: s.message }), " every " + cadence(s.every_secs) + (s.host ? " on " + s.host : "")),
+      s.last_request_id ? el("p", {}, "Last run " + ago(s.last_run_unix) + ": ", el("a", { href: "#/requests/" + s.last_request_id, text: s.last_request_id })) : el("p", { class: "muted", text: "Not run yet." }),
+      el("button", { onclick: async () => {
+        try { await post("/api/schedules/" + s.id + "/remove"); setStatus("removed " + s.id); load(); }
+        catch (e) { setStatus("not removed: " + e.message); }
+      } }, "Remove"))) : [el("p", { text: "No schedules." })]));
+  }
+  await load();
+  refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 3000);
+}
+
 // ---- Routing ----
 
 async function route() {
@@ -437,6 +507,7 @@ async function route() {
     else if (parts[0] === "services") { document.getElementById("nav-services").setAttribute("aria-current", "page"); await servicesView(parts[1] ? decodeURIComponent(parts[1]) : null); }
     else if (parts[0] === "approvals") { document.getElementById("nav-approvals").setAttribute("aria-current", "page"); await approvalsView(); }
     else if (parts[0] === "grants") { document.getElementById("nav-grants").setAttribute("aria-current", "page"); await grantsView(); }
+    else if (parts[0] === "schedules") { document.getElementById("nav-schedules").setAttribute("aria-current", "page"); await schedulesView(); }
     else show("Not found", el("p", { text: "No such view." }));
   } catch (e) {
     show("Error", el("p", { class: "bad", text: e.message }));
