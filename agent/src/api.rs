@@ -344,15 +344,26 @@ async fn list_requests(State(s): State<AppState>, Q(q): Q<ListQuery>) -> Result<
         })?),
         None => None,
     };
-    let list: Vec<_> = s
-        .engine
+    // Written one request at a time: the answer, not every document as well.
+    let mut body = Vec::with_capacity(4096);
+    body.push(b'[');
+    s.engine
         .store()
-        .list_on(status, q.host.as_deref(), q.limit.unwrap_or(50).min(500))
-        .map_err(EngineError::from)?
-        .into_iter()
-        .map(|r| r.for_api())
-        .collect();
-    Ok(Json(list).into_response())
+        .each_on(
+            status,
+            q.host.as_deref(),
+            q.limit.unwrap_or(50).min(500),
+            |r: crate::model::Request| {
+                if body.len() > 1 {
+                    body.push(b',');
+                }
+                serde_json::to_writer(&mut body, &r.for_api())?;
+                Ok(())
+            },
+        )
+        .map_err(EngineError::from)?;
+    body.push(b']');
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 async fn get_request(
@@ -590,15 +601,11 @@ async fn openapi_document() -> Response {
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, Problem> {
-    let all = s
+    let counts = s
         .engine
         .store()
-        .list(None, 10_000)
+        .count_by_status()
         .map_err(EngineError::from)?;
-    let mut counts = std::collections::BTreeMap::new();
-    for r in &all {
-        *counts.entry(r.status.as_str()).or_insert(0u64) += 1;
-    }
     let mut out = String::from(
         "# HELP drydock_requests Requests by status.\n# TYPE drydock_requests gauge\n",
     );

@@ -15,6 +15,17 @@ pub mod question;
 pub mod swarm;
 
 use logs::LOG_WINDOW;
+
+/// Whether `text` matches the constant `pattern`, compiled once at each
+/// place that asks, on first use (not once a line).
+macro_rules! regex_is_match {
+    ($pattern:expr, $text:expr $(,)?) => {{
+        static RE: std::sync::LazyLock<Option<Regex>> =
+            std::sync::LazyLock::new(|| Regex::new($pattern).ok());
+        RE.as_ref().is_some_and(|r| r.is_match($text))
+    }};
+}
+
 pub use logs::{match_logs, LogMatch};
 pub use past::PastDeath;
 pub use question::{asks_about_usage, is_question, AskedTime};
@@ -249,7 +260,7 @@ fn unhealthy(f: &Facts<'_, '_>) -> Option<Primary> {
         .last()
         .map(|p| p.output.trim().to_string())
         .unwrap_or_default();
-    if regex_is_match(BROKEN_PROBE, &last_probe) {
+    if regex_is_match!(BROKEN_PROBE, &last_probe) {
         return Some(Primary {
             cause: cause(
                 FaultClass::HealthcheckBroken,
@@ -464,7 +475,7 @@ fn finished_job(f: &Facts<'_, '_>) -> bool {
         .rev()
         .filter(|l| !l.trim().is_empty())
         .take(3)
-        .any(|l| regex_is_match(DONE_LINE, l));
+        .any(|l| regex_is_match!(DONE_LINE, l));
     oneoff || named_like_a_job || says_done
 }
 
@@ -671,31 +682,25 @@ pub(crate) fn sentence(reason: &str) -> String {
     }
 }
 
-fn regex_is_match(pattern: &str, text: &str) -> bool {
-    Regex::new(pattern)
-        .map(|r| r.is_match(text))
-        .unwrap_or(false)
-}
-
 /// Why the engine could not start a container, from `State.Error`: its own
 /// disk is full, the image's binary is for another CPU, the image is gone.
 fn engine_error(text: &str) -> Option<(FaultClass, &'static str)> {
     if text.is_empty() {
         return None;
     }
-    if regex_is_match(r"(?i)no space left on device", text) {
+    if regex_is_match!(r"(?i)no space left on device", text) {
         return Some((
             FaultClass::DiskFull,
             "the engine found no space left to set up its filesystem",
         ));
     }
-    if regex_is_match(r"(?i)exec format error", text) {
+    if regex_is_match!(r"(?i)exec format error", text) {
         return Some((
             FaultClass::ConfigError,
             "the image is built for another CPU architecture",
         ));
     }
-    if regex_is_match(
+    if regex_is_match!(
         r"(?i)No such image|pull access denied|manifest unknown|repository does not exist",
         text,
     ) {
@@ -706,7 +711,7 @@ fn engine_error(text: &str) -> Option<(FaultClass, &'static str)> {
 
 /// Docker's own wording (State.Error) when it cannot bind a published port.
 fn docker_port_error(text: &str) -> bool {
-    regex_is_match(
+    regex_is_match!(
         r"(?i)port is already allocated|address already in use|failed programming external connectivity",
         text,
     )

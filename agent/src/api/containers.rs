@@ -37,17 +37,23 @@ fn last_request(req: &Request) -> LastRequest {
 
 /// Docker's list has no restart count: the newest inspect drydock made of
 /// the container says it, with when.
-fn restarts(newest: Option<&Request>) -> Option<Restarts> {
-    let e = newest?.latest_evidence("inspect")?;
+fn restarts(newest: &Request) -> Option<Restarts> {
+    let e = newest.latest_evidence("inspect")?;
     Some(Restarts {
         count: e.data.get("restart_count")?.clone(),
         as_of: e.timestamp.clone(),
     })
 }
 
-fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> ContainerRow {
+/// What a container's row shows of the newest request about it.
+struct Newest {
+    last: LastRequest,
+    restarts: Option<Restarts>,
+}
+
+fn view(c: &ContainerSummaryView, newest: Option<&Newest>) -> ContainerRow {
     ContainerRow {
-        restarts: restarts(newest),
+        restarts: newest.and_then(|n| n.restarts.clone()),
         id: c.id.clone(),
         name: c.name.trim_start_matches('/').to_string(),
         image: c.image.clone(),
@@ -56,7 +62,7 @@ fn view(c: &ContainerSummaryView, newest: Option<&Request>) -> ContainerRow {
         health: c.health().into(),
         project: c.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-        last_request: newest.map(last_request),
+        last_request: newest.map(|n| n.last.clone()),
         host: c.host.clone(),
     }
 }
@@ -71,27 +77,38 @@ pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Pr
     })?;
     // SQLite and JSON work off the async workers.
     let engine = s.engine.clone();
-    let requests = tokio::task::spawn_blocking(move || engine.store().list(None, RECENT_REQUESTS))
-        .await
-        .map_err(|e| {
-            Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal error",
-                format!("the store read did not finish: {e}"),
-            )
-        })?
-        .map_err(crate::engine::EngineError::from)?;
-    // Newest first: the first request seen for a container id is its newest.
-    let mut newest: HashMap<&str, &Request> = HashMap::new();
-    for r in &requests {
-        if let Some(t) = &r.target {
-            newest.entry(t.container_id.as_str()).or_insert(r);
-        }
-    }
-    let containers = list
-        .iter()
-        .map(|c| view(c, newest.get(c.id.as_str()).copied()))
-        .collect();
+    // Newest first: the first request seen for a container id is its
+    // newest. Each is read, summed up and dropped in turn.
+    let newest = tokio::task::spawn_blocking(move || {
+        let mut newest: HashMap<String, Newest> = HashMap::new();
+        engine
+            .store()
+            .each_on(None, None, RECENT_REQUESTS, |r: Request| {
+                if let Some(t) = &r.target {
+                    if !newest.contains_key(&t.container_id) {
+                        newest.insert(
+                            t.container_id.clone(),
+                            Newest {
+                                last: last_request(&r),
+                                restarts: restarts(&r),
+                            },
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .map(|()| newest)
+    })
+    .await
+    .map_err(|e| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error",
+            format!("the store read did not finish: {e}"),
+        )
+    })?
+    .map_err(crate::engine::EngineError::from)?;
+    let containers = list.iter().map(|c| view(c, newest.get(&c.id))).collect();
     let unreachable = failed
         .into_iter()
         .map(|(host, e)| HostDown {

@@ -16,6 +16,7 @@ pub mod grants;
 pub mod journal;
 pub mod notes;
 mod requests;
+pub use requests::RequestHead;
 pub mod schedules;
 pub mod schema;
 

@@ -2,8 +2,52 @@
 
 use rusqlite::{params, OptionalExtension as _};
 
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
 use super::{Store, StoreError};
-use crate::model::{now_rfc3339, Event, EventPayload, Request, Status};
+use crate::model::{
+    now_rfc3339, Event, EventPayload, Request, RequestOptions, RequestSource, Status, Target,
+};
+
+/// What a request is about and where it stands, without its evidence,
+/// plan or timeline: read from the same document, for the callers that
+/// look at many requests and need only this (whether an automatic request
+/// is already open for a container, say).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct RequestHead {
+    pub id: String,
+    pub message: String,
+    #[serde(default)]
+    pub source: RequestSource,
+    pub status: Status,
+    pub created_at: String,
+    pub updated_at: String,
+    pub options: RequestOptions,
+    pub target: Option<Target>,
+}
+
+impl RequestHead {
+    /// The host it is on: its target's, else the one it was asked about.
+    pub fn host(&self) -> Option<&str> {
+        self.target
+            .as_ref()
+            .and_then(|t| t.host.as_deref())
+            .or(self.options.host.as_deref())
+    }
+}
+
+/// Decode each row's document as it is read, so only one is held at a time.
+fn each_doc<T: DeserializeOwned>(
+    mut rows: rusqlite::Rows<'_>,
+    mut each: impl FnMut(T) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    while let Some(row) = rows.next()? {
+        let doc = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        each(serde_json::from_str(doc)?)?;
+    }
+    Ok(())
+}
 
 impl Store {
     /// Save the request and append one event, atomically.
@@ -78,20 +122,59 @@ impl Store {
         host: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Request>, StoreError> {
+        let mut all = Vec::new();
+        self.each_on(status, host, limit, |r| {
+            all.push(r);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// `list_on`, one request at a time: an answer built from many
+    /// requests never holds all their documents at once.
+    pub fn each_on<T: DeserializeOwned>(
+        &self,
+        status: Option<Status>,
+        host: Option<&str>,
+        limit: u32,
+        each: impl FnMut(T) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let conn = self.lock();
-        let mut stmt = conn.prepare(
+        let mut stmt = conn.prepare_cached(
             "SELECT doc FROM requests WHERE (?1 IS NULL OR status = ?1)
                AND (?2 IS NULL OR coalesce(json_extract(doc, '$.target.host'), json_extract(doc, '$.options.host')) = ?2)
              ORDER BY created_at DESC LIMIT ?3",
         )?;
-        let docs = stmt
-            .query_map(params![status.map(Status::as_str), host, limit], |r| {
-                r.get::<_, String>(0)
+        each_doc(
+            stmt.query(params![status.map(Status::as_str), host, limit])?,
+            each,
+        )?;
+        Ok(())
+    }
+
+    /// The heads of the newest `limit` requests, finished or not.
+    pub fn heads(&self, limit: u32) -> Result<Vec<RequestHead>, StoreError> {
+        let mut all = Vec::new();
+        self.each_on(None, None, limit, |h| {
+            all.push(h);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// How many requests are in each state, by SQL: the metrics read no
+    /// document.
+    pub fn count_by_status(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT status, count(*) FROM requests GROUP BY status ORDER BY status",
+        )?;
+        let counts = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        docs.iter()
-            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
-            .collect()
+        Ok(counts)
     }
 
     /// The newest requests other than `except` whose target was the
@@ -104,34 +187,40 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Request>, StoreError> {
         let conn = self.lock();
-        let mut stmt = conn.prepare(
+        let mut stmt = conn.prepare_cached(
             "SELECT doc FROM requests WHERE id != ?1
                AND json_extract(doc, '$.target.container_name') = ?2
                AND coalesce(json_extract(doc, '$.target.host'), '') = ?3
              ORDER BY created_at DESC LIMIT ?4",
         )?;
-        let docs = stmt
-            .query_map(params![except, name, host.unwrap_or(""), limit], |r| {
-                r.get::<_, String>(0)
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        docs.iter()
-            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
-            .collect()
+        let mut all = Vec::new();
+        each_doc(
+            stmt.query(params![except, name, host.unwrap_or(""), limit])?,
+            |r| {
+                all.push(r);
+                Ok(())
+            },
+        )?;
+        Ok(all)
     }
 
     pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
+        self.unfinished_as()
+    }
+
+    /// The unfinished requests, oldest first, as whole requests or heads.
+    pub fn unfinished_as<T: DeserializeOwned>(&self) -> Result<Vec<T>, StoreError> {
         let conn = self.lock();
-        let mut stmt = conn.prepare(&format!(
+        let mut stmt = conn.prepare_cached(&format!(
             "SELECT doc FROM requests WHERE status NOT IN ({}) ORDER BY created_at",
             terminal_list()
         ))?;
-        let docs = stmt
-            .query_map([], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        docs.iter()
-            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
-            .collect()
+        let mut all = Vec::new();
+        each_doc(stmt.query([])?, |r| {
+            all.push(r);
+            Ok(())
+        })?;
+        Ok(all)
     }
 
     /// Forget finished requests created before `before` (RFC 3339, as
@@ -309,6 +398,91 @@ mod tests {
             assert!(left.iter().any(|id| id == kept), "{kept} kept: {left:?}");
         }
         assert!(store.events_after("run0", 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn heads_and_counts_agree_with_the_whole_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("agent.db")).unwrap();
+        for (i, st) in [
+            Status::Completed,
+            Status::WaitingApproval,
+            Status::Completed,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut r = Request::new(
+                format!("r{i}"),
+                format!("web {i} is down"),
+                RequestOptions {
+                    host: Some("edge".into()),
+                    ..Default::default()
+                },
+                crate::model::RequestSource::Watch,
+                format!("2026-12-04T00:00:0{i}.000Z"),
+            );
+            r.status = st;
+            r.target = Some(Target {
+                kind: Default::default(),
+                container_id: format!("c{i}"),
+                container_name: format!("web-{i}"),
+                service: None,
+                stack: None,
+                host: None,
+            });
+            r.evidence.push(crate::model::Evidence {
+                id: "ev-logs".into(),
+                kind: "logs".into(),
+                source: "test".into(),
+                timestamp: now_rfc3339(),
+                data: serde_json::json!({ "lines": vec!["x".repeat(100); 200] }),
+            });
+            store.save(&r, created()).unwrap();
+        }
+        let whole = store.list(None, 10).unwrap();
+        let heads = store.heads(10).unwrap();
+        assert_eq!(
+            whole.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["r2", "r1", "r0"],
+            "newest first"
+        );
+        assert_eq!(heads.len(), whole.len());
+        for (h, r) in heads.iter().zip(&whole) {
+            assert_eq!(
+                (
+                    &h.id,
+                    &h.message,
+                    h.source,
+                    h.status,
+                    &h.updated_at,
+                    &h.target
+                ),
+                (
+                    &r.id,
+                    &r.message,
+                    r.source,
+                    r.status,
+                    &r.updated_at,
+                    &r.target
+                )
+            );
+            assert_eq!(h.host(), r.host());
+            assert_eq!(h.host(), Some("edge"));
+        }
+        let open: Vec<RequestHead> = store.unfinished_as().unwrap();
+        assert_eq!(
+            open.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            ["r1"]
+        );
+        assert_eq!(
+            store.count_by_status().unwrap(),
+            [
+                ("completed".to_string(), 2),
+                ("waiting_approval".to_string(), 1)
+            ]
+        );
+        assert_eq!(store.list(None, 2).unwrap().len(), 2, "the limit holds");
     }
 
     #[test]

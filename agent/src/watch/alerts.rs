@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::Opener;
 use crate::config::WatchConfig;
 use crate::model::{RequestOptions, RequestSource};
-use crate::store::Store;
+use crate::store::{RequestHead, Store};
 
 /// Why no new automatic request should be opened for a container, if so:
 /// an unfinished request already covers it, or an automatic one for it
@@ -26,10 +26,10 @@ pub fn busy(
     // An alert naming a compose service opens its request without a
     // container; its message names the target (`alert X for NAME...`).
     let named_by_alert = format!(" for {name}");
-    let covers = |r: &crate::model::Request| {
+    let covers = |r: &RequestHead| {
         host.is_none_or(|h| r.host() == Some(h)) && covers_name(r, name, id, &named_by_alert)
     };
-    fn covers_name(r: &crate::model::Request, name: &str, id: &str, named_by_alert: &str) -> bool {
+    fn covers_name(r: &RequestHead, name: &str, id: &str, named_by_alert: &str) -> bool {
         r.options.container.as_deref() == Some(name)
             || r.target.as_ref().is_some_and(|t| {
                 (!id.is_empty() && t.container_id == id)
@@ -40,7 +40,7 @@ pub fn busy(
                 && (r.message.contains(&format!("{named_by_alert}:"))
                     || r.message.ends_with(named_by_alert)))
     }
-    match store.unfinished() {
+    match store.unfinished_as::<RequestHead>() {
         Ok(open) => {
             if let Some(r) = open.iter().find(|r| covers(r)) {
                 return Some(format!("request {} is still open for {name}", r.id));
@@ -49,7 +49,7 @@ pub fn busy(
         Err(e) => return Some(format!("cannot read the requests ({e})")),
     }
     let now = SystemTime::now();
-    let recent = store.list(None, 200).unwrap_or_default();
+    let recent = store.heads(200).unwrap_or_default();
     recent
         .iter()
         .filter(|r| r.source != RequestSource::Ask && covers(r))
