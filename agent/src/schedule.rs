@@ -175,8 +175,13 @@ impl Scheduler {
     async fn finished(&self, id: &str) -> Option<Request> {
         let deadline = tokio::time::Instant::now() + RUN_DEADLINE;
         while tokio::time::Instant::now() < deadline {
-            match self.engine.store().get(id) {
-                Ok(Some(req)) if req.status.is_terminal() => return Some(req),
+            match self.engine.store().status(id) {
+                Ok(Some(status)) if status.is_terminal() => match self.engine.store().get(id) {
+                    Ok(req) => return req,
+                    Err(e) => {
+                        tracing::warn!(request_id = %id, error = %e, "cannot read a schedule's run")
+                    }
+                },
                 Ok(Some(_)) => {}
                 Ok(None) => return None,
                 Err(e) => {

@@ -416,7 +416,7 @@ impl Engine {
     }
 
     fn check_canceled(&self, id: &str) -> Result<(), Stop> {
-        let finished = self.store.get(id)?.is_none_or(|r| r.status.is_terminal());
+        let finished = self.store.status(id)?.is_none_or(|s| s.is_terminal());
         if finished || self.control(id).canceled.load(Ordering::SeqCst) {
             Err(Stop::Canceled)
         } else {

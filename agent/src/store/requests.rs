@@ -109,6 +109,26 @@ impl Store {
         })
     }
 
+    /// Where a request stands, from its status column alone (`None`: no
+    /// such request): what a worker checks between steps, without reading
+    /// its document.
+    pub fn status(&self, id: &str) -> Result<Option<Status>, StoreError> {
+        let status: Option<String> = self
+            .lock()
+            .prepare_cached("SELECT status FROM requests WHERE id = ?1")?
+            .query_row(params![id], |r| r.get(0))
+            .optional()?;
+        status
+            .map(|s| {
+                Status::parse(&s).ok_or_else(|| {
+                    StoreError::Corrupt(serde::de::Error::custom(format!(
+                        "request {id} has the unknown status `{s}`"
+                    )))
+                })
+            })
+            .transpose()
+    }
+
     /// Newest first, optionally only one status.
     pub fn list(&self, status: Option<Status>, limit: u32) -> Result<Vec<Request>, StoreError> {
         self.list_on(status, None, limit)
@@ -483,6 +503,8 @@ mod tests {
             ]
         );
         assert_eq!(store.list(None, 2).unwrap().len(), 2, "the limit holds");
+        assert_eq!(store.status("r1").unwrap(), Some(Status::WaitingApproval));
+        assert_eq!(store.status("nope").unwrap(), None);
     }
 
     #[test]
