@@ -86,6 +86,9 @@ struct Site {
 
 /// `store.max_requests` of both agents.
 const MAX_REQUESTS: u32 = 100;
+/// `watch.journal_max_rows` of both agents (the default, 100,000, takes
+/// days of faults at this rate to reach).
+const JOURNAL_MAX_ROWS: u32 = 1000;
 
 fn edit(path: &std::path::Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).expect("read config");
@@ -111,8 +114,9 @@ fn site(mode: &'static str) -> Site {
             "  signing_key: pki/audit.key\n  max_size: {AUDIT_MAX}\n  keep_segments: {AUDIT_SEGMENTS}\n"
         ),
     );
-    // A small cap on finished requests, so an hour shows the store bounded
-    // (the default, 10,000, takes weeks of faults to reach).
+    // Small caps on finished requests and on the journal, so an hour shows
+    // the store bounded (the defaults, 10,000 requests and 100,000 events,
+    // take weeks of faults to reach).
     edit(
         &dd.home.agent_config(),
         "store:\n  path: state/agent.db\n",
@@ -121,7 +125,9 @@ fn site(mode: &'static str) -> Site {
     edit(
         &dd.home.agent_config(),
         "watch:\n  enabled: true\n  mode: notify\n",
-        &format!("watch:\n  enabled: true\n  mode: {mode}\n"),
+        &format!(
+            "watch:\n  enabled: true\n  mode: {mode}\n  journal_max_rows: {JOURNAL_MAX_ROWS}\n"
+        ),
     );
     dd.up();
     if mode == "repair" {
