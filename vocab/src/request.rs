@@ -438,13 +438,21 @@ pub struct EarlierRound {
     pub verification: Option<Verification>,
 }
 
+/// The host a request is on: its target's, else the one it was asked
+/// about (`options.host`); `None` with a lone executor.
+pub fn request_host<'a>(
+    target: Option<&'a Target>,
+    options: &'a RequestOptions,
+) -> Option<&'a str> {
+    target
+        .and_then(|t| t.host.as_deref())
+        .or(options.host.as_deref())
+}
+
 impl Request {
     /// The host it is on: its target's, else the one it was asked about.
     pub fn host(&self) -> Option<&str> {
-        self.target
-            .as_ref()
-            .and_then(|t| t.host.as_deref())
-            .or(self.options.host.as_deref())
+        request_host(self.target.as_ref(), &self.options)
     }
 
     /// A new request, `observing`, with nothing gathered yet.

@@ -28,13 +28,22 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
-    /// The host it is on: its target's, else the one it was asked about.
+    /// The host it is on, as `Request::host` says.
     pub fn host(&self) -> Option<&str> {
-        self.target
-            .as_ref()
-            .and_then(|t| t.host.as_deref())
-            .or(self.options.host.as_deref())
+        crate::model::request_host(self.target.as_ref(), &self.options)
     }
+}
+
+/// What `read` hands over, one at a time, gathered.
+fn collected<T>(
+    read: impl FnOnce(&mut dyn FnMut(T) -> Result<(), StoreError>) -> Result<(), StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut all = Vec::new();
+    read(&mut |item| {
+        all.push(item);
+        Ok(())
+    })?;
+    Ok(all)
 }
 
 /// Decode each row's document as it is read, so only one is held at a time.
@@ -142,12 +151,7 @@ impl Store {
         host: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Request>, StoreError> {
-        let mut all = Vec::new();
-        self.each_on(status, host, limit, |r| {
-            all.push(r);
-            Ok(())
-        })?;
-        Ok(all)
+        collected(|push| self.each_on(status, host, limit, push))
     }
 
     /// `list_on`, one request at a time: an answer built from many
@@ -174,12 +178,7 @@ impl Store {
 
     /// The heads of the newest `limit` requests, finished or not.
     pub fn heads(&self, limit: u32) -> Result<Vec<RequestHead>, StoreError> {
-        let mut all = Vec::new();
-        self.each_on(None, None, limit, |h| {
-            all.push(h);
-            Ok(())
-        })?;
-        Ok(all)
+        collected(|push| self.each_on(None, None, limit, push))
     }
 
     /// How many requests are in each state, by SQL: the metrics read no
@@ -213,15 +212,8 @@ impl Store {
                AND coalesce(json_extract(doc, '$.target.host'), '') = ?3
              ORDER BY created_at DESC LIMIT ?4",
         )?;
-        let mut all = Vec::new();
-        each_doc(
-            stmt.query(params![except, name, host.unwrap_or(""), limit])?,
-            |r| {
-                all.push(r);
-                Ok(())
-            },
-        )?;
-        Ok(all)
+        let rows = stmt.query(params![except, name, host.unwrap_or(""), limit])?;
+        collected(|push| each_doc(rows, push))
     }
 
     pub fn unfinished(&self) -> Result<Vec<Request>, StoreError> {
@@ -235,12 +227,8 @@ impl Store {
             "SELECT doc FROM requests WHERE status NOT IN ({}) ORDER BY created_at",
             terminal_list()
         ))?;
-        let mut all = Vec::new();
-        each_doc(stmt.query([])?, |r| {
-            all.push(r);
-            Ok(())
-        })?;
-        Ok(all)
+        let rows = stmt.query([])?;
+        collected(|push| each_doc(rows, push))
     }
 
     /// Forget finished requests created before `before` (RFC 3339, as
