@@ -127,6 +127,30 @@ fn spawn_retention(store: Arc<Store>, config: drydock_agent::config::StoreConfig
     });
 }
 
+/// How long after a request's event freed memory is handed back: once
+/// per burst, not at every step of it.
+const HEAP_RELEASE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A second after work (a request's event), the allocator's free pages go
+/// back to the system (`drydock-heap`): glibc would otherwise keep the peak
+/// of 64 diagnoses at once for good. Events that arrive meanwhile join the
+/// same release, so there is at most one a second while requests keep
+/// coming, and one within a second of the last.
+fn spawn_heap_release(mut events: tokio::sync::broadcast::Receiver<drydock_agent::model::Event>) {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    tokio::spawn(async move {
+        loop {
+            if let Err(RecvError::Closed) = events.recv().await {
+                return;
+            }
+            tokio::time::sleep(HEAP_RELEASE_AFTER).await;
+            // What arrived meanwhile belongs to the same burst.
+            while let Ok(_) | Err(TryRecvError::Lagged(_)) = events.try_recv() {}
+            let _ = tokio::task::spawn_blocking(drydock_heap::release_free_memory).await;
+        }
+    });
+}
+
 async fn serve(config: Config) -> anyhow::Result<()> {
     drydock_daemon::logging::init(config.log_format);
     let token = config.token()?;
@@ -235,6 +259,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         config.notify.webhooks.clone(),
     )?;
     drydock_agent::schedule::Scheduler::spawn(engine.clone(), notifier);
+    spawn_heap_release(engine.subscribe());
     let app = api::router(AppState {
         engine,
         token: Arc::new(token),

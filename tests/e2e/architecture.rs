@@ -317,3 +317,74 @@ fn the_layer_check_sees_an_upward_import_and_a_cycle() {
         "a comment is not an import: {problems:?}"
     );
 }
+
+/// `unsafe` code lives in one place: `drydock-heap`'s single call to
+/// glibc's `malloc_trim`. Every other crate takes the workspace's lints
+/// (`unsafe_code = "forbid"`), and no source outside `heap/` writes an
+/// `unsafe` block, function, impl or extern.
+#[test]
+fn unsafe_code_lives_only_in_drydock_heap() {
+    let root = drydock_e2e::workspace_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("[workspace.lints.rust]\nunsafe_code = \"forbid\""),
+        "the workspace forbids unsafe code"
+    );
+    let meta = metadata();
+    let members: Vec<&Value> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["source"].is_null())
+        .collect();
+    assert!(
+        members.len() >= 8,
+        "sanity: the workspace's crates are seen"
+    );
+    let keyword = regex::Regex::new(r"\bunsafe\s*(\{|fn\b|impl\b|extern\b|trait\b)").unwrap();
+    let mut blocks_in_heap = 0;
+    for package in members {
+        let name = package["name"].as_str().unwrap();
+        let manifest_path = std::path::PathBuf::from(package["manifest_path"].as_str().unwrap());
+        let dir = manifest_path.parent().unwrap();
+        let toml = std::fs::read_to_string(&manifest_path).unwrap();
+        if name != "drydock-heap" {
+            assert!(
+                toml.contains("[lints]\nworkspace = true"),
+                "{name} must take the workspace's lints (unsafe forbidden)"
+            );
+        }
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = entry.path();
+                let file = path.file_name().unwrap().to_string_lossy().to_string();
+                if path.is_dir() {
+                    // A nested crate is checked as its own package.
+                    if file != "target" && !path.join("Cargo.toml").exists() {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                if !file.ends_with(".rs") {
+                    continue;
+                }
+                let source = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in source.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or("");
+                    if keyword.is_match(code) {
+                        assert_eq!(
+                            name,
+                            "drydock-heap",
+                            "unsafe code at {}:{}: {line}",
+                            path.display(),
+                            n + 1
+                        );
+                        blocks_in_heap += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(blocks_in_heap, 1, "drydock-heap holds one unsafe block");
+}
