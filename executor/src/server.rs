@@ -185,13 +185,21 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
             let audit = accept_audit.clone();
             let limiter = limiter.clone();
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                let why = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                {
                     Ok(Ok(tls)) => {
                         let _ = conn_tx.send(Ok(tls)).await;
+                        return;
                     }
-                    Ok(Err(e)) => audit_handshake(&audit, &limiter, peer, &e.to_string()),
-                    Err(_) => audit_handshake(&audit, &limiter, peer, "handshake timed out"),
-                }
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "handshake timed out".to_string(),
+                };
+                // The row waits for its fsync on a blocking thread, not on a
+                // runtime worker that serves the other calls.
+                let _ = tokio::task::spawn_blocking(move || {
+                    audit_handshake(&audit, &limiter, peer, &why)
+                })
+                .await;
             });
         }
     });

@@ -196,15 +196,7 @@ impl AuditLog {
         if batch.is_empty() {
             return 0;
         }
-        let written = (|| -> Result<Vec<i64>, AuditError> {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let mut seqs = Vec::with_capacity(batch.len());
-            for (e, _) in &batch {
-                seqs.push(append_in(&tx, e)?);
-            }
-            tx.commit()?;
-            Ok(seqs)
-        })();
+        let written = write_batch(conn, &batch);
         // Outcomes are set while the lock is still held: a caller whose row
         // is in this batch takes the lock next and must find its outcome.
         match written {
@@ -250,6 +242,27 @@ impl AuditLog {
         }
         self.maybe_rotate(u32::try_from(written).unwrap_or(u32::MAX));
     }
+}
+
+/// One transaction for the batch. `BEGIN` and `COMMIT` are cached
+/// statements, not parsed again for every commit (a read's row is often
+/// committed alone); a failure rolls the whole batch back.
+fn write_batch(conn: &Connection, batch: &[Queued]) -> Result<Vec<i64>, AuditError> {
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let written = (|| {
+        let mut seqs = Vec::with_capacity(batch.len());
+        for (e, _) in batch {
+            seqs.push(append_in(conn, e)?);
+        }
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(seqs)
+    })();
+    if written.is_err() && !conn.is_autocommit() {
+        if let Err(e) = conn.execute_batch("ROLLBACK") {
+            tracing::error!(error = %e, "cannot roll back a failed audit batch");
+        }
+    }
+    written
 }
 
 impl Drop for AuditLog {

@@ -119,7 +119,7 @@ pub fn list(live: &Path) -> Result<Vec<Segment>, AuditError> {
 /// The seq and hash the live store's next row chains to when it holds no
 /// rows: the genesis for a new store, the newest segment's last row after a
 /// rotation.
-pub(super) fn base(tx: &rusqlite::Transaction<'_>) -> Result<(i64, String), AuditError> {
+pub(super) fn base(tx: &rusqlite::Connection) -> Result<(i64, String), AuditError> {
     let get = |key: &str| -> Result<Option<String>, AuditError> {
         Ok(tx
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))

@@ -1,4 +1,5 @@
 use super::*;
+use sha2::{Digest as _, Sha256};
 use std::sync::Arc;
 
 fn entry(action: &str) -> AuditEntry {

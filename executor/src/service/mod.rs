@@ -149,8 +149,8 @@ pub struct ExecutorService {
     /// Which environment values an inspect shows (`redact.env`).
     env_policy: redact::EnvPolicy,
     /// The key of the environment values' keyed hashes, read from the
-    /// audit store at first use.
-    env_key: std::sync::OnceLock<[u8; 32]>,
+    /// audit store at first use (its HMAC state is computed once).
+    env_key: std::sync::OnceLock<ring::hmac::Key>,
 }
 
 /// One call in flight: who made it and what will be audited.
@@ -258,12 +258,14 @@ impl ExecutorService {
         }
     }
 
-    fn env_key(&self) -> Result<[u8; 32], ExecError> {
+    fn env_key(&self) -> Result<&ring::hmac::Key, ExecError> {
         if let Some(key) = self.env_key.get() {
-            return Ok(*key);
+            return Ok(key);
         }
         let key = self.audit.env_hash_key()?;
-        Ok(*self.env_key.get_or_init(|| key))
+        Ok(self
+            .env_key
+            .get_or_init(|| ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key)))
     }
 
     /// The interceptor for the gRPC health service: it reveals nothing, but
@@ -457,12 +459,15 @@ async fn finish_call<T>(
     // Only answered reads are deferred: a refusal's row (someone probing)
     // is committed before the refusal is answered.
     if entry.tier == Tier::Read as u32 && entry.decision == "allowed" && summary.is_none() {
-        let logged = entry.clone();
+        // Its line is at `debug`: copied only when that level is on.
+        let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| entry.clone());
         // A read's row is queued before the answer leaves and committed
         // straight after it (the rule is in audit/commit.rs).
         match audit.append_deferred(entry) {
             Ok(()) => {
-                log_call(None, &logged);
+                if let Some(logged) = logged {
+                    log_call(None, &logged);
+                }
                 return result.map(Response::new).map_err(to_status);
             }
             Err(back) => entry = *back,

@@ -136,7 +136,7 @@ impl ExecutorService {
         let image_missing = image_check
             && !details.state.running
             && self.docker.image_present(&permit, &details.image_id).await == Some(false);
-        let env_hashes = shape::env_hashes(&details.env, &self.env_key()?);
+        let env_hashes = shape::env_hashes(&details.env, self.env_key()?);
         let mut shaped = shape_inspect(details, &self.env_policy);
         shaped.image_missing = image_missing;
         shaped.env_hashes = env_hashes;

@@ -237,7 +237,7 @@ impl ExecutorService {
             update_config: update_policy(&s.update_config),
             rollback_config: update_policy(&s.rollback_config),
             env,
-            env_hashes: env_hashes(&s.env, &self.env_key()?),
+            env_hashes: env_hashes(&s.env, self.env_key()?),
             healthcheck: s.healthcheck.clone().map(shape_healthcheck),
             update_message,
             update_started_at: clean(&s.update_started_at),
