@@ -351,23 +351,33 @@ async function requestView(id, evidenceId) {
     el("section", { "aria-label": "Request" }, details),
     el("section", { "aria-label": "Timeline" }, el("h2", { text: "Timeline (live)" }), timeline)),
     followUpForm(id));
-  let pending = false;
-  async function load() {
-    if (pending) return;
-    pending = true;
-    try {
-      const [r, a] = await Promise.all([api("/api/requests/" + id), api("/api/approvals")]);
-      details.replaceChildren(...renderRequest(r, a.approvals || [], a.now));
-      document.getElementById("main").querySelector("h1").textContent = "Request · " + r.status;
-      if (evidenceId) {
-        const target = document.getElementById("ev-" + evidenceId);
-        if (target) { target.open = true; target.scrollIntoView(); }
-        evidenceId = null;
-      }
-    } finally { pending = false; }
+  // An event that arrives while a load is under way asks for one more, and
+  // waits for it: the page always ends on the request as it was after the
+  // last event.
+  let running = null, again = false, status = null;
+  function load() {
+    if (running) { again = true; return running; }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          const [r, a] = await Promise.all([api("/api/requests/" + id), api("/api/approvals")]);
+          details.replaceChildren(...renderRequest(r, a.approvals || [], a.now));
+          document.getElementById("main").querySelector("h1").textContent = "Request · " + r.status;
+          status = r.status;
+          if (evidenceId) {
+            const target = document.getElementById("ev-" + evidenceId);
+            if (target) { target.open = true; target.scrollIntoView(); }
+            evidenceId = null;
+          }
+        } while (again);
+      } finally { running = null; }
+    })();
+    return running;
   }
   await load();
-  stream = new EventSource("/api/requests/" + id + "/events");
+  const live = new EventSource("/api/requests/" + id + "/events");
+  stream = live;
   const onEvent = ev => {
     let e = null;
     try { e = JSON.parse(ev.data); } catch (_) { return; }
@@ -375,10 +385,14 @@ async function requestView(id, evidenceId) {
     timeline.append(el("li", { class: "event " + e.kind },
       el("span", { class: "muted small", text: e.ts }), " ", el("strong", { text: e.kind }),
       summary ? el("span", { text: " " + summary }) : null));
-    load().catch(err => setStatus(err.message));
-    if (e.kind === "final") { stream.close(); }
+    // The stream replays the request from its start: an earlier round's
+    // `final` (a follow-up reopened it) must not end the live view, so it
+    // ends only once the request itself is finished.
+    load().then(() => {
+      if (e.kind === "final" && TERMINAL.includes(status)) { live.close(); }
+    }).catch(err => setStatus(err.message));
   };
-  KINDS.forEach(k => stream.addEventListener(k, onEvent));
+  KINDS.forEach(k => live.addEventListener(k, onEvent));
 }
 
 // ---- Approvals ----
