@@ -23,7 +23,9 @@ use drydock_e2e::*;
 use drydock_proto::pb;
 
 const SEQUENTIAL: usize = 300;
-const LOAD_FOR: Duration = Duration::from_secs(3);
+const LOAD_FOR: Duration = Duration::from_secs(2);
+/// Rounds of each throughput level, direct and through the executor in turn.
+const ROUNDS: usize = 5;
 /// The stability hold (`verify.stable_for`, default): verification's own
 /// choice, reported apart.
 const HOLD: Duration = Duration::from_secs(3);
@@ -164,15 +166,23 @@ impl Cpu {
         }
     }
 
-    /// µs per call of each: (engine, executor, client).
-    fn per_call(&self, calls: usize) -> (f64, f64, f64) {
-        let n = calls.max(1) as f64;
+    /// µs spent since by each: (engine, executor, client).
+    fn total(&self) -> (f64, f64, f64) {
         (
-            (cpu_us(self.pids.0) - self.at.0) / n,
-            (cpu_us(self.pids.1) - self.at.1) / n,
-            (cpu_us(std::process::id()) - self.at.2) / n,
+            cpu_us(self.pids.0) - self.at.0,
+            cpu_us(self.pids.1) - self.at.1,
+            cpu_us(std::process::id()) - self.at.2,
         )
     }
+}
+
+fn sum3(a: (f64, f64, f64), b: (f64, f64, f64)) -> (f64, f64, f64) {
+    (a.0 + b.0, a.1 + b.1, a.2 + b.2)
+}
+
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn wait_health(c: &Container, want: &str, timeout: Duration) -> Duration {
@@ -250,36 +260,66 @@ async fn main() {
     }
 
     if want("throughput") {
-        println!("## Throughput, {}s per level\n", LOAD_FOR.as_secs());
-        println!("| in flight | direct calls/s | executor calls/s | ratio | executor errors |\n|---|---|---|---|---|");
+        println!(
+            "## Throughput, {ROUNDS} alternating rounds of {}s per path and level (medians)\n",
+            LOAD_FOR.as_secs()
+        );
+        println!("| in flight | direct calls/s | executor calls/s | ratio (median of the rounds' ratios) | rounds' ratios | executor errors |\n|---|---|---|---|---|---|");
         let rows_before = dd.audit_rows().len();
         let mut executor_calls = 0;
         let dockerd = dockerd_pid();
         let mut cpu_rows = Vec::new();
         for in_flight in [1, 16, 64] {
-            let (http2, id2) = (http.clone(), id.clone());
-            let cpu = Cpu::now(dockerd, exec.pid());
-            let (direct_rate, direct_ok, _) = throughput(in_flight, move || {
-                let (http, id) = (http2.clone(), id2.clone());
-                async move { direct_inspect(&http, &id).await }
-            })
-            .await;
-            let direct_cpu = cpu.per_call(direct_ok);
-            let (c2, id2) = (client.clone(), id.clone());
-            let cpu = Cpu::now(dockerd, exec.pid());
-            let (exec_rate, ok, err) = throughput(in_flight, move || {
-                let (mut c, id) = (c2.clone(), id2.clone());
-                async move { executor_inspect(&mut c, &id).await }
-            })
-            .await;
-            cpu_rows.push((in_flight, direct_cpu, cpu.per_call(ok)));
-            executor_calls += ok + err;
+            // Direct and through the executor in turn, so a drift of the
+            // engine (its Go collector, the machine's other load) falls on
+            // both paths alike; each round's ratio is its own pair's.
+            let (mut direct_rates, mut exec_rates, mut ratios) = (vec![], vec![], vec![]);
+            let (mut direct_cpu, mut exec_cpu) = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0));
+            let (mut direct_calls, mut exec_ok, mut errors) = (0, 0, 0);
+            for _ in 0..ROUNDS {
+                let (http2, id2) = (http.clone(), id.clone());
+                let cpu = Cpu::now(dockerd, exec.pid());
+                let (direct_rate, direct_ok, _) = throughput(in_flight, move || {
+                    let (http, id) = (http2.clone(), id2.clone());
+                    async move { direct_inspect(&http, &id).await }
+                })
+                .await;
+                direct_cpu = sum3(direct_cpu, cpu.total());
+                direct_calls += direct_ok;
+                let (c2, id2) = (client.clone(), id.clone());
+                let cpu = Cpu::now(dockerd, exec.pid());
+                let (exec_rate, ok, err) = throughput(in_flight, move || {
+                    let (mut c, id) = (c2.clone(), id2.clone());
+                    async move { executor_inspect(&mut c, &id).await }
+                })
+                .await;
+                exec_cpu = sum3(exec_cpu, cpu.total());
+                exec_ok += ok;
+                errors += err;
+                executor_calls += ok + err;
+                ratios.push(exec_rate / direct_rate);
+                direct_rates.push(direct_rate);
+                exec_rates.push(exec_rate);
+            }
+            let per = |t: (f64, f64, f64), n: usize| {
+                let n = n.max(1) as f64;
+                (t.0 / n, t.1 / n, t.2 / n)
+            };
+            cpu_rows.push((
+                in_flight,
+                per(direct_cpu, direct_calls),
+                per(exec_cpu, exec_ok),
+            ));
+            let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
             println!(
-                "| {in_flight} | {direct_rate:.0} | {exec_rate:.0} | {:.2} | {err} |",
-                exec_rate / direct_rate
+                "| {in_flight} | {:.0} | {:.0} | {:.2} | {} | {errors} |",
+                median_f64(direct_rates),
+                median_f64(exec_rates),
+                median_f64(ratios),
+                shown.join(", ")
             );
         }
-        println!("\nCPU time per call (µs; user + system, from /proc) — the two cores are shared by all three:\n");
+        println!("\nCPU time per call (µs; user + system, from /proc, over every round) — the two cores are shared by all three:\n");
         println!("| in flight | direct: dockerd | direct: client | executor path: dockerd | executor path: executor | executor path: client |\n|---|---|---|---|---|---|");
         for (n, d, e) in cpu_rows {
             println!(
