@@ -159,6 +159,102 @@ pub fn summary_entry(identity: &str, count: u64) -> crate::audit::AuditEntry {
     }
 }
 
+/// Refusals that cost the caller nothing (a refused TLS handshake; a health
+/// probe whose certificate the CA signed for a CN that is not allowed) get
+/// their audit rows one by one up to `REFUSAL_ROWS_BURST` per
+/// `REFUSAL_WINDOW`, each committed before the refusal is answered; the
+/// rest are counted and summarized in one row when the next window opens
+/// (or by the periodic flush). A flood then costs at most that many fsyncs
+/// a window.
+pub const REFUSAL_ROWS_BURST: u32 = 20;
+
+#[derive(Default)]
+pub struct RefusalRows {
+    /// The window's start, rows written in it, refusals only counted.
+    state: Mutex<(Option<Instant>, u32, u32)>,
+}
+
+impl RefusalRows {
+    /// `(write this row?, refusals counted in the window that just closed)`.
+    pub fn admit(&self) -> (bool, u32) {
+        self.admit_at(Instant::now())
+    }
+
+    fn admit_at(&self, now: Instant) -> (bool, u32) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (start, written, suppressed) = &mut *s;
+        let mut closed = 0;
+        if start.is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_WINDOW) {
+            *start = Some(now);
+            *written = 0;
+            closed = std::mem::take(suppressed);
+        }
+        if *written < REFUSAL_ROWS_BURST {
+            *written += 1;
+            (true, closed)
+        } else {
+            *suppressed += 1;
+            (false, closed)
+        }
+    }
+
+    /// Refusals counted in a window that has closed (or, at shutdown, in
+    /// the current one), for the periodic flush.
+    pub fn take_closed(&self, even_if_open: bool) -> u32 {
+        self.take_closed_at(Instant::now(), even_if_open)
+    }
+
+    fn take_closed_at(&self, now: Instant, even_if_open: bool) -> u32 {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (start, _, suppressed) = &mut *s;
+        let closed = start.is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_WINDOW);
+        if closed || even_if_open {
+            std::mem::take(suppressed)
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod refusal_rows_tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_written_and_the_rest_counted_once() {
+        let rows = RefusalRows::default();
+        let t0 = Instant::now();
+        for _ in 0..REFUSAL_ROWS_BURST {
+            assert_eq!(rows.admit_at(t0), (true, 0));
+        }
+        for _ in 0..5 {
+            assert_eq!(rows.admit_at(t0), (false, 0));
+        }
+        // Still open: the flush leaves the count for later.
+        assert_eq!(rows.take_closed_at(t0, false), 0);
+        // The next window's first refusal is written and carries the count.
+        let t1 = t0 + REFUSAL_WINDOW;
+        assert_eq!(rows.admit_at(t1), (true, 5));
+        assert_eq!(rows.admit_at(t1), (true, 0));
+    }
+
+    #[test]
+    fn the_flush_takes_a_closed_window_and_everything_at_shutdown() {
+        let rows = RefusalRows::default();
+        let t0 = Instant::now();
+        for _ in 0..REFUSAL_ROWS_BURST + 3 {
+            rows.admit_at(t0);
+        }
+        assert_eq!(rows.take_closed_at(t0 + REFUSAL_WINDOW, false), 3);
+        assert_eq!(rows.take_closed_at(t0 + REFUSAL_WINDOW, false), 0);
+        rows.admit_at(t0 + REFUSAL_WINDOW);
+        for _ in 0..REFUSAL_ROWS_BURST {
+            rows.admit_at(t0 + REFUSAL_WINDOW);
+        }
+        assert_eq!(rows.take_closed_at(t0 + REFUSAL_WINDOW, true), 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,8 +149,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     let acceptor = TlsAcceptor::from(tls);
     let mut accept_shutdown = shutdown_rx.clone();
     let accept_audit = audit.clone();
-    let limiter = Arc::new(HandshakeAuditLimiter::default());
-    let flush = (audit.clone(), rate.clone(), limiter.clone());
+    let limiter = Arc::new(crate::ratelimit::RefusalRows::default());
+    // Refused health probes (a certificate from the CA, a CN not allowed)
+    // are written the same way: up to a count per window, the rest counted.
+    let health_refusals = Arc::new(crate::ratelimit::RefusalRows::default());
+    let flush = (
+        audit.clone(),
+        rate.clone(),
+        limiter.clone(),
+        health_refusals.clone(),
+    );
     let mut flush_shutdown = shutdown_rx.clone();
     {
         let flush = flush.clone();
@@ -162,8 +170,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
                     _ = flush_shutdown.changed() => break,
                     _ = tick.tick() => {}
                 }
-                flush_refusal_counts(flush.0.clone(), flush.1.clone(), flush.2.clone(), false)
-                    .await;
+                flush_refusal_counts(flush.clone(), false).await;
             }
         });
     }
@@ -234,7 +241,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
             .layer(pre_handler)
             .add_service(tonic::service::interceptor::InterceptedService::new(
                 health_service,
-                ExecutorService::health_gate(allowed, audit.clone()),
+                ExecutorService::health_gate(allowed, audit.clone(), health_refusals),
             ))
             .add_service(ExecutorServer::new(service))
             .serve_with_incoming_shutdown(ReceiverStream::new(conn_rx), async move {
@@ -243,7 +250,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
             .await?;
         // In-flight calls are done: write what was only counted, then
         // attest the final head.
-        flush_refusal_counts(flush.0, flush.1, flush.2, true).await;
+        flush_refusal_counts(flush, true).await;
         if let Some((seq, hash)) = final_checkpoint.checkpoint()? {
             tracing::info!(seq, hash = %hash, "signed the audit chain's head at shutdown");
         }
@@ -276,52 +283,6 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// Refused handshakes cost an unauthenticated peer nothing, so their audit
-/// rows are rate limited: at most `HANDSHAKE_AUDIT_BURST` rows per window;
-/// the rest are counted and summarized in one row when the next window opens.
-const HANDSHAKE_AUDIT_BURST: u32 = 20;
-const HANDSHAKE_AUDIT_WINDOW: Duration = Duration::from_secs(10);
-
-#[derive(Default)]
-struct HandshakeAuditLimiter {
-    state: std::sync::Mutex<(Option<std::time::Instant>, u32, u32)>,
-}
-
-impl HandshakeAuditLimiter {
-    /// `(write this row?, rows suppressed in the window that just closed)`.
-    fn admit(&self) -> (bool, u32) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        let (start, written, suppressed) = &mut *s;
-        let mut closed = 0;
-        if start.is_none_or(|t| now.duration_since(t) >= HANDSHAKE_AUDIT_WINDOW) {
-            *start = Some(now);
-            *written = 0;
-            closed = std::mem::take(suppressed);
-        }
-        if *written < HANDSHAKE_AUDIT_BURST {
-            *written += 1;
-            (true, closed)
-        } else {
-            *suppressed += 1;
-            (false, closed)
-        }
-    }
-
-    /// Refusals counted in a window that has closed (or, at shutdown, in
-    /// the current one), for the periodic flush.
-    fn take_closed(&self, even_if_open: bool) -> u32 {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (start, _, suppressed) = &mut *s;
-        let closed = start.is_none_or(|t| t.elapsed() >= HANDSHAKE_AUDIT_WINDOW);
-        if closed || even_if_open {
-            std::mem::take(suppressed)
-        } else {
-            0
-        }
-    }
-}
-
 fn handshake_summary(count: u32) -> AuditEntry {
     AuditEntry {
         caller: "unauthenticated".into(),
@@ -338,12 +299,15 @@ fn handshake_summary(count: u32) -> AuditEntry {
 /// Write the summaries of refusals that were counted and not yet written:
 /// every window, so the last burst of a caller that stops calling is in the
 /// chain too, and everything at shutdown.
-async fn flush_refusal_counts(
-    audit: Arc<AuditLog>,
-    rate: Arc<crate::ratelimit::RateLimiter>,
-    handshakes: Arc<HandshakeAuditLimiter>,
-    shutting_down: bool,
-) {
+type RefusalCounts = (
+    Arc<AuditLog>,
+    Arc<crate::ratelimit::RateLimiter>,
+    Arc<crate::ratelimit::RefusalRows>,
+    Arc<crate::ratelimit::RefusalRows>,
+);
+
+async fn flush_refusal_counts(counts: RefusalCounts, shutting_down: bool) {
+    let (audit, rate, handshakes, health) = counts;
     let mut rows: Vec<AuditEntry> = rate
         .take_all_suppressed(shutting_down)
         .into_iter()
@@ -352,6 +316,10 @@ async fn flush_refusal_counts(
     let refused = handshakes.take_closed(shutting_down);
     if refused > 0 {
         rows.push(handshake_summary(refused));
+    }
+    let refused = health.take_closed(shutting_down);
+    if refused > 0 {
+        rows.push(crate::service::health_summary(refused));
     }
     if rows.is_empty() {
         return;
@@ -371,7 +339,7 @@ async fn flush_refusal_counts(
 
 fn audit_handshake(
     audit: &AuditLog,
-    limiter: &HandshakeAuditLimiter,
+    limiter: &crate::ratelimit::RefusalRows,
     peer: SocketAddr,
     reason: &str,
 ) {

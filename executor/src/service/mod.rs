@@ -275,6 +275,7 @@ impl ExecutorService {
     pub fn health_gate(
         allowed: HashSet<String>,
         audit: Arc<AuditLog>,
+        refusals: Arc<crate::ratelimit::RefusalRows>,
     ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
         move |req: Request<()>| {
             if let Some(h) = req.extensions().get::<crate::prehandler::Handled>() {
@@ -294,8 +295,19 @@ impl ExecutorService {
                         reason: why.clone(),
                         ..Default::default()
                     };
-                    if let Err(e) = audit.append(&entry) {
-                        tracing::error!(error = %e, "audit write failed for a refused health check");
+                    // Up to a count per window, each committed before the
+                    // answer; the rest are counted (`RefusalRows`), so a
+                    // flood of probes is not an fsync each.
+                    let (write, counted) = refusals.admit();
+                    if counted > 0 {
+                        if let Err(e) = audit.append(&health_summary(counted)) {
+                            tracing::error!(error = %e, "audit write failed for refused health checks");
+                        }
+                    }
+                    if write {
+                        if let Err(e) = audit.append(&entry) {
+                            tracing::error!(error = %e, "audit write failed for a refused health check");
+                        }
                     }
                     Err(Status::unauthenticated(why))
                 }
@@ -525,6 +537,20 @@ fn log_call(seq: Option<i64>, e: &AuditEntry) {
         call_line!(debug);
     } else {
         call_line!(info);
+    }
+}
+
+/// The row that stands for refused health probes counted, not written.
+pub fn health_summary(count: u32) -> AuditEntry {
+    AuditEntry {
+        caller: "unauthenticated".into(),
+        action: "health".into(),
+        decision: "denied".into(),
+        code: "Unauthenticated".into(),
+        reason: format!(
+            "{count} further refused health checks in the previous window (rate limited)"
+        ),
+        ..Default::default()
     }
 }
 
