@@ -8,6 +8,7 @@
 //! first few refusals of a window; the rest are counted and written as one
 //! summary row when the next window opens.
 
+use crate::audit::{AuditEntry, AuditLog};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -146,8 +147,8 @@ impl RateLimiter {
 
 /// The summary row for `count` refusals of `identity` that were counted,
 /// not written one by one.
-pub fn summary_entry(identity: &str, count: u64) -> crate::audit::AuditEntry {
-    crate::audit::AuditEntry {
+pub fn summary_entry(identity: &str, count: u64) -> AuditEntry {
+    AuditEntry {
         caller: identity.to_string(),
         action: "rate_limit".into(),
         decision: "denied".into(),
@@ -168,13 +169,65 @@ pub fn summary_entry(identity: &str, count: u64) -> crate::audit::AuditEntry {
 /// a window.
 pub const REFUSAL_ROWS_BURST: u32 = 20;
 
-#[derive(Default)]
 pub struct RefusalRows {
+    /// The rows' `action`, and what the summary row calls the refusals.
+    action: &'static str,
+    what: &'static str,
     /// The window's start, rows written in it, refusals only counted.
     state: Mutex<(Option<Instant>, u32, u32)>,
 }
 
 impl RefusalRows {
+    /// Refused handshakes (`connect` rows).
+    pub fn handshakes() -> RefusalRows {
+        RefusalRows::new("connect", "refused TLS handshakes")
+    }
+
+    /// Refused health probes (`health` rows).
+    pub fn health_probes() -> RefusalRows {
+        RefusalRows::new("health", "refused health checks")
+    }
+
+    fn new(action: &'static str, what: &'static str) -> RefusalRows {
+        RefusalRows {
+            action,
+            what,
+            state: Mutex::new((None, 0, 0)),
+        }
+    }
+
+    /// Audit one refusal: its row (`entry`, built only if it is written)
+    /// while the window's count allows, and first the summary of a window
+    /// that closed with refusals only counted. Each is committed before
+    /// this returns.
+    pub fn audit(&self, log: &AuditLog, entry: impl FnOnce() -> AuditEntry) {
+        let (write, counted) = self.admit();
+        let rows = (counted > 0)
+            .then(|| self.summary(counted))
+            .into_iter()
+            .chain(write.then(entry));
+        for row in rows {
+            if let Err(e) = log.append(&row) {
+                tracing::error!(error = %e, action = self.action, "audit write failed for a refusal");
+            }
+        }
+    }
+
+    /// The row that stands for `count` refusals counted, not written.
+    pub fn summary(&self, count: u32) -> AuditEntry {
+        AuditEntry {
+            caller: "unauthenticated".into(),
+            action: self.action.into(),
+            decision: "denied".into(),
+            code: "Unauthenticated".into(),
+            reason: format!(
+                "{count} further {} in the previous window (rate limited)",
+                self.what
+            ),
+            ..Default::default()
+        }
+    }
+
     /// `(write this row?, refusals counted in the window that just closed)`.
     pub fn admit(&self) -> (bool, u32) {
         self.admit_at(Instant::now())
@@ -222,7 +275,7 @@ mod refusal_rows_tests {
 
     #[test]
     fn a_burst_is_written_and_the_rest_counted_once() {
-        let rows = RefusalRows::default();
+        let rows = RefusalRows::handshakes();
         let t0 = Instant::now();
         for _ in 0..REFUSAL_ROWS_BURST {
             assert_eq!(rows.admit_at(t0), (true, 0));
@@ -240,7 +293,7 @@ mod refusal_rows_tests {
 
     #[test]
     fn the_flush_takes_a_closed_window_and_everything_at_shutdown() {
-        let rows = RefusalRows::default();
+        let rows = RefusalRows::handshakes();
         let t0 = Instant::now();
         for _ in 0..REFUSAL_ROWS_BURST + 3 {
             rows.admit_at(t0);

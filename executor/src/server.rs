@@ -149,10 +149,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     let acceptor = TlsAcceptor::from(tls);
     let mut accept_shutdown = shutdown_rx.clone();
     let accept_audit = audit.clone();
-    let limiter = Arc::new(crate::ratelimit::RefusalRows::default());
+    let limiter = Arc::new(crate::ratelimit::RefusalRows::handshakes());
     // Refused health probes (a certificate from the CA, a CN not allowed)
     // are written the same way: up to a count per window, the rest counted.
-    let health_refusals = Arc::new(crate::ratelimit::RefusalRows::default());
+    let health_refusals = Arc::new(crate::ratelimit::RefusalRows::health_probes());
     let flush = (
         audit.clone(),
         rate.clone(),
@@ -283,19 +283,6 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-fn handshake_summary(count: u32) -> AuditEntry {
-    AuditEntry {
-        caller: "unauthenticated".into(),
-        action: "connect".into(),
-        decision: "denied".into(),
-        code: "Unauthenticated".into(),
-        reason: format!(
-            "{count} further refused TLS handshakes in the previous window (rate limited)"
-        ),
-        ..Default::default()
-    }
-}
-
 /// Write the summaries of refusals that were counted and not yet written:
 /// every window, so the last burst of a caller that stops calling is in the
 /// chain too, and everything at shutdown.
@@ -315,11 +302,11 @@ async fn flush_refusal_counts(counts: RefusalCounts, shutting_down: bool) {
         .collect();
     let refused = handshakes.take_closed(shutting_down);
     if refused > 0 {
-        rows.push(handshake_summary(refused));
+        rows.push(handshakes.summary(refused));
     }
     let refused = health.take_closed(shutting_down);
     if refused > 0 {
-        rows.push(crate::service::health_summary(refused));
+        rows.push(health.summary(refused));
     }
     if rows.is_empty() {
         return;
@@ -344,26 +331,14 @@ fn audit_handshake(
     reason: &str,
 ) {
     tracing::warn!(%peer, reason, "TLS handshake refused");
-    let (write, suppressed) = limiter.admit();
-    if suppressed > 0 {
-        if let Err(e) = audit.append(&handshake_summary(suppressed)) {
-            tracing::error!(error = %e, "audit write failed for refused handshakes");
-        }
-    }
-    if !write {
-        return;
-    }
-    let entry = AuditEntry {
+    limiter.audit(audit, || AuditEntry {
         caller: format!("unauthenticated@{peer}"),
         action: "connect".into(),
         decision: "denied".into(),
         code: "Unauthenticated".into(),
         reason: format!("TLS handshake refused: {reason}"),
         ..Default::default()
-    };
-    if let Err(e) = audit.append(&entry) {
-        tracing::error!(error = %e, "audit write failed for refused handshake");
-    }
+    });
 }
 
 #[cfg(test)]

@@ -287,28 +287,17 @@ impl ExecutorService {
                 // audited. Refusals are.
                 Ok(_) => Ok(req),
                 Err((caller, why)) => {
-                    let entry = AuditEntry {
+                    // Up to a count per window, each committed before the
+                    // answer; the rest are counted (`RefusalRows`), so a
+                    // flood of probes is not an fsync each.
+                    refusals.audit(&audit, || AuditEntry {
                         caller,
                         action: "health".into(),
                         decision: "denied".into(),
                         code: "Unauthenticated".into(),
                         reason: why.clone(),
                         ..Default::default()
-                    };
-                    // Up to a count per window, each committed before the
-                    // answer; the rest are counted (`RefusalRows`), so a
-                    // flood of probes is not an fsync each.
-                    let (write, counted) = refusals.admit();
-                    if counted > 0 {
-                        if let Err(e) = audit.append(&health_summary(counted)) {
-                            tracing::error!(error = %e, "audit write failed for refused health checks");
-                        }
-                    }
-                    if write {
-                        if let Err(e) = audit.append(&entry) {
-                            tracing::error!(error = %e, "audit write failed for a refused health check");
-                        }
-                    }
+                    });
                     Err(Status::unauthenticated(why))
                 }
             }
@@ -537,20 +526,6 @@ fn log_call(seq: Option<i64>, e: &AuditEntry) {
         call_line!(debug);
     } else {
         call_line!(info);
-    }
-}
-
-/// The row that stands for refused health probes counted, not written.
-pub fn health_summary(count: u32) -> AuditEntry {
-    AuditEntry {
-        caller: "unauthenticated".into(),
-        action: "health".into(),
-        decision: "denied".into(),
-        code: "Unauthenticated".into(),
-        reason: format!(
-            "{count} further refused health checks in the previous window (rate limited)"
-        ),
-        ..Default::default()
     }
 }
 
