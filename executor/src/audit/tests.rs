@@ -657,3 +657,15 @@ fn a_rows_hash_covers_the_same_bytes_as_ever() {
         expected
     );
 }
+
+#[test]
+fn hex_string_writes_what_hex_encode_writes() {
+    for bytes in [
+        &[][..],
+        &[0u8][..],
+        &[0xab, 0x01, 0xff, 0x10][..],
+        &[0x5a; 32][..],
+    ] {
+        assert_eq!(super::hex_string(bytes), hex::encode(bytes));
+    }
+}

@@ -192,7 +192,7 @@ pub(super) fn env_hashes(env: &[String], key: &ring::hmac::Key) -> Vec<pb::EnvHa
             let mac = ring::hmac::sign(key, value.as_bytes());
             pb::EnvHash {
                 name: truncate_for_audit(&redact::neutralise_controls(name)),
-                hash: hex::encode(&mac.as_ref()[..16]),
+                hash: crate::audit::hex_string(&mac.as_ref()[..16]),
             }
         })
         .collect()
