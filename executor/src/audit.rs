@@ -169,17 +169,17 @@ fn row_hash(seq: i64, ts: &str, e: &AuditEntry, prev_hash: &str) -> String {
     hex_string(ring::digest::digest(&ring::digest::SHA256, &material).as_ref())
 }
 
-/// Lowercase hex, as `hex::encode` writes it, through its table-driven
-/// slice encoder: `hex::encode` collects a `char` iterator, a tenth of a
-/// read's row hash on its own.
+/// Lowercase hex, as `hex::encode` writes it, a byte's two digits from a
+/// table: `hex::encode` collects a `char` iterator, a tenth of a read's row
+/// hash on its own.
 pub(crate) fn hex_string(bytes: &[u8]) -> String {
-    let mut out = vec![0u8; bytes.len() * 2];
-    // The buffer is exactly twice the input's length, the one way the
-    // encoder can fail.
-    if hex::encode_to_slice(bytes, &mut out).is_err() {
-        return hex::encode(bytes);
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
-    String::from_utf8(out).unwrap_or_else(|_| hex::encode(bytes))
+    out
 }
 
 /// What a row's hash covers: a JSON array of fixed positions (an

@@ -229,7 +229,7 @@ impl RefusalRows {
     }
 
     /// `(write this row?, refusals counted in the window that just closed)`.
-    pub fn admit(&self) -> (bool, u32) {
+    fn admit(&self) -> (bool, u32) {
         self.admit_at(Instant::now())
     }
 
