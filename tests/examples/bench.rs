@@ -91,6 +91,29 @@ async fn executor_inspect(c: &mut Client, id: &str) -> bool {
     .is_ok()
 }
 
+type Health = tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>;
+
+/// A health client on a connection of its own, with the agent's identity.
+async fn health_client(dd: &Drydock) -> Health {
+    let read = |p: &str| std::fs::read(dd.home.path(p)).expect("pki file");
+    let channel = grpc::channel(
+        dd.executor_port,
+        &read("pki/ca.crt"),
+        Some((&read("pki/agent.crt"), &read("pki/agent.key"))),
+    )
+    .await
+    .expect("health channel");
+    tonic_health::pb::health_client::HealthClient::new(channel)
+}
+
+async fn health_check(c: &mut Health) -> bool {
+    c.check(tonic_health::pb::HealthCheckRequest {
+        service: "drydock.executor.v1.Executor".into(),
+    })
+    .await
+    .is_ok()
+}
+
 /// Calls per second at `in_flight` for `LOAD_FOR`, and the errors.
 async fn throughput<F, Fut>(in_flight: usize, call: F) -> (f64, usize, usize)
 where
@@ -231,6 +254,14 @@ async fn main() {
         let mut direct = Vec::new();
         let mut through = Vec::new();
         let mut floor = Vec::new();
+        // The transport alone: a gRPC health check over a mutual-TLS
+        // connection of the agent's identity, which the executor answers
+        // without policy, engine or audit row.
+        let mut health = health_client(&dd).await;
+        let mut transport = Vec::new();
+        for _ in 0..20 {
+            health_check(&mut health).await;
+        }
         for _ in 0..SEQUENTIAL {
             let t = Instant::now();
             direct_inspect(&http, &id).await;
@@ -246,16 +277,29 @@ async fn main() {
                 })
                 .await;
             floor.push(t.elapsed());
+            let t = Instant::now();
+            health_check(&mut health).await;
+            transport.push(t.elapsed());
         }
         let (d, e, f) = (summarize(direct), summarize(through), summarize(floor));
+        let h = summarize(transport);
         row("Docker API directly", &d);
         row("through the executor", &e);
         row("GetPolicy through the executor (no engine call)", &f);
+        row(
+            "gRPC health check through the executor (mTLS and HTTP/2 only)",
+            &h,
+        );
         println!(
             "\nratio of medians (executor / direct): **{:.2}**; the executor's floor (a GetPolicy round trip) plus the direct inspect: {} (ratio {:.2})\n",
             e.median.as_secs_f64() / d.median.as_secs_f64(),
             ms(f.median + d.median),
             (f.median + d.median).as_secs_f64() / d.median.as_secs_f64()
+        );
+        println!(
+            "the transport alone (a health check) plus the direct inspect: {} (ratio {:.2})\n",
+            ms(h.median + d.median),
+            (h.median + d.median).as_secs_f64() / d.median.as_secs_f64()
         );
     }
 

@@ -10,7 +10,9 @@
 //! instrumentation off, warms each call up uninstrumented, then for each of
 //! `InspectContainer`, `GetPolicy` and `ContainerLogs` turns it on, zeroes
 //! the counters, makes CALLS calls (default 200), dumps and turns it off
-//! again. Every thread of the executor counts (the audit flusher too).
+//! again. A gRPC health check, which the executor answers with no policy,
+//! engine call or audit row, counts what the transport (TLS, HTTP/2,
+//! tonic) costs alone. Every thread of the executor counts (the audit flusher too).
 //! The dumps stay in `target/callgrind/` for `callgrind_annotate`.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +23,7 @@ use drydock_e2e::*;
 use drydock_proto::pb;
 
 type Client = pb::executor_client::ExecutorClient<tonic::transport::Channel>;
+type Health = tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>;
 
 fn callgrind_control(args: &[&str], pid: u32) {
     let out = Command::new("callgrind_control")
@@ -74,8 +77,14 @@ fn files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-async fn call(c: &mut Client, rpc: &str, id: &str) {
+async fn call(c: &mut Client, health: &mut Health, rpc: &str, id: &str) {
     let ok = match rpc {
+        "Health/Check" => health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "drydock.executor.v1.Executor".into(),
+            })
+            .await
+            .is_ok(),
         "InspectContainer" => c
             .inspect_container(pb::ContainerRequest {
                 request_id: "req-callgrind".into(),
@@ -157,21 +166,38 @@ async fn main() {
     let running = Container::run("callgrind", &[drydock::fixture::FIXTURE_IMAGE, "sleep"]);
     let running = running_keep(running);
     let mut client = exec.agent_client(&dd).await;
+    // The transport alone: a health check on a mutual-TLS connection of the
+    // agent's identity, answered without policy, engine or audit row.
+    let pki = |p: &str| std::fs::read(dd.home.path(p)).expect("pki file");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(
+        grpc::channel(
+            dd.executor_port,
+            &pki("pki/ca.crt"),
+            Some((&pki("pki/agent.crt"), &pki("pki/agent.key"))),
+        )
+        .await
+        .expect("health channel"),
+    );
     println!("| call | instructions per call ({calls} calls, every executor thread) |\n|---|---|");
-    for rpc in ["InspectContainer", "GetPolicy", "ContainerLogs"] {
+    for rpc in [
+        "InspectContainer",
+        "GetPolicy",
+        "ContainerLogs",
+        "Health/Check",
+    ] {
         let id = if rpc == "ContainerLogs" {
             &logged
         } else {
             &running.1
         };
         for _ in 0..20 {
-            call(&mut client, rpc, id).await;
+            call(&mut client, &mut health, rpc, id).await;
         }
         let before = files(&dir);
         callgrind_control(&["-i", "on"], pid);
         callgrind_control(&["-z"], pid);
         for _ in 0..calls {
-            call(&mut client, rpc, id).await;
+            call(&mut client, &mut health, rpc, id).await;
         }
         // Let the audit flusher commit the last rows (within 5 ms).
         tokio::time::sleep(Duration::from_millis(200)).await;
