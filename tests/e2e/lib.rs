@@ -118,6 +118,26 @@ impl Drydock {
         .expect("connect as the agent")
     }
 
+    /// A client of this home's executor's gRPC health service, on a
+    /// connection of its own with the agent's identity: the transport
+    /// alone (no policy, engine call or audit row), for the benchmarks.
+    pub async fn executor_health_as_agent(
+        &self,
+    ) -> tonic_health::pb::health_client::HealthClient<tonic::transport::Channel> {
+        tonic_health::pb::health_client::HealthClient::new(
+            grpc::channel(
+                self.executor_port,
+                &read(&self.home.path("pki/ca.crt")),
+                Some((
+                    &read(&self.home.path("pki/agent.crt")),
+                    &read(&self.home.path("pki/agent.key")),
+                )),
+            )
+            .await
+            .expect("connect to the health service as the agent"),
+        )
+    }
+
     /// The agent's API socket in the local layout.
     pub fn agent_socket(&self) -> PathBuf {
         self.home.path("run/agent.sock")

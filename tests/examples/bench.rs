@@ -93,19 +93,6 @@ async fn executor_inspect(c: &mut Client, id: &str) -> bool {
 
 type Health = tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>;
 
-/// A health client on a connection of its own, with the agent's identity.
-async fn health_client(dd: &Drydock) -> Health {
-    let read = |p: &str| std::fs::read(dd.home.path(p)).expect("pki file");
-    let channel = grpc::channel(
-        dd.executor_port,
-        &read("pki/ca.crt"),
-        Some((&read("pki/agent.crt"), &read("pki/agent.key"))),
-    )
-    .await
-    .expect("health channel");
-    tonic_health::pb::health_client::HealthClient::new(channel)
-}
-
 async fn health_check(c: &mut Health) -> bool {
     c.check(tonic_health::pb::HealthCheckRequest {
         service: "drydock.executor.v1.Executor".into(),
@@ -257,7 +244,7 @@ async fn main() {
         // The transport alone: a gRPC health check over a mutual-TLS
         // connection of the agent's identity, which the executor answers
         // without policy, engine or audit row.
-        let mut health = health_client(&dd).await;
+        let mut health = dd.executor_health_as_agent().await;
         let mut transport = Vec::new();
         for _ in 0..20 {
             health_check(&mut health).await;

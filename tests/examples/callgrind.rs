@@ -168,16 +168,7 @@ async fn main() {
     let mut client = exec.agent_client(&dd).await;
     // The transport alone: a health check on a mutual-TLS connection of the
     // agent's identity, answered without policy, engine or audit row.
-    let pki = |p: &str| std::fs::read(dd.home.path(p)).expect("pki file");
-    let mut health = tonic_health::pb::health_client::HealthClient::new(
-        grpc::channel(
-            dd.executor_port,
-            &pki("pki/ca.crt"),
-            Some((&pki("pki/agent.crt"), &pki("pki/agent.key"))),
-        )
-        .await
-        .expect("health channel"),
-    );
+    let mut health = dd.executor_health_as_agent().await;
     println!("| call | instructions per call ({calls} calls, every executor thread) |\n|---|---|");
     for rpc in [
         "InspectContainer",
