@@ -171,7 +171,40 @@ pub fn decisions<'a>(rows: impl IntoIterator<Item = &'a serde_json::Value>) -> V
         .collect()
 }
 
+/// A port for a test's daemon or published container to listen on.
+///
+/// Taken below the kernel's ephemeral range: a port from `bind(0)` is free
+/// only until the caller's daemon binds it, and meanwhile any outgoing
+/// connection (whose local port comes from that range) or another test's
+/// `bind(0)` may take it. A test once failed so ("Address already in use").
+/// Below the range, nothing takes a port on its own. Each call in this
+/// process gets the next port from a random start, so parallel tests never
+/// share one and two test processes rarely meet; a port something already
+/// listens on is passed over.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FLOOR: u32 = 10_000;
+    static NEXT: OnceLock<AtomicU32> = OnceLock::new();
+    let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(32_768);
+    let span = ephemeral_low.saturating_sub(FLOOR);
+    if span >= 1_000 {
+        let next = NEXT.get_or_init(|| AtomicU32::new(rand::random::<u32>() % span));
+        for _ in 0..span {
+            let Ok(port) = u16::try_from(FLOOR + next.fetch_add(1, Ordering::Relaxed) % span)
+            else {
+                continue;
+            };
+            if TcpListener::bind(("0.0.0.0", port)).is_ok()
+                && TcpListener::bind(("127.0.0.1", port)).is_ok()
+            {
+                return port;
+            }
+        }
+    }
+    // A machine whose ephemeral range starts low: the kernel's choice.
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
