@@ -101,12 +101,10 @@ pub fn prepare() {
 }
 
 impl Drydock {
-    /// A gRPC client of this home's executor with the agent's identity, as
-    /// the agent connects.
-    pub async fn executor_as_agent(
-        &self,
-    ) -> drydock_proto::pb::executor_client::ExecutorClient<tonic::transport::Channel> {
-        grpc::connect(
+    /// A gRPC connection to this home's executor with the agent's
+    /// identity, as the agent connects.
+    async fn channel_as_agent(&self) -> tonic::transport::Channel {
+        grpc::channel(
             self.executor_port,
             &read(&self.home.path("pki/ca.crt")),
             Some((
@@ -118,24 +116,20 @@ impl Drydock {
         .expect("connect as the agent")
     }
 
-    /// A client of this home's executor's gRPC health service, on a
-    /// connection of its own with the agent's identity: the transport
-    /// alone (no policy, engine call or audit row), for the benchmarks.
+    /// A gRPC client of this home's executor with the agent's identity.
+    pub async fn executor_as_agent(
+        &self,
+    ) -> drydock_proto::pb::executor_client::ExecutorClient<tonic::transport::Channel> {
+        drydock_proto::pb::executor_client::ExecutorClient::new(self.channel_as_agent().await)
+    }
+
+    /// A client of the executor's gRPC health service on a connection of
+    /// its own with the agent's identity: the transport alone (no policy,
+    /// engine call or audit row), for the benchmarks.
     pub async fn executor_health_as_agent(
         &self,
     ) -> tonic_health::pb::health_client::HealthClient<tonic::transport::Channel> {
-        tonic_health::pb::health_client::HealthClient::new(
-            grpc::channel(
-                self.executor_port,
-                &read(&self.home.path("pki/ca.crt")),
-                Some((
-                    &read(&self.home.path("pki/agent.crt")),
-                    &read(&self.home.path("pki/agent.key")),
-                )),
-            )
-            .await
-            .expect("connect to the health service as the agent"),
-        )
+        tonic_health::pb::health_client::HealthClient::new(self.channel_as_agent().await)
     }
 
     /// The agent's API socket in the local layout.
@@ -673,6 +667,17 @@ pub mod grpc {
         identity: Option<(&[u8], &[u8])>,
     ) -> Result<ExecutorClient<Channel>, tonic::transport::Error> {
         Ok(ExecutorClient::new(channel(port, ca_pem, identity).await?))
+    }
+
+    /// One call of the executor's gRPC health service: whether it answered.
+    pub async fn health_check(
+        c: &mut tonic_health::pb::health_client::HealthClient<Channel>,
+    ) -> bool {
+        c.check(tonic_health::pb::HealthCheckRequest {
+            service: "drydock.executor.v1.Executor".into(),
+        })
+        .await
+        .is_ok()
     }
 
     /// The mTLS channel itself, for calls no generated client would make.

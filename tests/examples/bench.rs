@@ -91,16 +91,6 @@ async fn executor_inspect(c: &mut Client, id: &str) -> bool {
     .is_ok()
 }
 
-type Health = tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>;
-
-async fn health_check(c: &mut Health) -> bool {
-    c.check(tonic_health::pb::HealthCheckRequest {
-        service: "drydock.executor.v1.Executor".into(),
-    })
-    .await
-    .is_ok()
-}
-
 /// Calls per second at `in_flight` for `LOAD_FOR`, and the errors.
 async fn throughput<F, Fut>(in_flight: usize, call: F) -> (f64, usize, usize)
 where
@@ -247,7 +237,7 @@ async fn main() {
         let mut health = dd.executor_health_as_agent().await;
         let mut transport = Vec::new();
         for _ in 0..20 {
-            health_check(&mut health).await;
+            grpc::health_check(&mut health).await;
         }
         for _ in 0..SEQUENTIAL {
             let t = Instant::now();
@@ -265,7 +255,7 @@ async fn main() {
                 .await;
             floor.push(t.elapsed());
             let t = Instant::now();
-            health_check(&mut health).await;
+            grpc::health_check(&mut health).await;
             transport.push(t.elapsed());
         }
         let (d, e, f) = (summarize(direct), summarize(through), summarize(floor));

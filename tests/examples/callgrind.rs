@@ -79,12 +79,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 
 async fn call(c: &mut Client, health: &mut Health, rpc: &str, id: &str) {
     let ok = match rpc {
-        "Health/Check" => health
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: "drydock.executor.v1.Executor".into(),
-            })
-            .await
-            .is_ok(),
+        "Health/Check" => grpc::health_check(health).await,
         "InspectContainer" => c
             .inspect_container(pb::ContainerRequest {
                 request_id: "req-callgrind".into(),
