@@ -9,7 +9,7 @@
 use anyhow::bail;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::ApprovalClaims;
+use drydock_proto::approval::{ApprovalClaims, CLOCK_SKEW_SECS};
 use drydock_vocab::ApprovalRecord;
 
 use crate::text::{describe_time, safe, unix_now};
@@ -17,8 +17,6 @@ use crate::text::{describe_time, safe, unix_now};
 /// Claims are signed only if their lifetime is at most this long, whatever
 /// the agent asks: the agent's own `approval_ttl` cannot be set higher.
 pub const MAX_SIGNED_LIFETIME_SECS: i64 = 3600;
-/// How far the agent's clock may be ahead of ours when it issued claims.
-const ISSUED_AT_SKEW_SECS: i64 = 60;
 
 /// Decode what the agent asks us to sign and check it is what the record
 /// says: the same approval id, and (when following one) the same request.
@@ -71,8 +69,8 @@ pub fn check_signable(c: &ApprovalClaims, now: i64, max_lifetime: i64) -> anyhow
             describe_time(c.expires_at, now)
         );
     }
-    if c.issued_at > now.saturating_add(ISSUED_AT_SKEW_SECS)
-        || c.issued_at < now.saturating_sub(max_lifetime.saturating_add(ISSUED_AT_SKEW_SECS))
+    if c.issued_at > now.saturating_add(CLOCK_SKEW_SECS)
+        || c.issued_at < now.saturating_sub(max_lifetime.saturating_add(CLOCK_SKEW_SECS))
     {
         bail!(
             "refusing to sign: the claims say they were issued {}, which is not close to now; check the agent's clock",
@@ -95,10 +93,27 @@ pub fn target_of(c: &ApprovalClaims) -> (&'static str, String, String) {
     }
 }
 
+/// When the claims say they were issued and until when they hold, as a
+/// person should see them beside each other: an `issued_at` ahead of this
+/// machine's clock (the agent writes it; the executor and `check_signable`
+/// accept up to `CLOCK_SKEW_SECS` ahead) is said in words.
+pub fn describe_window(c: &ApprovalClaims, now: i64) -> String {
+    let ahead = if c.issued_at > now {
+        ", ahead of this machine's clock"
+    } else {
+        ""
+    };
+    format!(
+        "issued {}{ahead}, expires {}",
+        describe_time(c.issued_at, now),
+        describe_time(c.expires_at, now)
+    )
+}
+
 /// One line saying exactly what the claims authorise: for a rollback, both
 /// images in full (what runs now, and what will run).
 pub fn describe(c: &ApprovalClaims) -> String {
-    let expires = describe_time(c.expires_at, unix_now());
+    let window = describe_window(c, unix_now());
     let on = c
         .host
         .as_ref()
@@ -114,7 +129,7 @@ pub fn describe(c: &ApprovalClaims) -> String {
             None => format!(" running image {}", safe(&s.image)),
         };
         return format!(
-            "{} Swarm service {} (id {}, spec version {}){on}{images} — request {}, approval {}, expires {expires}",
+            "{} Swarm service {} (id {}, spec version {}){on}{images} — request {}, approval {}, {window}",
             c.action,
             safe(&s.name),
             safe(&s.id),
@@ -128,7 +143,7 @@ pub fn describe(c: &ApprovalClaims) -> String {
         _ => String::new(),
     };
     format!(
-        "{} container {} (id {}){on}{images} — request {}, approval {}, expires {expires}",
+        "{} container {} (id {}){on}{images} — request {}, approval {}, {window}",
         c.action,
         safe(&c.container_name),
         safe(&c.container_id),
@@ -193,7 +208,30 @@ mod tests {
         ] {
             let text = describe(&claims(NOW, t));
             assert!(text.contains("expires"), "{text}");
+            let text = describe(&claims(t, NOW));
+            assert!(text.contains("issued"), "{text}");
         }
+    }
+
+    #[test]
+    fn the_issue_time_is_shown_beside_the_expiry_and_said_when_ahead() {
+        let text = describe_window(&claims(NOW - 30, NOW + 570), NOW);
+        assert_eq!(
+            text,
+            "issued 2027-01-15T07:59:30Z (30 s ago), expires 2027-01-15T08:09:30Z (in 10 min)"
+        );
+        let ahead = describe_window(&claims(NOW + 58, NOW + 658), NOW);
+        assert!(
+            ahead.starts_with(
+                "issued 2027-01-15T08:00:58Z (in 58 s), ahead of this machine's clock, expires"
+            ),
+            "{ahead}"
+        );
+        // Further ahead than the executor accepts: never signed.
+        let err =
+            check_signable(&claims(NOW + CLOCK_SKEW_SECS + 1, NOW + 600), NOW, 3600).unwrap_err();
+        assert!(err.to_string().contains("not close to now"), "{err}");
+        assert!(check_signable(&claims(NOW + CLOCK_SKEW_SECS, NOW + 600), NOW, 3600).is_ok());
     }
 
     #[test]

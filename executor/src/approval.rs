@@ -6,14 +6,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use drydock_proto::approval::{self, ApprovalClaims, ApprovalFormatError, WriteAction};
+use drydock_proto::approval::{
+    self, ApprovalClaims, ApprovalFormatError, WriteAction, CLOCK_SKEW_SECS,
+};
 use ed25519_dalek::VerifyingKey;
 
 use crate::config::ApproverConfig;
 use crate::policy::{ResolvedService, ResolvedTarget};
-
-/// Clock skew tolerated between the signer and the executor.
-const CLOCK_SKEW_SECS: i64 = 60;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ApprovalError {
@@ -58,7 +57,7 @@ pub enum ApprovalError {
     IssuedTooLongAgo { issued_at: i64, now: i64, max: i64 },
     #[error("approval was already used (nonce replayed)")]
     Replayed,
-    #[error("approval was issued at {issued_at}, before the audit store was restored from a backup (at {restored_at}); a use spent after the backup was taken is not in the restored store, so approvals from before the restore are refused: approve again")]
+    #[error("approval was issued at {issued_at}, not after the audit store was restored from a backup (at {restored_at}, plus {skew}s for the signer's clock); a use spent after the backup was taken may be missing from the restored store, so such approvals are refused: ask again for one issued after {cutoff}", skew = CLOCK_SKEW_SECS, cutoff = restored_at.saturating_add(CLOCK_SKEW_SECS))]
     BeforeRestore { issued_at: i64, restored_at: i64 },
     #[error("approval is for image {signed}, not {requested}")]
     WrongImage { signed: String, requested: String },
@@ -350,6 +349,16 @@ impl ApprovalVerifier {
             key_id: input.key_id.to_string(),
         })
     }
+}
+
+/// Whether claims issued at `issued_at` cannot have been used before a
+/// restore at `restored_at`. A claim is usable once `now + skew` reaches its
+/// `issued_at` (`check_window`), and every use before the restore happened
+/// at `now <= restored_at`; so a claim dated up to `restored_at + skew` may
+/// have been spent in the store the restore replaced, and only later ones
+/// are certainly new. Used for approvals and grants alike.
+pub fn issued_after_restore(issued_at: i64, restored_at: i64) -> bool {
+    issued_at > restored_at.saturating_add(CLOCK_SKEW_SECS)
 }
 
 /// The validity window, in checked arithmetic: the claims' times are chosen

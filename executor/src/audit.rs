@@ -100,7 +100,18 @@ mod commit;
 mod grant_uses;
 mod schema;
 mod segments;
-pub use backup::{restore, BackupReport, MANIFEST, RESTORED};
+pub use backup::{restore, BackupReport, Carried, RestoreReport, MANIFEST, RESTORED};
+
+/// Since when an audit store counts every approval and grant use (unix
+/// seconds), and why from then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountsSince {
+    /// A new store: nothing was spent in it before.
+    Created(i64),
+    /// A store restored from a backup: what was spent after the backup
+    /// was taken may be missing from it.
+    Restored(i64),
+}
 pub use grant_uses::{use_id, CapExceeded, GrantUse};
 pub use segments::{Segment, RETENTION, ROTATED};
 
@@ -330,10 +341,10 @@ impl AuditLog {
     /// Since when this store counts every approval and grant use: its
     /// creation, or its restore from a backup (which may lack uses spent
     /// after the backup was taken), whichever is later, and which it was.
-    pub fn counts_since(&self) -> Result<Option<(i64, &'static str)>, AuditError> {
+    pub fn counts_since(&self) -> Result<Option<CountsSince>, AuditError> {
         Ok(match (self.created_at()?, self.restored_at()?) {
-            (_, Some(restored)) => Some((restored, crate::grants::RESTORED_HOW)),
-            (Some(created), None) => Some((created, "created")),
+            (_, Some(restored)) => Some(CountsSince::Restored(restored)),
+            (Some(created), None) => Some(CountsSince::Created(created)),
             (None, None) => None,
         })
     }

@@ -10,15 +10,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use drydock_proto::approval::{self, WriteAction};
+use drydock_proto::approval::{self, WriteAction, CLOCK_SKEW_SECS};
 use drydock_proto::grant::{self, GrantClaims, GrantError};
 use ed25519_dalek::VerifyingKey;
 
 use crate::config::{ApproverConfig, AutomationConfig};
 use crate::docker::{ContainerDetails, ServiceInfo, TaskInfo};
-
-/// Clock skew tolerated between the signer and the executor.
-const CLOCK_SKEW_SECS: i64 = 60;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GrantRefusal {
@@ -67,42 +64,45 @@ pub enum GrantRefusal {
     TotalCap { id: String, max: u32 },
     #[error("precondition failed: {0}")]
     Precondition(String),
-    #[error("grant {id} was issued before this audit store was {how} (at {since}), so uses it had before then may not be counted here; sign a new grant (`drydock grant add`)")]
-    OlderThanStore {
+    #[error("grant {id} was issued before this audit store was created (at {since}), so uses it had before then may not be counted here; sign a new grant (`drydock grant create`)")]
+    OlderThanStore { id: String, since: i64 },
+    #[error("grant {id} was issued at {issued_at}, not after the audit store was restored from a backup (at {restored_at}, plus {skew}s for the signer's clock): uses it had after the backup was taken are not in the restored store; sign a new grant (`drydock grant create`)", skew = CLOCK_SKEW_SECS)]
+    BeforeRestore {
         id: String,
-        since: i64,
-        how: &'static str,
+        issued_at: i64,
+        restored_at: i64,
     },
 }
-
-/// How `AuditLog::counts_since` names a restored store.
-pub const RESTORED_HOW: &str = "restored from a backup";
 
 /// A grant's caps are counted in the audit store: a grant issued before the
 /// store was created (a new store) or restored (a backup, which may lack
 /// the uses spent after it was taken) could have used up its caps
-/// elsewhere, so it is refused. `counts_since` is
-/// `AuditLog::counts_since`.
+/// elsewhere, so it is refused.
 pub fn check_store_age(
     claims: &drydock_proto::grant::GrantClaims,
-    counts_since: Option<(i64, &'static str)>,
+    counts_since: Option<crate::audit::CountsSince>,
 ) -> Result<(), GrantRefusal> {
+    use crate::audit::CountsSince;
     match counts_since {
         // A new store allows for the signer's clock (a grant made right
-        // after `drydock init`); a restore does not: a grant from the
-        // minute before it may have been used in the store it replaced.
-        Some((since, how))
-            if claims.issued_at
-                < if how == RESTORED_HOW {
-                    since
-                } else {
-                    since.saturating_sub(CLOCK_SKEW_SECS)
-                } =>
+        // after `drydock init` on a clock a little behind). A restore
+        // allows nothing: a grant dated up to the skew after it may have
+        // been used in the store it replaced.
+        Some(CountsSince::Created(since))
+            if claims.issued_at < since.saturating_sub(CLOCK_SKEW_SECS) =>
         {
             Err(GrantRefusal::OlderThanStore {
                 id: claims.grant_id.clone(),
                 since,
-                how,
+            })
+        }
+        Some(CountsSince::Restored(restored_at))
+            if !crate::approval::issued_after_restore(claims.issued_at, restored_at) =>
+        {
+            Err(GrantRefusal::BeforeRestore {
+                id: claims.grant_id.clone(),
+                issued_at: claims.issued_at,
+                restored_at,
             })
         }
         _ => Ok(()),

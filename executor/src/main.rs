@@ -198,13 +198,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     *move_aside,
                 )
                 .with_context(|| format!("restoring {}", from.display()))?;
+                let backup = &report.backup;
                 println!(
-                    "restored {} rows ({} segments{}) from the backup taken at {} to {}; approvals and grants issued before now are refused",
-                    report.rows,
-                    report.segments,
-                    if report.revocations { ", revocations added" } else { "" },
-                    report.taken_at,
-                    config.audit.path.display()
+                    "restored {} rows ({} segments{}) from the backup taken at {} to {}; {}; approvals and grants issued up to {}s from now (the accepted clock skew) are refused",
+                    backup.rows,
+                    backup.segments,
+                    if backup.revocations { ", revocations added" } else { "" },
+                    backup.taken_at,
+                    config.audit.path.display(),
+                    report.carried,
+                    drydock_proto::approval::CLOCK_SKEW_SECS
                 );
                 return Ok(ExitCode::SUCCESS);
             }

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use drydock_executor::approval::{check_window, ApprovalInput, ApprovalVerifier, HostBinding};
+use drydock_executor::approval::{
+    check_window, issued_after_restore, ApprovalInput, ApprovalVerifier, HostBinding,
+};
 use drydock_executor::config::{ApproverConfig, Config, TargetsConfig};
 use drydock_executor::policy::{Policy, ResolvedTarget, COMPOSE_PROJECT_LABEL, DRYDOCK_ROLE_LABEL};
 use drydock_executor::service::validate::{
@@ -315,6 +317,33 @@ proptest! {
         };
         let got = check_window(issued, expires, now, Duration::from_secs(max)).is_ok();
         prop_assert_eq!(got, window_ok(issued, expires, now, max_i), "issued {} expires {} now {} max {}", issued, expires, now, max);
+    }
+
+    /// After a restore, an approval is accepted exactly when it is valid now
+    /// and could not have been accepted at any moment up to the restore
+    /// (so the store the restore replaced cannot have spent it, whatever
+    /// its dates): the executor's gate (`check_window` and then
+    /// `issued_after_restore`, as the write path runs them) against an
+    /// oracle that tries every second before the restore.
+    #[test]
+    fn after_a_restore_only_approvals_unusable_before_it_pass(
+        restored_at in prop_oneof![Just(1_800_000_000i64), 1_000i64..2_000_000_000],
+        issued_off in -400i64..400,
+        lifetime in prop_oneof![1i64..700, -5i64..=0],
+        later in 0i64..900,
+        max in 1i64..600,
+    ) {
+        let issued = restored_at + issued_off;
+        let expires = issued + lifetime;
+        let now = restored_at + later;
+        let got = check_window(issued, expires, now, Duration::from_secs(max as u64)).is_ok()
+            && issued_after_restore(issued, restored_at);
+        // Every second at which the window could have held, up to the
+        // restore: no earlier than `issued - skew`, nothing earlier counts.
+        let usable_before = (issued - 2 * SKEW as i64 - max - 5..=restored_at)
+            .any(|t| window_ok(issued, expires, t, max));
+        let expected = window_ok(issued, expires, now, max) && !usable_before;
+        prop_assert_eq!(got, expected, "issued {} expires {} now {} restored {} max {}", issued, expires, now, restored_at, max);
     }
 
     /// The whole verifier: an approval passes exactly when it is signed by

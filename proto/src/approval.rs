@@ -20,6 +20,13 @@ pub const CLAIMS_VERSION: u32 = 2;
 /// The format before hosts: no `host`. Still accepted by an executor that
 /// does not require one (`host.require`).
 pub const CLAIMS_VERSION_NO_HOST: u32 = 1;
+/// How far a signer's clock (the agent's, which writes `issued_at`) may be
+/// ahead of the verifier's: claims dated further ahead are refused by the
+/// CLI before signing and by the executor. It also bounds how late a claim
+/// can be dated and still have been usable at a given moment, which is what
+/// makes a restore's cut-off exact (`issued_at <= restored_at + skew` may
+/// have been spent before the restore).
+pub const CLOCK_SKEW_SECS: i64 = 60;
 /// Upper bound on the encoded claims a verifier will look at.
 pub const MAX_CLAIMS_BYTES: usize = 4096;
 const PUBLIC_PREFIX: &str = "ed25519:";

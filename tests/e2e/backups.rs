@@ -1,8 +1,10 @@
 //! `drydock backup` while both daemons run, and `drydock restore` as
 //! docs/deploy.md gives it: the restored audit store verifies, and the
 //! restored executor refuses the approvals and grant uses it had spent, the
-//! approvals spent after the backup (which the restored store cannot know),
-//! and undoes no revocation; a new approval works.
+//! approvals spent after the backup (carried over from the store it
+//! replaced, or, when that store is lost, refused by their dates, even one
+//! dated ahead by the clock skew the executor accepts), and undoes no
+//! revocation; a new approval works.
 
 use std::time::Duration;
 
@@ -173,11 +175,20 @@ async fn a_restored_executor_verifies_and_refuses_what_it_had_spent() {
         String::from_utf8_lossy(&again.stderr)
     );
 
-    // After the backup: the kept approval is spent, another grant revoked.
-    // The restored store cannot know either use.
+    // After the backup: the kept approval is spent, and one whose claims
+    // are dated 58 s ahead (inside the skew the executor accepts; the
+    // agent, which may be compromised, writes the dates); another grant
+    // revoked. The backup knows none of them.
     c.restart_container(restart("req-kept", &web.name, kept.clone()))
         .await
         .expect("the kept approval, spent after the backup");
+    let mut dated_ahead = claims("req-ahead", WriteAction::Restart, &web.id());
+    dated_ahead.issued_at += 58;
+    dated_ahead.expires_at += 58;
+    let ahead = sign(&dated_ahead, &signer, "local-operator");
+    c.restart_container(restart("req-ahead", &web.name, ahead.clone()))
+        .await
+        .expect("an approval dated 58 s ahead, spent after the backup");
     let (revoked_after, _) = a_grant(&dd);
     revoke(&dd, &revoked_after);
     drop(c);
@@ -238,7 +249,10 @@ async fn a_restored_executor_verifies_and_refuses_what_it_had_spent() {
     let nonces: i64 = store
         .query_row("SELECT count(*) FROM nonces", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(nonces, 1, "the nonce spent before the backup, and only it");
+    assert_eq!(
+        nonces, 3,
+        "the nonce spent before the backup, and the two spent after it, carried over from the replaced store"
+    );
     let uses: i64 = store
         .query_row(
             "SELECT count(*) FROM grant_uses WHERE grant_id = ?1",
@@ -261,11 +275,13 @@ async fn a_restored_executor_verifies_and_refuses_what_it_had_spent() {
             .await,
         "already used",
     );
-    refused(
-        c.restart_container(restart("req-kept", &web.name, kept))
-            .await,
-        "restored from a backup",
-    );
+    for (request, approval) in [("req-kept", &kept), ("req-ahead", &ahead)] {
+        refused(
+            c.restart_container(restart(request, &web.name, approval.clone()))
+                .await,
+            "already used",
+        );
+    }
     assert_eq!(
         web.inspect("{{.State.StartedAt}}"),
         started,
@@ -289,13 +305,88 @@ async fn a_restored_executor_verifies_and_refuses_what_it_had_spent() {
         "a restore adds the backup's revocations and undoes none: {list}"
     );
 
-    // An approval signed after the restore is honoured.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let fresh = sign(
-        &claims("req-fresh", WriteAction::Restart, &web.id()),
+    // The replaced store lost (a disk gone): restored where no store is,
+    // nothing can be carried over, and the dates alone refuse what the
+    // replaced store had spent, the approval dated ahead included.
+    drop(c);
+    ok(&dd.cli(&["down"]), "drydock down");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", dd.audit_db().display()));
+    }
+    let said = ok(
+        &std::process::Command::new(bin("drydock-executor"))
+            .args(["audit", "restore", "--config"])
+            .arg(dd.home.executor_config())
+            .arg("--from")
+            .arg(backup.join("executor"))
+            .output()
+            .expect("audit restore"),
+        "drydock-executor audit restore",
+    );
+    assert!(said.contains("no store was replaced"), "{said}");
+    dd.up();
+    let restored_at: i64 = rusqlite::Connection::open(dd.audit_db())
+        .unwrap()
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'restored_at'",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut c = dd.executor_as_agent().await;
+    for (request, approval) in [("req-kept", &kept), ("req-ahead", &ahead)] {
+        refused(
+            c.restart_container(restart(request, &web.name, approval.clone()))
+                .await,
+            "restored from a backup",
+        );
+    }
+    refused(
+        c.restart_container(granted(&broken.name, &grant)).await,
+        "restored from a backup",
+    );
+    assert_eq!(
+        web.inspect("{{.State.StartedAt}}"),
+        started,
+        "no replay restarted it"
+    );
+    let rows = dd.audit_rows();
+    let replays: Vec<_> = rows
+        .iter()
+        .filter(|r| r["request_id"] == "req-ahead" && r["decision"] != "allowed")
+        .filter(|r| {
+            r["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("restored from a backup")
+        })
+        .collect();
+    assert_eq!(replays.len(), 1, "the refused replay is audited: {rows:?}");
+
+    // Claims issued within the skew after the restore could, as far as
+    // the executor can tell, have been used before it: refused, saying
+    // from when approvals count again.
+    let just_after = sign(
+        &claims("req-just-after", WriteAction::Restart, &web.id()),
         &signer,
         "local-operator",
     );
+    refused(
+        c.restart_container(restart("req-just-after", &web.name, just_after))
+            .await,
+        &format!("issued after {}", restored_at + 60),
+    );
+
+    // An approval issued after that is honoured.
+    while unix_now() <= restored_at {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut after = claims("req-fresh", WriteAction::Restart, &web.id());
+    after.issued_at = restored_at + 61;
+    after.expires_at = after.issued_at + 300;
+    let fresh = sign(&after, &signer, "local-operator");
     c.restart_container(restart("req-fresh", &web.name, fresh))
         .await
         .expect("a new approval after the restore");

@@ -218,6 +218,8 @@ fn approval_view(a: &ApprovalRecord, request_id: &str) -> Value {
         // A Swarm service's write: the service, its spec version and images.
         "service": claims.and_then(|c| c.service.clone()),
         "host": claims.and_then(|c| c.host.clone()),
+        // From the claims a person would sign, beside their expiry.
+        "issued_at": claims.map(|c| c.issued_at),
         "expires_at": a.expires_at,
         "grant_id": a.grant_id,
         "for_a_person": for_a_person,

@@ -312,6 +312,8 @@ async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
                 // The executor's host the approval is for (none before hosts).
                 "host": c.host,
                 "issued_at": c.issued_at,
+                "issued": describe_time(c.issued_at, now),
+                "issued_ahead": c.issued_at > now,
                 "expires_at": c.expires_at,
                 "expires": describe_time(c.expires_at, now),
                 "message": p.message,

@@ -8,10 +8,18 @@
 //! `backup.json` naming them.
 //!
 //! A restored store is older than the one it replaces: approvals spent and
-//! grant uses counted after the backup are not in it. So a restore records
-//! when it happened (`meta.restored_at`, and a `restored` row in the
-//! chain), and from then on the executor refuses every approval and grant
-//! issued before that moment; only ones signed after the restore count.
+//! grant uses counted after the backup are not in it. Two things close
+//! that gap, each enough on its own for an approval:
+//! - the nonces spent in the store being replaced (when there is one and
+//!   it can be read) are carried over into the restored one, so each is
+//!   refused as a replay;
+//! - the restore records when it happened (`meta.restored_at`, and a
+//!   `restored` row in the chain), and from then on the executor refuses
+//!   every approval and grant dated up to that moment plus the clock skew
+//!   it accepts (`approval::issued_after_restore`): whatever its dates, a
+//!   claim that could have been spent before the restore is refused, even
+//!   when the replaced store is lost.
+//!
 //! Revocations are never undone by a restore: the backup's list is added
 //! to the current one.
 
@@ -47,6 +55,86 @@ pub struct BackupReport {
     pub segments: usize,
     pub revocations: bool,
     pub taken_at: i64,
+}
+
+/// What a restore did with the nonces spent in the store it replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carried {
+    /// No store was there to replace.
+    NoStore,
+    /// This many nonces, not already in the backup, were carried over.
+    Nonces(usize),
+    /// The replaced store could not be read (why): only the time cut-off
+    /// guards what it had spent.
+    Unreadable(String),
+}
+
+/// What a restore copied, and what it carried over from the store it
+/// replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    pub backup: BackupReport,
+    pub carried: Carried,
+}
+
+impl std::fmt::Display for Carried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Carried::NoStore => f.write_str("no store was replaced"),
+            Carried::Nonces(n) => {
+                write!(f, "{n} approvals spent in the replaced store carried over")
+            }
+            Carried::Unreadable(why) => write!(
+                f,
+                "the replaced store's spent approvals could not be read ({why})"
+            ),
+        }
+    }
+}
+
+/// One spent approval, as the `nonces` table holds it.
+type NonceRow = (
+    String,
+    String,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
+const NONCE_COLUMNS: &str =
+    "nonce, approval_id, expires_at, used_at, request_id, action, container_id, caller, key_id";
+
+/// The nonces spent in the store at `path`, read without changing it.
+fn spent_nonces(path: &Path) -> Result<Vec<NonceRow>, String> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut stmt = conn
+        .prepare(&format!("SELECT {NONCE_COLUMNS} FROM nonces"))
+        .map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+            ))
+        })
+        .map_err(|e| e.to_string())?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok(rows)
 }
 
 fn now() -> i64 {
@@ -153,13 +241,14 @@ impl AuditLog {
 
 /// Restore the backup in `from` to `audit_path`, where no store may be, and
 /// add its revocations to the list at `revocations`. The backup must
-/// verify first; the restored store then records the restore.
+/// verify first; the nonces spent in a store moved aside are carried over,
+/// and the restored store then records the restore.
 pub fn restore(
     from: &Path,
     audit_path: &Path,
     revocations: Option<&Path>,
     move_aside: bool,
-) -> Result<BackupReport, AuditError> {
+) -> Result<RestoreReport, AuditError> {
     let manifest_path = from.join(MANIFEST);
     let text = std::fs::read(&manifest_path).map_err(|e| {
         AuditError::Batch(format!(
@@ -213,6 +302,10 @@ pub fn restore(
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(folder)
         .map_err(|e| AuditError::Folder(folder.display().to_string(), e))?;
+    // Read before anything moves: what the store being replaced has spent.
+    // A store damaged past reading is often why one restores, so that is
+    // reported, not fatal: the time cut-off still refuses its approvals.
+    let replaced = (move_aside && audit_path.exists()).then(|| spent_nonces(audit_path));
     if move_aside {
         if let Some(aside) = drydock_daemon::files::move_aside(&leftovers, folder)
             .map_err(io("cannot move the old store aside in", folder))?
@@ -238,25 +331,51 @@ pub fn restore(
     }
     let restored = AuditLog::open(audit_path)?;
     let at = now();
-    restored.lock().execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES ('restored_at', ?1)",
-        [at.to_string()],
-    )?;
+    let carried = {
+        let mut conn = restored.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('restored_at', ?1)",
+            [at.to_string()],
+        )?;
+        let carried = match &replaced {
+            None => Carried::NoStore,
+            Some(Ok(rows)) => {
+                let mut insert = tx.prepare(&format!(
+                    "INSERT OR IGNORE INTO nonces ({NONCE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                ))?;
+                let mut added = 0;
+                for r in rows {
+                    added += insert.execute(rusqlite::params![
+                        r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8
+                    ])?;
+                }
+                Carried::Nonces(added)
+            }
+            Some(Err(why)) => Carried::Unreadable(why.clone()),
+        };
+        tx.commit()?;
+        carried
+    };
     restored.append(&AuditEntry {
         caller: "drydock-executor".into(),
         action: RESTORED.into(),
         decision: RESTORED.into(),
         reason: format!(
-            "restored from a backup taken at {} ({rows} rows); approvals and grants issued before this row are refused, since uses spent after the backup are not in this store",
-            manifest.taken_at
+            "restored from a backup taken at {} ({rows} rows); {carried}; approvals and grants issued up to {} (this row's time plus the accepted clock skew) are refused, since uses spent after the backup may be missing from this store",
+            manifest.taken_at,
+            at.saturating_add(drydock_proto::approval::CLOCK_SKEW_SECS)
         ),
         ..Default::default()
     })?;
-    Ok(BackupReport {
-        rows,
-        segments: manifest.segments.len(),
-        revocations: revoked,
-        taken_at: manifest.taken_at,
+    Ok(RestoreReport {
+        backup: BackupReport {
+            rows,
+            segments: manifest.segments.len(),
+            revocations: revoked,
+            taken_at: manifest.taken_at,
+        },
+        carried,
     })
 }
 

@@ -496,7 +496,7 @@ fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
         expires_at: created + 3600,
         host: None,
     };
-    let refused = crate::grants::check_store_age(&claims, Some((created, "created")));
+    let refused = crate::grants::check_store_age(&claims, Some(CountsSince::Created(created)));
     assert!(
         matches!(
             refused,
@@ -505,7 +505,7 @@ fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
         "{refused:?}"
     );
     claims.issued_at = created;
-    assert!(crate::grants::check_store_age(&claims, Some((created, "created"))).is_ok());
+    assert!(crate::grants::check_store_age(&claims, Some(CountsSince::Created(created))).is_ok());
     // A store from before this check says nothing: no refusal.
     claims.issued_at = 0;
     assert!(crate::grants::check_store_age(&claims, None).is_ok());
@@ -585,8 +585,9 @@ fn a_backup_restores_only_where_no_store_is_and_only_when_it_verifies() {
     assert!(not_one.contains("is not a backup folder"), "{not_one}");
 
     // Where no store is: restored, the nonce still spent, the restore
-    // recorded and counted from.
-    restore(&backup, &target, None, false).unwrap();
+    // recorded and counted from; nothing to carry over.
+    let report = restore(&backup, &target, None, false).unwrap();
+    assert_eq!(report.carried, Carried::NoStore);
     let restored = AuditLog::open(&target).unwrap();
     assert!(matches!(
         spend(&restored, "n-1"),
@@ -599,18 +600,59 @@ fn a_backup_restores_only_where_no_store_is_and_only_when_it_verifies() {
         Some(RESTORED)
     );
     assert_eq!(restored.verify().unwrap(), Ok(rows.len()));
-    let (since, how) = restored.counts_since().unwrap().unwrap();
-    assert_eq!(how, crate::grants::RESTORED_HOW);
-    assert_eq!(Some(since), restored.restored_at().unwrap());
+    let since = restored.counts_since().unwrap();
+    assert_eq!(
+        since,
+        restored.restored_at().unwrap().map(CountsSince::Restored)
+    );
+    // A nonce spent after the backup, in the store the next restore
+    // replaces.
+    spend(&restored, "n-2").unwrap();
     drop(restored);
-    // --move-aside: what it replaces is kept, next to the store.
-    restore(&backup, &target, None, true).unwrap();
+    // --move-aside: what it replaces is kept, next to the store, and the
+    // nonces it had spent (and the backup lacks) are carried over.
+    let report = restore(&backup, &target, None, true).unwrap();
+    assert_eq!(report.carried, Carried::Nonces(1), "n-1 was in the backup");
     let kept = std::fs::read_dir(dir.path().join("new"))
         .unwrap()
         .flatten()
         .find(|e| e.file_name().to_string_lossy().starts_with("replaced-"))
         .expect("a replaced-<time> folder");
     assert!(kept.path().join("audit.db").is_file());
+    let restored = AuditLog::open(&target).unwrap();
+    for nonce in ["n-1", "n-2"] {
+        assert!(
+            matches!(spend(&restored, nonce), Err(AuditError::NonceReplayed)),
+            "{nonce} is still spent"
+        );
+    }
+    let last = restored.rows().unwrap().pop().unwrap().entry;
+    assert_eq!(last.decision, RESTORED);
+    assert!(
+        last.reason
+            .contains("1 approvals spent in the replaced store carried over"),
+        "the restore row says what it carried: {}",
+        last.reason
+    );
+    assert_eq!(
+        restored.verify().unwrap(),
+        Ok(restored.rows().unwrap().len())
+    );
+    drop(restored);
+
+    // A replaced store that cannot be read does not stop the restore: it
+    // is moved aside and the report says its nonces were not carried.
+    for f in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{f}", target.display()));
+    }
+    std::fs::write(&target, b"not a database at all, just bytes").unwrap();
+    let report = restore(&backup, &target, None, true).unwrap();
+    assert!(
+        matches!(report.carried, Carried::Unreadable(_)),
+        "{:?}",
+        report.carried
+    );
+    assert!(AuditLog::open(&target).unwrap().nonce_used("n-1").unwrap());
 }
 
 #[test]

@@ -200,7 +200,7 @@ impl ExecutorService {
         target_id: &str,
     ) -> Result<(), ExecError> {
         if let Some(restored_at) = self.audit.restored_at()? {
-            if approved.claims.issued_at < restored_at {
+            if !crate::approval::issued_after_restore(approved.claims.issued_at, restored_at) {
                 return Err(ExecError::Approval(
                     if self.audit.nonce_used(&approved.claims.nonce)? {
                         ApprovalError::Replayed

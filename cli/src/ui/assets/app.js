@@ -253,6 +253,7 @@ function approvalCard(a, now, after) {
         el("dt", { text: "From image" }), el("dd", { class: "mono", text: a.from_image_id || "" }),
         el("dt", { text: "To image" }), el("dd", { class: "mono", text: a.image_id })] : []),
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
+      el("dt", { text: "Issued" }), el("dd", { class: a.issued_ahead ? "warn" : "", text: when(a.issued_at, now) + (a.issued_ahead ? " (ahead of this machine's clock)" : "") }),
       el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),
       el("dt", { text: "Approval" }), el("dd", { class: "mono", text: a.approval_id })),
     el("p", { class: "muted small", text: "Decoded by drydock on this machine from the exact bytes you sign." }),
