@@ -141,14 +141,7 @@ impl ApprovalVerifier {
     /// Keys were validated with the config; an unparsable one is skipped
     /// (and so can never verify anything).
     pub fn new(approvers: &[ApproverConfig], max_lifetime: Duration) -> ApprovalVerifier {
-        let keys = approvers
-            .iter()
-            .filter_map(|a| {
-                approval::parse_public_key(&a.public_key)
-                    .ok()
-                    .map(|k| (a.id.clone(), k))
-            })
-            .collect();
+        let keys = approver_keys(approvers);
         ApprovalVerifier {
             keys,
             max_lifetime,
@@ -349,6 +342,20 @@ impl ApprovalVerifier {
             key_id: input.key_id.to_string(),
         })
     }
+}
+
+/// The approvers' public keys by id, for approvals and grants alike. A
+/// key that does not parse was refused when the config was read
+/// (`config.rs`), so none is skipped here in practice.
+pub fn approver_keys(approvers: &[ApproverConfig]) -> HashMap<String, VerifyingKey> {
+    approvers
+        .iter()
+        .filter_map(|a| {
+            approval::parse_public_key(&a.public_key)
+                .ok()
+                .map(|k| (a.id.clone(), k))
+        })
+        .collect()
 }
 
 /// Whether claims issued at `issued_at` cannot have been used before a

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use drydock_proto::approval::{self, WriteAction, CLOCK_SKEW_SECS};
+use drydock_proto::approval::{WriteAction, CLOCK_SKEW_SECS};
 use drydock_proto::grant::{self, GrantClaims, GrantError};
 use ed25519_dalek::VerifyingKey;
 
@@ -134,14 +134,7 @@ pub struct GrantVerifier {
 
 impl GrantVerifier {
     pub fn new(approvers: &[ApproverConfig], automation: &AutomationConfig) -> GrantVerifier {
-        let keys = approvers
-            .iter()
-            .filter_map(|a| {
-                approval::parse_public_key(&a.public_key)
-                    .ok()
-                    .map(|k| (a.id.clone(), k))
-            })
-            .collect();
+        let keys = crate::approval::approver_keys(approvers);
         GrantVerifier {
             keys,
             enabled: automation.enabled,
@@ -171,34 +164,10 @@ impl GrantVerifier {
         let Some(path) = &self.revocations else {
             return Ok(HashSet::new());
         };
-        let text =
-            std::fs::read_to_string(path).map_err(|e| GrantRefusal::RevocationsUnreadable {
-                path: path.display().to_string(),
-                why: e.to_string(),
-            })?;
-        let mut revoked = HashSet::new();
-        for (n, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
-            let content = line.split('#').next().unwrap_or("");
-            for token in content
-                .split(|c: char| c.is_whitespace() || c == ',')
-                .filter(|t| !t.is_empty())
-            {
-                if !grant::is_grant_id(token) {
-                    // A line that names no id cannot be trusted to have
-                    // revoked nothing: refuse every grant until it is fixed.
-                    return Err(GrantRefusal::RevocationsUnreadable {
-                        path: path.display().to_string(),
-                        why: format!(
-                            "line {} holds `{}`, which is not a grant id (grt-…)",
-                            n + 1,
-                            token.chars().take(40).collect::<String>()
-                        ),
-                    });
-                }
-                revoked.insert(token.to_string());
-            }
-        }
-        Ok(revoked)
+        crate::revocations::read(path).map_err(|why| GrantRefusal::RevocationsUnreadable {
+            path: path.display().to_string(),
+            why,
+        })
     }
 
     /// Whether the grant covers `action` on the target named `name` (a
@@ -263,37 +232,6 @@ impl GrantVerifier {
             key_id: input.key_id.to_string(),
         })
     }
-}
-
-/// Append `id` to the revocation list at `path` (created if missing).
-/// Returns false when it was already there.
-pub fn revoke(path: &std::path::Path, id: &str) -> anyhow::Result<bool> {
-    use std::io::Write as _;
-    if !grant::is_grant_id(id) {
-        anyhow::bail!(
-            "`{id}` is not a grant id (grt-<letters or digits>); `drydock grant list` shows them"
-        );
-    }
-    let current = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
-    };
-    let listed = current
-        .lines()
-        .any(|l| l.split('#').next().unwrap_or("").trim() == id);
-    if listed {
-        return Ok(false);
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-    writeln!(file, "{id}  # revoked {stamp}")?;
-    file.sync_all()?;
-    Ok(true)
 }
 
 /// Exit codes of a process ended by SIGINT, SIGKILL or SIGTERM: what
@@ -674,5 +612,57 @@ mod tests {
             now
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::audit::AuditLog::create(&dir.path().join("audit.db")).unwrap();
+        let created = log.created_at().unwrap().expect("created_at");
+        let mut claims = drydock_proto::grant::GrantClaims {
+            version: drydock_proto::grant::GRANT_VERSION_NO_HOST,
+            kind: drydock_proto::grant::GRANT_KIND.into(),
+            grant_id: "grt-1".into(),
+            actions: vec![drydock_proto::approval::WriteAction::Restart],
+            scope: Default::default(),
+            classes: vec![],
+            max_per_container: 1,
+            window_secs: 60,
+            max_total: 1,
+            issued_at: created - 3600,
+            expires_at: created + 3600,
+            host: None,
+        };
+        let refused = check_store_age(&claims, Some(crate::audit::CountsSince::Created(created)));
+        assert!(
+            matches!(refused, Err(GrantRefusal::OlderThanStore { .. })),
+            "{refused:?}"
+        );
+        claims.issued_at = created;
+        assert!(
+            check_store_age(&claims, Some(crate::audit::CountsSince::Created(created))).is_ok()
+        );
+        // A store from before this check says nothing: no refusal.
+        claims.issued_at = 0;
+        assert!(check_store_age(&claims, None).is_ok());
+        // A restored store: nothing dated up to the restore plus the skew
+        // (it may have been used in the store the restore replaced).
+        let restored = Some(crate::audit::CountsSince::Restored(created));
+        for (issued_at, refused) in [
+            (created - 3600, true),
+            (created, true),
+            (created + CLOCK_SKEW_SECS, true),
+            (created + CLOCK_SKEW_SECS + 1, false),
+        ] {
+            claims.issued_at = issued_at;
+            assert_eq!(
+                matches!(
+                    check_store_age(&claims, restored),
+                    Err(GrantRefusal::BeforeRestore { .. })
+                ),
+                refused,
+                "issued {issued_at}, restored {created}"
+            );
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod policy;
 pub mod prehandler;
 pub mod ratelimit;
 pub mod redact;
+pub mod revocations;
 pub mod server;
 pub mod service;
 pub mod tls;

@@ -160,7 +160,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let path = config.automation.revocations.as_deref().context(
                 "automation.revocations is not set in the executor's config: there is no revocation list to add to",
             )?;
-            let added = drydock_executor::grants::revoke(path, &id)?;
+            let added = drydock_executor::revocations::revoke(path, &id)?;
             println!(
                 "{} {id} in {} (refused from its next use on)",
                 if added { "revoked" } else { "already revoked:" },

@@ -201,10 +201,6 @@ impl<A: AllowsService> ServicePermit<A> {
         self.version
     }
 
-    pub fn tier(&self) -> Tier {
-        A::TIER
-    }
-
     pub fn to_read(&self) -> ServicePermit<Read> {
         ServicePermit {
             service_id: self.service_id.clone(),
@@ -265,10 +261,6 @@ impl<A: Allows> Permit<A> {
         self.stop_timeout_secs
     }
 
-    pub fn tier(&self) -> Tier {
-        A::TIER
-    }
-
     /// Whoever may change a container may read it (a write checks its
     /// state first).
     pub fn to_read(&self) -> Permit<Read> {
@@ -297,15 +289,6 @@ impl WritePermit {
             WritePermit::Restart(_) => WriteAction::Restart,
             WritePermit::Stop(_) => WriteAction::Stop,
             WritePermit::Rollback(_) => WriteAction::Rollback,
-        }
-    }
-
-    pub fn tier(&self) -> Tier {
-        match self {
-            WritePermit::Start(p) => p.tier(),
-            WritePermit::Restart(p) => p.tier(),
-            WritePermit::Stop(p) => p.tier(),
-            WritePermit::Rollback(p) => p.tier(),
         }
     }
 

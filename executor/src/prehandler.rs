@@ -82,7 +82,7 @@ fn caller<B>(req: &http::Request<B>) -> String {
         .get::<TlsConnectInfo<TcpConnectInfo>>()
         .and_then(|info| info.peer_certs())
         .and_then(|certs| certs.first().cloned())
-        .and_then(|cert| crate::service::identity_from_cert(cert.as_ref()))
+        .and_then(|cert| crate::tls::identity_from_cert(cert.as_ref()))
         .map(|id| {
             crate::redact::neutralise_controls(&id)
                 .chars()

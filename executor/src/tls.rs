@@ -1,7 +1,7 @@
 //! Server-side mTLS. A client must present a certificate chaining to the
 //! configured client CA; rustls checks the chain and validity period during
-//! the handshake, and the service then checks the identity against the allow
-//! list.
+//! the handshake, and the service then checks the identity (the
+//! certificate's common name, `identity_from_cert`) against the allow list.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -106,4 +106,35 @@ pub fn server_config(
         .map_err(|e| TlsError::Rustls(format!("tls.cert/tls.key: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The client certificate's common name is its identity.
+pub fn identity_from_cert(der: &[u8]) -> Option<String> {
+    // Every call of a connection presents the same certificate (rustls has
+    // verified its chain at the handshake): parse each one once. The last
+    // few are kept, compared byte for byte.
+    static SEEN: std::sync::Mutex<Vec<(Vec<u8>, Option<String>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, cn)) = seen.iter().find(|(d, _)| d.as_slice() == der) {
+        return cn.clone();
+    }
+    let cn = parse_common_name(der);
+    if seen.len() >= 8 {
+        seen.remove(0);
+    }
+    seen.push((der.to_vec(), cn.clone()));
+    cn
+}
+
+fn parse_common_name(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    Some(cn)
 }

@@ -145,6 +145,28 @@ const CLI_LAYERS: &[&[&str]] = &[
     &["commands"],
 ];
 
+/// The executor's modules, bottom up, in the order a call's checks build
+/// on each other.
+const EXECUTOR_LAYERS: &[&[&str]] = &[
+    // Plain helpers with no executor state: redaction, the peer's
+    // identity, the revocation list's format, one bounded HTTP GET.
+    &["redact", "tls", "revocations", "http_check"],
+    // `executor.yaml`.
+    &["config"],
+    // Policy (selectors and permits) and the audit store.
+    &["policy", "audit"],
+    // Approvals, the Docker adapter, the rate limiter (which audits).
+    &["approval", "docker", "ratelimit"],
+    // Grants: approvals' checks, the store's counts and the engine's state.
+    &["grants"],
+    // What tonic refuses before a handler.
+    &["prehandler"],
+    // The pipeline.
+    &["service"],
+    // Start-up and the accept loop.
+    &["server"],
+];
+
 /// `crate::x` paths in Rust source (comments left out), including the
 /// members of `use crate::{a, b::c}`.
 fn crate_modules_named(source: &str) -> BTreeSet<String> {
@@ -271,10 +293,11 @@ fn layer_problems(src: &std::path::Path, layers: &[&[&str]]) -> Vec<String> {
 }
 
 #[test]
-fn modules_of_the_agent_and_the_cli_point_one_way() {
+fn modules_of_the_agent_the_executor_and_the_cli_point_one_way() {
     let root = drydock_e2e::workspace_root();
     for (src, layers) in [
         (root.join("agent/src"), AGENT_LAYERS),
+        (root.join("executor/src"), EXECUTOR_LAYERS),
         (root.join("cli/src"), CLI_LAYERS),
     ] {
         let graph = module_graph(&src);

@@ -326,7 +326,8 @@ pub fn restore(
     }
     let mut revoked = false;
     if let (Some(name), Some(list)) = (&manifest.revocations, revocations) {
-        merge_revocations(&from.join(name), list)?;
+        crate::revocations::merge(&from.join(name), list)
+            .map_err(|e| AuditError::Batch(format!("{e:#}")))?;
         revoked = true;
     }
     let restored = AuditLog::open(audit_path)?;
@@ -383,20 +384,4 @@ fn read_only(path: &Path) -> Result<(), AuditError> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o400))
         .map_err(io("cannot make read-only", path))
-}
-
-/// Add every grant id in `from` to the list at `to` (created when missing).
-fn merge_revocations(from: &Path, to: &Path) -> Result<(), AuditError> {
-    let text = std::fs::read_to_string(from).map_err(io("cannot read", from))?;
-    for id in text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or(""))
-        .flat_map(|l| l.split(|c: char| c.is_whitespace() || c == ','))
-        .filter(|t| drydock_proto::grant::is_grant_id(t))
-    {
-        crate::grants::revoke(to, id).map_err(|e| {
-            AuditError::Batch(format!("cannot add {id} to {}: {e:#}", to.display()))
-        })?;
-    }
-    Ok(())
 }

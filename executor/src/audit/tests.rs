@@ -478,40 +478,6 @@ fn an_interrupted_rotation_is_undone_at_start() {
 }
 
 #[test]
-fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = AuditLog::create(&dir.path().join("audit.db")).unwrap();
-    let created = log.created_at().unwrap().expect("created_at");
-    let mut claims = drydock_proto::grant::GrantClaims {
-        version: drydock_proto::grant::GRANT_VERSION_NO_HOST,
-        kind: drydock_proto::grant::GRANT_KIND.into(),
-        grant_id: "grt-1".into(),
-        actions: vec![drydock_proto::approval::WriteAction::Restart],
-        scope: Default::default(),
-        classes: vec![],
-        max_per_container: 1,
-        window_secs: 60,
-        max_total: 1,
-        issued_at: created - 3600,
-        expires_at: created + 3600,
-        host: None,
-    };
-    let refused = crate::grants::check_store_age(&claims, Some(CountsSince::Created(created)));
-    assert!(
-        matches!(
-            refused,
-            Err(crate::grants::GrantRefusal::OlderThanStore { .. })
-        ),
-        "{refused:?}"
-    );
-    claims.issued_at = created;
-    assert!(crate::grants::check_store_age(&claims, Some(CountsSince::Created(created))).is_ok());
-    // A store from before this check says nothing: no refusal.
-    claims.issued_at = 0;
-    assert!(crate::grants::check_store_age(&claims, None).is_ok());
-}
-
-#[test]
 fn concurrent_appends_share_commits_and_every_row_is_written_once() {
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(AuditLog::create(&dir.path().join("audit.db")).unwrap());

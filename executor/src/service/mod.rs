@@ -191,37 +191,6 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// The client certificate's common name is its identity.
-pub fn identity_from_cert(der: &[u8]) -> Option<String> {
-    // Every call of a connection presents the same certificate (rustls has
-    // verified its chain at the handshake): parse each one once. The last
-    // few are kept, compared byte for byte.
-    static SEEN: std::sync::Mutex<Vec<(Vec<u8>, Option<String>)>> =
-        std::sync::Mutex::new(Vec::new());
-    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, cn)) = seen.iter().find(|(d, _)| d.as_slice() == der) {
-        return cn.clone();
-    }
-    let cn = parse_common_name(der);
-    if seen.len() >= 8 {
-        seen.remove(0);
-    }
-    seen.push((der.to_vec(), cn.clone()));
-    cn
-}
-
-fn parse_common_name(der: &[u8]) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let cn = cert
-        .subject()
-        .iter_common_name()
-        .next()?
-        .as_str()
-        .ok()?
-        .to_string();
-    Some(cn)
-}
-
 /// Everything the service is made of, assembled at start-up.
 pub struct ServiceParts {
     pub docker: DockerAdapter,
@@ -315,7 +284,7 @@ impl ExecutorService {
                 "unknown".into(),
                 "no client certificate presented".to_string(),
             )),
-            Some(cert) => match identity_from_cert(cert.as_ref()) {
+            Some(cert) => match crate::tls::identity_from_cert(cert.as_ref()) {
                 None => Err((
                     "unknown".into(),
                     "client certificate has no common name".to_string(),
