@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use drydock_proto::approval::{
-    self, ApprovalClaims, ApprovalFormatError, WriteAction, CLOCK_SKEW_SECS,
+    self, ApprovalClaims, ApprovalFormatError, ContainerWrite, ServiceAction, WriteAction,
+    CLOCK_SKEW_SECS,
 };
 use ed25519_dalek::VerifyingKey;
 
@@ -178,18 +179,17 @@ impl ApprovalVerifier {
 
     /// Whether the approval is a configured human's signature over exactly
     /// this write: the action, the container (id and name), the request,
-    /// the validity window, and for a rollback (`image`, the image asked to
-    /// run) both images: the one to run, and the one the container runs now.
+    /// the validity window, and for a rollback both images: the one it
+    /// runs, and the one the container runs now.
     pub fn verify(
         &self,
         input: Option<ApprovalInput<'_>>,
-        action: WriteAction,
+        write: &ContainerWrite,
         target: &ResolvedTarget,
-        image: Option<&str>,
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
-        let (claims, input) = self.open(input, action)?;
+        let (claims, input) = self.open(input, write.action().into())?;
         if claims.container_id != target.id {
             return Err(ApprovalError::WrongContainer {
                 signed: claims.container_id,
@@ -206,12 +206,12 @@ impl ApprovalVerifier {
         }
         // A rollback's claims name both images (decoding refuses claims of
         // any other action that name one).
-        if let Some(requested) = image.or(action.names_images().then_some("")) {
+        if let Some(requested) = write.to_image() {
             let signed = claims.image_id.clone().unwrap_or_default();
-            if signed != requested {
+            if signed != requested.as_str() {
                 return Err(ApprovalError::WrongImage {
                     signed,
-                    requested: requested.chars().take(80).collect(),
+                    requested: requested.to_string(),
                 });
             }
             let from = claims.from_image_id.clone().unwrap_or_default();
@@ -232,12 +232,12 @@ impl ApprovalVerifier {
     pub fn verify_service(
         &self,
         input: Option<ApprovalInput<'_>>,
-        action: WriteAction,
+        action: ServiceAction,
         service: &ResolvedService,
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
-        let (claims, input) = self.open(input, action)?;
+        let (claims, input) = self.open(input, action.into())?;
         // Decoding refuses a service action's claims without a service.
         let Some(signed) = claims.service.clone() else {
             return Err(ApprovalError::WrongService {
@@ -269,7 +269,7 @@ impl ApprovalVerifier {
                 actual: service.image.clone(),
             });
         }
-        if action == WriteAction::ServiceRollback {
+        if action == ServiceAction::Rollback {
             let to = signed.to_image.clone().unwrap_or_default();
             let previous = service.previous_image.clone().unwrap_or_default();
             if to != previous || previous.is_empty() {
@@ -460,9 +460,8 @@ mod tests {
                     signature: &sig,
                     key_id: "alice",
                 }),
-                WriteAction::Restart,
+                &ContainerWrite::Restart,
                 &target(),
-                None,
                 "req",
                 NOW,
             );
@@ -607,9 +606,8 @@ mod tests {
                     signature: &sig,
                     key_id: "alice",
                 }),
-                WriteAction::Restart,
+                &ContainerWrite::Restart,
                 &target(),
-                None,
                 "req",
                 NOW,
             );
@@ -629,9 +627,8 @@ mod tests {
                 signature: &sig,
                 key_id: "mallory",
             }),
-            WriteAction::Restart,
+            &ContainerWrite::Restart,
             &target(),
-            None,
             "req",
             NOW,
         );
@@ -643,7 +640,7 @@ mod tests {
         );
         assert_eq!(
             verifier
-                .verify(None, WriteAction::Restart, &target(), None, "req", NOW)
+                .verify(None, &ContainerWrite::Restart, &target(), "req", NOW)
                 .unwrap_err(),
             ApprovalError::Missing { action: "restart" }
         );
@@ -682,48 +679,48 @@ mod tests {
             c
         };
         type Mutate = fn(&mut ApprovalClaims);
-        let cases: Vec<(&str, Mutate, WriteAction, Option<&str>)> = vec![
-            ("valid", |_| {}, WriteAction::ServiceRollback, None),
+        let cases: Vec<(&str, Mutate, ServiceAction, Option<&str>)> = vec![
+            ("valid", |_| {}, ServiceAction::Rollback, None),
             (
                 "a force update's call",
                 |_| {},
-                WriteAction::ForceUpdate,
+                ServiceAction::ForceUpdate,
                 Some("for action service_rollback"),
             ),
             (
                 "another service",
                 |c| c.service.as_mut().unwrap().id = "x".repeat(25),
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 Some("for service xxxxx"),
             ),
             (
                 "a harmless name",
                 |c| c.service.as_mut().unwrap().name = "shop_docs".into(),
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 Some("names service `shop_docs`"),
             ),
             (
                 "a spec changed since",
                 |c| c.service.as_mut().unwrap().version = 72,
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 Some("spec version 72"),
             ),
             (
                 "another image shown",
                 |c| c.service.as_mut().unwrap().image = "shop/api:3".into(),
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 Some("ran image shop/api:3"),
             ),
             (
                 "another image to return to",
                 |c| c.service.as_mut().unwrap().to_image = Some("evil/api:1".into()),
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 Some("returns the service to image evil/api:1"),
             ),
             (
                 "another request",
                 |c| c.request_id = "other".into(),
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 Some("for request other"),
             ),
         ];
@@ -766,7 +763,7 @@ mod tests {
                     signature: &sig,
                     key_id: "alice",
                 }),
-                WriteAction::ServiceRollback,
+                ServiceAction::Rollback,
                 &fresh,
                 "req",
                 NOW,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use drydock_proto::approval::{WriteAction, CLOCK_SKEW_SECS};
+use drydock_proto::approval::{ContainerAction, ServiceAction, WriteAction, CLOCK_SKEW_SECS};
 use drydock_proto::grant::{self, GrantClaims, GrantError};
 use ed25519_dalek::VerifyingKey;
 
@@ -253,7 +253,7 @@ fn crashed(c: &ContainerDetails) -> bool {
 /// that crashed; start only one that crashed. A clean exit or a signal's
 /// exit code (a person's `docker stop` or `docker kill`) is left alone, and
 /// so is a container Docker is restarting (its restart policy at work).
-pub fn precondition(action: WriteAction, c: &ContainerDetails) -> Result<(), GrantRefusal> {
+pub fn precondition(action: ContainerAction, c: &ContainerDetails) -> Result<(), GrantRefusal> {
     let s = &c.state;
     let fail = |m: String| Err(GrantRefusal::Precondition(m));
     if s.restarting {
@@ -271,20 +271,20 @@ pub fn precondition(action: WriteAction, c: &ContainerDetails) -> Result<(), Gra
         s.status.clone()
     };
     match action {
-        WriteAction::Restart if unhealthy || crashed(c) => Ok(()),
-        WriteAction::Restart => fail(format!(
+        ContainerAction::Restart if unhealthy || crashed(c) => Ok(()),
+        ContainerAction::Restart => fail(format!(
             "{} is {state}; under a grant, restart only a container that is running and unhealthy or that crashed (a clean exit or a stop by signal is someone's decision)",
             c.name
         )),
-        WriteAction::Start if crashed(c) => Ok(()),
-        WriteAction::Start => fail(format!(
+        ContainerAction::Start if crashed(c) => Ok(()),
+        ContainerAction::Start => fail(format!(
             "{} is {state}; under a grant, start only a container that crashed (a clean exit or a stop by signal is someone's decision)",
             c.name
         )),
-        WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback => {
-            fail(format!("{action} is never covered by a grant"))
-        }
-        WriteAction::ForceUpdate => fail(format!("{action} acts on a service, not a container")),
+        ContainerAction::Stop | ContainerAction::Rollback => fail(format!(
+            "{} is never covered by a grant",
+            action.as_str()
+        )),
     }
 }
 
@@ -313,19 +313,16 @@ fn recent_failures(tasks: &[TaskInfo], now: i64) -> Vec<&TaskInfo> {
 /// paused (Swarm's own update machinery, or a person's decision to hold
 /// it), is left alone.
 pub fn service_precondition(
-    action: WriteAction,
+    action: ServiceAction,
     s: &ServiceInfo,
     tasks: &[TaskInfo],
     now: i64,
 ) -> Result<(), GrantRefusal> {
     let fail = |m: String| Err(GrantRefusal::Precondition(m));
     match action {
-        WriteAction::ForceUpdate => {}
-        WriteAction::ServiceRollback => {
-            return fail(format!("{action} is never covered by a grant"))
-        }
-        WriteAction::Start | WriteAction::Restart | WriteAction::Stop | WriteAction::Rollback => {
-            return fail(format!("{action} acts on a container, not a service"))
+        ServiceAction::ForceUpdate => {}
+        ServiceAction::Rollback => {
+            return fail(format!("{} is never covered by a grant", action.as_str()))
         }
     }
     if s.mode.ends_with("job") {
@@ -466,7 +463,7 @@ mod tests {
 
     #[test]
     fn only_a_broken_container_may_be_repaired_under_a_grant() {
-        use WriteAction::*;
+        use ContainerAction::*;
         let ok = |a, c: &ContainerDetails| precondition(a, c).is_ok();
         assert!(ok(Restart, &container("running", true, "unhealthy", 0)));
         assert!(ok(Restart, &container("exited", false, "", 1)));
@@ -598,7 +595,7 @@ mod tests {
             (service("global-job", 1, 0, ""), &failed, Some("job")),
         ];
         for (s, tasks, refused) in rows {
-            let got = service_precondition(WriteAction::ForceUpdate, s, tasks, now);
+            let got = service_precondition(ServiceAction::ForceUpdate, s, tasks, now);
             match (refused, got) {
                 (None, Ok(())) => {}
                 (Some(says), Err(e)) => assert!(e.to_string().contains(says), "{s:?}: {e}"),
@@ -606,7 +603,7 @@ mod tests {
             }
         }
         assert!(service_precondition(
-            WriteAction::ServiceRollback,
+            ServiceAction::Rollback,
             &service("replicated", 2, 1, ""),
             &failed,
             now

@@ -36,7 +36,9 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use drydock_proto::approval::WriteAction;
+use drydock_proto::approval::{
+    ContainerAction, ContainerWrite, ImageId, ServiceAction, WriteAction,
+};
 
 use crate::config::{ActionsConfig, TargetsConfig};
 
@@ -95,12 +97,6 @@ pub enum PolicyError {
     Drydock { name: String, role: String },
     #[error("service {name} is outside the executor's service selectors (targets.services)")]
     ServiceNotAllowed { name: String },
-    #[error("{action} acts on a {wants}, not on a {given}")]
-    WrongKind {
-        action: &'static str,
-        wants: &'static str,
-        given: &'static str,
-    },
 }
 
 mod sealed {
@@ -218,10 +214,10 @@ pub enum ServiceWritePermit {
 }
 
 impl ServiceWritePermit {
-    pub fn action(&self) -> WriteAction {
+    pub fn action(&self) -> ServiceAction {
         match self {
-            ServiceWritePermit::ForceUpdate(_) => WriteAction::ForceUpdate,
-            ServiceWritePermit::Rollback(_) => WriteAction::ServiceRollback,
+            ServiceWritePermit::ForceUpdate(_) => ServiceAction::ForceUpdate,
+            ServiceWritePermit::Rollback(_) => ServiceAction::Rollback,
         }
     }
 
@@ -279,16 +275,21 @@ pub enum WritePermit {
     Start(Permit<Start>),
     Restart(Permit<Restart>),
     Stop(Permit<Stop>),
-    Rollback(Permit<Rollback>),
+    /// A rollback carries the image it runs: a rollback permit without one
+    /// cannot be made.
+    Rollback {
+        permit: Permit<Rollback>,
+        to_image: ImageId,
+    },
 }
 
 impl WritePermit {
-    pub fn action(&self) -> WriteAction {
+    pub fn action(&self) -> ContainerAction {
         match self {
-            WritePermit::Start(_) => WriteAction::Start,
-            WritePermit::Restart(_) => WriteAction::Restart,
-            WritePermit::Stop(_) => WriteAction::Stop,
-            WritePermit::Rollback(_) => WriteAction::Rollback,
+            WritePermit::Start(_) => ContainerAction::Start,
+            WritePermit::Restart(_) => ContainerAction::Restart,
+            WritePermit::Stop(_) => ContainerAction::Stop,
+            WritePermit::Rollback { .. } => ContainerAction::Rollback,
         }
     }
 
@@ -297,7 +298,7 @@ impl WritePermit {
             WritePermit::Start(p) => p.to_read(),
             WritePermit::Restart(p) => p.to_read(),
             WritePermit::Stop(p) => p.to_read(),
-            WritePermit::Rollback(p) => p.to_read(),
+            WritePermit::Rollback { permit, .. } => permit.to_read(),
         }
     }
 }
@@ -409,31 +410,21 @@ impl Policy {
     /// after it, against the same resolved service.
     pub fn permit_service_write(
         &self,
-        action: WriteAction,
+        action: ServiceAction,
         service: &ResolvedService,
     ) -> Result<ServiceWritePermit, PolicyError> {
         self.check_service(service)?;
-        if !self.action_enabled(action) {
+        if !self.action_enabled(action.into()) {
             return Err(PolicyError::ActionDisabled {
                 action: action.as_str(),
             });
         }
-        match action {
-            WriteAction::ForceUpdate => {
-                Ok(ServiceWritePermit::ForceUpdate(ServicePermit::new(service)))
+        Ok(match action {
+            ServiceAction::ForceUpdate => {
+                ServiceWritePermit::ForceUpdate(ServicePermit::new(service))
             }
-            WriteAction::ServiceRollback => {
-                Ok(ServiceWritePermit::Rollback(ServicePermit::new(service)))
-            }
-            WriteAction::Start
-            | WriteAction::Restart
-            | WriteAction::Stop
-            | WriteAction::Rollback => Err(PolicyError::WrongKind {
-                action: action.as_str(),
-                wants: "container",
-                given: "service",
-            }),
-        }
+            ServiceAction::Rollback => ServiceWritePermit::Rollback(ServicePermit::new(service)),
+        })
     }
 
     fn check_service(&self, service: &ResolvedService) -> Result<(), PolicyError> {
@@ -461,30 +452,27 @@ impl Policy {
     /// approval module, against the same resolved target.
     pub fn permit_write(
         &self,
-        action: WriteAction,
+        write: &ContainerWrite,
         target: &ResolvedTarget,
     ) -> Result<WritePermit, PolicyError> {
         // The target first: a container outside the selectors must look
         // the same whatever action is asked for (a disabled action must not
         // become a way to probe which containers exist).
         self.check_target(target)?;
-        if !self.action_enabled(action) {
+        let action: ContainerAction = write.action();
+        if !self.action_enabled(action.into()) {
             return Err(PolicyError::ActionDisabled {
                 action: action.as_str(),
             });
         }
-        Ok(match action {
-            WriteAction::Start => WritePermit::Start(Permit::new(target)),
-            WriteAction::Restart => WritePermit::Restart(Permit::new(target)),
-            WriteAction::Stop => WritePermit::Stop(Permit::new(target)),
-            WriteAction::Rollback => WritePermit::Rollback(Permit::new(target)),
-            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
-                return Err(PolicyError::WrongKind {
-                    action: action.as_str(),
-                    wants: "service",
-                    given: "container",
-                })
-            }
+        Ok(match write {
+            ContainerWrite::Start => WritePermit::Start(Permit::new(target)),
+            ContainerWrite::Restart => WritePermit::Restart(Permit::new(target)),
+            ContainerWrite::Stop => WritePermit::Stop(Permit::new(target)),
+            ContainerWrite::Rollback { to_image } => WritePermit::Rollback {
+                permit: Permit::new(target),
+                to_image: to_image.clone(),
+            },
         })
     }
 

@@ -23,7 +23,9 @@ use drydock_executor::policy::{Policy, ResolvedTarget, COMPOSE_PROJECT_LABEL, DR
 use drydock_executor::service::validate::{
     validate_container_ref, validate_request_id, MAX_CONTAINER_REF_LEN, MAX_REQUEST_ID_LEN,
 };
-use drydock_proto::approval::{self, ApprovalClaims, WriteAction, MAX_CLAIMS_BYTES};
+use drydock_proto::approval::{
+    self, ApprovalClaims, ContainerWrite, WriteAction, MAX_CLAIMS_BYTES,
+};
 use ed25519_dalek::SigningKey;
 use proptest::prelude::*;
 
@@ -397,11 +399,15 @@ proptest! {
         .with_host(HostBinding { name: exec_host.map(str::to_string), require: require_host });
         let bytes = c.encode();
         let sig = approval::sign(&bytes, &signer);
+        let write = match called {
+            WriteAction::Start => ContainerWrite::Start,
+            WriteAction::Restart => ContainerWrite::Restart,
+            _ => ContainerWrite::Stop,
+        };
         let got = verifier.verify(
             Some(ApprovalInput { claims: &bytes, signature: &sig, key_id }),
-            called,
+            &write,
             &target,
-            None,
             &request,
             now,
         );
@@ -456,7 +462,7 @@ proptest! {
         prop_assert_eq!(got, expected, "globs {:?} name {:?}", targets_patterns(&globs), shown);
         let target = ResolvedTarget { id: "f".repeat(64), name: shown, labels, stop_timeout_secs: None, image_id: String::new() };
         prop_assert_eq!(policy.permit_read(&target).is_ok(), expected);
-        prop_assert_eq!(policy.permit_write(WriteAction::Restart, &target).is_ok(), expected);
+        prop_assert_eq!(policy.permit_write(&ContainerWrite::Restart, &target).is_ok(), expected);
     }
 
     /// Pathological globs against long names finish (the fuzz script times

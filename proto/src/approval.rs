@@ -122,6 +122,161 @@ impl WriteAction {
     }
 }
 
+impl WriteAction {
+    /// The action in the words of what it acts on: a container action and
+    /// a service action are different types from here on, so a container
+    /// write given a service (or the reverse) does not compile.
+    pub const fn on(self) -> ActionOn {
+        match self {
+            WriteAction::Start => ActionOn::Container(ContainerAction::Start),
+            WriteAction::Restart => ActionOn::Container(ContainerAction::Restart),
+            WriteAction::Stop => ActionOn::Container(ContainerAction::Stop),
+            WriteAction::Rollback => ActionOn::Container(ContainerAction::Rollback),
+            WriteAction::ForceUpdate => ActionOn::Service(ServiceAction::ForceUpdate),
+            WriteAction::ServiceRollback => ActionOn::Service(ServiceAction::Rollback),
+        }
+    }
+}
+
+/// A write action, by the kind of object it acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ActionOn {
+    Container(ContainerAction),
+    Service(ServiceAction),
+}
+
+/// The writes on one container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerAction {
+    Start,
+    Restart,
+    Stop,
+    Rollback,
+}
+
+/// The writes on one Swarm service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServiceAction {
+    ForceUpdate,
+    Rollback,
+}
+
+impl From<ContainerAction> for WriteAction {
+    fn from(a: ContainerAction) -> WriteAction {
+        match a {
+            ContainerAction::Start => WriteAction::Start,
+            ContainerAction::Restart => WriteAction::Restart,
+            ContainerAction::Stop => WriteAction::Stop,
+            ContainerAction::Rollback => WriteAction::Rollback,
+        }
+    }
+}
+
+impl From<ServiceAction> for WriteAction {
+    fn from(a: ServiceAction) -> WriteAction {
+        match a {
+            ServiceAction::ForceUpdate => WriteAction::ForceUpdate,
+            ServiceAction::Rollback => WriteAction::ServiceRollback,
+        }
+    }
+}
+
+impl ContainerAction {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ContainerAction::Start => "start",
+            ContainerAction::Restart => "restart",
+            ContainerAction::Stop => "stop",
+            ContainerAction::Rollback => "rollback",
+        }
+    }
+}
+
+impl ServiceAction {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ServiceAction::ForceUpdate => "force_update",
+            ServiceAction::Rollback => "service_rollback",
+        }
+    }
+}
+
+/// An image's content id (`sha256:` and 64 lowercase hex digits), checked
+/// when made: a write that runs an image names it by content, never by a
+/// name or tag that can move.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(try_from = "String", into = "String")]
+pub struct ImageId(String);
+
+impl ImageId {
+    pub fn parse(id: &str) -> Option<ImageId> {
+        is_image_id(id).then(|| ImageId(id.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ImageId {
+    type Error = String;
+    fn try_from(id: String) -> Result<ImageId, String> {
+        if is_image_id(&id) {
+            Ok(ImageId(id))
+        } else {
+            Err(format!(
+                "`{}` is not an image's content id (sha256: and 64 hex digits)",
+                id.chars().take(80).collect::<String>()
+            ))
+        }
+    }
+}
+
+impl From<ImageId> for String {
+    fn from(id: ImageId) -> String {
+        id.0
+    }
+}
+
+impl std::fmt::Display for ImageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A write on one container, with what belongs to it: a rollback cannot be
+/// asked for without the image it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerWrite {
+    Start,
+    Restart,
+    Stop,
+    /// Re-create the container from its own definition with `to_image`.
+    Rollback {
+        to_image: ImageId,
+    },
+}
+
+impl ContainerWrite {
+    pub fn action(&self) -> ContainerAction {
+        match self {
+            ContainerWrite::Start => ContainerAction::Start,
+            ContainerWrite::Restart => ContainerAction::Restart,
+            ContainerWrite::Stop => ContainerAction::Stop,
+            ContainerWrite::Rollback { .. } => ContainerAction::Rollback,
+        }
+    }
+
+    /// The image the write runs, for a rollback.
+    pub fn to_image(&self) -> Option<&ImageId> {
+        match self {
+            ContainerWrite::Rollback { to_image } => Some(to_image),
+            _ => None,
+        }
+    }
+}
+
 /// A Swarm object's id: 25 lowercase letters and digits.
 pub fn is_swarm_id(id: &str) -> bool {
     id.len() == 25

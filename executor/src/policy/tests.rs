@@ -116,7 +116,10 @@ fn selector_table() {
     for (targets, t, want) in rows {
         let policy = Policy::new(targets.clone(), ActionsConfig::default());
         assert_eq!(policy.permit_read(t).is_ok(), *want, "{targets:?} {t:?}");
-        assert_eq!(policy.permit_write(WriteAction::Restart, t).is_ok(), *want);
+        assert_eq!(
+            policy.permit_write(&ContainerWrite::Restart, t).is_ok(),
+            *want
+        );
     }
 }
 
@@ -137,14 +140,19 @@ fn disabled_action_is_refused_even_for_allowed_targets() {
     let policy = Policy::new(every, actions);
     assert_eq!(
         policy
-            .permit_write(WriteAction::Stop, &target("a", &[]))
+            .permit_write(&ContainerWrite::Stop, &target("a", &[]))
             .unwrap_err(),
         PolicyError::ActionDisabled { action: "stop" }
     );
     assert_eq!(Policy::tier(WriteAction::Stop), Tier::Disruptive);
     assert_eq!(
         policy
-            .permit_write(WriteAction::Rollback, &target("a", &[]))
+            .permit_write(
+                &ContainerWrite::Rollback {
+                    to_image: ImageId::parse(&format!("sha256:{}", "1".repeat(64))).unwrap()
+                },
+                &target("a", &[])
+            )
             .unwrap_err(),
         PolicyError::ActionDisabled { action: "rollback" }
     );
@@ -152,12 +160,12 @@ fn disabled_action_is_refused_even_for_allowed_targets() {
     assert!(!ActionsConfig::default().rollback.enabled, "off by default");
     assert_eq!(
         policy
-            .permit_write(WriteAction::Restart, &target("a", &[]))
+            .permit_write(&ContainerWrite::Restart, &target("a", &[]))
             .unwrap_err(),
         PolicyError::ActionDisabled { action: "restart" }
     );
     assert!(policy
-        .permit_write(WriteAction::Start, &target("a", &[]))
+        .permit_write(&ContainerWrite::Start, &target("a", &[]))
         .is_ok());
 }
 
@@ -238,7 +246,7 @@ fn services_fail_closed_and_are_selected_like_containers() {
         );
         assert_eq!(
             policy
-                .permit_service_write(WriteAction::ForceUpdate, s)
+                .permit_service_write(ServiceAction::ForceUpdate, s)
                 .is_ok(),
             *want
         );
@@ -259,17 +267,12 @@ fn services_fail_closed_and_are_selected_like_containers() {
     // Off by default: the T2 rollback.
     assert_eq!(
         policy
-            .permit_service_write(WriteAction::ServiceRollback, &s)
+            .permit_service_write(ServiceAction::Rollback, &s)
             .unwrap_err(),
         PolicyError::ActionDisabled {
             action: "service_rollback"
         }
     );
-    // A container action on a service, and back, is refused.
-    assert!(matches!(
-        policy.permit_service_write(WriteAction::Restart, &s),
-        Err(PolicyError::WrongKind { .. })
-    ));
     let mut own = s.clone();
     own.labels.insert(DRYDOCK_ROLE_LABEL.into(), "agent".into());
     assert!(matches!(

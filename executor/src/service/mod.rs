@@ -24,7 +24,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use drydock_proto::approval::WriteAction;
+use drydock_proto::approval::{
+    ContainerAction, ContainerWrite, ImageId, ServiceAction, WriteAction,
+};
 use drydock_proto::pb;
 use tonic::{Request, Response, Status};
 
@@ -171,6 +173,30 @@ impl Call {
     fn record(&mut self, request_id: &str, target: &str) {
         self.entry.request_id = truncate_for_audit(request_id);
         self.entry.target = truncate_for_audit(target);
+    }
+
+    /// What every write does first, on a container or a service, in this
+    /// order: what was asked is recorded (so even a refusal's row says it),
+    /// the caller must be authenticated and not rate limited, the request
+    /// id well formed, and exactly one of an approval and a grant may come;
+    /// the key id that signed it goes into the row.
+    fn open_write(
+        &mut self,
+        request_id: &str,
+        target: &str,
+        approval: Option<&pb::Approval>,
+        grant: Option<&pb::Grant>,
+    ) -> Result<(), ExecError> {
+        self.record(request_id, target);
+        self.authenticated()?;
+        validate_request_id(request_id)?;
+        if approval.is_some() && grant.is_some() {
+            return Err(GrantRefusal::Both.into());
+        }
+        if let Some(key_id) = approval.map(|a| &a.key_id).or(grant.map(|g| &g.key_id)) {
+            self.entry.key_id = truncate_for_audit(&redact::neutralise_controls(key_id));
+        }
+        Ok(())
     }
 
     fn authenticated(&self) -> Result<(), ExecError> {
@@ -355,19 +381,33 @@ impl ExecutorService {
         finish_call(self.audit.clone(), call, result).await
     }
 
-    /// Every write RPC: authorise (which spends the approval), then run the
-    /// write to completion.
+    /// Every container write RPC: the preamble, then authorise (which
+    /// spends the approval or the grant's use), then run the write to
+    /// completion. `write` is what was asked for, or why it cannot be: a
+    /// malformed part is refused after the preamble, so an unauthenticated
+    /// caller learns nothing from it.
     async fn write_rpc(
         &self,
         request: Request<pb::WriteRequest>,
-        action: WriteAction,
+        action: ContainerAction,
+        write: Result<ContainerWrite, ExecError>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let tier = Policy::tier(action);
-        let mut call = self.begin(&request, action.as_str(), tier);
-        match self
-            .authorize_write(&mut call, request.into_inner(), action, None)
-            .await
+        let action = WriteAction::from(action);
+        let mut call = self.begin(&request, action.as_str(), Policy::tier(action));
+        let req = request.into_inner();
+        let authorized = match call
+            .open_write(
+                &req.request_id,
+                &req.container,
+                req.approval.as_ref(),
+                req.grant.as_ref(),
+            )
+            .and(write)
         {
+            Ok(write) => self.authorize_write(&mut call, req, write).await,
+            Err(e) => Err(e),
+        };
+        match authorized {
             Ok(write) => self.run_write(call, write).await,
             Err(e) => self.finish(call, Err(e)).await,
         }
@@ -379,23 +419,22 @@ impl ExecutorService {
         &self,
         request: Request<pb::RollbackRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let action = WriteAction::Rollback;
-        let mut call = self.begin(&request, action.as_str(), Policy::tier(action));
-        let req = request.into_inner();
-        let write = pb::WriteRequest {
+        let to_image = ImageId::parse(&request.get_ref().image_id).ok_or_else(|| {
+            ExecError::InvalidArgument(format!(
+                "image_id `{}` is not an image's content id (sha256: and 64 hex digits); a rollback names the image to run by content, never by name or tag",
+                truncate_for_audit(&redact::neutralise_controls(&request.get_ref().image_id))
+            ))
+        });
+        let request = request.map(|req| pb::WriteRequest {
             request_id: req.request_id,
             container: req.container,
             approval: req.approval,
             grant: None,
             fault_class: String::new(),
-        };
-        match self
-            .authorize_write(&mut call, write, action, Some(req.image_id))
+        });
+        let write = to_image.map(|to_image| ContainerWrite::Rollback { to_image });
+        self.write_rpc(request, ContainerAction::Rollback, write)
             .await
-        {
-            Ok(write) => self.run_write(call, write).await,
-            Err(e) => self.finish(call, Err(e)).await,
-        }
     }
 }
 
@@ -555,21 +594,28 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        self.write_rpc(request, WriteAction::Start).await
+        self.write_rpc(request, ContainerAction::Start, Ok(ContainerWrite::Start))
+            .await
     }
 
     async fn restart_container(
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        self.write_rpc(request, WriteAction::Restart).await
+        self.write_rpc(
+            request,
+            ContainerAction::Restart,
+            Ok(ContainerWrite::Restart),
+        )
+        .await
     }
 
     async fn stop_container(
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        self.write_rpc(request, WriteAction::Stop).await
+        self.write_rpc(request, ContainerAction::Stop, Ok(ContainerWrite::Stop))
+            .await
     }
 
     async fn rollback_container(
@@ -673,7 +719,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::ServiceWriteRequest>,
     ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
-        self.service_write_rpc(request, WriteAction::ForceUpdate)
+        self.service_write_rpc(request, ServiceAction::ForceUpdate)
             .await
     }
 
@@ -681,7 +727,7 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::ServiceWriteRequest>,
     ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
-        self.service_write_rpc(request, WriteAction::ServiceRollback)
+        self.service_write_rpc(request, ServiceAction::Rollback)
             .await
     }
 

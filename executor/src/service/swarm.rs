@@ -336,13 +336,24 @@ impl ExecutorService {
     pub(super) async fn service_write_rpc(
         &self,
         request: Request<pb::ServiceWriteRequest>,
-        action: WriteAction,
+        action: ServiceAction,
     ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
-        let mut call = self.begin(&request, action.as_str(), Policy::tier(action));
-        match self
-            .authorize_service_write(&mut call, request.into_inner(), action)
-            .await
-        {
+        let mut call = self.begin(
+            &request,
+            action.as_str(),
+            Policy::tier(WriteAction::from(action)),
+        );
+        let req = request.into_inner();
+        let authorized = match call.open_write(
+            &req.request_id,
+            &req.service,
+            req.approval.as_ref(),
+            req.grant.as_ref(),
+        ) {
+            Ok(()) => self.authorize_service_write(&mut call, req, action).await,
+            Err(e) => Err(e),
+        };
+        match authorized {
             Ok(write) => self.run_service_write(call, write).await,
             Err(e) => self.finish(call, Err(e)).await,
         }
@@ -357,22 +368,8 @@ impl ExecutorService {
         &self,
         call: &mut Call,
         req: pb::ServiceWriteRequest,
-        action: WriteAction,
+        action: ServiceAction,
     ) -> Result<AuthorizedServiceWrite, ExecError> {
-        call.record(&req.request_id, &req.service);
-        call.authenticated()?;
-        validate_request_id(&req.request_id)?;
-        if req.approval.is_some() && req.grant.is_some() {
-            return Err(GrantRefusal::Both.into());
-        }
-        let key_id = match (&req.approval, &req.grant) {
-            (Some(a), _) => Some(&a.key_id),
-            (_, Some(g)) => Some(&g.key_id),
-            _ => None,
-        };
-        if let Some(k) = key_id {
-            call.entry.key_id = clean(k);
-        }
         let service = self.resolve_service(call, &req.service).await?;
         let resolved = service.resolved();
         let permit = self
@@ -416,7 +413,13 @@ impl ExecutorService {
                 .input
                 .push_str(&format!(" previous_image={}", clean(previous)));
         }
-        self.spend_approval(call, &approved, &req.request_id, action, &resolved.id)?;
+        self.spend_approval(
+            call,
+            &approved,
+            &req.request_id,
+            action.into(),
+            &resolved.id,
+        )?;
         Ok(AuthorizedServiceWrite {
             permit,
             response: pb::ServiceWriteResponse {
@@ -450,9 +453,9 @@ impl ExecutorService {
             fault_class,
         };
         let now = unix_now();
-        let verified = self
-            .grants
-            .verify(&input, action, &service.name, &service.labels, now)?;
+        let verified =
+            self.grants
+                .verify(&input, action.into(), &service.name, &service.labels, now)?;
         let claims = &verified.claims;
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
         crate::grants::check_store_age(claims, self.audit.counts_since()?)?;
@@ -471,8 +474,10 @@ impl ExecutorService {
         intent.decision = crate::audit::INTENT.into();
         intent.code = String::new();
         intent.reason = format!(
-            "grant {} used for {action} of service {} ({fault_class}); calling Docker",
-            claims.grant_id, service.name
+            "grant {} used for {} of service {} ({fault_class}); calling Docker",
+            claims.grant_id,
+            action.as_str(),
+            service.name
         );
         self.spend_grant_use(call, claims, &service.id, now, &intent)?;
         Ok(AuthorizedServiceWrite {
@@ -527,7 +532,8 @@ impl ExecutorService {
                         ServiceWritePermit::Rollback(p) => docker.rollback_service(p).await,
                     };
                     done.map_err(ExecError::from).map(|version| {
-                        call.entry.result = format!("{action} done: spec version {version}");
+                        call.entry.result =
+                            format!("{} done: spec version {version}", action.as_str());
                         response.version = version;
                         response
                     })

@@ -18,43 +18,20 @@ impl ExecutorService {
     /// to which container before Docker is called (a store that cannot be
     /// written stops the write).
     ///
-    /// A rollback (`image`: the image to run) is approval only, and its
-    /// approval must name that image and the one the container runs now;
-    /// the image must be on the engine (nothing is pulled).
+    /// A rollback is approval only, and its approval must name the image
+    /// it runs and the one the container runs now; the image must be on the
+    /// engine (nothing is pulled). `Call::open_write` has run.
     pub(super) async fn authorize_write(
         &self,
         call: &mut Call,
         req: pb::WriteRequest,
-        action: WriteAction,
-        image: Option<String>,
+        write: ContainerWrite,
     ) -> Result<AuthorizedWrite, ExecError> {
-        call.record(&req.request_id, &req.container);
-        call.authenticated()?;
-        validate_request_id(&req.request_id)?;
-        if action.names_images() {
-            let image = image.as_deref().unwrap_or_default();
-            if !drydock_proto::approval::is_image_id(image) {
-                return Err(ExecError::InvalidArgument(format!(
-                    "image_id `{}` is not an image's content id (sha256: and 64 hex digits); a rollback names the image to run by content, never by name or tag",
-                    truncate_for_audit(&redact::neutralise_controls(image))
-                )));
-            }
-        }
-        if req.approval.is_some() && req.grant.is_some() {
-            return Err(GrantRefusal::Both.into());
-        }
-        let key_id = match (&req.approval, &req.grant) {
-            (Some(a), _) => Some(&a.key_id),
-            (_, Some(g)) => Some(&g.key_id),
-            _ => None,
-        };
-        if let Some(k) = key_id {
-            call.entry.key_id = truncate_for_audit(&redact::neutralise_controls(k));
-        }
+        let action = write.action();
         let target = self.resolve(call, &req.container).await?.target;
         let permit = self
             .policy
-            .permit_write(action, &target)
+            .permit_write(&write, &target)
             .map_err(|e| match e {
                 PolicyError::TargetNotAllowed { .. } | PolicyError::Drydock { .. } => {
                     invisible(&req.container, e)
@@ -71,28 +48,23 @@ impl ExecutorService {
             signature: &a.signature,
             key_id: &a.key_id,
         });
-        let approved = self.approvals.verify(
-            input,
-            action,
-            &target,
-            image.as_deref(),
-            &req.request_id,
-            unix_now(),
-        )?;
+        let approved =
+            self.approvals
+                .verify(input, &write, &target, &req.request_id, unix_now())?;
         call.entry.approval_id = truncate_for_audit(&approved.claims.approval_id);
         call.entry.input = format!(
             "plan_digest={} expires_at={}",
             truncate_for_audit(&approved.claims.plan_digest),
             approved.claims.expires_at
         );
-        if let Some(image) = &image {
+        if let Some(image) = write.to_image() {
             call.entry.input.push_str(&format!(
                 " image_id={image} from_image_id={}",
                 target.image_id
             ));
             // Checked before the approval is spent, so a missing image
             // does not burn it.
-            if !self.docker.image_exists(image).await? {
+            if !self.docker.image_exists(image.as_str()).await? {
                 return Err(ExecError::Docker(DockerError::Rejected {
                     operation: "rollback",
                     message: format!(
@@ -102,7 +74,7 @@ impl ExecutorService {
             }
         }
         // Synchronous on purpose (`spend_approval`).
-        self.spend_approval(call, &approved, &req.request_id, action, &target.id)?;
+        self.spend_approval(call, &approved, &req.request_id, action.into(), &target.id)?;
         Ok(AuthorizedWrite {
             permit,
             action,
@@ -114,7 +86,6 @@ impl ExecutorService {
                 new_container_id: String::new(),
             },
             recheck_state: false,
-            image,
         })
     }
 
@@ -128,7 +99,7 @@ impl ExecutorService {
         call: &mut Call,
         grant: &pb::Grant,
         fault_class: &str,
-        action: WriteAction,
+        action: ContainerAction,
         target: ResolvedTarget,
         permit: WritePermit,
     ) -> Result<AuthorizedWrite, ExecError> {
@@ -139,9 +110,13 @@ impl ExecutorService {
             key_id: &grant.key_id,
             fault_class,
         };
-        let verified =
-            self.grants
-                .verify(&input, action, &target.name, &target.labels, unix_now())?;
+        let verified = self.grants.verify(
+            &input,
+            action.into(),
+            &target.name,
+            &target.labels,
+            unix_now(),
+        )?;
         let claims = &verified.claims;
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
         crate::grants::check_store_age(claims, self.audit.counts_since()?)?;
@@ -160,8 +135,10 @@ impl ExecutorService {
         intent.decision = crate::audit::INTENT.into();
         intent.code = String::new();
         intent.reason = format!(
-            "grant {} used for {action} of {} ({fault_class}); calling Docker",
-            claims.grant_id, target.name
+            "grant {} used for {} of {} ({fault_class}); calling Docker",
+            claims.grant_id,
+            action.as_str(),
+            target.name
         );
         self.spend_grant_use(call, claims, &target.id, unix_now(), &intent)?;
         Ok(AuthorizedWrite {
@@ -175,7 +152,6 @@ impl ExecutorService {
                 new_container_id: String::new(),
             },
             recheck_state: true,
-            image: None,
         })
     }
 
@@ -295,7 +271,6 @@ impl ExecutorService {
                 action,
                 mut response,
                 recheck_state,
-                image,
             } = write;
             let still_broken = if recheck_state {
                 match docker.inspect(&permit.to_read()).await {
@@ -310,20 +285,16 @@ impl ExecutorService {
             let result = match still_broken {
                 Ok(()) => {
                     // Each write takes only the permit for itself.
-                    let done = match (&permit, image.as_deref()) {
-                        (WritePermit::Restart(p), _) => docker.restart(p).await.map(|()| None),
-                        (WritePermit::Start(p), _) => docker.start(p).await.map(|()| None),
-                        (WritePermit::Stop(p), _) => docker.stop(p).await.map(|()| None),
-                        (WritePermit::Rollback(p), Some(image)) => {
-                            docker.rollback(p, image).await.map(Some)
+                    let done = match &permit {
+                        WritePermit::Restart(p) => docker.restart(p).await.map(|()| None),
+                        WritePermit::Start(p) => docker.start(p).await.map(|()| None),
+                        WritePermit::Stop(p) => docker.stop(p).await.map(|()| None),
+                        WritePermit::Rollback { permit, to_image } => {
+                            docker.rollback(permit, to_image.as_str()).await.map(Some)
                         }
-                        // authorize_write checked it; never reached.
-                        (WritePermit::Rollback(_), None) => Err(DockerError::Rejected {
-                            operation: "rollback",
-                            message: "no image to roll back to".into(),
-                        }),
                     };
                     done.map_err(ExecError::from).map(|new_id| {
+                        let action = action.as_str();
                         call.entry.result = match &new_id {
                             Some(id) => format!("{action} done: new container {id}"),
                             None => format!("{action} done"),
@@ -346,13 +317,11 @@ impl ExecutorService {
 /// spent: all that is left is to call Docker.
 pub(super) struct AuthorizedWrite {
     permit: WritePermit,
-    action: WriteAction,
+    action: ContainerAction,
     response: pb::WriteResponse,
     /// Under a grant: the state is checked once more right before Docker is
     /// called (it may have recovered, or Docker restarted it, meanwhile).
     recheck_state: bool,
-    /// A rollback's image.
-    image: Option<String>,
 }
 
 /// A spawned write's answer; a task that died (a panic) is an internal
