@@ -66,10 +66,9 @@ pub struct AuditEntry {
     pub tier: u32,
     pub approval_id: String,
     pub key_id: String,
-    /// `allowed`, `denied` or `error`.
-    pub decision: String,
-    /// The gRPC status code name.
-    pub code: String,
+    pub decision: Decision,
+    /// The gRPC status the call was answered with.
+    pub code: Code,
     pub reason: String,
     pub duration_ms: u64,
     pub input: String,
@@ -97,6 +96,8 @@ pub struct AuditLog {
 
 mod backup;
 mod commit;
+mod words;
+pub use words::{Code, Decision};
 mod grant_uses;
 mod schema;
 mod segments;
@@ -222,7 +223,13 @@ impl Serialize for Material<'_> {
             t.serialize_element(field)?;
         }
         t.serialize_element(&e.tier)?;
-        for field in [&e.approval_id, &e.key_id, &e.decision, &e.code, &e.reason] {
+        for field in [
+            e.approval_id.as_str(),
+            &e.key_id,
+            e.decision.as_str(),
+            e.code.as_str(),
+            &e.reason,
+        ] {
             t.serialize_element(field)?;
         }
         t.serialize_element(&e.duration_ms)?;
@@ -298,7 +305,7 @@ impl AuditLog {
         log.append(&AuditEntry {
             caller: "drydock-executor".into(),
             action: "init".into(),
-            decision: "init".into(),
+            decision: Decision::Init,
             reason: "audit store initialised".into(),
             ..Default::default()
         })?;
@@ -416,7 +423,7 @@ impl AuditLog {
             return Ok(None);
         };
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let head: Option<(i64, String, String)> = tx
+        let head: Option<(i64, String, Decision)> = tx
             .query_row(
                 "SELECT seq, hash, decision FROM audit ORDER BY seq DESC LIMIT 1",
                 [],
@@ -426,7 +433,7 @@ impl AuditLog {
         let Some((seq, hash, decision)) = head else {
             return Ok(None);
         };
-        if decision == CHECKPOINT {
+        if decision == Decision::Checkpoint {
             return Ok(None);
         }
         use ed25519_dalek::Signer as _;
@@ -436,7 +443,7 @@ impl AuditLog {
             &AuditEntry {
                 caller: "drydock-executor".into(),
                 action: CHECKPOINT.into(),
-                decision: CHECKPOINT.into(),
+                decision: Decision::Checkpoint,
                 reason: format!("head seq={seq} hash={hash}"),
                 result: base64::Engine::encode(
                     &base64::engine::general_purpose::STANDARD,
@@ -511,13 +518,13 @@ impl AuditLog {
             let conn = self.lock();
             let mut stmt = conn.prepare(
                 "SELECT request_id, caller, action, target, container_id, tier, approval_id, key_id, input
-                 FROM audit i WHERE i.decision = 'intent' AND NOT EXISTS (
+                 FROM audit i WHERE i.decision = ?1 AND NOT EXISTS (
                    SELECT 1 FROM audit o WHERE o.seq > i.seq AND o.approval_id = i.approval_id
-                     AND o.decision != 'intent')
+                     AND o.decision != ?1)
                  ORDER BY seq",
             )?;
             let rows = stmt
-                .query_map([], |r| {
+                .query_map([Decision::Intent], |r| {
                     Ok(AuditEntry {
                         request_id: r.get(0)?,
                         caller: r.get(1)?,
@@ -535,8 +542,8 @@ impl AuditLog {
             rows
         };
         for mut entry in dangling.iter().cloned() {
-            entry.decision = OUTCOME_UNKNOWN.into();
-            entry.code = "Unknown".into();
+            entry.decision = Decision::Unknown;
+            entry.code = Code::of(tonic::Code::Unknown);
             entry.reason = "outcome unknown: the executor stopped after the approval was spent and before Docker answered; the container's state tells what happened".into();
             self.append(&entry)?;
         }
@@ -544,14 +551,9 @@ impl AuditLog {
     }
 }
 
-/// The decision (and action) of a signed checkpoint row.
-pub const CHECKPOINT: &str = "checkpoint";
-
-/// The decision of a row that says a write was about to be sent to Docker.
-pub const INTENT: &str = "intent";
-/// The decision of a row that closes an intent the executor never saw
-/// answered.
-pub const OUTCOME_UNKNOWN: &str = "unknown";
+/// The action of a signed checkpoint row (its decision is
+/// `Decision::Checkpoint`).
+pub const CHECKPOINT: &str = Decision::Checkpoint.as_str();
 
 fn now_ts() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()

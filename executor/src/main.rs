@@ -278,7 +278,7 @@ fn verify(
             Ok(n) => {
                 let signed = rows
                     .iter()
-                    .filter(|r| r.entry.decision == drydock_executor::audit::CHECKPOINT)
+                    .filter(|r| r.entry.decision == drydock_executor::audit::Decision::Checkpoint)
                     .count();
                 println!("audit log intact: {n} rows{}", kept_note(&rows));
                 if signed > 0 {

@@ -59,24 +59,6 @@ pub struct PreHandlerAudit<S> {
     rate: Arc<RateLimiter>,
 }
 
-/// gRPC status codes by number, as their names (what the audit records).
-fn code_name(code: &str) -> &'static str {
-    match code.parse::<i32>().map(tonic::Code::from) {
-        Ok(tonic::Code::Cancelled) => "Cancelled",
-        Ok(tonic::Code::InvalidArgument) => "InvalidArgument",
-        Ok(tonic::Code::NotFound) => "NotFound",
-        Ok(tonic::Code::OutOfRange) => "OutOfRange",
-        Ok(tonic::Code::Unimplemented) => "Unimplemented",
-        Ok(tonic::Code::Internal) => "Internal",
-        Ok(tonic::Code::ResourceExhausted) => "ResourceExhausted",
-        Ok(tonic::Code::Unauthenticated) => "Unauthenticated",
-        Ok(tonic::Code::PermissionDenied) => "PermissionDenied",
-        Ok(tonic::Code::DeadlineExceeded) => "DeadlineExceeded",
-        Ok(tonic::Code::Unavailable) => "Unavailable",
-        _ => "Unknown",
-    }
-}
-
 fn caller<B>(req: &http::Request<B>) -> String {
     req.extensions()
         .get::<TlsConnectInfo<TcpConnectInfo>>()
@@ -154,8 +136,13 @@ where
                         } else {
                             method
                         },
-                        decision: "denied".into(),
-                        code: code_name(&status).into(),
+                        decision: crate::audit::Decision::Denied,
+                        // The status's number, as the audit names it.
+                        code: crate::audit::Code::of(
+                            status
+                                .parse::<i32>()
+                                .map_or(tonic::Code::Unknown, tonic::Code::from),
+                        ),
                         reason: format!("refused before any handler ran: {message}"),
                         ..Default::default()
                     };

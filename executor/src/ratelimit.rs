@@ -151,8 +151,8 @@ pub fn summary_entry(identity: &str, count: u64) -> AuditEntry {
     AuditEntry {
         caller: identity.to_string(),
         action: "rate_limit".into(),
-        decision: "denied".into(),
-        code: "ResourceExhausted".into(),
+        decision: crate::audit::Decision::Denied,
+        code: crate::audit::Code::of(tonic::Code::ResourceExhausted),
         reason: format!(
             "{count} further calls from {identity} refused by the rate limit (counted, not written one by one)"
         ),
@@ -218,8 +218,8 @@ impl RefusalRows {
         AuditEntry {
             caller: "unauthenticated".into(),
             action: self.action.into(),
-            decision: "denied".into(),
-            code: "Unauthenticated".into(),
+            decision: crate::audit::Decision::Denied,
+            code: crate::audit::Code::of(tonic::Code::Unauthenticated),
             reason: format!(
                 "{count} further {} in the previous window (rate limited)",
                 self.what

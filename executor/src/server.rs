@@ -334,8 +334,8 @@ fn audit_handshake(
     limiter.audit(audit, || AuditEntry {
         caller: format!("unauthenticated@{peer}"),
         action: "connect".into(),
-        decision: "denied".into(),
-        code: "Unauthenticated".into(),
+        decision: crate::audit::Decision::Denied,
+        code: crate::audit::Code::of(tonic::Code::Unauthenticated),
         reason: format!("TLS handshake refused: {reason}"),
         ..Default::default()
     });

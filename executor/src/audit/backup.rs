@@ -33,8 +33,9 @@ use super::{segments, AuditEntry, AuditError, AuditLog};
 /// The manifest's file name in a backup folder.
 pub const MANIFEST: &str = "backup.json";
 const FORMAT: &str = "drydock-audit-backup-v1";
-/// The decision (and action) of the row a restore appends.
-pub const RESTORED: &str = "restored";
+/// The action of the row a restore appends (its decision is
+/// `Decision::Restored`).
+pub const RESTORED: &str = super::Decision::Restored.as_str();
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Manifest {
@@ -361,7 +362,7 @@ pub fn restore(
     restored.append(&AuditEntry {
         caller: "drydock-executor".into(),
         action: RESTORED.into(),
-        decision: RESTORED.into(),
+        decision: super::Decision::Restored,
         reason: format!(
             "restored from a backup taken at {} ({rows} rows); {carried}; approvals and grants issued up to {} (this row's time plus the accepted clock skew) are refused, since uses spent after the backup may be missing from this store",
             manifest.taken_at,

@@ -280,8 +280,8 @@ mod tests {
     fn read(n: usize) -> AuditEntry {
         AuditEntry {
             action: "inspect".into(),
-            decision: "allowed".into(),
-            code: "OK".into(),
+            decision: crate::audit::Decision::Allowed,
+            code: crate::audit::Code::of(tonic::Code::Ok),
             request_id: format!("r{n}"),
             ..Default::default()
         }

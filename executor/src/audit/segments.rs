@@ -22,13 +22,14 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use rusqlite::{params, Connection, OptionalExtension as _};
 
-use super::{append_in, AuditEntry, AuditError, AuditLog, AuditRow, GENESIS_HASH, INTENT};
+use super::{append_in, AuditEntry, AuditError, AuditLog, AuditRow, Decision, GENESIS_HASH};
 
-/// The decision (and action) of the row that starts the live store again
-/// after its rows moved into a segment.
-pub const ROTATED: &str = "rotated";
-/// The decision (and action) of the row that records a deleted segment.
-pub const RETENTION: &str = "retention";
+/// The action of the row that starts the live store again after its rows
+/// moved into a segment (its decision is `Decision::Rotated`).
+pub const ROTATED: &str = Decision::Rotated.as_str();
+/// The action of the row that records a deleted segment (its decision is
+/// `Decision::Retention`).
+pub const RETENTION: &str = Decision::Retention.as_str();
 
 const SEGMENT_INFIX: &str = ".seg.";
 /// The size is looked at every this many appended rows.
@@ -141,7 +142,7 @@ pub(super) fn base(tx: &rusqlite::Connection) -> Result<(i64, String), AuditErro
 /// The last seq a `retention` row says was deleted with everything before
 /// it.
 pub(super) fn removed_through(row: &AuditRow) -> Option<i64> {
-    if row.entry.decision != RETENTION {
+    if row.entry.decision != Decision::Retention {
         return None;
     }
     let input: serde_json::Value = serde_json::from_str(&row.entry.input).ok()?;
@@ -231,7 +232,7 @@ impl AuditLog {
                 "SELECT i.seq FROM audit i WHERE i.decision = ?1 AND NOT EXISTS (
                    SELECT 1 FROM audit o WHERE o.seq > i.seq AND o.approval_id = i.approval_id
                      AND o.decision != ?1) LIMIT 1",
-                [INTENT],
+                [Decision::Intent],
                 |r| r.get(0),
             )
             .optional()?;
@@ -268,7 +269,7 @@ impl AuditLog {
             &AuditEntry {
                 caller: "drydock-executor".into(),
                 action: ROTATED.into(),
-                decision: ROTATED.into(),
+                decision: Decision::Rotated,
                 reason: format!(
                     "rows {first} to {last} moved to segment {} (audit.max_size {} bytes)",
                     segment.name(),
@@ -292,7 +293,7 @@ impl AuditLog {
                 &AuditEntry {
                     caller: "drydock-executor".into(),
                     action: RETENTION.into(),
-                    decision: RETENTION.into(),
+                    decision: Decision::Retention,
                     reason: format!(
                         "segment {} holding rows {} to {} deleted (audit.keep_segments {})",
                         old.name(),

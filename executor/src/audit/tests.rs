@@ -5,8 +5,8 @@ use std::sync::Arc;
 fn entry(action: &str) -> AuditEntry {
     AuditEntry {
         action: action.into(),
-        decision: "allowed".into(),
-        code: "OK".into(),
+        decision: crate::audit::Decision::Allowed,
+        code: crate::audit::Code::of(tonic::Code::Ok),
         ..Default::default()
     }
 }
@@ -89,7 +89,7 @@ fn intent() -> AuditEntry {
     AuditEntry {
         action: "restart".into(),
         approval_id: "a".into(),
-        decision: INTENT.into(),
+        decision: Decision::Intent,
         ..Default::default()
     }
 }
@@ -109,7 +109,7 @@ fn spending_an_approval_chains_its_intent_and_a_dangling_one_is_closed() {
     // Answered: nothing dangles.
     log.append(&AuditEntry {
         approval_id: "a".into(),
-        decision: "allowed".into(),
+        decision: crate::audit::Decision::Allowed,
         ..Default::default()
     })
     .unwrap();
@@ -124,7 +124,7 @@ fn spending_an_approval_chains_its_intent_and_a_dangling_one_is_closed() {
     assert_eq!(log.close_dangling_intents().unwrap(), 0);
     let rows = log.rows().unwrap();
     let last = rows.last().unwrap();
-    assert_eq!(last.entry.decision, OUTCOME_UNKNOWN);
+    assert_eq!(last.entry.decision, Decision::Unknown);
     assert_eq!(last.entry.approval_id, "b");
     assert!(matches!(log.verify().unwrap(), Ok(4)));
 }
@@ -144,7 +144,7 @@ fn a_missing_store_is_refused_unless_its_init_marker_is_there() {
     std::fs::write(init_marker(&path), b"").unwrap();
     let log = AuditLog::open(&path).unwrap();
     assert!(!init_marker(&path).exists(), "the marker is used once");
-    assert_eq!(log.rows().unwrap()[0].entry.decision, "init");
+    assert_eq!(log.rows().unwrap()[0].entry.decision, Decision::Init);
     drop(log);
     assert!(AuditLog::open(&path).is_ok(), "an existing store opens");
     assert!(matches!(
@@ -185,7 +185,7 @@ fn signed_checkpoints_catch_a_recomputed_chain_and_a_truncated_tail() {
     for i in 0..7 {
         log.append(&AuditEntry {
             action: format!("call-{i}"),
-            decision: "allowed".into(),
+            decision: crate::audit::Decision::Allowed,
             ..Default::default()
         })
         .unwrap();
@@ -266,7 +266,7 @@ fn verify_of_a_missing_log_is_an_error() {
 fn spend(log: &AuditLog, nonce: &str) -> Result<i64, AuditError> {
     let intent = AuditEntry {
         action: "restart".into(),
-        decision: INTENT.into(),
+        decision: Decision::Intent,
         approval_id: format!("appr-{nonce}"),
         tier: 1,
         ..Default::default()
@@ -289,7 +289,7 @@ fn spend(log: &AuditLog, nonce: &str) -> Result<i64, AuditError> {
 fn outcome(log: &AuditLog, nonce: &str) {
     log.append(&AuditEntry {
         action: "restart".into(),
-        decision: "allowed".into(),
+        decision: crate::audit::Decision::Allowed,
         approval_id: format!("appr-{nonce}"),
         tier: 1,
         ..Default::default()
@@ -312,7 +312,7 @@ fn rotation_moves_rows_into_segments_and_the_chain_continues_across_them() {
     assert!(segment.path.is_file());
     let live = log.live_rows().unwrap();
     assert_eq!(live.len(), 1, "only the rotated row is live: {live:#?}");
-    assert_eq!(live[0].entry.decision, ROTATED);
+    assert_eq!(live[0].entry.decision, Decision::Rotated);
     assert_eq!(live[0].seq, 9);
     log.append(&entry("after")).unwrap();
     let rows = log.rows().unwrap();
@@ -374,7 +374,7 @@ fn retention_deletes_the_oldest_segments_and_the_chain_says_so() {
     assert!(rows[0].seq > 1);
     let retention: Vec<_> = rows
         .iter()
-        .filter(|r| r.entry.decision == RETENTION)
+        .filter(|r| r.entry.decision == Decision::Retention)
         .collect();
     assert_eq!(retention.len(), 3, "{rows:#?}");
     assert_eq!(log.verify().unwrap(), Ok(rows.len()));
@@ -426,7 +426,7 @@ fn rotation_happens_by_itself_past_the_cap_and_bounds_the_files() {
         log.append(&AuditEntry {
             action: format!("call-{i}"),
             reason: big.clone(),
-            decision: "denied".into(),
+            decision: crate::audit::Decision::Denied,
             ..Default::default()
         })
         .unwrap();
@@ -562,8 +562,8 @@ fn a_backup_restores_only_where_no_store_is_and_only_when_it_verifies() {
     assert!(restored.nonce_used("n-1").unwrap());
     let rows = restored.rows().unwrap();
     assert_eq!(
-        rows.last().map(|r| r.entry.decision.as_str()),
-        Some(RESTORED)
+        rows.last().map(|r| r.entry.decision),
+        Some(Decision::Restored)
     );
     assert_eq!(restored.verify().unwrap(), Ok(rows.len()));
     let since = restored.counts_since().unwrap();
@@ -593,7 +593,7 @@ fn a_backup_restores_only_where_no_store_is_and_only_when_it_verifies() {
         );
     }
     let last = restored.rows().unwrap().pop().unwrap().entry;
-    assert_eq!(last.decision, RESTORED);
+    assert_eq!(last.decision, Decision::Restored);
     assert!(
         last.reason
             .contains("1 approvals spent in the replaced store carried over"),
@@ -632,8 +632,8 @@ fn a_rows_hash_covers_the_same_bytes_as_ever() {
         tier: 2,
         approval_id: String::new(),
         key_id: "k\"ey\\".into(),
-        decision: "allowed".into(),
-        code: "OK".into(),
+        decision: crate::audit::Decision::Allowed,
+        code: crate::audit::Code::of(tonic::Code::Ok),
         reason: "ünïcode \u{1b}[31m\n\t".into(),
         duration_ms: u64::MAX,
         input: "container=web".into(),

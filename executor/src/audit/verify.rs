@@ -1,9 +1,7 @@
 //! Verification of the chain: hashes and sequence, the start of a chain
 //! whose oldest segments retention deleted, and the signed checkpoints.
 
-use super::{
-    checkpoint_message, row_hash, segments, AuditRow, SignedReport, CHECKPOINT, GENESIS_HASH,
-};
+use super::{checkpoint_message, row_hash, segments, AuditRow, SignedReport, GENESIS_HASH};
 
 /// The chain, then every checkpoint's signature with `key`, then (when the
 /// operator kept one) that an exported checkpoint `(seq, hash)` is still in
@@ -23,7 +21,7 @@ pub fn verify_signed(
     };
     let first = rows.first().map_or(1, |r| r.seq);
     for (i, row) in rows.iter().enumerate() {
-        if row.entry.decision != CHECKPOINT {
+        if row.entry.decision != super::Decision::Checkpoint {
             continue;
         }
         let at = row.seq;

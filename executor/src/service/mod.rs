@@ -31,7 +31,7 @@ use drydock_proto::pb;
 use tonic::{Request, Response, Status};
 
 use crate::approval::{ApprovalError, ApprovalInput, ApprovalVerifier};
-use crate::audit::{AuditEntry, AuditError, AuditLog, NonceRecord};
+use crate::audit::{self, AuditEntry, AuditError, AuditLog, Decision, NonceRecord};
 use crate::config::LimitsConfig;
 use crate::docker::{
     ContainerDetails, ContainerSummary, DockerAdapter, DockerError, Health, HealthcheckSpec,
@@ -115,8 +115,8 @@ impl ExecError {
         }
     }
 
-    /// `denied` for refusals by drydock's own rules, `error` for failures.
-    fn decision(&self) -> &'static str {
+    /// `Denied` for refusals by drydock's own rules, `Error` for failures.
+    fn decision(&self) -> Decision {
         match self {
             ExecError::Unauthenticated(_)
             | ExecError::InvalidArgument(_)
@@ -127,8 +127,8 @@ impl ExecError {
             | ExecError::ServiceNotFound { .. }
             | ExecError::NotConfigured(_)
             | ExecError::RateLimited(_)
-            | ExecError::TooManyStreams(_) => "denied",
-            _ => "error",
+            | ExecError::TooManyStreams(_) => Decision::Denied,
+            _ => Decision::Error,
         }
     }
 }
@@ -288,8 +288,8 @@ impl ExecutorService {
                     refusals.audit(&audit, || AuditEntry {
                         caller,
                         action: "health".into(),
-                        decision: "denied".into(),
-                        code: "Unauthenticated".into(),
+                        decision: crate::audit::Decision::Denied,
+                        code: crate::audit::Code::of(tonic::Code::Unauthenticated),
                         reason: why.clone(),
                         ..Default::default()
                     });
@@ -455,19 +455,19 @@ async fn finish_call<T>(
         .then(|| crate::ratelimit::summary_entry(&call.entry.caller, call.suppressed));
     match &result {
         Ok(_) => {
-            call.entry.decision = "allowed".into();
-            call.entry.code = "OK".into();
+            call.entry.decision = Decision::Allowed;
+            call.entry.code = audit::Code::of(tonic::Code::Ok);
         }
         Err(e) => {
-            call.entry.decision = e.decision().into();
-            call.entry.code = format!("{:?}", e.code());
+            call.entry.decision = e.decision();
+            call.entry.code = audit::Code::of(e.code());
             call.entry.reason = e.audit_reason();
         }
     }
     let mut entry = call.entry;
     // Only answered reads are deferred: a refusal's row (someone probing)
     // is committed before the refusal is answered.
-    if entry.tier == Tier::Read as u32 && entry.decision == "allowed" && summary.is_none() {
+    if answered_read(&entry) && summary.is_none() {
         // Its line is at `debug`: copied only when that level is on.
         let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| entry.clone());
         // A read's row is queued before the answer leaves and committed
@@ -517,6 +517,12 @@ async fn finish_call<T>(
 
 /// One log line per call; `audit_seq` is absent for a read whose row is
 /// still queued.
+/// A read that was answered: the one kind of row that may be committed
+/// just after its answer (`audit/commit.rs`), and logged at `debug`.
+fn answered_read(e: &AuditEntry) -> bool {
+    e.tier == Tier::Read as u32 && e.decision == Decision::Allowed
+}
+
 /// Every call's line in the log: at `info` for a write or a refusal, at
 /// `debug` for an answered read (its audit row is the record; a line per
 /// read at info cost as much as the row).
@@ -530,7 +536,7 @@ fn log_call(seq: Option<i64>, e: &AuditEntry) {
             )
         };
     }
-    if e.tier == Tier::Read as u32 && e.decision == "allowed" {
+    if answered_read(e) {
         call_line!(debug);
     } else {
         call_line!(info);

@@ -471,8 +471,8 @@ impl ExecutorService {
         crate::grants::service_precondition(action, service, &tasks, now)?;
         crate::grants::service_class_consistent(fault_class, service, &tasks, now)?;
         let mut intent = call.entry.clone();
-        intent.decision = crate::audit::INTENT.into();
-        intent.code = String::new();
+        intent.decision = crate::audit::Decision::Intent;
+        intent.code = crate::audit::Code::NONE;
         intent.reason = format!(
             "grant {} used for {} of service {} ({fault_class}); calling Docker",
             claims.grant_id,

@@ -132,8 +132,8 @@ impl ExecutorService {
         crate::grants::precondition(action, &state)?;
         crate::grants::class_consistent(fault_class, &state)?;
         let mut intent = call.entry.clone();
-        intent.decision = crate::audit::INTENT.into();
-        intent.code = String::new();
+        intent.decision = crate::audit::Decision::Intent;
+        intent.code = crate::audit::Code::NONE;
         intent.reason = format!(
             "grant {} used for {} of {} ({fault_class}); calling Docker",
             claims.grant_id,
@@ -200,8 +200,8 @@ impl ExecutorService {
             key_id: &approved.key_id,
         };
         let mut intent = call.entry.clone();
-        intent.decision = crate::audit::INTENT.into();
-        intent.code = String::new();
+        intent.decision = crate::audit::Decision::Intent;
+        intent.code = crate::audit::Code::NONE;
         intent.reason = format!(
             "approval {} spent (nonce {}); calling Docker",
             truncate_for_audit(&approved.claims.approval_id),
