@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::model::span;
+use crate::model::HealthStatus;
 use crate::model::{
     Change, ContainerView, FaultClass, Fingerprint, Incarnation, COMPOSE_CONFIG_HASH_LABEL,
     COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, OCI_REVISION, OCI_SOURCE,
@@ -83,7 +84,7 @@ pub fn failing_since(c: &ContainerView, now: i64) -> Option<i64> {
     if exited_badly || c.restarting {
         return Some(unix_of(&c.finished_at).unwrap_or(now));
     }
-    (c.running && c.health_status == "unhealthy").then_some(now)
+    (c.running && c.health_status == HealthStatus::Unhealthy).then_some(now)
 }
 
 /// The service two containers are incarnations of: the compose project and

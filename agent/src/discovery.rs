@@ -8,6 +8,8 @@
 //! that is the one people mean. Words in other scripts ("backend 挂了") are
 //! separators, so the names among them still count.
 
+use crate::model::ContainerState;
+use crate::model::HealthStatus;
 use crate::model::{
     Candidate, ContainerSummaryView, ContainerView, ServiceSummaryView, TargetKind,
     COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, SWARM_SERVICE_ID_LABEL,
@@ -176,9 +178,7 @@ fn candidate(c: &ContainerSummaryView, score: u32, why: impl Into<String>) -> Ca
         container_name: c.name.clone(),
         image: c.image.clone(),
         state: c.state.clone(),
-        health: Some(c.health())
-            .filter(|h| *h != "none")
-            .map(str::to_string),
+        health: Some(c.health()).filter(|h| *h != HealthStatus::None),
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
         score,
         why: why.into(),
@@ -449,12 +449,12 @@ fn exit_code_of(c: &ContainerSummaryView) -> Option<i64> {
 }
 
 fn in_state(c: &ContainerSummaryView, state: Described) -> bool {
-    let unhealthy = c.state == "running" && c.status.contains("(unhealthy)");
-    let restarting = c.state == "restarting" || c.status.starts_with("Restarting");
-    let failed_exit = matches!(c.state.as_str(), "exited" | "dead") && exit_code_of(c) != Some(0);
+    let unhealthy = c.state == ContainerState::Running && c.health() == HealthStatus::Unhealthy;
+    let restarting = c.restarting();
+    let failed_exit = c.state.is_down() && exit_code_of(c) != Some(0);
     match state {
         Described::Unhealthy | Described::Slow => unhealthy,
-        Described::WontStart => c.state == "created" || failed_exit || restarting,
+        Described::WontStart => c.state == ContainerState::Created || failed_exit || restarting,
         Described::Restarting => restarting,
         Described::Crashed => failed_exit,
     }
@@ -496,8 +496,10 @@ fn view_in_state(v: &ContainerView, state: Described) -> bool {
         v.restarting || (v.restart_count >= 3 && !matches!(v.restart_policy.as_str(), "" | "no"));
     let failed_exit = !v.running && v.exit_code != 0;
     match state {
-        Described::Unhealthy | Described::Slow => v.running && v.health_status == "unhealthy",
-        Described::WontStart => failed_exit || looping || v.status == "created",
+        Described::Unhealthy | Described::Slow => {
+            v.running && v.health_status == HealthStatus::Unhealthy
+        }
+        Described::WontStart => failed_exit || looping || v.status == ContainerState::Created,
         Described::Restarting => looping,
         Described::Crashed => failed_exit || looping,
     }
@@ -638,7 +640,11 @@ pub fn rows_with_services(
             id: s.id.clone(),
             name: s.name.clone(),
             image: s.image.clone(),
-            state: if healthy { "running" } else { "degraded" }.into(),
+            state: if healthy {
+                ContainerState::Running
+            } else {
+                ContainerState::Other("degraded".into())
+            },
             status: format!("{}/{} tasks", s.running, s.desired),
             labels,
             ..Default::default()

@@ -17,10 +17,10 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ApproverView, ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView,
-    EngineDiskView, HealthProbeView, HealthcheckView, HttpCheckView, ImageView, LogLineView,
-    LogsView, MountUsageView, NodeView, PolicyView, ServiceSummaryView, ServiceView, StatsView,
-    TaskView,
+    ApproverView, ContainerEvent, ContainerState, ContainerSummaryView, ContainerView,
+    DiskUsageView, EngineDiskView, EventAction, HealthProbeView, HealthStatus, HealthcheckView,
+    HttpCheckView, ImageView, LogLineView, LogsView, MountUsageView, NodeView, PolicyView,
+    ServiceSummaryView, ServiceView, StatsView, TaskView,
 };
 
 mod health;
@@ -323,7 +323,7 @@ impl ExecutorClient {
                 id: c.id,
                 name: c.name,
                 image: c.image,
-                state: c.state,
+                state: ContainerState::parse(&c.state),
                 status: c.status,
                 labels: c.labels.into_iter().collect(),
                 public_ports: c.public_ports,
@@ -353,7 +353,7 @@ impl ExecutorClient {
             id: r.id,
             name: r.name,
             image: r.image,
-            status: state.status,
+            status: ContainerState::parse(&state.status),
             running: state.running,
             restarting: state.restarting,
             oom_killed: state.oom_killed,
@@ -362,9 +362,9 @@ impl ExecutorClient {
             started_at: state.started_at,
             finished_at: state.finished_at,
             health_status: if health.status.is_empty() {
-                "none".into()
+                HealthStatus::None
             } else {
-                health.status
+                HealthStatus::parse(&health.status)
             },
             failing_streak: health.failing_streak,
             health_log: health
@@ -683,6 +683,7 @@ pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
         "node" => (e.node_id, format!("node_{}", e.action)),
         _ => (e.container_id, e.action),
     };
+    let action = EventAction::parse(&action);
     ContainerEvent {
         time_nanos: e.time_unix_nanos,
         container_id: id,
@@ -690,7 +691,7 @@ pub fn container_event(e: pb::ContainerEvent) -> ContainerEvent {
         action,
         exit_code: e.has_exit_code.then_some(e.exit_code),
         signal: e.signal,
-        health: e.health_status,
+        health: (!e.health_status.is_empty()).then(|| HealthStatus::parse(&e.health_status)),
         image: e.image,
         project: e.compose_project,
         service: e.compose_service,

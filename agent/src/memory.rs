@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::change::unix_of;
 use crate::model::{span, FaultClass, Request, Status, WriteAction};
+use crate::model::{EventAction, HealthStatus};
 use crate::store::{journal, Store, StoreError};
 
 /// A repair held when the target did not fail again within this long.
@@ -76,13 +77,19 @@ impl History {
             week_ago.saturating_mul(1_000_000_000),
             2000,
         )?;
-        let deaths_this_week = events.iter().filter(|e| e.action == "die").count() as u32;
-        let oom_kills_this_week = events.iter().filter(|e| e.action == "oom").count() as u32;
+        let deaths_this_week = events
+            .iter()
+            .filter(|e| e.action == EventAction::Die)
+            .count() as u32;
+        let oom_kills_this_week = events
+            .iter()
+            .filter(|e| e.action == EventAction::Oom)
+            .count() as u32;
         // Every moment the target was seen failing: its deaths and
         // unhealthy turns, each request about it, and this one.
         let mut failures: Vec<i64> = events
             .iter()
-            .filter(|e| e.action == "die" || e.health == "unhealthy")
+            .filter(|e| e.action == EventAction::Die || e.health == Some(HealthStatus::Unhealthy))
             .map(|e| e.time_nanos / 1_000_000_000)
             .chain(past.iter().filter_map(|r| unix_of(&r.created_at)))
             .chain([now_unix])

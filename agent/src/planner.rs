@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::disk;
+use crate::model::HealthStatus;
 use crate::model::{
     Change, ContainerView, DiskUsageView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView,
     Target, WriteAction,
@@ -43,8 +44,8 @@ impl DependencyState {
         self.container.as_ref().is_some_and(|c| {
             c.running
                 && !c.restarting
-                && c.health_status != "unhealthy"
-                && c.health_status != "starting"
+                && c.health_status != HealthStatus::Unhealthy
+                && c.health_status != HealthStatus::Starting
         })
     }
 }

@@ -14,6 +14,7 @@ pub mod past;
 pub mod question;
 pub mod swarm;
 
+use crate::model::{EventAction, HealthStatus};
 use logs::LOG_WINDOW;
 
 /// Whether `text` matches the constant `pattern`, compiled once at each
@@ -252,7 +253,7 @@ fn restart_loop(f: &Facts<'_, '_>) -> Option<Primary> {
 /// runs and fails (with the newest error line the process logged).
 fn unhealthy(f: &Facts<'_, '_>) -> Option<Primary> {
     let c = f.c;
-    if !(c.running && c.health_status == "unhealthy") {
+    if !(c.running && c.health_status == HealthStatus::Unhealthy) {
         return None;
     }
     let last_probe = c
@@ -310,7 +311,7 @@ fn running(f: &Facts<'_, '_>) -> Option<Primary> {
             format!(
                 "{} is running{}",
                 f.name,
-                if f.c.health_status == "healthy" {
+                if f.c.health_status == HealthStatus::Healthy {
                     " and its healthcheck passes"
                 } else {
                     ""
@@ -379,7 +380,7 @@ fn stopped(f: &Facts<'_, '_>) -> Option<Primary> {
         events::Death::Requested(stop) if c.exit_code != 0 => format!(
             "was stopped at {} ({}{}; exit {}, not an OOM kill)",
             events::clock(stop),
-            if stop.action == "kill" {
+            if stop.action == EventAction::Kill {
                 "`docker kill`/`stop` sent signal "
             } else {
                 "`docker stop`"

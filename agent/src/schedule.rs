@@ -16,6 +16,7 @@ use crate::engine::Engine;
 use crate::model::{
     unix_now, FaultClass, Request, RequestOptions, RequestSource, Schedule, Status, Verdict,
 };
+use crate::model::{ContainerState, HealthStatus};
 use crate::notify::Notifier;
 use crate::store::schedules;
 
@@ -61,9 +62,9 @@ pub fn verdict_of(req: &Request) -> Option<Verdict> {
             if fits.is_empty() {
                 return None;
             }
-            let fine = fits
-                .iter()
-                .all(|c| c.state == "running" && c.health.as_deref() != Some("unhealthy"));
+            let fine = fits.iter().all(|c| {
+                c.state == ContainerState::Running && c.health != Some(HealthStatus::Unhealthy)
+            });
             Some(if fine {
                 Verdict::Healthy
             } else {
@@ -257,7 +258,7 @@ mod tests {
             container_name: "shop-web-1".into(),
             image: "i".into(),
             state: state.into(),
-            health: health.map(str::to_string),
+            health: health.map(Into::into),
             service: None,
             score,
             why: String::new(),

@@ -51,7 +51,7 @@ pub fn event_lines(event: &Event) -> Vec<String> {
                 out.push(format!(
                     "  candidate: {}{on} [{}] image {} — {}",
                     safe(&c.container_name),
-                    safe(&c.state),
+                    safe(c.state.as_str()),
                     safe(&c.image),
                     safe(&c.why)
                 ));

@@ -411,3 +411,67 @@ fn unsafe_code_lives_only_in_drydock_heap() {
     }
     assert_eq!(blocks_in_heap, 1, "drydock-heap holds one unsafe block");
 }
+
+/// Docker's words (a container's state, its health, an event's action, a
+/// task's or an update's state, a service's mode, a node's state) as
+/// strings compared in `source`: each `(line, text)`.
+fn docker_words_compared(source: &str) -> Vec<(usize, String)> {
+    // (`status` is left out: a container's is typed, and the list's is
+    // `docker ps`'s prose, read by `ContainerSummaryView::health`.)
+    let fields = "state|health|health_status|action|desired_state|update_state|mode|availability";
+    let compared = regex::Regex::new(&format!(
+        r#"\.({fields})\s*(==|!=)\s*"|\.({fields})\.as_str\(\)\s*(==|!=)|\.({fields})\.as_deref\(\)\s*(==|!=)|match\s+[\w.]*\.({fields})\.as_str\(\)"#
+    ))
+    .unwrap();
+    source
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| compared.is_match(l))
+        .map(|(n, l)| (n + 1, l.trim().to_string()))
+        .collect()
+}
+
+/// Docker's words are parsed once, where the executor's answer enters the
+/// agent (`drydock_vocab::docker`); the agent and the CLI match on the
+/// enums and never compare Docker's strings.
+#[test]
+fn no_docker_word_is_compared_as_a_string_past_the_parser() {
+    let root = drydock_e2e::workspace_root();
+    let mut found = Vec::new();
+    for dir in ["agent/src", "cli/src", "vocab/src"] {
+        for entry in walk(&root.join(dir)) {
+            let text = std::fs::read_to_string(&entry).unwrap();
+            for (line, code) in docker_words_compared(&text) {
+                found.push(format!("{}:{line}: {code}", entry.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "compare the enums instead:\n{}",
+        found.join("\n")
+    );
+    // The check sees what it looks for.
+    assert_eq!(
+        docker_words_compared(
+            "if c.state == \"running\" {}\nmatch e.action.as_str() {\nlet x = t.state.as_str() == y;\n// c.state == \"x\"\n"
+        )
+        .len(),
+        3
+    );
+}
+
+/// Every `.rs` file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}

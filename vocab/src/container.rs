@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::docker::{ContainerState, EventAction, HealthStatus};
+
 /// One engine event of a visible container, as the executor streams it
 /// (`WatchEvents`, `ContainerEvents`) and the agent's journal keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
@@ -19,13 +21,14 @@ pub struct ContainerEvent {
     /// (whose id `container_id` then holds): service_create,
     /// service_update, service_remove, node_create, node_update,
     /// node_remove.
-    pub action: String,
+    pub action: EventAction,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub signal: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub health: String,
+    /// A `health_status` event's verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthStatus>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -42,7 +45,8 @@ pub struct ContainerSummaryView {
     pub id: String,
     pub name: String,
     pub image: String,
-    pub state: String,
+    pub state: ContainerState,
+    /// `docker ps`'s words (`Up 5 minutes (unhealthy)`).
     pub status: String,
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -74,7 +78,7 @@ pub struct ContainerView {
     pub id: String,
     pub name: String,
     pub image: String,
-    pub status: String,
+    pub status: ContainerState,
     pub running: bool,
     pub restarting: bool,
     pub oom_killed: bool,
@@ -83,7 +87,7 @@ pub struct ContainerView {
     pub started_at: String,
     pub finished_at: String,
     /// `none`, `starting`, `healthy`, `unhealthy`.
-    pub health_status: String,
+    pub health_status: HealthStatus,
     pub failing_streak: u32,
     pub health_log: Vec<HealthProbeView>,
     pub healthcheck: Option<HealthcheckView>,
@@ -172,22 +176,28 @@ impl ContainerView {
 impl ContainerSummaryView {
     /// Broken as `docker ps` shows it: not running, or unhealthy.
     pub fn is_broken(&self) -> bool {
-        self.state != "running" || self.status.contains("(unhealthy)")
+        self.state != ContainerState::Running || self.health() == HealthStatus::Unhealthy
     }
 
-    /// Its health as `docker ps` shows it (`Up 5 minutes (unhealthy)`):
-    /// `healthy`, `unhealthy`, `starting`, or `none` without a healthcheck.
-    pub fn health(&self) -> &'static str {
+    /// Its health as `docker ps` shows it (`Up 5 minutes (unhealthy)`),
+    /// `None` without a healthcheck: the one reader of those words.
+    pub fn health(&self) -> HealthStatus {
         let status = self.status.as_str();
         if status.contains("(unhealthy)") {
-            "unhealthy"
+            HealthStatus::Unhealthy
         } else if status.contains("(healthy)") {
-            "healthy"
+            HealthStatus::Healthy
         } else if status.contains("(health: starting)") {
-            "starting"
+            HealthStatus::Starting
         } else {
-            "none"
+            HealthStatus::None
         }
+    }
+
+    /// Restarting, as the list says it (the state, or a status that
+    /// starts `Restarting`).
+    pub fn restarting(&self) -> bool {
+        self.state == ContainerState::Restarting || self.status.starts_with("Restarting")
     }
 }
 
@@ -407,7 +417,7 @@ mod tests {
                 status: status.into(),
                 ..Default::default()
             };
-            assert_eq!(c.health(), want, "{status}");
+            assert_eq!(c.health().as_str(), want, "{status}");
         }
     }
 }

@@ -18,6 +18,7 @@
 pub mod api;
 pub mod change;
 pub mod container;
+pub mod docker;
 pub mod event;
 pub mod request;
 pub mod swarm;
@@ -26,6 +27,7 @@ pub mod time;
 pub use api::*;
 pub use change::*;
 pub use container::*;
+pub use docker::*;
 pub use drydock_proto::approval::{ServiceClaims, WriteAction};
 pub use drydock_proto::FaultClass;
 pub use event::*;

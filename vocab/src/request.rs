@@ -178,11 +178,13 @@ pub struct Candidate {
     pub container_id: String,
     pub container_name: String,
     pub image: String,
-    pub state: String,
+    /// A container's state; a service's is `running` or, short of tasks,
+    /// `degraded`.
+    pub state: crate::docker::ContainerState,
     /// Its healthcheck's verdict when it has one (`healthy`, `unhealthy`,
     /// `starting`), as the engine listed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<String>,
+    pub health: Option<crate::docker::HealthStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     pub score: u32,

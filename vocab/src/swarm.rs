@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::container::HealthcheckView;
+use crate::docker::{NodeAvailability, NodeState, ServiceMode, TaskState, UpdateState};
 
 /// The Swarm stack label (`docker stack deploy` sets it on every service).
 pub const STACK_NAMESPACE_LABEL: &str = "com.docker.stack.namespace";
@@ -24,13 +25,13 @@ pub struct ServiceSummaryView {
     pub stack: String,
     pub image: String,
     /// `replicated`, `global`, `replicated-job` or `global-job`.
-    pub mode: String,
+    pub mode: ServiceMode,
     pub desired: u64,
     pub running: u64,
     /// The last update: "" (none), `updating`, `paused`, `completed`,
     /// `rollback_started`, `rollback_paused` or `rollback_completed`.
     #[serde(default)]
-    pub update_state: String,
+    pub update_state: UpdateState,
     /// The spec version; an approval binds it.
     pub version: u64,
     #[serde(default)]
@@ -110,8 +111,8 @@ pub struct TaskView {
     #[serde(default)]
     pub node_id: String,
     /// `pending`, `running`, `failed`, `rejected`, `shutdown`, ...
-    pub state: String,
-    pub desired_state: String,
+    pub state: TaskState,
+    pub desired_state: TaskState,
     /// The engine's words (`no suitable node (...)`), redacted.
     #[serde(default)]
     pub message: String,
@@ -140,7 +141,7 @@ impl TaskView {
 
     /// A task that ended badly: it failed, or no node would take it.
     pub fn failed(&self) -> bool {
-        matches!(self.state.as_str(), "failed" | "rejected")
+        self.state.is_failure()
     }
 }
 
@@ -152,9 +153,9 @@ pub struct NodeView {
     /// `manager` or `worker`.
     pub role: String,
     /// `ready`, `down`, `disconnected` or `unknown`.
-    pub state: String,
+    pub state: NodeState,
     /// `active`, `pause` or `drain`.
-    pub availability: String,
+    pub availability: NodeAvailability,
     #[serde(default)]
     pub message: String,
     #[serde(default)]
@@ -173,7 +174,7 @@ pub struct NodeView {
 impl NodeView {
     /// Whether Swarm may place tasks on it now.
     pub fn schedulable(&self) -> bool {
-        self.state == "ready" && self.availability == "active"
+        self.state == NodeState::Ready && self.availability == NodeAvailability::Active
     }
 }
 

@@ -59,7 +59,7 @@ fn view(c: &ContainerSummaryView, newest: Option<&Newest>) -> ContainerRow {
         image: c.image.clone(),
         state: c.state.clone(),
         status: c.status.clone(),
-        health: c.health().into(),
+        health: c.health(),
         project: c.labels.get(COMPOSE_PROJECT_LABEL).cloned(),
         service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
         last_request: newest.map(|n| n.last.clone()),

@@ -5,6 +5,7 @@
 
 use super::{Engine, RunbookEvidence, Stop};
 use crate::dependency;
+use crate::model::HealthStatus;
 use crate::model::*;
 use crate::planner;
 use crate::rules;
@@ -78,7 +79,7 @@ impl Engine {
         let (summary, reason) = match &container {
             Some(d) => (
                 format!("{} is container {}: state={} health={}", named.display(), d.name, d.status, d.health_status),
-                format!("{} cannot reach {}; that is container {}, which is {}{}", c.name, named.display(), d.name, d.status, if d.health_status != "none" { format!(" and {}", d.health_status) } else { String::new() }),
+                format!("{} cannot reach {}; that is container {}, which is {}{}", c.name, named.display(), d.name, d.status, if d.health_status != HealthStatus::None { format!(" and {}", d.health_status) } else { String::new() }),
             ),
             None => (
                 format!("no container behind {}", named.display()),

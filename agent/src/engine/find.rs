@@ -12,6 +12,7 @@ use super::{Engine, Stop};
 use crate::discovery::{self, Discovery};
 use crate::executor_client::{Executor, ExecutorError};
 use crate::hosts::Host;
+use crate::model::ContainerState;
 use crate::model::*;
 
 /// What one host showed.
@@ -153,7 +154,7 @@ impl Engine {
             Discovery::Found(c) => {
                 let running = containers
                     .iter()
-                    .any(|x| x.id == c.container_id && x.state == "running");
+                    .any(|x| x.id == c.container_id && x.state == ContainerState::Running);
                 let target = Target {
                     kind: c.kind,
                     stack: services

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{Engine, Gathered, Stop};
 use crate::executor_client::ExecutorError;
+use crate::model::UpdateState;
 use crate::model::*;
 use crate::rules::swarm::{diagnose_service, ServiceFinding, ServiceObservation};
 
@@ -164,7 +165,7 @@ impl Engine {
                     service.summary.desired,
                     service.summary.image,
                     service.summary.version,
-                    if service.summary.update_state.is_empty() {
+                    if service.summary.update_state == UpdateState::None {
                         String::new()
                     } else {
                         format!(", update {}", service.summary.update_state)
@@ -352,19 +353,16 @@ impl Engine {
                         ok: sum.desired > 0 && sum.running >= sum.desired,
                         detail: format!("{}: {}/{} tasks run", sum.name, sum.running, sum.desired),
                     });
-                    let settled = !matches!(
-                        sum.update_state.as_str(),
-                        "updating" | "rollback_started" | "paused" | "rollback_paused"
-                    );
+                    let settled = !(sum.update_state.in_progress() || sum.update_state.paused());
                     checks.push(VerificationCheck {
                         level: "updated".into(),
                         ok: settled,
                         detail: format!(
                             "update state: {}",
-                            if sum.update_state.is_empty() {
+                            if sum.update_state == UpdateState::None {
                                 "none"
                             } else {
-                                &sum.update_state
+                                sum.update_state.as_str()
                             }
                         ),
                     });

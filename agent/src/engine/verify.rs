@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Engine, RunbookEvidence, Stop};
+use crate::model::HealthStatus;
 use crate::model::*;
 
 /// With the container's events to wake on, how often it is still looked
@@ -84,7 +85,7 @@ impl Engine {
                     if c.healthcheck.is_some() {
                         checks.push(VerificationCheck {
                             level: "healthy".into(),
-                            ok: c.health_status == "healthy",
+                            ok: c.health_status == HealthStatus::Healthy,
                             detail: format!("{}: health={}", c.name, c.health_status),
                         });
                     }

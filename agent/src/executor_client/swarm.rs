@@ -6,8 +6,8 @@ use drydock_proto::pb;
 
 use super::{logs_view, Authority, ExecutorClient, ExecutorError, Written};
 use crate::model::{
-    HealthcheckView, LogsView, NodeView, ServiceSummaryView, ServiceView, TaskView,
-    UpdatePolicyView,
+    HealthcheckView, LogsView, NodeAvailability, NodeState, NodeView, ServiceMode,
+    ServiceSummaryView, ServiceView, TaskState, TaskView, UpdatePolicyView, UpdateState,
 };
 
 fn summary(s: pb::ServiceSummary) -> ServiceSummaryView {
@@ -16,10 +16,10 @@ fn summary(s: pb::ServiceSummary) -> ServiceSummaryView {
         name: s.name,
         stack: s.stack,
         image: s.image,
-        mode: s.mode,
+        mode: ServiceMode::parse(&s.mode),
         desired: s.desired,
         running: s.running,
-        update_state: s.update_state,
+        update_state: UpdateState::parse(&s.update_state),
         version: s.version,
         labels: s.labels.into_iter().collect(),
     }
@@ -117,8 +117,8 @@ impl ExecutorClient {
                 id: t.id,
                 slot: t.slot,
                 node_id: t.node_id,
-                state: t.state,
-                desired_state: t.desired_state,
+                state: TaskState::parse(&t.state),
+                desired_state: TaskState::parse(&t.desired_state),
                 message: t.message,
                 error: t.error,
                 timestamp: t.timestamp,
@@ -164,8 +164,8 @@ impl ExecutorClient {
                 id: n.id,
                 hostname: n.hostname,
                 role: n.role,
-                state: n.state,
-                availability: n.availability,
+                state: NodeState::parse(&n.state),
+                availability: NodeAvailability::parse(&n.availability),
                 message: n.message,
                 nano_cpus: n.nano_cpus,
                 memory_bytes: n.memory_bytes,

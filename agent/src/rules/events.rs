@@ -4,6 +4,7 @@
 //! often it died (a crash loop without a restart policy).
 
 use crate::model::ContainerEvent;
+use crate::model::{EventAction, HealthStatus};
 
 /// Seconds between a `kill`/`stop` and the `die` it caused, at most.
 const STOP_TO_DIE_SECS: i64 = 30;
@@ -25,7 +26,7 @@ pub fn clock_of(unix: i64) -> String {
 
 /// The newest `oom` event, when the engine recorded one in the window.
 pub fn oom(events: &[ContainerEvent]) -> Option<&ContainerEvent> {
-    events.iter().rev().find(|e| e.action == "oom")
+    events.iter().rev().find(|e| e.action == EventAction::Oom)
 }
 
 /// How the newest `die` came about, as the engine recorded it.
@@ -40,7 +41,7 @@ pub enum Death<'a> {
 }
 
 pub fn death(events: &[ContainerEvent]) -> Death<'_> {
-    let Some(die) = events.iter().rposition(|e| e.action == "die") else {
+    let Some(die) = events.iter().rposition(|e| e.action == EventAction::Die) else {
         return Death::NotRecorded;
     };
     let died_at = secs(&events[die]);
@@ -48,7 +49,8 @@ pub fn death(events: &[ContainerEvent]) -> Death<'_> {
         .iter()
         .rev()
         .find(|e| {
-            (e.action == "kill" || e.action == "stop") && died_at - secs(e) <= STOP_TO_DIE_SECS
+            (e.action == EventAction::Kill || e.action == EventAction::Stop)
+                && died_at - secs(e) <= STOP_TO_DIE_SECS
         })
         .map_or(Death::Unrequested, Death::Requested)
 }
@@ -58,7 +60,9 @@ pub fn failed_deaths(events: &[ContainerEvent], since_unix: i64) -> Vec<&Contain
     events
         .iter()
         .filter(|e| {
-            e.action == "die" && e.exit_code.is_some_and(|c| c != 0) && secs(e) >= since_unix
+            e.action == EventAction::Die
+                && e.exit_code.is_some_and(|c| c != 0)
+                && secs(e) >= since_unix
         })
         .collect()
 }
@@ -72,7 +76,7 @@ pub fn past_death(
     running: bool,
     asked_unix: Option<i64>,
 ) -> Option<&ContainerEvent> {
-    let deaths = || events.iter().filter(|e| e.action == "die");
+    let deaths = || events.iter().filter(|e| e.action == EventAction::Die);
     let newest = deaths().next_back();
     let chosen = match asked_unix {
         Some(t) => deaths().min_by_key(|e| (secs(e) - t).abs()),
@@ -102,8 +106,8 @@ pub fn before_death<'a>(
             .iter()
             .filter(move |e| died_at - secs(e) <= STOP_TO_DIE_SECS)
     };
-    let oom = near().rfind(|e| e.action == "oom");
-    let stop = near().rfind(|e| e.action == "kill" || e.action == "stop");
+    let oom = near().rfind(|e| e.action == EventAction::Oom);
+    let stop = near().rfind(|e| e.action == EventAction::Kill || e.action == EventAction::Stop);
     (oom, stop)
 }
 
@@ -114,10 +118,10 @@ pub fn started_after<'a>(
     die: &ContainerEvent,
 ) -> Option<(&'a ContainerEvent, bool)> {
     let later = events.get(index_of(events, die) + 1..).unwrap_or_default();
-    let start = later.iter().find(|e| e.action == "start")?;
-    let restart = later
-        .iter()
-        .any(|e| e.action == "restart" && (secs(e) - secs(start)).abs() <= STOP_TO_DIE_SECS);
+    let start = later.iter().find(|e| e.action == EventAction::Start)?;
+    let restart = later.iter().any(|e| {
+        e.action == EventAction::Restart && (secs(e) - secs(start)).abs() <= STOP_TO_DIE_SECS
+    });
     Some((start, restart))
 }
 /// What happened, oldest first, in a few words each: the answer to "why did
@@ -125,20 +129,24 @@ pub fn started_after<'a>(
 pub fn timeline(events: &[ContainerEvent]) -> String {
     events
         .iter()
-        .filter(|e| e.action != "health_status" || e.health == "unhealthy")
+        .filter(|e| {
+            e.action != EventAction::HealthStatus || e.health == Some(HealthStatus::Unhealthy)
+        })
         .rev()
         .take(12)
         .collect::<Vec<_>>()
         .into_iter()
         .rev()
         .map(|e| {
-            let what = match (e.action.as_str(), e.exit_code) {
-                ("die", Some(code)) => format!("died (exit {code})"),
-                ("kill", _) if !e.signal.is_empty() => format!("was sent signal {}", e.signal),
-                ("health_status", _) => "turned unhealthy".to_string(),
-                ("oom", _) => "hit its memory limit (oom)".to_string(),
-                ("start", _) => "started".to_string(),
-                (a, _) => a.replace('_', " "),
+            let what = match (&e.action, e.exit_code) {
+                (EventAction::Die, Some(code)) => format!("died (exit {code})"),
+                (EventAction::Kill, _) if !e.signal.is_empty() => {
+                    format!("was sent signal {}", e.signal)
+                }
+                (EventAction::HealthStatus, _) => "turned unhealthy".to_string(),
+                (EventAction::Oom, _) => "hit its memory limit (oom)".to_string(),
+                (EventAction::Start, _) => "started".to_string(),
+                (a, _) => a.as_str().replace('_', " "),
             };
             format!("{} {what}", clock(e))
         })

@@ -6,8 +6,8 @@
 use super::events::{self, clock};
 use super::question::AskedTime;
 use super::{cause, match_logs};
-use crate::model::ContainerEvent;
 use crate::model::{Cause, ContainerView, DeathLogs, FaultClass};
+use crate::model::{ContainerEvent, EventAction};
 
 /// The most of a log line a reason quotes: the evidence holds it whole.
 const MAX_QUOTE_CHARS: usize = 200;
@@ -39,7 +39,7 @@ pub fn cause_of(
 ) -> Option<Cause> {
     let die = events
         .iter()
-        .find(|e| e.action == "die" && e.time_nanos == death.logs.died_at_unix_nanos)?;
+        .find(|e| e.action == EventAction::Die && e.time_nanos == death.logs.died_at_unix_nanos)?;
     let name = &c.name;
     let exit = die.exit_code.map_or_else(
         || "exit code not recorded".to_string(),
@@ -69,7 +69,7 @@ pub fn cause_of(
             FaultClass::Stopped,
             format!(
                 "someone stopped it: {} at {}{}, not a crash",
-                if stop.action == "kill" {
+                if stop.action == EventAction::Kill {
                     "a kill"
                 } else {
                     "a stop"

@@ -8,6 +8,7 @@
 
 use super::{cause, match_logs, sentence, Finding};
 use crate::model::{Diagnosis, FaultClass, LogsView, NodeView, ServiceView, TaskView};
+use crate::model::{ServiceMode, TaskState};
 
 /// What diagnosis of one service rests on, with the ids of its evidence.
 pub struct ServiceObservation<'a> {
@@ -100,7 +101,10 @@ pub fn diagnose_service(obs: &ServiceObservation<'_>) -> ServiceFinding {
     let pending: Vec<&TaskView> = obs
         .tasks
         .iter()
-        .filter(|t| t.desired_state == "running" && matches!(t.state.as_str(), "pending" | "new"))
+        .filter(|t| {
+            t.desired_state == TaskState::Running
+                && matches!(t.state, TaskState::Pending | TaskState::New)
+        })
         .collect();
     let lines: Vec<String> = obs.logs.lines.iter().map(|l| l.text.clone()).collect();
     let log_match = match_logs(&lines);
@@ -110,18 +114,21 @@ pub fn diagnose_service(obs: &ServiceObservation<'_>) -> ServiceFinding {
         c.previous_ran = obs.tasks.iter().any(|t| {
             t.image == c.previous_image
                 && !t.failed()
-                && matches!(t.state.as_str(), "shutdown" | "running" | "complete")
+                && matches!(
+                    t.state,
+                    TaskState::Shutdown | TaskState::Running | TaskState::Complete
+                )
         });
     }
     let (mut matched_line, mut detail) = (None, None);
-    let primary = if sum.desired == 0 && sum.mode == "replicated" {
+    let primary = if sum.desired == 0 && sum.mode == ServiceMode::Replicated {
         cause(
             FaultClass::Stopped,
             format!("{name} is scaled to zero: it wants no task, so none runs"),
             0.8,
             &[sev],
         )
-    } else if sum.desired == 0 && sum.mode == "global" {
+    } else if sum.desired == 0 && sum.mode == ServiceMode::Global {
         // A global service wants a task on every node that may take one:
         // none wanted means no node may.
         let down = unavailable_nodes(obs.nodes);

@@ -9,14 +9,19 @@
 use rusqlite::{params, OptionalExtension as _};
 
 use super::{Store, StoreError};
-use crate::model::ContainerEvent;
+use crate::model::{ContainerEvent, EventAction, HealthStatus};
+
+/// A health_status event's verdict as the journal stores it ("" for none).
+fn health_text(e: &ContainerEvent) -> &str {
+    e.health.as_ref().map_or("", HealthStatus::as_str)
+}
 
 /// Record an event; `false` when it was already there (a replay).
 pub fn record(store: &Store, e: &ContainerEvent) -> Result<bool, StoreError> {
     let n = store.lock().execute(
         "INSERT OR IGNORE INTO journal (time_nanos, container_id, name, action, exit_code, signal, health, image, project, service, host)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![e.time_nanos, e.container_id, e.name, e.action, e.exit_code, e.signal, e.health, e.image, e.project, e.service, e.host],
+        params![e.time_nanos, e.container_id, e.name, e.action.as_str(), e.exit_code, e.signal, health_text(e), e.image, e.project, e.service, e.host],
     )?;
     Ok(n == 1)
 }
@@ -39,7 +44,7 @@ pub fn last_time(store: &Store, host: &str) -> Result<Option<i64>, StoreError> {
 pub fn set_trigger(store: &Store, e: &ContainerEvent, state: &str) -> Result<(), StoreError> {
     store.lock().execute(
         "UPDATE journal SET trigger = ?5 WHERE time_nanos = ?1 AND container_id = ?2 AND action = ?3 AND health = ?4",
-        params![e.time_nanos, e.container_id, e.action, e.health, state],
+        params![e.time_nanos, e.container_id, e.action.as_str(), health_text(e), state],
     )?;
     Ok(())
 }
@@ -57,10 +62,12 @@ fn select(
                 time_nanos: r.get(0)?,
                 container_id: r.get(1)?,
                 name: r.get(2)?,
-                action: r.get(3)?,
+                action: EventAction::parse(&r.get::<_, String>(3)?),
                 exit_code: r.get(4)?,
                 signal: r.get(5)?,
-                health: r.get(6)?,
+                health: Some(r.get::<_, String>(6)?)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| HealthStatus::parse(&h)),
                 image: r.get(7)?,
                 project: r.get(8)?,
                 service: r.get(9)?,

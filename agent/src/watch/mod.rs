@@ -36,6 +36,7 @@ use crate::config::WatchConfig;
 use crate::executor_client::ExecutorClient;
 use crate::executor_client::Reads as _;
 use crate::model::{ContainerEvent, Request, RequestOptions, RequestSource};
+use crate::model::{EventAction, HealthStatus};
 use crate::store::{fingerprints, journal, Store};
 
 /// How the watcher and the alert intake open a request: the engine, as seen
@@ -70,10 +71,12 @@ impl Trigger {
 /// Whether a new event is a trigger. `recent` holds the container's
 /// earlier events (for telling a person's stop or kill from a crash).
 pub fn trigger_of(e: &ContainerEvent, recent: &[ContainerEvent]) -> Option<Trigger> {
-    match e.action.as_str() {
-        "health_status" if e.health == "unhealthy" => Some(Trigger::Unhealthy),
-        "oom" => Some(Trigger::OomKilled),
-        "die" => {
+    match e.action {
+        EventAction::HealthStatus if e.health == Some(HealthStatus::Unhealthy) => {
+            Some(Trigger::Unhealthy)
+        }
+        EventAction::Oom => Some(Trigger::OomKilled),
+        EventAction::Die => {
             let code = e.exit_code.unwrap_or(0);
             if code == 0 {
                 return None;
@@ -83,7 +86,10 @@ pub fn trigger_of(e: &ContainerEvent, recent: &[ContainerEvent]) -> Option<Trigg
             let caused = recent.iter().any(|r| {
                 r.time_nanos <= e.time_nanos
                     && e.time_nanos - r.time_nanos <= 30_000_000_000
-                    && matches!(r.action.as_str(), "kill" | "stop" | "oom")
+                    && matches!(
+                        r.action,
+                        EventAction::Kill | EventAction::Stop | EventAction::Oom
+                    )
             });
             (!caused).then_some(Trigger::Crashed { exit_code: code })
         }
@@ -273,7 +279,10 @@ impl Watcher {
         }
         // What it is, remembered as it comes to be: a later failure of
         // another incarnation is compared with it.
-        if matches!(e.action.as_str(), "create" | "start" | "rename") {
+        if matches!(
+            e.action,
+            EventAction::Create | EventAction::Start | EventAction::Rename
+        ) {
             let (store, executor, id, host) = (
                 self.store.clone(),
                 self.executor.clone(),
@@ -344,22 +353,24 @@ impl Watcher {
         let window_start = e.time_nanos - self.config.crash_loop_window.as_nanos() as i64;
         let exits = recent
             .iter()
-            .filter(|r| r.action == "die" && r.time_nanos >= window_start)
+            .filter(|r| r.action == EventAction::Die && r.time_nanos >= window_start)
             .count() as u32;
         let crash_loop = exits >= self.config.crash_loop_restarts;
         // A restart policy starts it again 100 ms after the death at the
         // earliest; a `start` stamped closer is the engine announcing the
         // first start of a process that died at once (the event can come
         // after the death's `FinishedAt`), not Docker restarting it.
-        let restarted_by_docker = recent
-            .iter()
-            .any(|r| r.action == "start" && r.time_nanos > e.time_nanos + RESTART_MIN_DELAY_NANOS);
+        let restarted_by_docker = recent.iter().any(|r| {
+            r.action == EventAction::Start && r.time_nanos > e.time_nanos + RESTART_MIN_DELAY_NANOS
+        });
         if !crash_loop && restarted_by_docker && matches!(p.trigger, Trigger::Crashed { .. }) {
             tracing::info!(container = %e.name, "Docker restarted it by itself; observing, not acting");
             return "skipped";
         }
         let healthy_again = recent.iter().any(|r| {
-            r.time_nanos > e.time_nanos && r.action == "health_status" && r.health == "healthy"
+            r.time_nanos > e.time_nanos
+                && r.action == EventAction::HealthStatus
+                && r.health == Some(HealthStatus::Healthy)
         });
         if healthy_again && p.trigger == Trigger::Unhealthy {
             tracing::info!(container = %e.name, "healthy again before the debounce ended; no request");
@@ -456,7 +467,7 @@ mod tests {
             ..WatchConfig::default()
         };
         let unhealthy = |t| ContainerEvent {
-            health: "unhealthy".into(),
+            health: Some("unhealthy".into()),
             ..ev(t, "health_status", None)
         };
         // A first verdict of Docker's: at once.
@@ -533,9 +544,9 @@ mod tests {
             Some(Trigger::OomKilled)
         );
         let mut unhealthy = ev(100, "health_status", None);
-        unhealthy.health = "unhealthy".into();
+        unhealthy.health = Some("unhealthy".into());
         assert_eq!(trigger_of(&unhealthy, &[]), Some(Trigger::Unhealthy));
-        unhealthy.health = "healthy".into();
+        unhealthy.health = Some("healthy".into());
         assert_eq!(trigger_of(&unhealthy, &[]), None);
         assert_eq!(trigger_of(&ev(100, "start", None), &[]), None);
     }

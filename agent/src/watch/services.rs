@@ -15,9 +15,7 @@ use crate::model::{RequestOptions, RequestSource, ServiceSummaryView};
 /// Whether a service is short of tasks: it wants some, runs fewer, and no
 /// update of it is under way (Swarm replaces tasks then by design).
 pub fn short_of_tasks(s: &ServiceSummaryView) -> bool {
-    s.desired > 0
-        && s.running < s.desired
-        && !matches!(s.update_state.as_str(), "updating" | "rollback_started")
+    s.desired > 0 && s.running < s.desired && !s.update_state.in_progress()
 }
 
 impl Watcher {

@@ -81,7 +81,7 @@ async fn verification_wakes_on_the_containers_events_not_on_a_poll() {
             container_id: WEB.into(),
             name: "web".into(),
             action: "health_status".into(),
-            health: "healthy".into(),
+            health: Some("healthy".into()),
             ..Default::default()
         });
     });
