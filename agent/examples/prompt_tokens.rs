@@ -11,7 +11,7 @@ use std::time::Instant;
 use drydock_agent::llm::investigate::render_evidence;
 use drydock_agent::llm::untrusted::Boundary;
 use drydock_agent::llm::{compact, estimate_tokens};
-use drydock_agent::model::{Evidence, LogLineView, LogsView};
+use drydock_agent::model::{Evidence, EvidencePayload, LogLineView, LogsView};
 
 /// A web service's day: access logs with varying ids and latencies, a
 /// periodic health line, occasional slow-query warnings, and a burst of
@@ -84,10 +84,9 @@ fn measure(label: &str, lines: &[String]) {
     // Compacted: exactly what the investigation sends for logs evidence.
     let evidence = Evidence {
         id: "ev-bench".into(),
-        kind: "logs".into(),
         source: "ContainerLogs".into(),
         timestamp: String::new(),
-        data: serde_json::to_value(LogsView {
+        payload: EvidencePayload::Logs(LogsView {
             lines: lines
                 .iter()
                 .map(|t| LogLineView {
@@ -98,8 +97,7 @@ fn measure(label: &str, lines: &[String]) {
                 .collect(),
             truncated: false,
             redactions: 0,
-        })
-        .unwrap_or_default(),
+        }),
     };
     let started = Instant::now();
     let compacted = render_evidence(&boundary, &evidence);

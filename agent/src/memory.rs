@@ -9,247 +9,103 @@
 //! requests and journal rows after `store.retention`: the memory is
 //! bounded by the same caps.
 
-use serde::{Deserialize, Serialize};
-
 use crate::change::unix_of;
-use crate::model::{span, FaultClass, Request, Status, WriteAction};
 use crate::model::{EventAction, HealthStatus};
+use crate::model::{History, PastRepair, PastRequest, WriteAction, HELD_FOR_SECS};
 use crate::store::{journal, Store, StoreError};
 
-/// A repair held when the target did not fail again within this long.
-pub const HELD_FOR_SECS: i64 = 24 * 3600;
 /// Earlier requests looked at.
 const MAX_PAST: u32 = 20;
 const WEEK_SECS: i64 = 7 * 86_400;
 /// A failure this soon after a write is the write's own restart.
 const SETTLE_SECS: i64 = 5;
-/// Restarts that did not hold, in a row, after which another is not
-/// proposed without saying so.
-pub const RESTARTS_BEFORE_TELLING: usize = 2;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct History {
-    /// Earlier requests about the target, newest first.
-    pub requests: Vec<PastRequest>,
-    /// Their restarts and starts, newest first, with how long each held.
-    pub repairs: Vec<PastRepair>,
-    pub deaths_this_week: u32,
-    pub oom_kills_this_week: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PastRequest {
-    pub id: String,
-    pub created_at: String,
-    pub status: Status,
-    #[serde(default)]
-    pub class: Option<FaultClass>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PastRepair {
-    pub request_id: String,
-    pub action: WriteAction,
-    pub at: String,
-    /// Until the next failure (a death, an unhealthy turn, a request about
-    /// it), or until now when there was none.
-    pub held_secs: i64,
-    /// Whether it held `HELD_FOR_SECS` (or is holding still).
-    pub held: bool,
-}
-
-impl History {
-    /// The history of the target named `name` on `host` (`None`: a lone
-    /// executor), for request `this` asked at `now_unix`.
-    pub fn gather(
-        store: &Store,
-        name: &str,
-        host: Option<&str>,
-        this: &str,
-        now_unix: i64,
-    ) -> Result<History, StoreError> {
-        let past = store.about_target(name, host, this, MAX_PAST)?;
-        let week_ago = now_unix - WEEK_SECS;
-        let events = journal::for_name(
-            store,
-            name,
-            host.unwrap_or(""),
-            week_ago.saturating_mul(1_000_000_000),
-            2000,
-        )?;
-        let deaths_this_week = events
-            .iter()
-            .filter(|e| e.action == EventAction::Die)
-            .count() as u32;
-        let oom_kills_this_week = events
-            .iter()
-            .filter(|e| e.action == EventAction::Oom)
-            .count() as u32;
-        // Every moment the target was seen failing: its deaths and
-        // unhealthy turns, each request about it, and this one.
-        let mut failures: Vec<i64> = events
-            .iter()
-            .filter(|e| e.action == EventAction::Die || e.health == Some(HealthStatus::Unhealthy))
-            .map(|e| e.time_nanos / 1_000_000_000)
-            .chain(past.iter().filter_map(|r| unix_of(&r.created_at)))
-            .chain([now_unix])
-            .collect();
-        failures.sort_unstable();
-        let mut repairs: Vec<PastRepair> = past
-            .iter()
-            .flat_map(|r| {
-                r.execution
-                    .iter()
-                    .filter(|e| {
-                        e.ok && matches!(e.action, WriteAction::Restart | WriteAction::Start)
-                    })
-                    .map(move |e| (r, e))
-            })
-            .filter_map(|(r, e)| {
-                let at = unix_of(&e.at)?;
-                let next = failures
-                    .iter()
-                    .copied()
-                    .find(|t| *t > at + SETTLE_SECS)
-                    .unwrap_or(now_unix);
-                let held_secs = (next - at).max(0);
-                Some(PastRepair {
-                    request_id: r.id.clone(),
-                    action: e.action,
-                    at: e.at.clone(),
-                    held_secs,
-                    held: held_secs >= HELD_FOR_SECS,
-                })
-            })
-            .collect();
-        repairs.sort_by(|a, b| b.at.cmp(&a.at));
-        Ok(History {
-            requests: past
+/// The history of the target named `name` on `host` (`None`: a lone
+/// executor), for request `this` asked at `now_unix`.
+pub fn gather(
+    store: &Store,
+    name: &str,
+    host: Option<&str>,
+    this: &str,
+    now_unix: i64,
+) -> Result<History, StoreError> {
+    let past = store.about_target(name, host, this, MAX_PAST)?;
+    let week_ago = now_unix - WEEK_SECS;
+    let events = journal::for_name(
+        store,
+        name,
+        host.unwrap_or(""),
+        week_ago.saturating_mul(1_000_000_000),
+        2000,
+    )?;
+    let deaths_this_week = events
+        .iter()
+        .filter(|e| e.action == EventAction::Die)
+        .count() as u32;
+    let oom_kills_this_week = events
+        .iter()
+        .filter(|e| e.action == EventAction::Oom)
+        .count() as u32;
+    // Every moment the target was seen failing: its deaths and
+    // unhealthy turns, each request about it, and this one.
+    let mut failures: Vec<i64> = events
+        .iter()
+        .filter(|e| e.action == EventAction::Die || e.health == Some(HealthStatus::Unhealthy))
+        .map(|e| e.time_nanos / 1_000_000_000)
+        .chain(past.iter().filter_map(|r| unix_of(&r.created_at)))
+        .chain([now_unix])
+        .collect();
+    failures.sort_unstable();
+    let mut repairs: Vec<PastRepair> = past
+        .iter()
+        .flat_map(|r| {
+            r.execution
                 .iter()
-                .map(|r| PastRequest {
-                    id: r.id.clone(),
-                    created_at: r.created_at.clone(),
-                    status: r.status,
-                    class: r
-                        .diagnosis
-                        .as_ref()
-                        .and_then(|d| d.causes.first())
-                        .map(|c| c.class),
-                })
-                .collect(),
-            repairs,
-            deaths_this_week,
-            oom_kills_this_week,
+                .filter(|e| e.ok && matches!(e.action, WriteAction::Restart | WriteAction::Start))
+                .map(move |e| (r, e))
         })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.requests.is_empty() && self.deaths_this_week == 0 && self.oom_kills_this_week == 0
-    }
-
-    /// The newest restarts and starts that did not hold, in a row.
-    pub fn restarts_that_did_not_hold(&self) -> Vec<&PastRepair> {
-        self.repairs.iter().take_while(|r| !r.held).collect()
-    }
-
-    /// Whether another restart should be a person's decision, told why.
-    pub fn restart_does_not_hold(&self) -> bool {
-        self.restarts_that_did_not_hold().len() >= RESTARTS_BEFORE_TELLING
-    }
-
-    /// "held 9 h and 2 h".
-    pub fn held_words(&self) -> String {
-        let spans: Vec<String> = self
-            .restarts_that_did_not_hold()
-            .iter()
-            .map(|r| span(r.held_secs))
-            .collect();
-        match spans.split_last() {
-            Some((last, [])) => format!("held {last}"),
-            Some((last, rest)) => format!("held {} and {last}", rest.join(", ")),
-            None => String::new(),
-        }
-    }
-
-    /// One line for a person.
-    pub fn summary(&self, name: &str) -> String {
-        let mut parts = Vec::new();
-        if !self.requests.is_empty() {
-            let mut classes: Vec<(String, usize)> = Vec::new();
-            for c in self.requests.iter().filter_map(|r| r.class) {
-                match classes.iter_mut().find(|(n, _)| n == c.as_str()) {
-                    Some((_, k)) => *k += 1,
-                    None => classes.push((c.as_str().to_string(), 1)),
-                }
-            }
-            let said: Vec<String> = classes
+        .filter_map(|(r, e)| {
+            let at = unix_of(&e.at)?;
+            let next = failures
                 .iter()
-                .map(|(c, k)| {
-                    if *k > 1 {
-                        format!("{c} ×{k}")
-                    } else {
-                        c.clone()
-                    }
-                })
-                .collect();
-            parts.push(format!(
-                "{} earlier request{} about {name}{}",
-                self.requests.len(),
-                if self.requests.len() == 1 { "" } else { "s" },
-                if said.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", said.join(", "))
-                }
-            ));
-        }
-        let failed = self.restarts_that_did_not_hold();
-        if !failed.is_empty() {
-            parts.push(format!(
-                "the last {} restart{} did not hold ({})",
-                failed.len(),
-                if failed.len() == 1 { "" } else { "s" },
-                self.held_words()
-            ));
-        } else if let Some(r) = self.repairs.first() {
-            parts.push(format!(
-                "the last {} has held {}",
-                r.action,
-                span(r.held_secs)
-            ));
-        }
-        if self.oom_kills_this_week > 0 {
-            parts.push(format!(
-                "{} OOM kill{} this week",
-                self.oom_kills_this_week,
-                if self.oom_kills_this_week == 1 {
-                    ""
-                } else {
-                    "s"
-                }
-            ));
-        }
-        if self.deaths_this_week > 0 {
-            parts.push(format!(
-                "{} death{} in the journal this week",
-                self.deaths_this_week,
-                if self.deaths_this_week == 1 { "" } else { "s" }
-            ));
-        }
-        parts.join("; ")
-    }
-
-    /// The history recorded in a request's evidence.
-    pub fn of(req: &Request) -> Option<History> {
-        let ev = req.latest_evidence("history")?;
-        serde_json::from_value(ev.data.clone()).ok()
-    }
+                .copied()
+                .find(|t| *t > at + SETTLE_SECS)
+                .unwrap_or(now_unix);
+            let held_secs = (next - at).max(0);
+            Some(PastRepair {
+                request_id: r.id.clone(),
+                action: e.action,
+                at: e.at.clone(),
+                held_secs,
+                held: held_secs >= HELD_FOR_SECS,
+            })
+        })
+        .collect();
+    repairs.sort_by(|a, b| b.at.cmp(&a.at));
+    Ok(History {
+        requests: past
+            .iter()
+            .map(|r| PastRequest {
+                id: r.id.clone(),
+                created_at: r.created_at.clone(),
+                status: r.status,
+                class: r
+                    .diagnosis
+                    .as_ref()
+                    .and_then(|d| d.causes.first())
+                    .map(|c| c.class),
+            })
+            .collect(),
+        repairs,
+        deaths_this_week,
+        oom_kills_this_week,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ExecutionRecord, RequestOptions};
+    use crate::model::{ExecutionRecord, Request, RequestOptions, Status};
 
     fn at(unix: i64) -> String {
         humantime::format_rfc3339_millis(
@@ -322,7 +178,7 @@ mod tests {
             },
         )
         .unwrap();
-        let history = History::gather(&store, "web", None, "req-now", now).unwrap();
+        let history = gather(&store, "web", None, "req-now", now).unwrap();
         assert_eq!(history.requests.len(), 2);
         assert_eq!(history.requests[0].id, "req-b", "newest first");
         let held: Vec<i64> = history.repairs.iter().map(|r| r.held_secs / h).collect();
@@ -334,10 +190,8 @@ mod tests {
         assert!(said.contains("the last 2 restarts did not hold"), "{said}");
         assert!(said.contains("1 death in the journal this week"), "{said}");
         // Another name, or another host, has no history.
-        assert!(History::gather(&store, "db", None, "x", now)
-            .unwrap()
-            .is_empty());
-        assert!(History::gather(&store, "web", Some("b"), "x", now)
+        assert!(gather(&store, "db", None, "x", now).unwrap().is_empty());
+        assert!(gather(&store, "web", Some("b"), "x", now)
             .unwrap()
             .is_empty());
     }
@@ -349,7 +203,7 @@ mod tests {
         let now = 2_000_000_000;
         repaired(&store, "req-old", now - 50 * 3600, now - 50 * 3600 + 10);
         repaired(&store, "req-new", now - 3600, now - 3590);
-        let history = History::gather(&store, "web", None, "req-now", now).unwrap();
+        let history = gather(&store, "web", None, "req-now", now).unwrap();
         assert_eq!(history.restarts_that_did_not_hold().len(), 1);
         assert!(!history.restart_does_not_hold());
     }

@@ -412,7 +412,8 @@ impl Notifier {
 mod tests {
     use super::*;
     use crate::model::{
-        Cause, Change, Diagnosis, Evidence, FaultClass, Finished, RequestOptions, RequestSource,
+        Cause, Change, Diagnosis, Evidence, EvidencePayload, FaultClass, Finished, RequestOptions,
+        RequestSource,
     };
 
     #[test]
@@ -432,10 +433,9 @@ mod tests {
         };
         req.evidence.push(Evidence {
             id: "ev-change".into(),
-            kind: "change".into(),
             source: "test".into(),
             timestamp: now_rfc3339(),
-            data: serde_json::to_value(&change).unwrap(),
+            payload: EvidencePayload::Change(change.clone()),
         });
         req.diagnosis = Some(Diagnosis {
             summary: "api crashed".into(),

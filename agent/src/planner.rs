@@ -3,52 +3,15 @@
 //! restart cannot fix get no write step and concrete advice instead. An
 //! action already tried in this request is never proposed again.
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::disk;
-use crate::model::HealthStatus;
 use crate::model::{
-    Change, ContainerView, DiskUsageView, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView,
-    Target, WriteAction,
+    Change, ContainerView, DependencyState, DiskUsageView, ExecutionRecord, FaultClass, Plan,
+    PlanStep, PolicyView, Target, WriteAction,
 };
 use crate::rules::Finding;
 use crate::text::human_bytes;
-
-/// A dependency named by the evidence, and what became of looking for it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DependencyState {
-    /// As the logs or the runbook named it: `db:5432`.
-    pub named: String,
-    /// `log` or `runbook`.
-    pub source: String,
-    /// The container behind the name; `None` when none exists.
-    pub container: Option<ContainerView>,
-}
-
-impl DependencyState {
-    pub fn target(&self) -> Option<Target> {
-        self.container.as_ref().map(|c| Target {
-            kind: crate::model::TargetKind::Container,
-            stack: None,
-            container_id: c.id.clone(),
-            container_name: c.name.clone(),
-            service: c.labels.get(crate::model::COMPOSE_SERVICE_LABEL).cloned(),
-            // A dependency is on the request's host: it was read there.
-            host: None,
-        })
-    }
-
-    /// Running, and healthy if it has a healthcheck.
-    pub fn ready(&self) -> bool {
-        self.container.as_ref().is_some_and(|c| {
-            c.running
-                && !c.restarting
-                && c.health_status != HealthStatus::Unhealthy
-                && c.health_status != HealthStatus::Starting
-        })
-    }
-}
 
 /// Facts beyond the target's own state that shape the plan.
 #[derive(Debug, Clone, Default, PartialEq)]

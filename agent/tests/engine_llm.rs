@@ -505,7 +505,10 @@ async fn injected_stop_is_refused_and_only_the_validated_plan_is_put_up_for_appr
         (400, 40, 4)
     );
     // The model's read of db is evidence, but not the target's.
-    assert!(r.evidence.iter().any(|e| e.kind == "related_inspect"));
+    assert!(r
+        .evidence
+        .iter()
+        .any(|e| e.kind_name() == "related_inspect"));
 }
 
 #[tokio::test]
@@ -545,7 +548,10 @@ async fn an_unavailable_model_falls_back_to_the_rules_engine_and_says_so() {
     assert_eq!(w.script.bodies().len(), 2);
     // The dependency was looked at once, for the analyzer, not again.
     assert_eq!(
-        r.evidence.iter().filter(|e| e.kind == "dependency").count(),
+        r.evidence
+            .iter()
+            .filter(|e| e.kind_name() == "dependency")
+            .count(),
         1
     );
     assert!(!serde_json::to_string(&evs)
@@ -612,12 +618,11 @@ async fn a_question_about_a_restart_shows_the_model_the_lines_before_the_death()
     let rpcs = w.executor.rpcs();
     let until = *DB_DIED_NANOS / 1_000_000_000;
     assert!(rpcs.contains(&format!("logs db until {until}")), "{rpcs:?}");
-    let death = r
-        .evidence
-        .iter()
-        .find(|e| e.kind == "death_logs")
+    let (death, death_id) = r
+        .latest_cited::<drydock_agent::model::kind::DeathLogs>()
         .expect("the lines before the death are evidence");
-    let texts = death.data["logs"]["lines"].to_string();
+    let death_id = death_id.to_string();
+    let texts: String = death.logs.lines.iter().map(|l| l.text.as_str()).collect();
     assert!(
         texts.contains("panic: lost the cache connection"),
         "{texts}"
@@ -643,7 +648,7 @@ async fn a_question_about_a_restart_shows_the_model_the_lines_before_the_death()
         "{}",
         past.reason
     );
-    assert!(past.evidence_ids.contains(&death.id), "{past:?}");
+    assert!(past.evidence_ids.contains(&death_id), "{past:?}");
 }
 
 #[tokio::test]

@@ -405,7 +405,7 @@ async fn streaming_tool_call_deltas_are_reassembled_and_tokens_counted() {
     );
     // Two new evidence records, cited back to the model by id.
     let recorded = journal.evidence.lock().unwrap().clone();
-    let kinds: Vec<&str> = recorded.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = recorded.iter().map(|e| e.kind_name()).collect();
     assert_eq!(
         kinds,
         ["related_inspect", "related_logs"],
@@ -866,7 +866,10 @@ async fn a_question_is_answered_from_evidence_without_a_plan() {
     let (report, script, journal) = run(replies, &req, &exec, fast()).await;
     assert_eq!(exec.calls(), vec!["stats db"]);
     assert!(script.sent(0).contains("could not resolve one target"));
-    assert_eq!(journal.evidence.lock().unwrap()[0].kind, "related_stats");
+    assert_eq!(
+        journal.evidence.lock().unwrap()[0].kind_name(),
+        "related_stats"
+    );
     let Verdict::Answer {
         answer,
         evidence_ids,

@@ -149,15 +149,24 @@ fn every_subcommand_is_in_the_cli_reference() {
 }
 
 /// The rows of the Markdown table that follows `heading`, by their first
-/// cell's backquoted names (`` `a`, `b` `` counts both).
+/// cell's backquoted names (`` `a`, `b` `` counts both); the header row
+/// (the one above the `|---|` line) is not a row.
 fn table_names(doc: &str, heading: &str) -> Vec<String> {
     let Some(at) = doc.find(heading) else {
         panic!("docs/api.md has no heading {heading}")
     };
     let rest = &doc[at + heading.len()..];
     let end = rest.find("\n#").unwrap_or(rest.len());
-    rest[..end]
-        .lines()
+    let lines: Vec<&str> = rest[..end].lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            !lines
+                .get(i + 1)
+                .is_some_and(|next| next.starts_with("|---"))
+        })
+        .map(|(_, l)| *l)
         .filter(|l| l.starts_with("| `"))
         .flat_map(|l| {
             let first = l.split('|').nth(1).unwrap_or("");
@@ -207,5 +216,24 @@ fn every_rpc_is_in_the_api_reference_and_no_other() {
     assert!(
         missing.is_empty() && stale.is_empty(),
         "docs/api.md's RPC table: missing {missing:?}, no such RPC {stale:?}"
+    );
+}
+
+/// Every kind of evidence (`drydock_vocab::EvidenceKind`, the `evidence!`
+/// table) has a row in docs/diagnosis.md's evidence table, and every row
+/// names a kind that exists.
+#[test]
+fn every_evidence_kind_is_in_the_diagnosis_reference_and_no_other() {
+    let doc = std::fs::read_to_string(workspace_root().join("docs/diagnosis.md")).unwrap();
+    let documented = table_names(&doc, "\n## Evidence\n");
+    let known: Vec<String> = drydock_vocab::EvidenceKind::ALL
+        .iter()
+        .map(|k| k.as_str().to_string())
+        .collect();
+    let missing: Vec<&String> = known.iter().filter(|k| !documented.contains(k)).collect();
+    let stale: Vec<&String> = documented.iter().filter(|d| !known.contains(d)).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/diagnosis.md's evidence table: missing {missing:?}, no such kind {stale:?}"
     );
 }

@@ -43,7 +43,7 @@ pub struct ContainerRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Restarts {
-    pub count: serde_json::Value,
+    pub count: i64,
     pub as_of: String,
 }
 

@@ -20,6 +20,7 @@ pub mod change;
 pub mod container;
 pub mod docker;
 pub mod event;
+pub mod evidence;
 pub mod request;
 pub mod swarm;
 pub mod time;
@@ -31,6 +32,12 @@ pub use docker::*;
 pub use drydock_proto::approval::{ServiceClaims, WriteAction};
 pub use drydock_proto::FaultClass;
 pub use event::*;
+pub use evidence::kind;
+pub use evidence::{
+    AfterWrite, ContainerSnapshot, DependencyState, Evidence, EvidenceKind, EvidencePayload,
+    History, HostUnreachable, NotesFound, PastRepair, PastRequest, PreWriteSnapshot, RunbookEntry,
+    ServiceSnapshot, HELD_FOR_SECS, RESTARTS_BEFORE_TELLING,
+};
 pub use request::*;
 pub use swarm::*;
 pub use time::{now_rfc3339, span, unix_now};

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FaultClass, ServiceClaims, WriteAction};
+use crate::{Evidence, FaultClass, ServiceClaims, WriteAction};
 
 /// Where a request stands. The lifecycle (which state follows which) is the
 /// agent's (`engine::lifecycle`); the words are here.
@@ -192,18 +192,6 @@ pub struct Candidate {
     /// The host it is on (several executors only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct Evidence {
-    pub id: String,
-    /// `container_list`, `inspect`, `logs`, `health`, `policy`, `verification`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The executor RPC that produced it.
-    pub source: String,
-    pub timestamp: String,
-    pub data: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -543,9 +531,17 @@ impl Request {
         self
     }
 
-    /// The newest evidence of one kind.
-    pub fn latest_evidence(&self, kind: &str) -> Option<&Evidence> {
-        self.evidence.iter().rev().find(|e| e.kind == kind)
+    /// The newest evidence of kind `K`, and its id (which a cause cites).
+    pub fn latest_cited<K: crate::evidence::kind::Kind>(&self) -> Option<(&K::Payload, &str)> {
+        self.evidence
+            .iter()
+            .rev()
+            .find_map(|e| Some((e.get::<K>()?, e.id.as_str())))
+    }
+
+    /// The newest evidence of kind `K`.
+    pub fn latest<K: crate::evidence::kind::Kind>(&self) -> Option<&K::Payload> {
+        self.latest_cited::<K>().map(|(p, _)| p)
     }
 
     /// Approvals of the current plan (the newest round of them).
@@ -559,11 +555,11 @@ impl Request {
     /// its primary cause cites.
     pub fn blamed_change(&self) -> Option<crate::Change> {
         let cited = &self.diagnosis.as_ref()?.causes.first()?.evidence_ids;
-        let e = self
-            .evidence
+        self.evidence
             .iter()
-            .find(|e| e.kind == "change" && cited.contains(&e.id))?;
-        serde_json::from_value(e.data.clone()).ok()
+            .filter(|e| cited.contains(&e.id))
+            .find_map(|e| e.get::<crate::evidence::kind::Change>())
+            .cloned()
     }
 
     /// The pending approvals a person still has to decide.

@@ -14,8 +14,8 @@ use axum::Json;
 
 use super::{AppState, Problem};
 use crate::model::{
-    ContainerList, ContainerRow, ContainerSummaryView, HostDown, LastRequest, Request, Restarts,
-    COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL,
+    kind, ContainerList, ContainerRow, ContainerSummaryView, HostDown, LastRequest, Request,
+    Restarts, COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL,
 };
 
 /// Requests looked at for each container's newest one.
@@ -38,9 +38,13 @@ fn last_request(req: &Request) -> LastRequest {
 /// Docker's list has no restart count: the newest inspect drydock made of
 /// the container says it, with when.
 fn restarts(newest: &Request) -> Option<Restarts> {
-    let e = newest.latest_evidence("inspect")?;
+    let e = newest
+        .evidence
+        .iter()
+        .rev()
+        .find(|e| e.get::<kind::Inspect>().is_some())?;
     Some(Restarts {
-        count: e.data.get("restart_count")?.clone(),
+        count: e.get::<kind::Inspect>()?.restart_count,
         as_of: e.timestamp.clone(),
     })
 }

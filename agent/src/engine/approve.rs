@@ -95,7 +95,10 @@ impl Engine {
         {
             return Ok(None);
         }
-        if crate::memory::History::of(req).is_some_and(|h| h.restart_does_not_hold()) {
+        if req
+            .latest::<kind::History>()
+            .is_some_and(|h| h.restart_does_not_hold())
+        {
             // The plan says why; a person decides whether to try again.
             tracing::info!(
                 request_id = id,
@@ -250,10 +253,13 @@ impl Engine {
             .iter()
             .rev()
             .find_map(|e| {
-                let data = &e.data;
-                (data["id"].as_str() == Some(container_id))
-                    .then(|| serde_json::from_value(data["labels"].clone()).ok())
-                    .flatten()
+                let c = match &e.payload {
+                    EvidencePayload::Inspect(c)
+                    | EvidencePayload::RelatedInspect(c)
+                    | EvidencePayload::Verification(AfterWrite::Container(c)) => c,
+                    _ => return None,
+                };
+                (c.id == container_id).then(|| c.labels.clone())
             })
             .unwrap_or_default()
     }

@@ -3,11 +3,10 @@
 //! address, then network alias — and that container's state becomes
 //! evidence and a cause of its own, so the plan can start it first.
 
-use super::{Engine, RunbookEvidence, Stop};
+use super::{Engine, Stop};
 use crate::dependency;
 use crate::model::HealthStatus;
 use crate::model::*;
-use crate::planner;
 use crate::rules;
 
 impl Engine {
@@ -20,7 +19,7 @@ impl Engine {
         finding: &rules::Finding,
         c: &ContainerView,
         logs_ev: &str,
-    ) -> Result<Option<(Cause, planner::DependencyState)>, Stop> {
+    ) -> Result<Option<(Cause, crate::model::DependencyState)>, Stop> {
         let id = &req.id;
         if !finding
             .diagnosis
@@ -30,7 +29,8 @@ impl Engine {
         {
             return Ok(None);
         }
-        let runbook_dep = Self::latest_of::<RunbookEvidence>(req, "runbook")
+        let runbook_dep = req
+            .latest::<kind::Runbook>()
             .and_then(|r| r.depends_on.first().cloned());
         let containers = Self::containers_on_host(req);
         // The compose file's own graph first: a dependency it names that is
@@ -71,7 +71,7 @@ impl Engine {
                     .await
             }
         };
-        let state = planner::DependencyState {
+        let state = crate::model::DependencyState {
             named: named.display(),
             source: named.source.into(),
             container: container.clone(),
@@ -89,9 +89,8 @@ impl Engine {
         let ev = self
             .add_evidence(
                 id,
-                "dependency",
                 "InspectContainer",
-                serde_json::to_value(&state).unwrap_or_default(),
+                EvidencePayload::Dependency(state.clone()),
                 summary,
             )
             .await?;

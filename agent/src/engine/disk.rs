@@ -37,9 +37,8 @@ impl Engine {
         let ev = self
             .add_evidence(
                 &req.id,
-                "disk_usage",
                 "DiskUsage",
-                serde_json::to_value(&usage).unwrap_or_default(),
+                EvidencePayload::DiskUsage(usage.clone()),
                 disk::summary(&usage),
             )
             .await?;

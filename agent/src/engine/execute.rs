@@ -34,20 +34,6 @@ impl Engine {
         let last_lines: Vec<String> = logs
             .map(|l| l.lines.into_iter().map(|l| l.text).collect())
             .unwrap_or_default();
-        let data = serde_json::json!({
-            "action": action,
-            "status": c.status,
-            "exit_code": c.exit_code,
-            "oom_killed": c.oom_killed,
-            "error": c.error,
-            "started_at": c.started_at,
-            "finished_at": c.finished_at,
-            "restart_count": c.restart_count,
-            "health_status": c.health_status,
-            "failing_streak": c.failing_streak,
-            "health_log": c.health_log,
-            "last_lines": last_lines,
-        });
         let summary = format!(
             "before {action}: state={} exit={} health={} ({} health probes, {} log lines kept)",
             c.status,
@@ -56,12 +42,25 @@ impl Engine {
             c.health_log.len(),
             last_lines.len()
         );
+        let snapshot = ContainerSnapshot {
+            action,
+            status: c.status,
+            exit_code: c.exit_code,
+            oom_killed: c.oom_killed,
+            error: c.error,
+            started_at: c.started_at,
+            finished_at: c.finished_at,
+            restart_count: c.restart_count,
+            health_status: c.health_status,
+            failing_streak: c.failing_streak,
+            health_log: c.health_log,
+            last_lines,
+        };
         self.record(
             id,
             vec![super::Gathered::new(
-                "pre_write_snapshot",
                 "InspectContainer+ContainerLogs",
-                data,
+                EvidencePayload::PreWriteSnapshot(PreWriteSnapshot::Container(snapshot)),
                 summary,
             )],
             None,

@@ -77,15 +77,17 @@ impl Engine {
                 .iter()
                 .map(|(h, e)| format!("{h} ({})", e.message))
                 .collect();
-            let data: Vec<serde_json::Value> = unreachable
+            let data: Vec<HostUnreachable> = unreachable
                 .iter()
-                .map(|(h, e)| serde_json::json!({"host": h, "error": e.message}))
+                .map(|(h, e)| HostUnreachable {
+                    host: h.to_string(),
+                    error: e.message.clone(),
+                })
                 .collect();
             self.add_evidence(
                 id,
-                "hosts_unreachable",
                 "ListContainers",
-                serde_json::Value::Array(data),
+                EvidencePayload::HostsUnreachable(data),
                 format!(
                     "not searched, the executor does not answer: {}",
                     said.join("; ")
@@ -123,9 +125,8 @@ impl Engine {
         };
         self.add_evidence(
             id,
-            "container_list",
             "ListContainers",
-            serde_json::to_value(&containers).unwrap_or_default(),
+            EvidencePayload::ContainerList(containers.clone()),
             summary,
         )
         .await?;
@@ -288,9 +289,8 @@ impl Engine {
             Ok(services) => {
                 self.add_evidence(
                     id,
-                    "service_list",
                     "ListServices",
-                    serde_json::to_value(&services).unwrap_or_default(),
+                    EvidencePayload::ServiceList(services.clone()),
                     format!("{} Swarm services visible", services.len()),
                 )
                 .await?;

@@ -42,11 +42,11 @@ impl Engine {
     /// a port's holder is looked for there, never on another host.
     pub(super) fn containers_on_host(req: &Request) -> Vec<ContainerSummaryView> {
         let host = req.host();
-        let listed: Vec<ContainerSummaryView> =
-            Self::latest_of(req, "container_list").unwrap_or_default();
-        listed
+        req.latest::<kind::ContainerList>()
             .into_iter()
+            .flatten()
             .filter(|c| host.is_none() || c.host.as_deref() == host)
+            .cloned()
             .collect()
     }
 

@@ -3,7 +3,6 @@
 //! what earlier restarts came to.
 
 use super::{Engine, Gathered};
-use crate::memory::History;
 use crate::model::*;
 use crate::store::notes;
 
@@ -22,7 +21,7 @@ impl Engine {
     ) -> Vec<Gathered> {
         let mut out = Vec::new();
         let name = &target.container_name;
-        match History::gather(
+        match crate::memory::gather(
             &self.store,
             name,
             target.host.as_deref(),
@@ -30,9 +29,8 @@ impl Engine {
             unix_now(),
         ) {
             Ok(h) if !h.is_empty() => out.push(Gathered::new(
-                "history",
                 "agent store",
-                serde_json::to_value(&h).unwrap_or_default(),
+                EvidencePayload::History(h.clone()),
                 h.summary(name),
             )),
             Ok(_) => {}
@@ -46,11 +44,14 @@ impl Engine {
                     .iter()
                     .map(|n| format!("“{}”", crate::text::redact(&n.text)))
                     .collect();
+                let summary = format!("{} note(s): {}", found.len(), said.join(" "));
                 out.push(Gathered::new(
-                    "notes",
                     "agent store",
-                    serde_json::json!({"notice": NOTES_NOTICE, "notes": found}),
-                    format!("{} note(s): {}", found.len(), said.join(" ")),
+                    EvidencePayload::Notes(NotesFound {
+                        notice: NOTES_NOTICE.into(),
+                        notes: found,
+                    }),
+                    summary,
                 ));
             }
             Ok(_) => {}
@@ -65,7 +66,10 @@ impl Engine {
     /// restarts that did not hold says so in the step and in its advice;
     /// the step stays for a person to decide (never a grant: `grant_cover`).
     pub(super) fn mind_history(req: &Request, mut plan: Plan) -> Plan {
-        let Some(history) = History::of(req).filter(History::restart_does_not_hold) else {
+        let Some(history) = req
+            .latest::<kind::History>()
+            .filter(|h| h.restart_does_not_hold())
+        else {
             return plan;
         };
         let target = req.target.as_ref().map(|t| t.container_name.as_str());

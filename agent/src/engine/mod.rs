@@ -141,24 +141,27 @@ impl Gathered {
     fn announced(&self) -> EvidenceAdded {
         EvidenceAdded {
             id: self.evidence.id.clone(),
-            kind: self.evidence.kind.clone(),
+            kind: self.evidence.kind_name().to_string(),
             source: self.evidence.source.clone(),
             summary: self.summary.clone(),
         }
     }
 
-    fn new(kind: &str, source: &str, data: serde_json::Value, summary: String) -> Gathered {
+    fn new(source: &str, payload: EvidencePayload, summary: String) -> Gathered {
         Gathered {
-            evidence: Evidence {
-                id: format!("ev-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
-                kind: kind.into(),
-                source: source.into(),
-                timestamp: now_rfc3339(),
-                data,
-            },
+            evidence: crate::model::new_evidence(source, payload),
             summary,
         }
     }
+}
+
+/// The newest evidence of kind `K`, owned, with its id.
+fn cited<K: kind::Kind>(req: &Request) -> Option<(K::Payload, String)>
+where
+    K::Payload: Clone,
+{
+    req.latest_cited::<K>()
+        .map(|(p, id)| (p.clone(), id.to_string()))
 }
 
 /// Why a worker stopped early.
@@ -449,12 +452,11 @@ impl Engine {
     async fn add_evidence(
         &self,
         id: &str,
-        kind: &str,
         source: &str,
-        data: serde_json::Value,
+        payload: EvidencePayload,
         summary: String,
     ) -> Result<String, Stop> {
-        let ev = Gathered::new(kind, source, data, summary);
+        let ev = Gathered::new(source, payload, summary);
         let ev_id = ev.evidence.id.clone();
         self.record(id, vec![ev], None).await?;
         Ok(ev_id)
@@ -496,34 +498,26 @@ impl Engine {
     }
 
     fn latest_policy(req: &Request) -> Option<PolicyView> {
-        let ev = req.evidence.iter().rev().find(|e| e.kind == "policy")?;
-        serde_json::from_value(ev.data.clone()).ok()
+        req.latest::<kind::Policy>().cloned()
     }
 
     /// The newest evidence of the target that diagnosis reads: inspect and
     /// logs (none without both), its engine events (from `ContainerEvents`,
     /// or the watcher's journal) and what it logged before a past death.
     fn observed(req: &Request) -> Option<Observed> {
-        let ins = req.evidence.iter().rev().find(|e| e.kind == "inspect")?;
-        let logs = req.evidence.iter().rev().find(|e| e.kind == "logs")?;
-        fn decoded<T: serde::de::DeserializeOwned>(
-            req: &Request,
-            kind: &str,
-        ) -> Option<(T, String)> {
-            let e = req.evidence.iter().rev().find(|e| e.kind == kind)?;
-            Some((serde_json::from_value(e.data.clone()).ok()?, e.id.clone()))
-        }
-        let (events, events_ev) = decoded(req, "events").unwrap_or_default();
+        let (container, container_ev) = cited::<kind::Inspect>(req)?;
+        let (logs, logs_ev) = cited::<kind::Logs>(req)?;
+        let (events, events_ev) = cited::<kind::Events>(req).unwrap_or_default();
         let now_unix = unix_now();
         Some(Observed {
-            container: serde_json::from_value(ins.data.clone()).ok()?,
-            container_ev: ins.id.clone(),
-            logs: serde_json::from_value(logs.data.clone()).ok()?,
-            logs_ev: logs.id.clone(),
+            container,
+            container_ev,
+            logs,
+            logs_ev,
             events,
             events_ev,
-            death: decoded(req, "death_logs"),
-            change: decoded(req, "change"),
+            death: cited::<kind::DeathLogs>(req),
+            change: cited::<kind::Change>(req),
             asked: Self::asked(req, now_unix),
             now_unix,
         })
@@ -552,12 +546,6 @@ impl Engine {
             .map(|f| f.message.as_str())
             .chain([req.message.as_str()])
             .find_map(|text| crate::rules::question::asked_time(text, now_unix, offset))
-    }
-
-    /// The newest evidence of one kind, decoded.
-    fn latest_of<T: serde::de::DeserializeOwned>(req: &Request, kind: &str) -> Option<T> {
-        let ev = req.evidence.iter().rev().find(|e| e.kind == kind)?;
-        serde_json::from_value(ev.data.clone()).ok()
     }
 
     // ---- Called by the API. ----
@@ -604,18 +592,6 @@ impl crate::watch::Opener for Arc<Engine> {
     }
 }
 
-/// The runbook entry for the target, as recorded in evidence.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-struct RunbookEvidence {
-    service: String,
-    #[serde(default)]
-    depends_on: Vec<String>,
-    #[serde(default)]
-    http_check: Option<String>,
-    #[serde(default)]
-    notes: Option<String>,
-}
-
 /// The engine's side of an investigation's trace: evidence and events go to
 /// the request's store and stream like every other step's.
 struct EngineJournal<'a> {
@@ -627,7 +603,7 @@ impl Journal for EngineJournal<'_> {
     async fn evidence(&self, evidence: Evidence, summary: String) {
         let announced = EventPayload::Evidence(EvidenceAdded {
             id: evidence.id.clone(),
-            kind: evidence.kind.clone(),
+            kind: evidence.kind_name().to_string(),
             source: evidence.source.clone(),
             summary,
         });

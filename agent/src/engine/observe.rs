@@ -3,7 +3,7 @@
 //! executor's policy, its logs and (when it runs) its resource use — each as
 //! evidence.
 
-use super::{Engine, Gathered, RunbookEvidence, Stop};
+use super::{Engine, Gathered, Stop};
 
 use crate::executor_client::ExecutorError;
 use crate::model::*;
@@ -67,7 +67,7 @@ impl Engine {
             }
         }
         let mut gathered = Vec::new();
-        if req.latest_evidence("runbook").is_none() {
+        if req.latest::<kind::Runbook>().is_none() {
             gathered.extend(self.runbook_evidence(&target));
         }
         let policy = match policy_read {
@@ -93,9 +93,8 @@ impl Engine {
         gathered.extend(self.what_changed(&req, &read).await?);
         if !read.events.is_empty() {
             gathered.push(Gathered::new(
-                "events",
                 read.events_source,
-                serde_json::to_value(&read.events).unwrap_or_default(),
+                EvidencePayload::Events(read.events.clone()),
                 format!(
                     "since {}: {}",
                     crate::rules::events::clock_of(read.events_since),
@@ -104,7 +103,7 @@ impl Engine {
             ));
         }
         gathered.extend(self.death_logs(&req, &read).await);
-        if req.latest_evidence("history").is_none() && req.latest_evidence("notes").is_none() {
+        if req.latest::<kind::History>().is_none() && req.latest::<kind::Notes>().is_none() {
             gathered.extend(self.remembered(&req, &target, &read.container));
         }
         gathered.push(Self::policy_gathered(&policy));
@@ -328,9 +327,8 @@ impl Engine {
         Ok(
             change::compare(&remembered, &current, failed_at, present).map(|c| {
                 Gathered::new(
-                    "change",
                     "InspectContainer (remembered definitions), InspectImage",
-                    serde_json::to_value(&c).unwrap_or_default(),
+                    EvidencePayload::Change(c.clone()),
                     format!("what changed: {}", c.said),
                 )
             }),
@@ -371,9 +369,8 @@ impl Engine {
             logs,
         };
         Some(Gathered::new(
-            "death_logs",
             "ContainerLogs",
-            serde_json::to_value(&death).unwrap_or_default(),
+            EvidencePayload::DeathLogs(death.clone()),
             summary,
         ))
     }
@@ -384,7 +381,7 @@ impl Engine {
             .config
             .runbook
             .lookup(target.service.as_deref(), &target.container_name)?;
-        let entry = RunbookEvidence {
+        let entry = RunbookEntry {
             service: service.to_string(),
             depends_on: notes.depends_on.clone(),
             http_check: notes.http_check.clone(),
@@ -401,17 +398,15 @@ impl Engine {
         );
         Some(Gathered::new(
             "runbook",
-            "runbook",
-            serde_json::to_value(&entry).unwrap_or_default(),
+            EvidencePayload::Runbook(entry),
             summary,
         ))
     }
 
     pub(super) fn policy_gathered(policy: &PolicyView) -> Gathered {
         Gathered::new(
-            "policy",
             "GetPolicy",
-            serde_json::to_value(policy).unwrap_or_default(),
+            EvidencePayload::Policy(policy.clone()),
             format!(
                 "start={} restart={} stop={} http_checks=[{}]",
                 policy.start_enabled,
@@ -459,9 +454,8 @@ struct TargetRead {
 impl Gathered {
     fn inspect(c: &ContainerView) -> Gathered {
         Gathered::new(
-            "inspect",
             "InspectContainer",
-            serde_json::to_value(c).unwrap_or_default(),
+            EvidencePayload::Inspect(c.clone()),
             format!(
                 "state={} exit={} health={} oom_killed={} restarts={}",
                 c.status, c.exit_code, c.health_status, c.oom_killed, c.restart_count
@@ -472,9 +466,8 @@ impl Gathered {
     /// Log lines as evidence; `source` is the RPC that read them.
     pub(super) fn logs(logs: &LogsView, source: &str) -> Gathered {
         Gathered::new(
-            "logs",
             source,
-            serde_json::to_value(logs).unwrap_or_default(),
+            EvidencePayload::Logs(logs.clone()),
             format!(
                 "{} lines{}{}",
                 logs.lines.len(),
@@ -490,9 +483,8 @@ impl Gathered {
 
     fn stats(stats: &StatsView) -> Gathered {
         Gathered::new(
-            "stats",
             "ContainerStats",
-            serde_json::to_value(stats).unwrap_or_default(),
+            EvidencePayload::Stats(stats.clone()),
             format!(
                 "cpu {:.1}%, memory {} of {} ({:.0}%)",
                 stats.cpu_percent,

@@ -1,7 +1,7 @@
 //! Plan: steps the executor's policy enables on containers seen in this
 //! request's evidence, or advice when a restart cannot fix the fault.
 
-use super::{Engine, RunbookEvidence, Stop};
+use super::{Engine, Stop};
 use crate::model::*;
 use crate::planner;
 use crate::rules;
@@ -148,16 +148,15 @@ impl Engine {
                 .find(|o| o.id != c.id && o.public_ports.contains(&p))
                 .map(|o| o.name.clone())
         });
-        let memory_usage_bytes =
-            Self::latest_of::<StatsView>(req, "stats").map(|s| s.memory_usage_bytes);
-        let notes = Self::latest_of::<RunbookEvidence>(req, "runbook").and_then(|r| r.notes);
+        let memory_usage_bytes = req.latest::<kind::Stats>().map(|s| s.memory_usage_bytes);
+        let notes = req.latest::<kind::Runbook>().and_then(|r| r.notes.clone());
         planner::Context {
-            dependency: Self::latest_of(req, "dependency"),
+            dependency: req.latest::<kind::Dependency>().cloned(),
             port_holder,
             port,
             memory_usage_bytes,
             notes,
-            disk: Self::latest_of(req, "disk_usage"),
+            disk: req.latest::<kind::DiskUsage>().cloned(),
         }
     }
 }

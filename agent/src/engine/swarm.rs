@@ -155,9 +155,8 @@ impl Engine {
         };
         let mut gathered = vec![
             Gathered::new(
-                "service",
                 "InspectService",
-                serde_json::to_value(&service).unwrap_or_default(),
+                EvidencePayload::Service(service.clone()),
                 format!(
                     "{}: {}/{} tasks, image {}, spec version {}{}",
                     service.summary.name,
@@ -173,9 +172,8 @@ impl Engine {
                 ),
             ),
             Gathered::new(
-                "tasks",
                 "ServiceTasks",
-                serde_json::to_value(&tasks).unwrap_or_default(),
+                EvidencePayload::Tasks(tasks.clone()),
                 tasks_said(&tasks),
             ),
         ];
@@ -187,9 +185,8 @@ impl Engine {
         });
         let down = nodes.iter().filter(|n| !n.schedulable()).count();
         gathered.push(Gathered::new(
-            "nodes",
             "ListNodes",
-            serde_json::to_value(&nodes).unwrap_or_default(),
+            EvidencePayload::Nodes(nodes.clone()),
             format!("{} nodes, {down} not taking tasks", nodes.len()),
         ));
         let logs = logs.unwrap_or_else(|e| {
@@ -209,17 +206,11 @@ impl Engine {
 
     /// The newest evidence of a service, decoded; `None` without it.
     pub(super) fn service_observed(req: &Request) -> Option<ServiceObserved> {
-        fn newest<T: serde::de::DeserializeOwned>(
-            req: &Request,
-            kind: &str,
-        ) -> Option<(T, String)> {
-            let e = req.evidence.iter().rev().find(|e| e.kind == kind)?;
-            Some((serde_json::from_value(e.data.clone()).ok()?, e.id.clone()))
-        }
-        let (service, service_ev) = newest(req, "service")?;
-        let (tasks, tasks_ev) = newest(req, "tasks")?;
-        let (nodes, nodes_ev) = newest(req, "nodes").unwrap_or_default();
-        let (logs, logs_ev) = newest(req, "logs").unwrap_or_default();
+        use super::cited;
+        let (service, service_ev) = cited::<kind::Service>(req)?;
+        let (tasks, tasks_ev) = cited::<kind::Tasks>(req)?;
+        let (nodes, nodes_ev) = cited::<kind::Nodes>(req).unwrap_or_default();
+        let (logs, logs_ev) = cited::<kind::Logs>(req).unwrap_or_default();
         Some(ServiceObserved {
             service,
             service_ev,
@@ -277,17 +268,16 @@ impl Engine {
             service.summary.version,
             tasks_said(&tasks)
         );
-        let data = serde_json::json!({
-            "action": action,
-            "service": service.summary,
-            "tasks": tasks,
-        });
+        let snapshot = ServiceSnapshot {
+            action,
+            service: service.summary,
+            tasks,
+        };
         self.record(
             id,
             vec![Gathered::new(
-                "pre_write_snapshot",
                 "InspectService+ServiceTasks",
-                data,
+                EvidencePayload::PreWriteSnapshot(PreWriteSnapshot::Service(snapshot)),
                 summary,
             )],
             None,

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Engine, RunbookEvidence, Stop};
+use super::{Engine, Stop};
 use crate::model::HealthStatus;
 use crate::model::*;
 
@@ -155,8 +155,9 @@ impl Engine {
         let mut evidence_ids = Vec::new();
         // Level 3: the operator-configured HTTP check, once the container is
         // running (and healthy); polled until it answers 2xx or time is up.
-        let runbook_check =
-            Self::latest_of::<RunbookEvidence>(req, "runbook").and_then(|r| r.http_check);
+        let runbook_check = req
+            .latest::<kind::Runbook>()
+            .and_then(|r| r.http_check.clone());
         let http_service = Self::latest_policy(req).and_then(|p| {
             [
                 runbook_check.clone(),
@@ -187,9 +188,8 @@ impl Engine {
                     evidence_ids.push(
                         self.add_evidence(
                             id,
-                            "http_check",
                             "CheckHttp",
-                            serde_json::to_value(&r).unwrap_or_default(),
+                            EvidencePayload::HttpCheck(r.clone()),
                             detail.clone(),
                         )
                         .await?,
@@ -215,9 +215,8 @@ impl Engine {
             evidence_ids.push(
                 self.add_evidence(
                     id,
-                    "verification",
                     "InspectContainer",
-                    serde_json::to_value(c).unwrap_or_default(),
+                    EvidencePayload::Verification(AfterWrite::Container(c.clone())),
                     summary,
                 )
                 .await?,
@@ -243,16 +242,10 @@ impl Engine {
             .and_then(|s| s.to_image);
         // The tasks the snapshot before the write saw: the write replaces
         // them, and one failing on its way out is not the new spec failing.
-        let known_before: Vec<String> = req
-            .evidence
-            .iter()
-            .rev()
-            .find(|e| e.kind == "pre_write_snapshot")
-            .and_then(|e| e.data["tasks"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|t| t["id"].as_str().map(str::to_string))
-            .collect();
+        let known_before: Vec<String> = match req.latest::<kind::PreWriteSnapshot>() {
+            Some(PreWriteSnapshot::Service(s)) => s.tasks.iter().map(|t| t.id.clone()).collect(),
+            _ => Vec::new(),
+        };
         let Some((checks, last)) = self
             .wait_service_ready(
                 id,
@@ -270,9 +263,8 @@ impl Engine {
             evidence_ids.push(
                 self.add_evidence(
                     id,
-                    "verification",
                     "InspectService",
-                    serde_json::to_value(s).unwrap_or_default(),
+                    EvidencePayload::Verification(AfterWrite::Service(s.clone())),
                     format!(
                         "after the action: {}/{} tasks, image {}, spec version {}",
                         s.summary.running, s.summary.desired, s.summary.image, s.summary.version

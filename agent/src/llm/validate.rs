@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::Value;
 
 use crate::model::{
-    Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target, WriteAction,
+    kind, Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target, WriteAction,
     COMPOSE_SERVICE_LABEL,
 };
 use crate::planner;
@@ -117,21 +117,19 @@ pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap
     if let Some(t) = target {
         out.insert(t.container_id.clone(), t.clone());
     }
-    for e in evidence.iter().filter(|e| e.kind == "dependency") {
-        if let Ok(d) = serde_json::from_value::<planner::DependencyState>(e.data.clone()) {
-            if let Some(c) = d.container.filter(|c| !c.id.is_empty()) {
-                out.insert(
-                    c.id.clone(),
-                    Target {
-                        kind: crate::model::TargetKind::Container,
-                        stack: None,
-                        container_id: c.id.clone(),
-                        container_name: c.name.trim_start_matches('/').to_string(),
-                        service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-                        host: None,
-                    },
-                );
-            }
+    for d in evidence.iter().filter_map(|e| e.get::<kind::Dependency>()) {
+        if let Some(c) = d.container.as_ref().filter(|c| !c.id.is_empty()) {
+            out.insert(
+                c.id.clone(),
+                Target {
+                    kind: crate::model::TargetKind::Container,
+                    stack: None,
+                    container_id: c.id.clone(),
+                    container_name: c.name.trim_start_matches('/').to_string(),
+                    service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                    host: None,
+                },
+            );
         }
     }
     out
@@ -243,7 +241,7 @@ pub fn question(args: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ContainerView;
+    use crate::model::{ContainerView, EvidencePayload};
     use serde_json::json;
 
     fn evidence() -> Vec<Evidence> {
@@ -254,10 +252,9 @@ mod tests {
         };
         vec![Evidence {
             id: "ev-1".into(),
-            kind: "inspect".into(),
             source: "InspectContainer".into(),
             timestamp: String::new(),
-            data: serde_json::to_value(c).unwrap_or_default(),
+            payload: EvidencePayload::Inspect(c),
         }]
     }
 
@@ -269,7 +266,7 @@ mod tests {
         };
         let step = |action: &str, container: &str| json!({"steps": [{"action": action, "container": container, "reason": "r", "expected_effect": "e"}], "advice": []});
         let ev = evidence();
-        let web: ContainerView = serde_json::from_value(ev[0].data.clone()).unwrap();
+        let web: ContainerView = ev[0].get::<kind::Inspect>().unwrap().clone();
         let target = Target {
             kind: crate::model::TargetKind::Container,
             stack: None,
@@ -282,10 +279,13 @@ mod tests {
         let mut ev = ev;
         ev.push(Evidence {
             id: "ev-2".into(),
-            kind: "related_inspect".into(),
             source: "InspectContainer".into(),
             timestamp: String::new(),
-            data: json!({"id": "bbbbbbbbbbbb2222", "name": "db"}),
+            payload: EvidencePayload::RelatedInspect(ContainerView {
+                id: "bbbbbbbbbbbb2222".into(),
+                name: "db".into(),
+                ..Default::default()
+            }),
         });
         let targets = write_targets(Some(&target), &ev);
         let cases: [(&str, &str, Option<&str>); 5] = [

@@ -441,10 +441,12 @@ mod tests {
             });
             r.evidence.push(crate::model::Evidence {
                 id: "ev-logs".into(),
-                kind: "logs".into(),
                 source: "test".into(),
                 timestamp: now_rfc3339(),
-                data: serde_json::json!({ "lines": vec!["x".repeat(100); 200] }),
+                payload: crate::model::EvidencePayload::Other {
+                    kind: "logs".into(),
+                    data: serde_json::json!({ "lines": vec!["x".repeat(100); 200] }),
+                },
             });
             store.save(&r, created()).unwrap();
         }

@@ -149,11 +149,14 @@ pub fn request_view(req: &Request, with_evidence_data: bool) -> Value {
         .map(|e| {
             let mut o = Map::new();
             o.insert("id".into(), json!(e.id));
-            o.insert("type".into(), json!(e.kind));
+            o.insert("type".into(), json!(e.kind_name()));
             o.insert("source".into(), json!(e.source));
             o.insert("timestamp".into(), json!(e.timestamp));
             if with_evidence_data {
-                o.insert("container_text".into(), e.data.clone());
+                o.insert(
+                    "container_text".into(),
+                    e.payload.data().unwrap_or_default(),
+                );
             }
             Value::Object(o)
         })

@@ -89,8 +89,8 @@ async fn a_failure_after_an_image_change_is_rolled_back_to_the_previous_image() 
         "{}",
         cause.reason
     );
-    let change = req.latest_evidence("change").expect("change evidence");
-    assert!(cause.evidence_ids.contains(&change.id));
+    let (_, change_id) = req.latest_cited::<kind::Change>().expect("change evidence");
+    assert!(cause.evidence_ids.iter().any(|e| e == change_id));
     let step = &req.plan.as_ref().unwrap().steps[0];
     assert_eq!(step.action, WriteAction::Rollback);
     assert_eq!(
@@ -197,7 +197,7 @@ async fn a_container_re_created_unchanged_is_no_change() {
     .unwrap();
     let id = w.ask("web is down").await;
     let req = w.waiting(&id).await;
-    assert!(req.latest_evidence("change").is_none());
+    assert!(req.latest::<kind::Change>().is_none());
     let reason = &req.diagnosis.as_ref().unwrap().causes[0].reason;
     assert!(!reason.contains("recreated"), "{reason}");
 }

@@ -184,9 +184,9 @@ async fn a_host_that_does_not_answer_does_not_stop_a_request_on_another() {
     let req = t.world.waiting(&id).await;
     assert_eq!(req.status, Status::WaitingApproval, "{:?}", req.outcome);
     let unreachable = req
-        .latest_evidence("hosts_unreachable")
+        .latest::<kind::HostsUnreachable>()
         .expect("the host not searched is evidence");
-    assert_eq!(unreachable.data[0]["host"], "host-a");
+    assert_eq!(unreachable[0].host, "host-a");
     t.world.approve(&req).await;
     let req = t.world.finished(&id).await;
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);

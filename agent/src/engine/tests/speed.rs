@@ -5,7 +5,7 @@
 use super::*;
 
 fn evidence_kinds(req: &Request) -> Vec<&str> {
-    req.evidence.iter().map(|e| e.kind.as_str()).collect()
+    req.evidence.iter().map(|e| e.kind_name()).collect()
 }
 
 #[tokio::test]
