@@ -17,10 +17,10 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ApproverView, ContainerEvent, ContainerState, ContainerSummaryView, ContainerView,
-    DiskUsageView, EngineDiskView, EventAction, HealthProbeView, HealthStatus, HealthcheckView,
-    HttpCheckView, ImageView, LogLineView, LogsView, MountUsageView, NodeView, PolicyView,
-    ServiceSummaryView, ServiceView, StatsView, TaskView,
+    ActionPolicy, ActionsView, ApproverView, ContainerEvent, ContainerState, ContainerSummaryView,
+    ContainerView, DiskUsageView, EngineDiskView, EventAction, HealthProbeView, HealthStatus,
+    HealthcheckView, HttpCheckView, ImageView, LogLineView, LogsView, MountUsageView, NodeView,
+    PolicyView, ServiceSummaryView, ServiceView, StatsView, TaskView, Tier,
 };
 
 mod health;
@@ -451,11 +451,19 @@ impl ExecutorClient {
             })
             .await?
             .into_inner();
-        let enabled = |name: &str| r.actions.iter().any(|a| a.action == name && a.enabled);
+        // Each action the executor reports, by its word; one this release
+        // does not know is left out (never enabled).
+        let actions = ActionsView::new(r.actions.iter().filter_map(|a| {
+            Some((
+                WriteAction::parse(&a.action)?,
+                ActionPolicy {
+                    enabled: a.enabled,
+                    tier: Tier::from_number(a.tier),
+                },
+            ))
+        }));
         Ok(PolicyView {
-            start_enabled: enabled("start"),
-            restart_enabled: enabled("restart"),
-            stop_enabled: enabled("stop"),
+            actions,
             approver_ids: r.approver_ids,
             logs_max_lines: r.logs_max_lines,
             http_checks: r.http_checks,
@@ -472,17 +480,9 @@ impl ExecutorClient {
                 .as_ref()
                 .map(|s| s.allow_names.clone())
                 .unwrap_or_default(),
-            tiers: r
-                .actions
-                .iter()
-                .map(|a| (a.action.clone(), a.tier))
-                .collect(),
             automation_enabled: r.automation.as_ref().is_some_and(|a| a.enabled),
             max_grant_ttl_secs: r.automation.as_ref().map_or(0, |a| a.max_grant_ttl_secs),
             revoked_grants: r.automation.map(|a| a.revoked).unwrap_or_default(),
-            rollback_enabled: enabled("rollback"),
-            force_update_enabled: enabled("force_update"),
-            service_rollback_enabled: enabled("service_rollback"),
             services_in_scope: r.scope.as_ref().is_some_and(|s| {
                 !s.allow_service_names.is_empty()
                     || !s.allow_service_labels.is_empty()

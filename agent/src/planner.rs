@@ -36,7 +36,9 @@ fn step(action: WriteAction, target: &Target, reason: String, expected: &str) ->
         from_image_id: None,
         service: None,
         reason,
-        risk: "T1".into(),
+        // Start and restart, the only actions this builds: T1 on every
+        // executor.
+        risk: crate::model::default_tier(action),
         expected_effect: expected.into(),
         rollback: format!("{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and stop it by hand", target.container_name),
     }
@@ -72,7 +74,7 @@ pub fn restart_cannot_fix(class: FaultClass) -> bool {
 /// change was of the image, that image is on the engine, and the executor
 /// allows rollbacks.
 fn rollback_step(change: &Change, target: &Target, policy: &PolicyView) -> Option<PlanStep> {
-    if !change.image_rollback_possible() || !policy.rollback_enabled {
+    if !change.image_rollback_possible() || !policy.actions.enabled(WriteAction::Rollback) {
         return None;
     }
     let previous = &change.previous;
@@ -92,7 +94,7 @@ fn rollback_step(change: &Change, target: &Target, policy: &PolicyView) -> Optio
             crate::change::short_image(&change.current.image_id),
             crate::change::short_image(&previous.image_id),
         ),
-        risk: policy.tier_label(WriteAction::Rollback.as_str()),
+        risk: policy.actions.tier(WriteAction::Rollback),
         expected_effect: format!(
             "{} runs image {} again, under its name, on its networks, with its volumes, and passes its healthcheck",
             target.container_name,
@@ -121,7 +123,7 @@ fn change_advice(change: &Change, policy: &PolicyView) -> Vec<String> {
                 "The image {} ran before{revision} is no longer on the engine: pull or rebuild that version, then recreate {} with it.",
                 previous, change.service
             ),
-            _ if !policy.rollback_enabled => format!(
+            _ if !policy.actions.enabled(WriteAction::Rollback) => format!(
                 "Roll {} back to image {previous}{revision}, which ran before the change: the executor's policy does not allow rollbacks (actions.rollback.enabled in executor.yaml); by hand, tag that image as {} again and recreate the service.",
                 change.service, change.previous.image
             ),
@@ -274,7 +276,7 @@ fn target_step(
     match primary {
         FaultClass::Unhealthy => Some((
             WriteAction::Restart,
-            policy.restart_enabled,
+            policy.actions.enabled(WriteAction::Restart),
             format!(
                 "{} is running but unhealthy; a restart clears a wedged process",
                 target.container_name
@@ -289,7 +291,7 @@ fn target_step(
         {
             Some((
                 WriteAction::Start,
-                policy.start_enabled,
+                policy.actions.enabled(WriteAction::Start),
                 format!(
                     "{} is not running (exit code {})",
                     target.container_name, c.exit_code
@@ -299,7 +301,7 @@ fn target_step(
         }
         FaultClass::DependencyUnavailable if c.running => Some((
             WriteAction::Restart,
-            policy.restart_enabled,
+            policy.actions.enabled(WriteAction::Restart),
             format!(
                 "{} lost its dependency and may not reconnect by itself",
                 target.container_name
@@ -450,7 +452,7 @@ fn steps_and_advice(
                     &mut steps,
                     &mut advice,
                     WriteAction::Start,
-                    policy.start_enabled,
+                    policy.actions.enabled(WriteAction::Start),
                     &dt,
                     format!(
                         "{} needs {} ({}), which is not running (exit code {})",

@@ -233,9 +233,7 @@ fn executor(logs: &[&str]) -> Executor {
 
 fn policy() -> PolicyView {
     PolicyView {
-        start_enabled: true,
-        restart_enabled: true,
-        stop_enabled: false,
+        actions: ActionsView::enabling(&[WriteAction::Start, WriteAction::Restart]),
         logs_max_lines: 500,
         ..Default::default()
     }

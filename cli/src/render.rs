@@ -94,7 +94,7 @@ pub fn event_lines(event: &Event) -> Vec<String> {
                     st.action,
                     safe(&st.target.container_name),
                     safe(&st.reason),
-                    safe(&st.risk),
+                    st.risk,
                     safe(&st.expected_effect)
                 ));
             }

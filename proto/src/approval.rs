@@ -62,7 +62,7 @@ pub fn check_host_version(version: u32, host: Option<&str>) -> Result<(), Approv
 }
 
 /// The write actions an approval can authorize.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WriteAction {

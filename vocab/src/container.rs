@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::docker::{ContainerState, EventAction, HealthStatus};
+use crate::WriteAction;
 
 /// One engine event of a visible container, as the executor streams it
 /// (`WatchEvents`, `ContainerEvents`) and the agent's journal keeps it.
@@ -247,10 +248,11 @@ pub struct LogsView {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct PolicyView {
-    pub start_enabled: bool,
-    pub restart_enabled: bool,
-    #[serde(default)]
-    pub stop_enabled: bool,
+    /// Each write action: whether the executor enables it, and its tier.
+    /// On the wire (and in stored evidence) as `<action>_enabled` and a
+    /// `tiers` map, as it always was.
+    #[serde(flatten)]
+    pub actions: ActionsView,
     pub approver_ids: Vec<String>,
     #[serde(default)]
     pub logs_max_lines: u32,
@@ -263,9 +265,6 @@ pub struct PolicyView {
     /// Name selectors of the executor's target scope (`*` is everything).
     #[serde(default)]
     pub allow_names: Vec<String>,
-    /// The executor's risk tier per action (`start` → 1, `stop` → 2).
-    #[serde(default)]
-    pub tiers: std::collections::BTreeMap<String, u32>,
     /// Whether the executor accepts automation grants.
     #[serde(default)]
     pub automation_enabled: bool,
@@ -275,17 +274,6 @@ pub struct PolicyView {
     /// The longest grant the executor accepts.
     #[serde(default)]
     pub max_grant_ttl_secs: u64,
-    /// Whether the executor may roll a container back to a previous image
-    /// (T2, off by default).
-    #[serde(default)]
-    pub rollback_enabled: bool,
-    /// Whether the executor may force-update a Swarm service (T1).
-    #[serde(default)]
-    pub force_update_enabled: bool,
-    /// Whether the executor may roll a Swarm service back to its previous
-    /// spec (T2, off by default).
-    #[serde(default)]
-    pub service_rollback_enabled: bool,
     /// Whether any Swarm service is in the executor's scope.
     #[serde(default)]
     pub services_in_scope: bool,
@@ -301,11 +289,200 @@ pub struct PolicyView {
     pub host_required: bool,
 }
 
-impl PolicyView {
-    /// `T1`, `T2`: the tier the executor gives `action`. An action the
-    /// executor did not report is shown at the highest write tier.
-    pub fn tier_label(&self, action: &str) -> String {
-        format!("T{}", self.tiers.get(action).copied().unwrap_or(2))
+/// How disruptive a call is, as the executor ranks it: `T0` reads, `T1`
+/// changes (start, restart, force update), `T2` disruptive writes (stop,
+/// rollbacks). Written as its label (`T1`), the way a plan step's `risk`
+/// always was.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+pub enum Tier {
+    #[serde(rename = "T0")]
+    Read,
+    #[serde(rename = "T1")]
+    Change,
+    #[serde(rename = "T2")]
+    Disruptive,
+}
+
+impl Tier {
+    /// The executor's number for it (`GetPolicy`'s `tier`).
+    pub const fn number(self) -> u32 {
+        match self {
+            Tier::Read => 0,
+            Tier::Change => 1,
+            Tier::Disruptive => 2,
+        }
+    }
+
+    /// A number the executor reported; anything above is disruptive.
+    pub const fn from_number(n: u32) -> Tier {
+        match n {
+            0 => Tier::Read,
+            1 => Tier::Change,
+            _ => Tier::Disruptive,
+        }
+    }
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            Tier::Read => "T0",
+            Tier::Change => "T1",
+            Tier::Disruptive => "T2",
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// One write action as the executor's policy has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActionPolicy {
+    pub enabled: bool,
+    pub tier: Tier,
+}
+
+/// The executor's policy for each write action. An action it did not
+/// report is disabled and ranked disruptive.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ActionsView(BTreeMap<WriteAction, ActionPolicy>);
+
+impl ActionsView {
+    pub fn new(actions: impl IntoIterator<Item = (WriteAction, ActionPolicy)>) -> ActionsView {
+        ActionsView(actions.into_iter().collect())
+    }
+
+    /// These actions enabled, at the tiers drydock's executor gives them;
+    /// the rest reported disabled.
+    pub fn enabling(enabled: &[WriteAction]) -> ActionsView {
+        ActionsView::new(WriteAction::ALL.map(|a| {
+            (
+                a,
+                ActionPolicy {
+                    enabled: enabled.contains(&a),
+                    tier: default_tier(a),
+                },
+            )
+        }))
+    }
+
+    pub fn get(&self, action: WriteAction) -> ActionPolicy {
+        self.0.get(&action).copied().unwrap_or(ActionPolicy {
+            enabled: false,
+            tier: Tier::Disruptive,
+        })
+    }
+
+    pub fn enabled(&self, action: WriteAction) -> bool {
+        self.get(action).enabled
+    }
+
+    pub fn tier(&self, action: WriteAction) -> Tier {
+        self.get(action).tier
+    }
+
+    /// Enable or disable one action, keeping its tier (or giving it the
+    /// one drydock's executor gives it).
+    pub fn set_enabled(&mut self, action: WriteAction, enabled: bool) {
+        let tier = self.0.get(&action).map_or(default_tier(action), |p| p.tier);
+        self.0.insert(action, ActionPolicy { enabled, tier });
+    }
+}
+
+/// The tier drydock's executor gives each action.
+pub const fn default_tier(action: WriteAction) -> Tier {
+    match action {
+        WriteAction::Start | WriteAction::Restart | WriteAction::ForceUpdate => Tier::Change,
+        WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback => {
+            Tier::Disruptive
+        }
+    }
+}
+
+/// The wire keys: `start_enabled`, ..., and `tiers: {"start": 1, ...}`.
+impl Serialize for ActionsView {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(None)?;
+        for action in WriteAction::ALL {
+            map.serialize_entry(&format!("{action}_enabled"), &self.enabled(action))?;
+        }
+        let tiers: BTreeMap<&str, u32> = self
+            .0
+            .iter()
+            .map(|(a, p)| (a.as_str(), p.tier.number()))
+            .collect();
+        map.serialize_entry("tiers", &tiers)?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ActionsView {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ActionsView, D::Error> {
+        let fields: BTreeMap<String, serde_json::Value> = BTreeMap::deserialize(d)?;
+        let tiers: BTreeMap<String, u32> = fields
+            .get("tiers")
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(serde::de::Error::custom)?
+            .unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for action in WriteAction::ALL {
+            let enabled = fields
+                .get(&format!("{action}_enabled"))
+                .and_then(serde_json::Value::as_bool);
+            let tier = tiers.get(action.as_str()).copied().map(Tier::from_number);
+            if enabled.is_some() || tier.is_some() {
+                out.insert(
+                    action,
+                    ActionPolicy {
+                        enabled: enabled.unwrap_or(false),
+                        tier: tier.unwrap_or(Tier::Disruptive),
+                    },
+                );
+            }
+        }
+        Ok(ActionsView(out))
+    }
+}
+
+impl schemars::JsonSchema for ActionsView {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ActionsView".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut properties = serde_json::Map::new();
+        for action in WriteAction::ALL {
+            properties.insert(
+                format!("{action}_enabled"),
+                serde_json::json!({"type": "boolean", "description": format!("Whether the executor enables `{action}`.")}),
+            );
+        }
+        properties.insert(
+            "tiers".into(),
+            serde_json::json!({
+                "type": "object",
+                "description": "The executor's risk tier per action (`start` → 1, `stop` → 2).",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            }),
+        );
+        schemars::json_schema!({"type": "object", "properties": properties})
     }
 }
 

@@ -228,7 +228,7 @@ pub struct PlanStep {
     pub service: Option<ServiceClaims>,
     pub reason: String,
     /// The executor's tier for the action: `T1` (change), `T2` (disruptive).
-    pub risk: String,
+    pub risk: crate::container::Tier,
     pub expected_effect: String,
     pub rollback: String,
 }

@@ -409,9 +409,9 @@ impl Engine {
             EvidencePayload::Policy(policy.clone()),
             format!(
                 "start={} restart={} stop={} http_checks=[{}]",
-                policy.start_enabled,
-                policy.restart_enabled,
-                policy.stop_enabled,
+                policy.actions.enabled(WriteAction::Start),
+                policy.actions.enabled(WriteAction::Restart),
+                policy.actions.enabled(WriteAction::Stop),
                 policy.http_checks.join(", ")
             ),
         )

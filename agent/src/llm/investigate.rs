@@ -21,7 +21,7 @@ use crate::executor_client::Reads;
 use crate::model::{
     kind, AfterWrite, ContainerSummaryView, ContainerView, Diagnosis, DiskUsageView, EventPayload,
     Evidence, EvidencePayload, ExecutionRecord, FaultClass, LlmTool, LogsView, Plan, PolicyView,
-    Request, RunbookEntry, StatsView, Target,
+    Request, RunbookEntry, StatsView, Target, WriteAction,
 };
 use crate::runbook::Runbook;
 
@@ -90,13 +90,13 @@ fn system_prompt(boundary: &Boundary, policy: Option<&PolicyView>, diagnose_only
     let actions = match policy {
         Some(p) => {
             let mut a = Vec::new();
-            if p.start_enabled {
+            if p.actions.enabled(WriteAction::Start) {
                 a.push("start");
             }
-            if p.restart_enabled {
+            if p.actions.enabled(WriteAction::Restart) {
                 a.push("restart");
             }
-            if p.stop_enabled {
+            if p.actions.enabled(WriteAction::Stop) {
                 a.push("stop");
             }
             if a.is_empty() {

@@ -164,9 +164,9 @@ pub fn plan(
             ));
         };
         let enabled = match action {
-            WriteAction::Start => policy.start_enabled,
-            WriteAction::Restart => policy.restart_enabled,
-            WriteAction::Stop => policy.stop_enabled,
+            WriteAction::Start => policy.actions.enabled(WriteAction::Start),
+            WriteAction::Restart => policy.actions.enabled(WriteAction::Restart),
+            WriteAction::Stop => policy.actions.enabled(WriteAction::Stop),
             // Named by drydock's planner from the change evidence, with
             // both images; never by a model.
             WriteAction::Rollback => {
@@ -206,7 +206,7 @@ pub fn plan(
             from_image_id: None,
             service: None,
             reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
-            risk: policy.tier_label(action.as_str()),
+            risk: policy.actions.tier(action),
             expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
             rollback: format!(
                 "{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and act by hand",
@@ -241,7 +241,7 @@ pub fn question(args: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ContainerView, EvidencePayload};
+    use crate::model::{ActionPolicy, ActionsView, ContainerView, EvidencePayload, Tier};
     use serde_json::json;
 
     fn evidence() -> Vec<Evidence> {
@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn plans_are_checked_against_policy_evidence_and_history() {
         let policy = PolicyView {
-            restart_enabled: true,
+            actions: ActionsView::enabling(&[WriteAction::Restart]),
             ..Default::default()
         };
         let step = |action: &str, container: &str| json!({"steps": [{"action": action, "container": container, "reason": "r", "expected_effect": "e"}], "advice": []});
@@ -324,12 +324,17 @@ mod tests {
         assert!(plan(&step("restart", "web"), &targets, &policy, &done).is_err());
         // The tier shown is the executor's.
         let stop_policy = PolicyView {
-            stop_enabled: true,
-            tiers: [("stop".to_string(), 2)].into(),
+            actions: ActionsView::new([(
+                WriteAction::Stop,
+                ActionPolicy {
+                    enabled: true,
+                    tier: Tier::Disruptive,
+                },
+            )]),
             ..Default::default()
         };
         let p = plan(&step("stop", "web"), &targets, &stop_policy, &[]).unwrap();
-        assert_eq!(p.steps[0].risk, "T2");
+        assert_eq!(p.steps[0].risk, Tier::Disruptive);
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn step(
             to_image: (action == WriteAction::ServiceRollback).then(|| s.previous_image.clone()),
         }),
         reason,
-        risk: policy.tier_label(action.as_str()),
+        risk: policy.actions.tier(action),
         expected_effect: expected,
         rollback: undo,
     }
@@ -92,13 +92,15 @@ pub fn plan(
     let mut steps = Vec::new();
     let mut advice = Vec::new();
     if let Some(change) = &found.change {
-        if policy.service_rollback_enabled && !tried(WriteAction::ServiceRollback) {
+        if policy.actions.enabled(WriteAction::ServiceRollback)
+            && !tried(WriteAction::ServiceRollback)
+        {
             steps.push(rollback(target, s, change, policy));
         } else {
             advice.push(format!(
                 "{name} began failing after its update to image {}; roll it back with `docker service rollback {name}`{}, or fix the new version and update again.",
                 change.image,
-                if policy.service_rollback_enabled {
+                if policy.actions.enabled(WriteAction::ServiceRollback) {
                     ""
                 } else {
                     " (the executor's policy does not allow it: actions.service_rollback.enabled in executor.yaml)"
@@ -132,7 +134,7 @@ pub fn plan(
         // New tasks on the spec the failure began with fail the same way.
         _ if found.change.is_some() => {}
         _ if steps.is_empty() => {
-            if !policy.force_update_enabled {
+            if !policy.actions.enabled(WriteAction::ForceUpdate) {
                 advice.push(format!(
                     "Replace {name}'s tasks with `docker service update --force {name}` (the executor's policy does not allow it: actions.force_update.enabled)."
                 ));

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{Cause, Diagnosis};
+use crate::model::{ActionsView, Cause, Diagnosis};
 
 fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
     Finding {
@@ -32,27 +32,23 @@ fn target() -> Target {
     }
 }
 
-const ALL: PolicyView = PolicyView {
-    start_enabled: true,
-    restart_enabled: true,
-    stop_enabled: false,
-    approver_ids: vec![],
-    logs_max_lines: 500,
-    http_checks: vec![],
-    approvers: vec![],
-    allow_names: vec![],
-    tiers: std::collections::BTreeMap::new(),
-    automation_enabled: false,
-    revoked_grants: vec![],
-    max_grant_ttl_secs: 0,
-    rollback_enabled: false,
-    force_update_enabled: false,
-    service_rollback_enabled: false,
-    services_in_scope: false,
-    allow_service_names: vec![],
-    host: String::new(),
-    host_required: false,
-};
+fn all() -> PolicyView {
+    PolicyView {
+        actions: ActionsView::enabling(&[WriteAction::Start, WriteAction::Restart]),
+        approver_ids: vec![],
+        logs_max_lines: 500,
+        http_checks: vec![],
+        approvers: vec![],
+        allow_names: vec![],
+        automation_enabled: false,
+        revoked_grants: vec![],
+        max_grant_ttl_secs: 0,
+        services_in_scope: false,
+        allow_service_names: vec![],
+        host: String::new(),
+        host_required: false,
+    }
+}
 
 #[test]
 fn a_restart_step_says_how_long_the_container_may_take_to_stop() {
@@ -67,7 +63,7 @@ fn a_restart_step_says_how_long_the_container_may_take_to_stop() {
         &finding(FaultClass::Unhealthy, None),
         &c,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &Context::default(),
     );
@@ -81,7 +77,7 @@ fn a_restart_step_says_how_long_the_container_may_take_to_stop() {
         &finding(FaultClass::Unhealthy, None),
         &c,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &Context::default(),
     );
@@ -122,7 +118,7 @@ fn plan_table() {
             &finding(*class, None),
             c,
             &target(),
-            &ALL,
+            &all(),
             &[],
             &Context::default(),
         );
@@ -147,7 +143,7 @@ fn config_error_advice_names_the_variable() {
         &finding(FaultClass::ConfigError, Some("DATABASE_URL")),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &Context::default(),
     );
@@ -162,10 +158,8 @@ fn disabled_or_repeated_actions_become_advice() {
         running: true,
         ..Default::default()
     };
-    let no_restart = PolicyView {
-        restart_enabled: false,
-        ..ALL
-    };
+    let mut no_restart = all();
+    no_restart.actions.set_enabled(WriteAction::Restart, false);
     let p = plan(
         &finding(FaultClass::Unhealthy, None),
         &running,
@@ -197,7 +191,7 @@ fn disabled_or_repeated_actions_become_advice() {
         &finding(FaultClass::Unhealthy, None),
         &running,
         &target(),
-        &ALL,
+        &all(),
         &[done],
         &Context::default(),
     );
@@ -235,7 +229,7 @@ fn a_stopped_dependency_is_started_before_the_dependent_service() {
         &finding(FaultClass::DependencyUnavailable, Some("db:5432")),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &ctx,
     );
@@ -254,7 +248,7 @@ fn a_stopped_dependency_is_started_before_the_dependent_service() {
         &finding(FaultClass::DependencyUnavailable, Some("db:5432")),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &running_dep,
     );
@@ -275,7 +269,7 @@ fn a_stopped_dependency_is_started_before_the_dependent_service() {
         &finding(FaultClass::DependencyUnavailable, None),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &sick_dep,
     );
@@ -296,7 +290,7 @@ fn a_stopped_dependency_is_started_before_the_dependent_service() {
         &finding(FaultClass::DependencyUnavailable, None),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &missing,
     );
@@ -322,7 +316,7 @@ fn port_and_memory_advice_use_the_context() {
         &finding(FaultClass::PortConflict, None),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &ctx,
     );
@@ -335,7 +329,7 @@ fn port_and_memory_advice_use_the_context() {
         &finding(FaultClass::OomKilled, None),
         &exited,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &Context {
             memory_usage_bytes: Some(15 * 1024 * 1024),
@@ -360,7 +354,7 @@ fn host_settings_crash_loops_and_finished_jobs_get_advice_not_writes() {
     let line = "bootstrap check failure [1] of [1]: max virtual memory areas vm.max_map_count [65530] is too low, increase to at least [262144]";
     let mut f = finding(FaultClass::HostConfig, Some("vm.max_map_count"));
     f.matched_line = Some(line.into());
-    let p = plan(&f, &exited, &target(), &ALL, &[], &Context::default());
+    let p = plan(&f, &exited, &target(), &all(), &[], &Context::default());
     assert!(p.steps.is_empty(), "{p:?}");
     assert!(
         p.advice[0].contains("sudo sysctl -w vm.max_map_count=262144"),
@@ -380,7 +374,7 @@ fn host_settings_crash_loops_and_finished_jobs_get_advice_not_writes() {
         restart_count: 7,
         ..exited.clone()
     };
-    let p = plan(&f, &looping, &target(), &ALL, &[], &Context::default());
+    let p = plan(&f, &looping, &target(), &all(), &[], &Context::default());
     assert!(p.steps.is_empty(), "{p:?}");
     assert!(p.advice[0].contains("its logs say why"), "{p:?}");
     assert!(
@@ -398,7 +392,7 @@ fn host_settings_crash_loops_and_finished_jobs_get_advice_not_writes() {
         exit_code: 0,
         ..Default::default()
     };
-    let p = plan(&f, &done, &target(), &ALL, &[], &Context::default());
+    let p = plan(&f, &done, &target(), &all(), &[], &Context::default());
     assert!(p.steps.is_empty(), "{p:?}");
     assert!(p.advice[0].starts_with("Nothing to repair"), "{p:?}");
 }
@@ -420,7 +414,7 @@ fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
         &finding(FaultClass::DependencyUnavailable, Some("db")),
         &running,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &ctx,
     );
@@ -444,7 +438,7 @@ fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
         &finding(FaultClass::DependencyUnavailable, Some("db")),
         &running,
         &target(),
-        &ALL,
+        &all(),
         &[],
         &ctx,
     );

@@ -61,7 +61,10 @@ fn recreated_logging(rollback_enabled: bool, line: &str) -> World {
     );
     executor.logs = vec![line.into()];
     executor.images = vec![V1.into()];
-    executor.policy.rollback_enabled = rollback_enabled;
+    executor
+        .policy
+        .actions
+        .set_enabled(WriteAction::Rollback, rollback_enabled);
     let w = world(executor, WatchMode::Notify);
     let v1 = api(&"a".repeat(64), V1, now - 6 * 86_400);
     crate::store::fingerprints::record(
@@ -97,7 +100,7 @@ async fn a_failure_after_an_image_change_is_rolled_back_to_the_previous_image() 
         (step.image_id.as_deref(), step.from_image_id.as_deref()),
         (Some(V1), Some(V2))
     );
-    assert_eq!(step.risk, "T2");
+    assert_eq!(step.risk, Tier::Disruptive);
     // What a person signs names both images.
     let pending = req.pending_approvals().next().unwrap();
     let claims =

@@ -59,17 +59,10 @@ fn web(health: &str) -> ContainerView {
 
 fn policy() -> PolicyView {
     PolicyView {
-        start_enabled: true,
-        restart_enabled: true,
+        actions: ActionsView::enabling(&[WriteAction::Start, WriteAction::Restart]),
         approver_ids: vec!["ops".into()],
         logs_max_lines: 500,
         allow_names: vec!["*".into()],
-        tiers: [
-            ("start".into(), 1),
-            ("restart".into(), 1),
-            ("stop".into(), 2),
-        ]
-        .into(),
         ..Default::default()
     }
 }
@@ -481,7 +474,10 @@ async fn a_read_that_fails_ends_the_request_naming_the_call() {
 #[tokio::test]
 async fn a_write_the_policy_does_not_enable_becomes_advice_not_a_step() {
     let mut executor = Scripted::new(web("unhealthy"), recovers());
-    executor.policy.restart_enabled = false;
+    executor
+        .policy
+        .actions
+        .set_enabled(WriteAction::Restart, false);
     let w = world(executor, WatchMode::Notify);
     let id = w.ask("web is unhealthy").await;
     let req = w.finished(&id).await;

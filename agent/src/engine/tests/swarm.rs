@@ -128,14 +128,14 @@ fn manager() -> NodeView {
 }
 
 fn swarm_policy() -> PolicyView {
-    PolicyView {
-        force_update_enabled: true,
-        service_rollback_enabled: true,
+    let mut p = PolicyView {
         services_in_scope: true,
-        tiers: [("force_update".into(), 1), ("service_rollback".into(), 2)].into(),
         host: "host-b".into(),
         ..policy()
-    }
+    };
+    p.actions.set_enabled(WriteAction::ForceUpdate, true);
+    p.actions.set_enabled(WriteAction::ServiceRollback, true);
+    p
 }
 
 /// A world whose executor is a Swarm manager with `script`; no container.
@@ -243,7 +243,7 @@ async fn failing_tasks_of_a_transient_cause_get_a_force_update_bound_to_the_spec
     let plan = req.plan.clone().expect("a plan");
     assert_eq!(plan.steps.len(), 1, "{plan:?}");
     assert_eq!(plan.steps[0].action, WriteAction::ForceUpdate);
-    assert_eq!(plan.steps[0].risk, "T1");
+    assert_eq!(plan.steps[0].risk, Tier::Change);
     // The claims name the service and its spec version, and no container.
     let pending = req.pending_approvals().next().unwrap();
     let claims = approval::ApprovalClaims::decode(&B64.decode(&pending.claims).unwrap()).unwrap();
@@ -315,7 +315,7 @@ async fn a_failure_that_began_with_the_update_gets_a_rollback_to_the_previous_im
         WriteAction::ServiceRollback,
         "{plan:?}"
     );
-    assert_eq!(plan.steps[0].risk, "T2");
+    assert_eq!(plan.steps[0].risk, Tier::Disruptive);
     let pending = req.pending_approvals().next().unwrap();
     let claims = approval::ApprovalClaims::decode(&B64.decode(&pending.claims).unwrap()).unwrap();
     let signed = claims.service.unwrap();
@@ -404,7 +404,9 @@ async fn a_config_error_and_a_task_no_node_takes_get_advice_and_no_write() {
 #[tokio::test]
 async fn a_rollback_the_policy_forbids_is_advice_and_an_engine_without_swarm_finds_containers() {
     let mut policy = swarm_policy();
-    policy.service_rollback_enabled = false;
+    policy
+        .actions
+        .set_enabled(WriteAction::ServiceRollback, false);
     let w = swarm_world(
         SwarmScript {
             service: service(1, "shop/api:2", "shop/api:1", "paused"),
