@@ -209,20 +209,10 @@ pub struct WebhookConfig {
     /// `X-Drydock-Signature: sha256=<hex>`.
     #[serde(default)]
     pub secret_file: Option<PathBuf>,
-    /// Which events; empty means all of opened, needs_approval, executed,
-    /// recovered and failed.
+    /// Which events; empty means every one.
     #[serde(default)]
-    pub events: Vec<String>,
+    pub events: Vec<crate::model::NotifyEvent>,
 }
-
-pub const NOTIFY_EVENTS: [&str; 6] = [
-    "opened",
-    "needs_approval",
-    "executed",
-    "recovered",
-    "failed",
-    "schedule_changed",
-];
 
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_LLM_MAX_TURNS: u32 = 8;
@@ -553,20 +543,6 @@ impl Config {
                 return Err(invalid(
                     "notify.webhooks[].url",
                     format!("webhook {}: `{}` is not an http(s) URL", h.name, h.url),
-                ));
-            }
-            if let Some(bad) = h
-                .events
-                .iter()
-                .find(|e| !NOTIFY_EVENTS.contains(&e.as_str()))
-            {
-                return Err(invalid(
-                    "notify.webhooks[].events",
-                    format!(
-                        "webhook {}: `{bad}` is not one of {}",
-                        h.name,
-                        NOTIFY_EVENTS.join(", ")
-                    ),
                 ));
             }
             if let Some(secret) = &h.secret_file {

@@ -15,9 +15,10 @@ use std::time::Duration;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::config::{WebhookConfig, WebhookFormat, NOTIFY_EVENTS};
+use crate::config::{WebhookConfig, WebhookFormat};
 use crate::model::{
-    now_rfc3339, unix_now, Event, EventPayload, Request, RequestSource, Schedule, Status, Verdict,
+    now_rfc3339, unix_now, DeliveryStatus, Event, EventPayload, NotifyEvent, Request,
+    RequestSource, Schedule, Status, Verdict,
 };
 use crate::store::{deliveries, Store};
 
@@ -46,10 +47,10 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 /// The notification body (the `json` format).
 #[derive(Debug, Clone, Serialize)]
 pub struct Notification {
-    pub event: String,
+    pub event: NotifyEvent,
     pub request_id: String,
     pub source: String,
-    pub status: String,
+    pub status: Status,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
@@ -88,7 +89,7 @@ impl Notification {
             .unwrap_or_default();
         let mut t = format!(
             "drydock {}: {}{on} [{}] {}",
-            self.event.replace('_', " "),
+            self.event.as_str().replace('_', " "),
             self.container.as_deref().unwrap_or("?"),
             self.request_id,
             self.message
@@ -124,7 +125,7 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         return None;
     }
     let (name, approve, authorised) = match &event.payload {
-        EventPayload::Created(_) => ("opened", None, None),
+        EventPayload::Created(_) => (NotifyEvent::Opened, None, None),
         EventPayload::Status(s) if s.status == Status::WaitingApproval => {
             let pending: Vec<&str> = req.pending_approvals().map(|a| a.id.as_str()).collect();
             if pending.is_empty() {
@@ -136,18 +137,18 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
                 .map(|id| format!("drydock approve {id}"))
                 .collect::<Vec<_>>()
                 .join(" && ");
-            ("needs_approval", Some(cmd), None)
+            (NotifyEvent::NeedsApproval, Some(cmd), None)
         }
         EventPayload::Execution(e) if e.execution.ok => {
             let by = match &e.execution.grant_id {
                 Some(g) => format!("grant {g}"),
                 None => format!("approval {}", e.execution.approval_id),
             };
-            ("executed", None, Some(by))
+            (NotifyEvent::Executed, None, Some(by))
         }
         EventPayload::Final(f) => match f.status {
-            Status::Completed if !req.execution.is_empty() => ("recovered", None, None),
-            Status::Failed | Status::Rejected => ("failed", None, None),
+            Status::Completed if !req.execution.is_empty() => (NotifyEvent::Recovered, None, None),
+            Status::Failed | Status::Rejected => (NotifyEvent::Failed, None, None),
             _ => return None,
         },
         EventPayload::Status(_)
@@ -183,13 +184,13 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
 
 /// A notification named `event` about a request, with the words every kind
 /// carries; each kind then adds its own.
-fn about(event: &str, req: &Request) -> Notification {
+fn about(event: NotifyEvent, req: &Request) -> Notification {
     let redact = crate::text::redact;
     Notification {
-        event: event.into(),
+        event,
         request_id: req.id.clone(),
         source: req.source.as_str().into(),
-        status: req.status.as_str().into(),
+        status: req.status,
         message: redact(&req.message),
         container: req
             .target
@@ -218,12 +219,9 @@ fn body_for(hook: &WebhookConfig, n: &Notification) -> String {
     }
 }
 
-fn wants(hook: &WebhookConfig, event: &str) -> bool {
-    if hook.events.is_empty() {
-        NOTIFY_EVENTS.contains(&event)
-    } else {
-        hook.events.iter().any(|e| e == event)
-    }
+/// Whether `hook` wants `event`: every event when it names none.
+fn wants(hook: &WebhookConfig, event: NotifyEvent) -> bool {
+    hook.events.is_empty() || hook.events.contains(&event)
 }
 
 pub struct Notifier {
@@ -301,7 +299,7 @@ impl Notifier {
 
     /// A schedule's answer changed: `req` is the run that found `now`.
     pub fn schedule_changed(&self, schedule: &Schedule, req: &Request, was: Verdict, now: Verdict) {
-        let mut n = about("schedule_changed", req);
+        let mut n = about(NotifyEvent::ScheduleChanged, req);
         n.schedule_id = Some(schedule.id.clone());
         n.was = Some(was);
         n.verdict = Some(now);
@@ -309,11 +307,11 @@ impl Notifier {
     }
 
     fn queue(&self, n: &Notification) {
-        for (hook, _) in self.hooks.iter().filter(|(h, _)| wants(h, &n.event)) {
+        for (hook, _) in self.hooks.iter().filter(|(h, _)| wants(h, n.event)) {
             let queued = deliveries::queue(
                 &self.store,
                 &hook.name,
-                &n.event,
+                n.event,
                 &n.request_id,
                 &body_for(hook, n),
                 unix_now(),
@@ -346,14 +344,20 @@ impl Notifier {
             {
                 let Some((hook, secret)) = self.hooks.iter().find(|(h, _)| h.name == webhook)
                 else {
-                    self.settle(id, "failed", attempts, "webhook no longer configured", None);
+                    self.settle(
+                        id,
+                        DeliveryStatus::Failed,
+                        attempts,
+                        "webhook no longer configured",
+                        None,
+                    );
                     continue;
                 };
                 let mut request = self
                     .client
                     .post(&hook.url)
                     .header("content-type", "application/json")
-                    .header("x-drydock-event", &event)
+                    .header("x-drydock-event", event.as_str())
                     .header("x-drydock-delivery", id.to_string());
                 if let Some(secret) = secret {
                     let mac = hmac_sha256(secret, body.as_bytes());
@@ -364,9 +368,13 @@ impl Notifier {
                 }
                 let attempts = attempts + 1;
                 match request.body(body.clone()).send().await {
-                    Ok(r) if r.status().is_success() => {
-                        self.settle(id, "delivered", attempts, "", Some(now_rfc3339()))
-                    }
+                    Ok(r) if r.status().is_success() => self.settle(
+                        id,
+                        DeliveryStatus::Delivered,
+                        attempts,
+                        "",
+                        Some(now_rfc3339()),
+                    ),
                     Ok(r) => self.retry(id, attempts, &format!("HTTP {}", r.status().as_u16())),
                     // Without the URL: a Slack-style webhook URL is itself
                     // the secret.
@@ -383,7 +391,7 @@ impl Notifier {
 
     fn retry(&self, id: i64, attempts: u32, error: &str) {
         if attempts >= MAX_ATTEMPTS {
-            self.settle(id, "failed", attempts, error, None);
+            self.settle(id, DeliveryStatus::Failed, attempts, error, None);
             return;
         }
         let backoff = 1i64 << attempts.min(10);
@@ -393,12 +401,19 @@ impl Notifier {
         }
     }
 
-    fn settle(&self, id: i64, status: &str, attempts: u32, error: &str, at: Option<String>) {
+    fn settle(
+        &self,
+        id: i64,
+        status: DeliveryStatus,
+        attempts: u32,
+        error: &str,
+        at: Option<String>,
+    ) {
         let result = deliveries::settle(&self.store, id, status, attempts, error, at.as_deref());
         if let Err(e) = result {
             tracing::error!(error = %e, "cannot record a delivery");
         }
-        if status == "failed" {
+        if status == DeliveryStatus::Failed {
             tracing::warn!(
                 delivery = id,
                 error,

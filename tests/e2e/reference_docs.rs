@@ -1,7 +1,10 @@
-//! The reference docs stay true mechanically: every key of the config
-//! structs is in docs/configuration.md (in the section of its file), every
-//! subcommand of the CLI in docs/cli.md, and every event kind and every
-//! executor RPC in docs/api.md (and nothing there that no longer exists).
+//! The reference docs stay true mechanically, both ways (every word the
+//! code knows is documented, and nothing documented that no longer
+//! exists): config keys in docs/configuration.md (in the section of their
+//! file), subcommands in docs/cli.md, event kinds, RPCs and write actions
+//! (at their tiers) in docs/api.md, evidence kinds, fault classes and
+//! request states in docs/diagnosis.md, notify events in
+//! docs/configuration.md.
 
 use std::collections::BTreeMap;
 
@@ -152,31 +155,10 @@ fn every_subcommand_is_in_the_cli_reference() {
 /// cell's backquoted names (`` `a`, `b` `` counts both); the header row
 /// (the one above the `|---|` line) is not a row.
 fn table_names(doc: &str, heading: &str) -> Vec<String> {
-    let Some(at) = doc.find(heading) else {
-        panic!("docs/api.md has no heading {heading}")
-    };
-    let rest = &doc[at + heading.len()..];
-    let end = rest.find("\n#").unwrap_or(rest.len());
-    let lines: Vec<&str> = rest[..end].lines().collect();
-    lines
+    table_rows(doc, heading)
         .iter()
-        .enumerate()
-        .filter(|(i, _)| {
-            !lines
-                .get(i + 1)
-                .is_some_and(|next| next.starts_with("|---"))
-        })
-        .map(|(_, l)| *l)
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|l| {
-            let first = l.split('|').nth(1).unwrap_or("");
-            first
-                .split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
+        .filter(|cells| cells.first().is_some_and(|c| c.starts_with('`')))
+        .flat_map(|cells| words(&cells[0]))
         .collect()
 }
 
@@ -236,4 +218,140 @@ fn every_evidence_kind_is_in_the_diagnosis_reference_and_no_other() {
         missing.is_empty() && stale.is_empty(),
         "docs/diagnosis.md's evidence table: missing {missing:?}, no such kind {stale:?}"
     );
+}
+
+/// The cells of each row of the table under `heading` in `doc`, the
+/// header row left out.
+fn table_rows(doc: &str, heading: &str) -> Vec<Vec<String>> {
+    let Some(at) = doc.find(heading) else {
+        panic!("no heading {heading}")
+    };
+    let rest = &doc[at + heading.len()..];
+    let end = rest.find("\n#").unwrap_or(rest.len());
+    let lines: Vec<&str> = rest[..end].lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| {
+            l.starts_with('|')
+                && !l.starts_with("|---")
+                && !lines.get(i + 1).is_some_and(|n| n.starts_with("|---"))
+        })
+        .map(|(_, l)| {
+            let cells: Vec<&str> = l.split('|').collect();
+            cells[1..cells.len().saturating_sub(1)]
+                .iter()
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The backquoted words of a cell.
+fn words(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The backquoted words of column `col` (0 is the first) of each row of
+/// the table under `heading` in `doc`, the header row left out.
+fn column_words(doc: &str, heading: &str, col: usize) -> Vec<Vec<String>> {
+    table_rows(doc, heading)
+        .iter()
+        .map(|cells| words(cells.get(col).map_or("", String::as_str)))
+        .collect()
+}
+
+/// `missing` and `stale` between the words a build knows and the ones a
+/// document names, as one failure message (empty when they agree).
+fn disagreement(what: &str, known: &[String], documented: &[String]) -> String {
+    let missing: Vec<&String> = known.iter().filter(|k| !documented.contains(k)).collect();
+    let stale: Vec<&String> = documented.iter().filter(|d| !known.contains(d)).collect();
+    if missing.is_empty() && stale.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: missing {missing:?}, no such word {stale:?}")
+    }
+}
+
+fn read_doc(path: &str) -> String {
+    std::fs::read_to_string(workspace_root().join(path)).unwrap()
+}
+
+#[test]
+fn every_fault_class_and_status_is_in_the_diagnosis_reference_and_no_other() {
+    let doc = read_doc("docs/diagnosis.md");
+    let classes: Vec<String> = column_words(&doc, "\n## Diagnosis and fault classes\n", 0)
+        .into_iter()
+        .filter_map(|w| w.into_iter().next())
+        .collect();
+    let known: Vec<String> = drydock_vocab::FaultClass::ALL
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .collect();
+    let statuses: Vec<String> = column_words(&doc, "\n## Request lifecycle\n", 0)
+        .into_iter()
+        .filter_map(|w| w.into_iter().next())
+        .collect();
+    let known_statuses: Vec<String> = drydock_vocab::Status::ALL
+        .iter()
+        .map(|s| s.as_str().to_string())
+        .collect();
+    let problems = [
+        disagreement("docs/diagnosis.md's fault classes", &known, &classes),
+        disagreement("docs/diagnosis.md's states", &known_statuses, &statuses),
+    ];
+    assert!(problems.iter().all(String::is_empty), "{problems:?}");
+}
+
+/// docs/api.md's RPC table names each write action as its audit `action`,
+/// at the tier the executor gives it, and no other write.
+#[test]
+fn every_write_action_is_in_the_api_reference_at_its_tier() {
+    let doc = read_doc("docs/api.md");
+    let rows = table_rows(&doc, "\n## Executor gRPC API\n");
+    assert!(rows.len() >= 10, "sanity: read the RPC table, got {rows:?}");
+    let mut writes = Vec::new();
+    for cells in &rows {
+        let tier = cells.get(1).map_or("", String::as_str);
+        if tier == "T1" || tier == "T2" {
+            let word = words(cells.get(2).map_or("", String::as_str))
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            if let Some(a) = drydock_vocab::WriteAction::parse(&word) {
+                assert_eq!(
+                    tier,
+                    drydock_vocab::default_tier(a).label(),
+                    "docs/api.md gives `{word}` the wrong tier"
+                );
+            }
+            writes.push(word);
+        }
+    }
+    let known: Vec<String> = drydock_vocab::WriteAction::ALL
+        .iter()
+        .map(|a| a.as_str().to_string())
+        .collect();
+    let problem = disagreement("docs/api.md's write RPCs", &known, &writes);
+    assert!(problem.is_empty(), "{problem}");
+}
+
+#[test]
+fn every_notify_event_is_in_the_configuration_reference_and_no_other() {
+    let doc = read_doc("docs/configuration.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `notify.webhooks[].events` |"))
+        .expect("docs/configuration.md has the events row");
+    let documented = words(row.split('|').nth(3).unwrap_or(""));
+    let known: Vec<String> = drydock_vocab::NotifyEvent::ALL
+        .iter()
+        .map(|e| e.as_str().to_string())
+        .collect();
+    let problem = disagreement("docs/configuration.md's notify events", &known, &documented);
+    assert!(problem.is_empty(), "{problem}");
 }

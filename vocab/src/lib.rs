@@ -21,6 +21,7 @@ pub mod container;
 pub mod docker;
 pub mod event;
 pub mod evidence;
+pub mod notify;
 pub mod request;
 pub mod swarm;
 pub mod time;
@@ -38,6 +39,7 @@ pub use evidence::{
     History, HostUnreachable, NotesFound, PastRepair, PastRequest, PreWriteSnapshot, RunbookEntry,
     ServiceSnapshot, HELD_FOR_SECS, RESTARTS_BEFORE_TELLING,
 };
+pub use notify::{DeliveryStatus, NotifyEvent};
 pub use request::*;
 pub use swarm::*;
 pub use time::{now_rfc3339, span, unix_now};

@@ -147,12 +147,20 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         "type": "object", "required": ["alert", "detail"],
         "properties": {"alert": {"type": "string"}, "request_id": {"type": "string"}, "detail": {"type": "string"}}
     }}}});
+    let notify_events: Vec<&str> = crate::model::NotifyEvent::ALL
+        .iter()
+        .map(|e| e.as_str())
+        .collect();
+    let delivery_states: Vec<&str> = crate::model::DeliveryStatus::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
     let deliveries = json!({"type": "object", "required": ["deliveries"], "properties": {"deliveries": {"type": "array", "items": {
         "type": "object",
         "required": ["id", "webhook", "event", "request_id", "status", "attempts", "last_error", "created_at"],
         "properties": {
-            "id": {"type": "integer"}, "webhook": {"type": "string"}, "event": {"type": "string"},
-            "request_id": {"type": "string"}, "status": {"type": "string"}, "attempts": {"type": "integer", "minimum": 0},
+            "id": {"type": "integer"}, "webhook": {"type": "string"}, "event": {"type": "string", "enum": notify_events},
+            "request_id": {"type": "string"}, "status": {"type": "string", "enum": delivery_states}, "attempts": {"type": "integer", "minimum": 0},
             "last_error": {"type": "string"}, "created_at": {"type": "string"}, "delivered_at": {"type": "string"}
         }
     }}}});

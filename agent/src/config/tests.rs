@@ -90,3 +90,33 @@ fn a_missing_key_variable_is_named_and_the_key_is_read_from_it() {
     assert_eq!(c.timeout, DEFAULT_LLM_TIMEOUT);
     assert_eq!(c.max_turns, DEFAULT_LLM_MAX_TURNS);
 }
+
+#[test]
+fn a_webhook_event_that_does_not_exist_is_refused_naming_the_key_and_the_words() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
+        std::fs::write(dir.path().join(f), "x").unwrap();
+    }
+    let path = dir.path().join("agent.yaml");
+    let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+    let hook = |events: &str| {
+        format!("{base}notify: {{webhooks: [{{name: ops, url: 'https://hooks.example/x', events: {events}}}]}}\n")
+    };
+    std::fs::write(&path, hook("[opened, needs_approval]")).unwrap();
+    let c = Config::load(&path).unwrap();
+    assert_eq!(
+        c.notify.webhooks[0].events,
+        vec![
+            crate::model::NotifyEvent::Opened,
+            crate::model::NotifyEvent::NeedsApproval
+        ]
+    );
+    std::fs::write(&path, hook("[opened, repaired]")).unwrap();
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("notify.webhooks[0].events[1]")
+            && err.contains("repaired")
+            && err.contains("schedule_changed"),
+        "{err}"
+    );
+}

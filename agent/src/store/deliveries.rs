@@ -6,15 +6,29 @@ use rusqlite::params;
 use serde::Serialize;
 
 use super::{Store, StoreError};
+use crate::model::{DeliveryStatus, NotifyEvent};
+
+/// A word of the vocabulary read back from a column; one this release
+/// does not know is an error naming it.
+fn word<T>(r: &rusqlite::Row<'_>, i: usize, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("`{text}` is not a word this release knows").into(),
+        )
+    })
+}
 
 /// One row of the delivery log, as `GET /api/v1/deliveries` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Delivery {
     pub id: i64,
     pub webhook: String,
-    pub event: String,
+    pub event: NotifyEvent,
     pub request_id: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: u32,
     pub last_error: String,
     pub created_at: String,
@@ -27,7 +41,7 @@ pub struct Delivery {
 pub struct Due {
     pub id: i64,
     pub webhook: String,
-    pub event: String,
+    pub event: NotifyEvent,
     pub body: String,
     pub attempts: u32,
 }
@@ -36,7 +50,7 @@ pub struct Due {
 pub fn queue(
     store: &Store,
     webhook: &str,
-    event: &str,
+    event: NotifyEvent,
     request_id: &str,
     body: &str,
     next_at: i64,
@@ -44,8 +58,16 @@ pub fn queue(
 ) -> Result<(), StoreError> {
     store.lock().execute(
         "INSERT INTO deliveries (webhook, event, request_id, body, status, next_at, created_at)
-         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
-        params![webhook, event, request_id, body, next_at, created_at],
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            webhook,
+            event.as_str(),
+            request_id,
+            body,
+            DeliveryStatus::Pending.as_str(),
+            next_at,
+            created_at
+        ],
     )?;
     Ok(())
 }
@@ -62,9 +84,9 @@ pub fn newest(store: &Store, limit: u32) -> Result<Vec<Delivery>, StoreError> {
             Ok(Delivery {
                 id: r.get(0)?,
                 webhook: r.get(1)?,
-                event: r.get(2)?,
+                event: word(r, 2, NotifyEvent::parse)?,
                 request_id: r.get(3)?,
-                status: r.get(4)?,
+                status: word(r, 4, DeliveryStatus::parse)?,
                 attempts: r.get(5)?,
                 last_error: r.get(6)?,
                 created_at: r.get(7)?,
@@ -80,14 +102,14 @@ pub fn due(store: &Store, now: i64) -> Result<Vec<Due>, StoreError> {
     let conn = store.lock();
     let mut stmt = conn.prepare(
         "SELECT id, webhook, event, body, attempts FROM deliveries
-         WHERE status = 'pending' AND next_at <= ?1 ORDER BY id LIMIT 50",
+         WHERE status = ?2 AND next_at <= ?1 ORDER BY id LIMIT 50",
     )?;
     let rows = stmt
-        .query_map([now], |r| {
+        .query_map(params![now, DeliveryStatus::Pending.as_str()], |r| {
             Ok(Due {
                 id: r.get(0)?,
                 webhook: r.get(1)?,
-                event: r.get(2)?,
+                event: word(r, 2, NotifyEvent::parse)?,
                 body: r.get(3)?,
                 attempts: r.get(4)?,
             })
@@ -111,18 +133,18 @@ pub fn retry_at(
     Ok(())
 }
 
-/// The delivery's end: `delivered` (at `at`) or `failed`.
+/// The delivery's end: `Delivered` (at `at`) or `Failed`.
 pub fn settle(
     store: &Store,
     id: i64,
-    status: &str,
+    status: DeliveryStatus,
     attempts: u32,
     error: &str,
     at: Option<&str>,
 ) -> Result<(), StoreError> {
     store.lock().execute(
         "UPDATE deliveries SET status = ?2, attempts = ?3, last_error = ?4, delivered_at = ?5 WHERE id = ?1",
-        params![id, status, attempts, error, at],
+        params![id, status.as_str(), attempts, error, at],
     )?;
     Ok(())
 }
@@ -135,22 +157,22 @@ mod tests {
     fn a_queued_delivery_is_due_then_retried_then_settled() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("agent.db")).unwrap();
-        queue(&store, "ops", "opened", "req-1", "{}", 100, "t").unwrap();
+        queue(&store, "ops", NotifyEvent::Opened, "req-1", "{}", 100, "t").unwrap();
         assert!(due(&store, 99).unwrap().is_empty(), "not yet due");
         let d = due(&store, 100).unwrap().remove(0);
         assert_eq!((d.webhook.as_str(), d.attempts), ("ops", 0));
         retry_at(&store, d.id, 1, 200, "HTTP 500").unwrap();
         assert!(due(&store, 150).unwrap().is_empty(), "backing off");
-        settle(&store, d.id, "delivered", 2, "", Some("t2")).unwrap();
+        settle(&store, d.id, DeliveryStatus::Delivered, 2, "", Some("t2")).unwrap();
         assert!(due(&store, 1_000).unwrap().is_empty());
         let log = newest(&store, 10).unwrap();
         assert_eq!(
             (
-                log[0].status.as_str(),
+                log[0].status,
                 log[0].attempts,
                 log[0].delivered_at.as_deref()
             ),
-            ("delivered", 2, Some("t2"))
+            (DeliveryStatus::Delivered, 2, Some("t2"))
         );
     }
 }
