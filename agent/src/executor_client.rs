@@ -11,7 +11,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use drydock_proto::approval::WriteAction;
+use drydock_proto::approval::{ContainerWrite, ServiceAction, WriteAction};
 use drydock_proto::pb;
 use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -215,17 +215,64 @@ pub trait Reads: Send + Sync {
 /// or a grant authorises.
 pub trait Executor: Reads {
     /// Send a write with what authorises it. The agent cannot make these
-    /// bytes itself: only the operator's key can sign them. A rollback
-    /// names the image to run. A Swarm service's write (`action.on_service()`)
-    /// names the service's id as `container_id`.
+    /// bytes itself: only the operator's key can sign them.
     fn write<'a>(
         &'a self,
-        action: WriteAction,
         request_id: &'a str,
-        container_id: &'a str,
+        op: &'a WriteOp,
         authority: Authority,
-        image: Option<&'a str>,
     ) -> Call<'a, Written>;
+}
+
+/// A write as the executor's RPCs take it: on a container (a rollback with
+/// the image it runs) or on a Swarm service, each by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    Container { id: String, write: ContainerWrite },
+    Service { id: String, action: ServiceAction },
+}
+
+impl WriteOp {
+    pub fn action(&self) -> WriteAction {
+        match self {
+            WriteOp::Container { write, .. } => write.action().into(),
+            WriteOp::Service { action, .. } => (*action).into(),
+        }
+    }
+
+    /// The container's or the service's id.
+    pub fn id(&self) -> &str {
+        match self {
+            WriteOp::Container { id, .. } | WriteOp::Service { id, .. } => id,
+        }
+    }
+
+    /// The call a plan step makes: its write, on its target's id. (A step
+    /// pairs each write with a target of its kind: `PlanStep::new`.)
+    pub fn of(step: &crate::model::PlanStep) -> WriteOp {
+        use crate::model::{ContainerStep, ServiceStep, StepWrite};
+        let id = step.target().id().to_string();
+        match step.write() {
+            StepWrite::Container(w) => WriteOp::Container {
+                id,
+                write: match w {
+                    ContainerStep::Start => ContainerWrite::Start,
+                    ContainerStep::Restart => ContainerWrite::Restart,
+                    ContainerStep::Stop => ContainerWrite::Stop,
+                    ContainerStep::Rollback { to_image, .. } => ContainerWrite::Rollback {
+                        to_image: to_image.clone(),
+                    },
+                },
+            },
+            StepWrite::Service(w) => WriteOp::Service {
+                id,
+                action: match w {
+                    ServiceStep::ForceUpdate { .. } => ServiceAction::ForceUpdate,
+                    ServiceStep::Rollback { .. } => ServiceAction::Rollback,
+                },
+            },
+        }
+    }
 }
 
 /// What a write left behind.

@@ -123,14 +123,12 @@ mod tests {
             at(created),
         );
         r.status = Status::Completed;
-        r.target = Some(crate::model::Target {
-            kind: crate::model::TargetKind::Container,
-            container_id: "c".repeat(64),
-            container_name: "web".into(),
-            service: None,
-            stack: None,
-            host: None,
-        });
+        r.target = Some(crate::model::Target::container(
+            "c".repeat(64),
+            "web",
+            None,
+            None,
+        ));
         r.execution.push(ExecutionRecord {
             step: 0,
             action: WriteAction::Restart,

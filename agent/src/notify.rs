@@ -195,7 +195,7 @@ fn about(event: NotifyEvent, req: &Request) -> Notification {
         container: req
             .target
             .as_ref()
-            .map(|t| t.container_name.clone())
+            .map(|t| t.name().to_string())
             .or_else(|| req.options.container.clone()),
         host: req.host().map(str::to_string),
         diagnosis: req.diagnosis.as_ref().map(|d| redact(&d.summary)),

@@ -7,8 +7,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::disk;
 use crate::model::{
-    Change, ContainerView, DependencyState, DiskUsageView, ExecutionRecord, FaultClass, Plan,
-    PlanStep, PolicyView, Target, WriteAction,
+    Change, ContainerStep, ContainerView, DependencyState, DiskUsageView, ExecutionRecord,
+    FaultClass, ImageId, Plan, PlanStep, PolicyView, StepWrite, Target, WriteAction,
 };
 use crate::rules::Finding;
 use crate::text::human_bytes;
@@ -28,20 +28,24 @@ pub struct Context {
     pub disk: Option<DiskUsageView>,
 }
 
-fn step(action: WriteAction, target: &Target, reason: String, expected: &str) -> PlanStep {
-    PlanStep {
-        action,
-        target: target.clone(),
-        image_id: None,
-        from_image_id: None,
-        service: None,
+/// A start or restart of `target`; `None` when it is no container.
+fn step(
+    write: ContainerStep,
+    target: &Target,
+    policy: &PolicyView,
+    reason: String,
+    expected: &str,
+) -> Option<PlanStep> {
+    let action = write.action();
+    PlanStep::new(
+        target.clone(),
+        StepWrite::Container(write),
         reason,
-        // Start and restart, the only actions this builds: T1 on every
-        // executor.
-        risk: crate::model::default_tier(action),
-        expected_effect: expected.into(),
-        rollback: format!("{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and stop it by hand", target.container_name),
-    }
+        policy.actions.tier(action),
+        expected.into(),
+        format!("{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and stop it by hand", target.name()),
+    )
+    .ok()
 }
 
 /// How long a restart may take to stop the container: the engine honours
@@ -82,29 +86,31 @@ fn rollback_step(change: &Change, target: &Target, policy: &PolicyView) -> Optio
         .previous_ran_secs
         .map(|s| format!(", which ran {} without a failure", crate::model::span(s)))
         .unwrap_or_default();
-    Some(PlanStep {
-        action: WriteAction::Rollback,
-        target: target.clone(),
-        image_id: Some(previous.image_id.clone()),
-        from_image_id: Some(change.current.image_id.clone()),
-        service: None,
-        reason: format!(
+    let write = ContainerStep::Rollback {
+        to_image: ImageId::parse(&previous.image_id)?,
+        from_image: ImageId::parse(&change.current.image_id)?,
+    };
+    PlanStep::new(
+        target.clone(),
+        StepWrite::Container(write),
+        format!(
             "{} began failing after it was recreated from image {}; roll it back to image {}{ran}",
-            target.container_name,
+            target.name(),
             crate::change::short_image(&change.current.image_id),
             crate::change::short_image(&previous.image_id),
         ),
-        risk: policy.actions.tier(WriteAction::Rollback),
-        expected_effect: format!(
+        policy.actions.tier(WriteAction::Rollback),
+        format!(
             "{} runs image {} again, under its name, on its networks, with its volumes, and passes its healthcheck",
-            target.container_name,
+            target.name(),
             crate::change::short_image(&previous.image_id)
         ),
-        rollback: format!(
+        format!(
             "to go forward again, recreate {} from its image name (docker compose up -d, or docker run) once the new version is fixed",
-            target.container_name
+            target.name()
         ),
-    })
+    )
+    .ok()
 }
 
 /// What a person can do about a change drydock will not undo itself.
@@ -271,15 +277,13 @@ fn target_step(
     primary: FaultClass,
     c: &ContainerView,
     target: &Target,
-    policy: &PolicyView,
-) -> Option<(WriteAction, bool, String, &'static str)> {
+) -> Option<(ContainerStep, String, &'static str)> {
     match primary {
         FaultClass::Unhealthy => Some((
-            WriteAction::Restart,
-            policy.actions.enabled(WriteAction::Restart),
+            ContainerStep::Restart,
             format!(
                 "{} is running but unhealthy; a restart clears a wedged process",
-                target.container_name
+                target.name()
             ),
             "the container restarts and its healthcheck passes",
         )),
@@ -290,21 +294,20 @@ fn target_step(
             if !c.running =>
         {
             Some((
-                WriteAction::Start,
-                policy.actions.enabled(WriteAction::Start),
+                ContainerStep::Start,
                 format!(
                     "{} is not running (exit code {})",
-                    target.container_name, c.exit_code
+                    target.name(),
+                    c.exit_code
                 ),
                 "the container starts and stays running",
             ))
         }
         FaultClass::DependencyUnavailable if c.running => Some((
-            WriteAction::Restart,
-            policy.actions.enabled(WriteAction::Restart),
+            ContainerStep::Restart,
             format!(
                 "{} lost its dependency and may not reconnect by itself",
-                target.container_name
+                target.name()
             ),
             "the container reconnects to its dependency",
         )),
@@ -323,10 +326,8 @@ pub fn plan(
 ) -> Plan {
     let mut plan = steps_and_advice(finding, container, target, policy, done, ctx);
     if let Some(notes) = &ctx.notes {
-        plan.advice.push(format!(
-            "Operator notes for {}: {notes}",
-            target.container_name
-        ));
+        plan.advice
+            .push(format!("Operator notes for {}: {notes}", target.name()));
     }
     plan
 }
@@ -354,7 +355,7 @@ fn steps_and_advice(
     if let Some(change) = &finding.change {
         let rolled_back = done
             .iter()
-            .any(|d| d.action == WriteAction::Rollback && d.container_id == target.container_id);
+            .any(|d| d.action == WriteAction::Rollback && d.container_id == target.id());
         match rollback_step(change, target, policy) {
             Some(step) if !rolled_back => {
                 steps.push(step);
@@ -386,7 +387,7 @@ fn steps_and_advice(
     if finding.finished_job {
         advice.push(format!(
             "Nothing to repair: {} is a one-off job that finished (exit 0). Run it again only if you mean to (`docker start {}`, or `docker compose run` for a compose job).",
-            target.container_name, target.container_name
+            target.name(), target.name()
         ));
         return Plan {
             digest: digest(&steps),
@@ -400,28 +401,29 @@ fn steps_and_advice(
     };
     let propose = |steps: &mut Vec<PlanStep>,
                    advice: &mut Vec<String>,
-                   action: WriteAction,
-                   enabled: bool,
+                   write: ContainerStep,
                    t: &Target,
                    reason: String,
                    expected: &str| {
-        if already(action, &t.container_id) {
+        let action = write.action();
+        if already(action, t.id()) {
             advice.push(format!(
                 "A {action} of {} was already tried in this request and did not fix it; not repeating it. Look at the evidence above for the underlying cause.",
-                t.container_name
+                t.name()
             ));
             false
-        } else if !enabled {
-            advice.push(format!("The executor's policy does not allow {action}; {action} {} by hand if appropriate.", t.container_name));
+        } else if !policy.actions.enabled(action) {
+            advice.push(format!("The executor's policy does not allow {action}; {action} {} by hand if appropriate.", t.name()));
             false
-        } else {
-            let mut s = step(action, t, reason, expected);
-            if action == WriteAction::Restart && t.container_id == container.id {
+        } else if let Some(mut s) = step(write, t, policy, reason, expected) {
+            if action == WriteAction::Restart && t.id() == container.id {
                 s.expected_effect
                     .push_str(&stop_note(container.stop_timeout_secs));
             }
             steps.push(s);
             true
+        } else {
+            false
         }
     };
 
@@ -438,7 +440,7 @@ fn steps_and_advice(
             (None, _) | (_, None) => {
                 advice.push(format!(
                     "{} needs `{}` ({} names it), but no container by that name, compose service or address exists. Start it, or fix the address {} is configured with.",
-                    target.container_name, dep.named, dep.source, target.container_name
+                    target.name(), dep.named, dep.source, target.name()
                 ));
                 return Plan {
                     digest: digest(&steps),
@@ -451,12 +453,14 @@ fn steps_and_advice(
                 let started = propose(
                     &mut steps,
                     &mut advice,
-                    WriteAction::Start,
-                    policy.actions.enabled(WriteAction::Start),
+                    ContainerStep::Start,
                     &dt,
                     format!(
                         "{} needs {} ({}), which is not running (exit code {})",
-                        target.container_name, dt.container_name, dep.named, dc.exit_code
+                        target.name(),
+                        dt.name(),
+                        dep.named,
+                        dc.exit_code
                     ),
                     "the dependency starts and becomes healthy",
                 );
@@ -471,7 +475,7 @@ fn steps_and_advice(
             (Some(dc), Some(dt)) if !dep.ready() => {
                 advice.push(format!(
                     "{}'s dependency {} is running but {}; diagnose it first: `drydock ask --container {} \"why is it {}\"`.",
-                    target.container_name, dt.container_name, dc.health_status, dt.container_name, dc.health_status
+                    target.name(), dt.name(), dc.health_status, dt.name(), dc.health_status
                 ));
                 return Plan {
                     digest: digest(&steps),
@@ -484,7 +488,7 @@ fn steps_and_advice(
         if primary == FaultClass::CrashLoop {
             advice.push(format!(
                 "{} restarts by its restart policy and will reconnect once its dependency is up.",
-                target.container_name
+                target.name()
             ));
         } else if dependency_started && container.running {
             // The least disruptive repair first: a running service usually
@@ -492,34 +496,14 @@ fn steps_and_advice(
             // it does not recover does the next round restart it.
             advice.push(format!(
                 "{} is still running: once its dependency is up it should recover by itself (its healthcheck is watched), and it is restarted in a next round only if it does not.",
-                target.container_name
+                target.name()
             ));
-        } else if let Some((action, enabled, reason, expected)) =
-            target_step(primary, container, target, policy)
-        {
-            propose(
-                &mut steps,
-                &mut advice,
-                action,
-                enabled,
-                target,
-                reason,
-                expected,
-            );
+        } else if let Some((write, reason, expected)) = target_step(primary, container, target) {
+            propose(&mut steps, &mut advice, write, target, reason, expected);
         }
     } else if !restart_cannot_fix(primary) {
-        if let Some((action, enabled, reason, expected)) =
-            target_step(primary, container, target, policy)
-        {
-            propose(
-                &mut steps,
-                &mut advice,
-                action,
-                enabled,
-                target,
-                reason,
-                expected,
-            );
+        if let Some((write, reason, expected)) = target_step(primary, container, target) {
+            propose(&mut steps, &mut advice, write, target, reason, expected);
         }
     }
     Plan {

@@ -466,10 +466,7 @@ async fn injected_stop_is_refused_and_only_the_validated_plan_is_put_up_for_appr
     let p = r.plan.clone().unwrap();
     assert_eq!(p.steps.len(), 1);
     assert_eq!(
-        (
-            p.steps[0].action.as_str(),
-            p.steps[0].target.container_id.as_str()
-        ),
+        (p.steps[0].action().as_str(), p.steps[0].target().id()),
         ("start", WEB)
     );
     // The approval's claims are built from the validated plan only.
@@ -708,7 +705,7 @@ async fn invalid_plans_past_the_budget_leave_planning_to_the_rules_planner() {
     // Whatever the rules planner chose, it is never a stop.
     let steps = r.plan.map(|p| p.steps).unwrap_or_default();
     assert!(
-        steps.iter().all(|s| s.action != WriteAction::Stop),
+        steps.iter().all(|s| s.action() != WriteAction::Stop),
         "{steps:?}"
     );
     assert!(w.executor.rpcs().iter().all(|c| !c.starts_with("WRITE")));

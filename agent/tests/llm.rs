@@ -395,9 +395,9 @@ async fn streaming_tool_call_deltas_are_reassembled_and_tokens_counted() {
     };
     assert_eq!(diagnosis.causes[0].class, FaultClass::DependencyUnavailable);
     assert_eq!(diagnosis.engine, "llm:test-model");
-    assert_eq!(plan.steps[0].action, WriteAction::Start);
+    assert_eq!(plan.steps[0].action(), WriteAction::Start);
     assert_eq!(
-        plan.steps[0].target.container_id,
+        plan.steps[0].target().id(),
         web().id,
         "the target comes from evidence, not from the model's text"
     );

@@ -6,7 +6,9 @@
 //! `event` matches every kind of event by name, without a wildcard: a kind
 //! added to the vocabulary does not compile here until it is given its line.
 
-use drydock_vocab::{Event, EventPayload, Request, Status, Target};
+use drydock_vocab::{
+    ContainerStep, Event, EventPayload, Request, ServiceStep, Status, StepWrite, Subject, Target,
+};
 
 use crate::term::{paint, Style};
 use crate::text::{safe, short};
@@ -38,7 +40,7 @@ pub fn event_lines(event: &Event) -> Vec<String> {
         EventPayload::Target(t) => out.push(format!(
             "  target: {} ({}) — {}",
             target_name(&t.target),
-            short(&t.target.container_id),
+            short(t.target.id()),
             safe(&t.why)
         )),
         EventPayload::Candidates(c) => {
@@ -82,17 +84,20 @@ pub fn event_lines(event: &Event) -> Vec<String> {
                 "Plan:".into()
             });
             for (i, st) in p.steps.iter().enumerate() {
-                let to = st
-                    .image_id
-                    .as_ref()
-                    .or(st.service.as_ref().and_then(|s| s.to_image.as_ref()))
-                    .map(|image| format!(" to image {}", safe(image)))
-                    .unwrap_or_default();
+                let to = match st.write() {
+                    StepWrite::Container(ContainerStep::Rollback { to_image, .. }) => {
+                        format!(" to image {}", safe(to_image.as_str()))
+                    }
+                    StepWrite::Service(ServiceStep::Rollback { to_image, .. }) => {
+                        format!(" to image {}", safe(to_image))
+                    }
+                    StepWrite::Container(_) | StepWrite::Service(_) => String::new(),
+                };
                 out.push(format!(
                     "  {}. {} {}{to} — {} (risk {}; expected: {})",
                     i + 1,
-                    st.action,
-                    safe(&st.target.container_name),
+                    st.action(),
+                    safe(st.target().name()),
                     safe(&st.reason),
                     st.risk,
                     safe(&st.expected_effect)
@@ -217,16 +222,12 @@ pub fn target_name(t: &Target) -> String {
 }
 
 fn target_alone(t: &Target) -> String {
-    if !t.is_service() {
-        return safe(&t.container_name);
-    }
-    match &t.stack {
-        Some(stack) => format!(
-            "Swarm service {} (stack {})",
-            safe(&t.container_name),
-            safe(stack)
-        ),
-        None => format!("Swarm service {}", safe(&t.container_name)),
+    match &t.subject {
+        Subject::Container(c) => safe(&c.name),
+        Subject::Service(s) => match &s.stack {
+            Some(stack) => format!("Swarm service {} (stack {})", safe(&s.name), safe(stack)),
+            None => format!("Swarm service {}", safe(&s.name)),
+        },
     }
 }
 

@@ -21,7 +21,7 @@ use crate::container::{
     LogsView, PolicyView, StatsView,
 };
 use crate::docker::HealthStatus;
-use crate::request::{Status, Target, TargetKind};
+use crate::request::{Status, Target};
 use crate::swarm::{NodeView, ServiceSummaryView, ServiceView, TaskView};
 use crate::time::span;
 use crate::{FaultClass, Note, WriteAction, COMPOSE_SERVICE_LABEL};
@@ -204,13 +204,13 @@ impl DependencyState {
     /// The container behind the name, as a target on the request's host
     /// (it was read there).
     pub fn target(&self) -> Option<Target> {
-        self.container.as_ref().map(|c| Target {
-            kind: TargetKind::Container,
-            stack: None,
-            container_id: c.id.clone(),
-            container_name: c.name.clone(),
-            service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-            host: None,
+        self.container.as_ref().map(|c| {
+            Target::container(
+                c.id.clone(),
+                c.name.clone(),
+                c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                None,
+            )
         })
     }
 

@@ -30,7 +30,7 @@ pub use api::*;
 pub use change::*;
 pub use container::*;
 pub use docker::*;
-pub use drydock_proto::approval::{ServiceClaims, WriteAction};
+pub use drydock_proto::approval::{ImageId, ServiceClaims, WriteAction};
 pub use drydock_proto::FaultClass;
 pub use event::*;
 pub use evidence::kind;

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{Evidence, FaultClass, ServiceClaims, WriteAction};
+use drydock_proto::approval::ImageId;
 
 /// Where a request stands. The lifecycle (which state follows which) is the
 /// agent's (`engine::lifecycle`); the words are here.
@@ -143,12 +144,53 @@ impl std::fmt::Display for TargetKind {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+/// A container a request is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSubject {
+    pub id: String,
+    pub name: String,
+    /// Its compose service, when compose made it.
+    pub compose_service: Option<String>,
+}
+
+/// A Swarm service a request is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSubject {
+    pub id: String,
+    pub name: String,
+    /// Its stack, when `docker stack deploy` made it.
+    pub stack: Option<String>,
+}
+
+/// What a request is about, chosen once: each kind with what belongs to
+/// it, so a phase is picked by matching on it, never by a flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Container(ContainerSubject),
+    Service(ServiceSubject),
+}
+
+/// A request's target: its subject, on one host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "TargetWire", into = "TargetWire")]
 pub struct Target {
+    pub subject: Subject,
+    /// The host whose executor it is on, when the agent serves several
+    /// (`hosts:` in its config); `None` with a single executor.
+    pub host: Option<String>,
+}
+
+/// A target on the wire and in stored requests, as it always was: a
+/// service's id and name in the `container_*` fields (the names are kept
+/// from when only containers were targets), `service` a container's
+/// compose service, `stack` a service's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[schemars(rename = "Target")]
+pub struct TargetWire {
+    #[serde(default)]
     pub kind: TargetKind,
     /// The target's id and name: a container's, or for `kind: service` the
-    /// Swarm service's (the names are kept from when only containers were
-    /// targets).
+    /// Swarm service's.
     pub container_id: String,
     pub container_name: String,
     /// A container's compose service.
@@ -163,9 +205,127 @@ pub struct Target {
     pub host: Option<String>,
 }
 
+impl From<TargetWire> for Target {
+    fn from(w: TargetWire) -> Target {
+        let subject = match w.kind {
+            TargetKind::Container => Subject::Container(ContainerSubject {
+                id: w.container_id,
+                name: w.container_name,
+                compose_service: w.service,
+            }),
+            TargetKind::Service => Subject::Service(ServiceSubject {
+                id: w.container_id,
+                name: w.container_name,
+                stack: w.stack,
+            }),
+        };
+        Target {
+            subject,
+            host: w.host,
+        }
+    }
+}
+
+impl From<Target> for TargetWire {
+    fn from(t: Target) -> TargetWire {
+        let kind = t.kind();
+        let (container_id, container_name, service, stack) = match t.subject {
+            Subject::Container(c) => (c.id, c.name, c.compose_service, None),
+            Subject::Service(s) => (s.id, s.name, None, s.stack),
+        };
+        TargetWire {
+            kind,
+            container_id,
+            container_name,
+            service,
+            stack,
+            host: t.host,
+        }
+    }
+}
+
+impl schemars::JsonSchema for Target {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        TargetWire::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        TargetWire::json_schema(generator)
+    }
+}
+
 impl Target {
-    pub fn is_service(&self) -> bool {
-        self.kind == TargetKind::Service
+    /// A container target.
+    pub fn container(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        compose_service: Option<String>,
+        host: Option<String>,
+    ) -> Target {
+        Target {
+            subject: Subject::Container(ContainerSubject {
+                id: id.into(),
+                name: name.into(),
+                compose_service,
+            }),
+            host,
+        }
+    }
+
+    /// A Swarm service target.
+    pub fn service(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        stack: Option<String>,
+        host: Option<String>,
+    ) -> Target {
+        Target {
+            subject: Subject::Service(ServiceSubject {
+                id: id.into(),
+                name: name.into(),
+                stack,
+            }),
+            host,
+        }
+    }
+
+    pub fn kind(&self) -> TargetKind {
+        match self.subject {
+            Subject::Container(_) => TargetKind::Container,
+            Subject::Service(_) => TargetKind::Service,
+        }
+    }
+
+    /// The container's or the service's id.
+    pub fn id(&self) -> &str {
+        match &self.subject {
+            Subject::Container(c) => &c.id,
+            Subject::Service(s) => &s.id,
+        }
+    }
+
+    /// The container's or the service's name.
+    pub fn name(&self) -> &str {
+        match &self.subject {
+            Subject::Container(c) => &c.name,
+            Subject::Service(s) => &s.name,
+        }
+    }
+
+    /// A container's compose service.
+    pub fn compose_service(&self) -> Option<&str> {
+        match &self.subject {
+            Subject::Container(c) => c.compose_service.as_deref(),
+            Subject::Service(_) => None,
+        }
+    }
+
+    /// A service's stack.
+    pub fn stack(&self) -> Option<&str> {
+        match &self.subject {
+            Subject::Container(_) => None,
+            Subject::Service(s) => s.stack.as_deref(),
+        }
     }
 }
 
@@ -211,8 +371,187 @@ pub struct Diagnosis {
     pub engine: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+/// A container's write as planned, with what belongs to it: a rollback
+/// names both images by content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerStep {
+    Start,
+    Restart,
+    Stop,
+    /// Re-create the container with `to_image`; it runs `from_image` now.
+    Rollback {
+        to_image: ImageId,
+        from_image: ImageId,
+    },
+}
+
+/// A Swarm service's write as planned: bound to the spec version and the
+/// image it was shown at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceStep {
+    /// Replace its tasks, at spec `version` running `image`.
+    ForceUpdate { version: u64, image: String },
+    /// Return it from spec `version` (running `image`) to its previous
+    /// spec, which runs `to_image`.
+    Rollback {
+        version: u64,
+        image: String,
+        to_image: String,
+    },
+}
+
+/// What a plan step writes, by the kind of target it acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepWrite {
+    Container(ContainerStep),
+    Service(ServiceStep),
+}
+
+impl ContainerStep {
+    pub fn action(&self) -> WriteAction {
+        match self {
+            ContainerStep::Start => WriteAction::Start,
+            ContainerStep::Restart => WriteAction::Restart,
+            ContainerStep::Stop => WriteAction::Stop,
+            ContainerStep::Rollback { .. } => WriteAction::Rollback,
+        }
+    }
+}
+
+impl ServiceStep {
+    pub fn action(&self) -> WriteAction {
+        match self {
+            ServiceStep::ForceUpdate { .. } => WriteAction::ForceUpdate,
+            ServiceStep::Rollback { .. } => WriteAction::ServiceRollback,
+        }
+    }
+}
+
+impl StepWrite {
+    pub fn action(&self) -> WriteAction {
+        match self {
+            StepWrite::Container(w) => w.action(),
+            StepWrite::Service(w) => w.action(),
+        }
+    }
+
+    /// The kind of target the write acts on.
+    pub fn acts_on(&self) -> TargetKind {
+        match self {
+            StepWrite::Container(_) => TargetKind::Container,
+            StepWrite::Service(_) => TargetKind::Service,
+        }
+    }
+}
+
+/// One write of a plan. Made only with a write that acts on its target's
+/// kind (`PlanStep::new`, and reading the wire form refuses the others).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "PlanStepWire", into = "PlanStepWire")]
 pub struct PlanStep {
+    target: Target,
+    write: StepWrite,
+    pub reason: String,
+    /// The executor's tier for the action.
+    pub risk: crate::container::Tier,
+    pub expected_effect: String,
+    pub rollback: String,
+}
+
+/// Why a step could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepMismatch(pub String);
+
+impl std::fmt::Display for StepMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PlanStep {
+    /// A step, if `write` acts on `target`'s kind.
+    pub fn new(
+        target: Target,
+        write: StepWrite,
+        reason: String,
+        risk: crate::container::Tier,
+        expected_effect: String,
+        rollback: String,
+    ) -> Result<PlanStep, StepMismatch> {
+        if write.acts_on() != target.kind() {
+            return Err(StepMismatch(format!(
+                "{} acts on a {}, and {} is a {}",
+                write.action(),
+                write.acts_on(),
+                target.name(),
+                target.kind()
+            )));
+        }
+        Ok(PlanStep {
+            target,
+            write,
+            reason,
+            risk,
+            expected_effect,
+            rollback,
+        })
+    }
+
+    pub fn action(&self) -> WriteAction {
+        self.write.action()
+    }
+
+    /// What the step acts on.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// What the step writes.
+    pub fn write(&self) -> &StepWrite {
+        &self.write
+    }
+
+    /// A Swarm service's write as its approval names it: the service, its
+    /// spec version and image (and a rollback's image to return to).
+    pub fn service_claims(&self) -> Option<ServiceClaims> {
+        let (version, image, to_image) = match &self.write {
+            StepWrite::Service(ServiceStep::ForceUpdate { version, image }) => {
+                (*version, image.clone(), None)
+            }
+            StepWrite::Service(ServiceStep::Rollback {
+                version,
+                image,
+                to_image,
+            }) => (*version, image.clone(), Some(to_image.clone())),
+            StepWrite::Container(_) => return None,
+        };
+        Some(ServiceClaims {
+            id: self.target.id().to_string(),
+            name: self.target.name().to_string(),
+            version,
+            image,
+            to_image,
+        })
+    }
+
+    /// A rollback's images: the one to run, and the one the container runs
+    /// now.
+    pub fn images(&self) -> Option<(&ImageId, &ImageId)> {
+        match &self.write {
+            StepWrite::Container(ContainerStep::Rollback {
+                to_image,
+                from_image,
+            }) => Some((to_image, from_image)),
+            _ => None,
+        }
+    }
+}
+
+/// A plan step on the wire and in stored plans, as it always was (the
+/// plan's digest, which every approval binds, covers these bytes).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[schemars(rename = "PlanStep")]
+pub struct PlanStepWire {
     pub action: WriteAction,
     pub target: Target,
     /// A rollback's image to run (`sha256:…`), and the one the container
@@ -231,6 +570,90 @@ pub struct PlanStep {
     pub risk: crate::container::Tier,
     pub expected_effect: String,
     pub rollback: String,
+}
+
+impl TryFrom<PlanStepWire> for PlanStep {
+    type Error = String;
+
+    fn try_from(w: PlanStepWire) -> Result<PlanStep, String> {
+        let image = |field: &str, value: Option<String>| {
+            value
+                .as_deref()
+                .and_then(ImageId::parse)
+                .ok_or_else(|| format!("a rollback step needs `{field}`, an image's content id"))
+        };
+        let service = |w: &PlanStepWire| {
+            w.service
+                .clone()
+                .ok_or_else(|| format!("a {} step names its service", w.action))
+        };
+        let write = match w.action {
+            WriteAction::Start => StepWrite::Container(ContainerStep::Start),
+            WriteAction::Restart => StepWrite::Container(ContainerStep::Restart),
+            WriteAction::Stop => StepWrite::Container(ContainerStep::Stop),
+            WriteAction::Rollback => StepWrite::Container(ContainerStep::Rollback {
+                to_image: image("image_id", w.image_id.clone())?,
+                from_image: image("from_image_id", w.from_image_id.clone())?,
+            }),
+            WriteAction::ForceUpdate => {
+                let s = service(&w)?;
+                StepWrite::Service(ServiceStep::ForceUpdate {
+                    version: s.version,
+                    image: s.image,
+                })
+            }
+            WriteAction::ServiceRollback => {
+                let s = service(&w)?;
+                StepWrite::Service(ServiceStep::Rollback {
+                    version: s.version,
+                    image: s.image,
+                    to_image: s
+                        .to_image
+                        .ok_or("a service rollback step names the image it returns to")?,
+                })
+            }
+        };
+        PlanStep::new(
+            w.target,
+            write,
+            w.reason,
+            w.risk,
+            w.expected_effect,
+            w.rollback,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+impl From<PlanStep> for PlanStepWire {
+    fn from(s: PlanStep) -> PlanStepWire {
+        let service = s.service_claims();
+        let (image_id, from_image_id) = match s.images() {
+            Some((to, from)) => (Some(to.to_string()), Some(from.to_string())),
+            None => (None, None),
+        };
+        PlanStepWire {
+            action: s.action(),
+            target: s.target,
+            image_id,
+            from_image_id,
+            service,
+            reason: s.reason,
+            risk: s.risk,
+            expected_effect: s.expected_effect,
+            rollback: s.rollback,
+        }
+    }
+}
+
+impl schemars::JsonSchema for PlanStep {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        PlanStepWire::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        PlanStepWire::json_schema(generator)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
@@ -592,5 +1015,34 @@ mod tests {
             ]
         );
         assert_eq!(Status::parse("done"), None);
+    }
+
+    /// A step reads back to the same bytes (the plan digest, which every
+    /// approval binds, is over them), and a step whose write does not act
+    /// on its target's kind, or a rollback without its images, is refused.
+    #[test]
+    fn plan_steps_keep_their_bytes_and_refuse_a_mismatch() {
+        let image = |d: char| format!("sha256:{}", d.to_string().repeat(64));
+        let (one, two) = (image('1'), image('2'));
+        let steps = [
+            r#"{"action":"restart","target":{"kind":"container","container_id":"c1","container_name":"web","service":"web"},"reason":"r","risk":"T1","expected_effect":"e","rollback":"b"}"#.to_string(),
+            format!(r#"{{"action":"rollback","target":{{"kind":"container","container_id":"c1","container_name":"web","host":"a"}},"image_id":"{one}","from_image_id":"{two}","reason":"r","risk":"T2","expected_effect":"e","rollback":"b"}}"#),
+            r#"{"action":"service_rollback","target":{"kind":"service","container_id":"s1","container_name":"shop_api","stack":"shop"},"service":{"id":"s1","name":"shop_api","version":7,"image":"api:2","to_image":"api:1"},"reason":"r","risk":"T2","expected_effect":"e","rollback":"b"}"#.to_string(),
+        ];
+        for text in steps {
+            let step: PlanStep = serde_json::from_str(&text).unwrap();
+            assert_eq!(serde_json::to_string(&step).unwrap(), text);
+        }
+        let refused = [
+            serde_json::json!({"action": "force_update", "target": {"kind": "container", "container_id": "c1", "container_name": "web"}, "service": {"id": "c1", "name": "web", "version": 1, "image": "i"}, "reason": "r", "risk": "T1", "expected_effect": "e", "rollback": "b"}),
+            serde_json::json!({"action": "restart", "target": {"kind": "service", "container_id": "s1", "container_name": "shop_api"}, "reason": "r", "risk": "T1", "expected_effect": "e", "rollback": "b"}),
+            serde_json::json!({"action": "rollback", "target": {"kind": "container", "container_id": "c1", "container_name": "web"}, "image_id": "web:1", "reason": "r", "risk": "T2", "expected_effect": "e", "rollback": "b"}),
+        ];
+        for wire in refused {
+            assert!(
+                serde_json::from_value::<PlanStep>(wire.clone()).is_err(),
+                "{wire}"
+            );
+        }
     }
 }

@@ -89,9 +89,9 @@ pub(super) async fn containers(State(s): State<AppState>) -> Result<Response, Pr
             .store()
             .each_on(None, None, RECENT_REQUESTS, |r: Request| {
                 if let Some(t) = &r.target {
-                    if !newest.contains_key(&t.container_id) {
+                    if !newest.contains_key(t.id()) {
                         newest.insert(
-                            t.container_id.clone(),
+                            t.id().to_string(),
                             Newest {
                                 last: last_request(&r),
                                 restarts: restarts(&r),

@@ -34,26 +34,24 @@ impl Engine {
                     version: ApprovalClaims::version_for(host),
                     approval_id: format!("apr-{}", uuid::Uuid::new_v4().simple()),
                     request_id: id.to_string(),
-                    action: s.action,
+                    action: s.action(),
                     // A service's write names the service, and no container.
-                    container_id: if s.service.is_some() {
-                        String::new()
-                    } else {
-                        s.target.container_id.clone()
+                    container_id: match s.target().subject {
+                        Subject::Container(ref c) => c.id.clone(),
+                        Subject::Service(_) => String::new(),
                     },
-                    container_name: if s.service.is_some() {
-                        String::new()
-                    } else {
-                        s.target.container_name.clone()
+                    container_name: match s.target().subject {
+                        Subject::Container(ref c) => c.name.clone(),
+                        Subject::Service(_) => String::new(),
                     },
                     plan_digest: plan.digest.clone(),
                     issued_at: now,
                     expires_at,
                     nonce: ApprovalClaims::new_nonce(),
                     // A rollback's person signs both images.
-                    image_id: s.image_id.clone(),
-                    from_image_id: s.from_image_id.clone(),
-                    service: s.service.clone(),
+                    image_id: s.images().map(|(to, _)| to.to_string()),
+                    from_image_id: s.images().map(|(_, from)| from.to_string()),
+                    service: s.service_claims(),
                     host: host.map(str::to_string),
                 };
                 ApprovalRecord {
@@ -118,11 +116,11 @@ impl Engine {
             let Some(step) = plan.steps.get(a.step) else {
                 return Ok(None);
             };
-            let labels = Self::labels_of(req, &step.target.container_id);
+            let labels = Self::labels_of(req, step.target().id());
             match crate::grants::covering(
                 &grants,
-                step.action,
-                &step.target.container_name,
+                step.action(),
+                step.target().name(),
                 &labels,
                 &class,
                 now,

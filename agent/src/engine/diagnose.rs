@@ -11,9 +11,6 @@ impl Engine {
     /// The rules engine's reading of the target's newest evidence, with the
     /// state of a dependency it points at; `None` without evidence.
     async fn analyze(&self, req: &Request) -> Result<Option<Diagnosis>, Stop> {
-        if req.target.as_ref().is_some_and(Target::is_service) {
-            return Ok(Self::service_observed(req).map(|o| o.finding().finding.diagnosis));
-        }
         let Some(observed) = Self::observed(req) else {
             return Ok(None);
         };
@@ -59,19 +56,9 @@ impl Engine {
         })
     }
 
+    /// Diagnosing a container (or, with a model, a request without one).
     pub(super) async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
-        let service = req.target.as_ref().is_some_and(Target::is_service);
         match self.config.llm.clone() {
-            // A Swarm service is the rules engine's: the model's tools read
-            // containers.
-            Some(_) if service => {
-                self.diagnose_with_rules(
-                    req,
-                    Some("the model does not investigate Swarm services".into()),
-                    None,
-                )
-                .await
-            }
             Some(setup) => self.diagnose_with_model(req, &setup).await,
             None => self.diagnose_with_rules(req, None, None).await,
         }

@@ -6,7 +6,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 
 use super::{Engine, Stop};
-use crate::executor_client::{Authority, ExecutorError, Written};
+use crate::executor_client::{Authority, ExecutorError, WriteOp, Written};
+
 use crate::model::*;
 
 /// Log lines kept in the snapshot taken before a write.
@@ -23,7 +24,7 @@ impl Engine {
         action: WriteAction,
         target: &Target,
     ) -> Result<(), Stop> {
-        let cid = &target.container_id;
+        let cid = &target.id();
         let ex = self.exec(id);
         let (inspected, logs) =
             tokio::join!(ex.inspect(id, cid), ex.logs(id, cid, SNAPSHOT_LOG_LINES));
@@ -93,7 +94,7 @@ impl Engine {
                     _ => None,
                 },
             };
-            let action = step.action;
+            let action = step.action();
             let Some(authority) = authority else {
                 self.finish(
                     id,
@@ -106,27 +107,20 @@ impl Engine {
                 .await?;
                 return Ok(false);
             };
-            if step.target.is_service() {
-                self.snapshot_service(id, step.action, &step.target).await?;
-            } else {
-                self.snapshot_before_write(id, step.action, &step.target)
-                    .await?;
+            let op = WriteOp::of(step);
+            match &op {
+                WriteOp::Service { .. } => self.snapshot_service(id, action, step.target()).await?,
+                WriteOp::Container { .. } => {
+                    self.snapshot_before_write(id, action, step.target())
+                        .await?
+                }
             }
-            let result = self
-                .exec(id)
-                .write(
-                    action,
-                    id,
-                    &step.target.container_id,
-                    authority,
-                    step.image_id.as_deref(),
-                )
-                .await;
+            let result = self.exec(id).write(id, &op, authority).await;
             let in_doubt = matches!(&result, Err(e) if e.outcome_in_doubt());
             let record = ExecutionRecord {
                 step: approval.step,
-                action: step.action,
-                container_id: step.target.container_id.clone(),
+                action: step.action(),
+                container_id: step.target().id().to_string(),
                 approval_id: approval.id.clone(),
                 ok: result.is_ok(),
                 message: match &result {
@@ -135,14 +129,14 @@ impl Engine {
                         ..
                     }) => format!(
                         "{} {}: done; it runs as container {} now",
-                        step.action,
-                        step.target.container_name,
+                        step.action(),
+                        step.target().name(),
                         new.chars().take(12).collect::<String>()
                     ),
-                    Ok(_) => format!("{} {}: done", step.action, step.target.container_name),
+                    Ok(_) => format!("{} {}: done", step.action(), step.target().name()),
                     Err(e) if in_doubt => format!(
                         "{} {}: outcome in doubt ({e}); it is not sent again, the container's state decides",
-                        step.action, step.target.container_name
+                        step.action(), step.target().name()
                     ),
                     Err(e) => e.to_string(),
                 },
@@ -156,7 +150,7 @@ impl Engine {
                 service_version: result.as_ref().ok().and_then(|w| w.service_version),
             };
             let approval_id = approval.id.clone();
-            let old_id = step.target.container_id.clone();
+            let old_id = step.target().id().to_string();
             self.update(
                 id,
                 EventPayload::Execution(Executed {
@@ -167,8 +161,12 @@ impl Engine {
                     // A rollback's container took the old one's name: it is
                     // the target from now on (verification looks at it).
                     if let Some(new) = &record.new_container_id {
-                        if let Some(t) = r.target.as_mut().filter(|t| t.container_id == old_id) {
-                            t.container_id = new.clone();
+                        if let Some(Subject::Container(c)) =
+                            r.target.as_mut().map(|t| &mut t.subject)
+                        {
+                            if c.id == old_id {
+                                c.id = new.clone();
+                            }
                         }
                     }
                     // The signature was single-use; do not keep it.
@@ -208,7 +206,8 @@ impl Engine {
                     Status::Failed,
                     format!(
                         "the executor refused or failed {} of {}: {e}",
-                        step.action, step.target.container_name
+                        step.action(),
+                        step.target().name()
                     ),
                 )
                 .await?;
@@ -219,10 +218,9 @@ impl Engine {
             let is_dependency = req
                 .target
                 .as_ref()
-                .is_some_and(|t| t.container_id != step.target.container_id);
+                .is_some_and(|t| t.id() != step.target().id());
             if is_dependency && approval.step + 1 < plan.steps.len() {
-                let Some((checks, _)) = self.wait_ready(id, &step.target.container_id).await?
-                else {
+                let Some((checks, _)) = self.wait_ready(id, step.target().id()).await? else {
                     return Ok(false);
                 };
                 let ok = checks.iter().all(|c| c.ok);
@@ -240,7 +238,7 @@ impl Engine {
                 self.update(
                     id,
                     EventPayload::DependencyReady(DependencyReady {
-                        container: step.target.container_name.clone(),
+                        container: step.target().name().to_string(),
                         ok,
                         message: detail.join("; "),
                     }),
@@ -253,8 +251,8 @@ impl Engine {
                         Status::Failed,
                         format!(
                             "{} did not become ready after {}: {}; the next step was not executed",
-                            step.target.container_name,
-                            step.action,
+                            step.target().name(),
+                            step.action(),
                             detail.join("; ")
                         ),
                     )

@@ -156,16 +156,22 @@ impl Engine {
                 let running = containers
                     .iter()
                     .any(|x| x.id == c.container_id && x.state == ContainerState::Running);
-                let target = Target {
-                    kind: c.kind,
-                    stack: services
-                        .iter()
-                        .find(|s| s.id == c.container_id && !s.stack.is_empty())
-                        .map(|s| s.stack.clone()),
-                    container_id: c.container_id.clone(),
-                    container_name: c.container_name.clone(),
-                    service: c.service.clone(),
-                    host: c.host.clone(),
+                let target = match c.kind {
+                    TargetKind::Container => Target::container(
+                        c.container_id.clone(),
+                        c.container_name.clone(),
+                        c.service.clone(),
+                        c.host.clone(),
+                    ),
+                    TargetKind::Service => Target::service(
+                        c.container_id.clone(),
+                        c.container_name.clone(),
+                        services
+                            .iter()
+                            .find(|s| s.id == c.container_id && !s.stack.is_empty())
+                            .map(|s| s.stack.clone()),
+                        c.host.clone(),
+                    ),
                 };
                 let chosen = TargetChosen {
                     target: target.clone(),

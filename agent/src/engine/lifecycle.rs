@@ -25,7 +25,7 @@
 //! (`followup.rs`, outside this table: the round before is kept whole).
 
 use super::{Engine, Stop};
-use crate::model::Status;
+use crate::model::{Status, Target, TargetKind};
 
 /// Whether `from → to` is a transition of the table above.
 pub fn allowed(from: Status, to: Status) -> bool {
@@ -78,18 +78,34 @@ impl Engine {
                 return Ok(());
             }
             self.check_canceled(id)?;
-            let go_on = match req.status {
-                Status::Observing => self.observe(&req).await?,
-                Status::Diagnosing => self.diagnose(&req).await?,
-                Status::Planning => self.plan(&req).await?,
-                Status::WaitingApproval => self.wait_for_approval(&req).await?,
-                Status::Executing => self.execute(&req).await?,
-                Status::Verifying => self.verify(&req).await?,
-                Status::Completed
-                | Status::Failed
-                | Status::NeedsClarification
-                | Status::Rejected
-                | Status::Canceled => return Ok(()),
+            // Each phase by what the request is about: chosen here once,
+            // so no phase asks again. Before a target is found there is
+            // none; a model may diagnose without one.
+            let subject = req.target.as_ref().map(Target::kind);
+            let go_on = match (req.status, subject) {
+                (Status::Observing, None) => self.find(&req).await?,
+                (Status::Observing, Some(TargetKind::Container)) => self.observe(&req).await?,
+                (Status::Observing, Some(TargetKind::Service)) => {
+                    self.observe_service(&req).await?
+                }
+                (Status::Diagnosing, Some(TargetKind::Service)) => {
+                    self.diagnose_service(&req).await?
+                }
+                (Status::Diagnosing, _) => self.diagnose(&req).await?,
+                (Status::Planning, Some(TargetKind::Service)) => self.plan_service(&req).await?,
+                (Status::Planning, _) => self.plan(&req).await?,
+                (Status::WaitingApproval, _) => self.wait_for_approval(&req).await?,
+                (Status::Executing, _) => self.execute(&req).await?,
+                (Status::Verifying, Some(TargetKind::Service)) => self.verify_service(&req).await?,
+                (Status::Verifying, _) => self.verify(&req).await?,
+                (
+                    Status::Completed
+                    | Status::Failed
+                    | Status::NeedsClarification
+                    | Status::Rejected
+                    | Status::Canceled,
+                    _,
+                ) => return Ok(()),
             };
             if !go_on {
                 return Ok(());

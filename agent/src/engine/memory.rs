@@ -20,7 +20,7 @@ impl Engine {
         container: &ContainerView,
     ) -> Vec<Gathered> {
         let mut out = Vec::new();
-        let name = &target.container_name;
+        let name = &target.name();
         match crate::memory::gather(
             &self.store,
             name,
@@ -72,10 +72,10 @@ impl Engine {
         else {
             return plan;
         };
-        let target = req.target.as_ref().map(|t| t.container_name.as_str());
+        let target = req.target.as_ref().map(|t| t.name());
         let again = |s: &PlanStep| {
-            matches!(s.action, WriteAction::Restart | WriteAction::Start)
-                && Some(s.target.container_name.as_str()) == target
+            matches!(s.action(), WriteAction::Restart | WriteAction::Start)
+                && Some(s.target().name()) == target
         };
         if !plan.steps.iter().any(again) {
             return plan;
@@ -110,7 +110,7 @@ impl Engine {
 /// The names a container's notes are filed under: its own, and its
 /// compose `project/service`.
 fn note_names(target: &Target, c: &ContainerView) -> Vec<String> {
-    let mut names = vec![target.container_name.clone()];
+    let mut names = vec![target.name().to_string()];
     let label = |k: &str| c.labels.get(k).filter(|v| !v.is_empty());
     if let (Some(p), Some(s)) = (
         label("com.docker.compose.project"),

@@ -32,6 +32,7 @@ mod memory;
 mod observe;
 mod outage;
 mod plan;
+mod stable;
 mod swarm;
 #[cfg(test)]
 mod tests;
@@ -122,6 +123,10 @@ pub struct Engine {
     /// Validated model plans between diagnosis and planning. In memory on
     /// purpose: a restarted agent observes again from scratch.
     llm_plans: Mutex<HashMap<String, Plan>>,
+    /// What finding a request's target read (the policy, whether it was
+    /// listed running), for the observation right after. In memory: a
+    /// restarted agent reads them again.
+    found: Mutex<HashMap<String, FoundRead>>,
     /// Usage samples still on their way when observation had what it
     /// needed: attached at the next phase once they arrive
     /// (`attach_arrived_stats`), dropped when the request ends.
@@ -129,6 +134,7 @@ pub struct Engine {
 }
 
 type PendingStats = tokio::task::JoinHandle<Result<StatsView, ExecutorError>>;
+type FoundRead = (Option<Box<Result<PolicyView, ExecutorError>>>, bool);
 
 /// A piece of evidence read but not yet recorded, with its one-line summary.
 struct Gathered {
@@ -196,6 +202,7 @@ impl Engine {
             controls: Mutex::new(HashMap::new()),
             doc_lock: tokio::sync::Mutex::new(()),
             llm_plans: Mutex::new(HashMap::new()),
+            found: Mutex::new(HashMap::new()),
             pending_stats: Mutex::new(HashMap::new()),
         })
     }

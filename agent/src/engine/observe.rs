@@ -34,30 +34,75 @@ impl Engine {
     /// (`read_target`: state, logs, usage and engine events at once), and
     /// record what a past death left (`death_logs`); the phase's evidence
     /// and its end are saved in one transaction.
+    /// Observing without a target: find it (`find_target`). What finding
+    /// it read (the policy, whether the list showed it running) is kept
+    /// for the observation that follows.
+    pub(super) async fn find(&self, req: &Request) -> Result<bool, Stop> {
+        match self.find_target(req).await? {
+            Found::Target { policy, running } => {
+                self.found
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(req.id.clone(), (policy, running));
+                Ok(true)
+            }
+            Found::ModelInvestigates => Ok(true),
+            Found::Ended => Ok(false),
+        }
+    }
+
+    /// What `find` read, for the observation of the target it found (none
+    /// on a later round, or after a restart).
+    fn found_read(&self, id: &str) -> (Option<Box<Result<PolicyView, ExecutorError>>>, bool) {
+        self.found
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .unwrap_or((None, false))
+    }
+
+    /// The executor's policy: what `find` read, or read now; `None` when
+    /// the request was failed because it could not be read.
+    async fn current_policy(
+        &self,
+        id: &str,
+        read: Option<Box<Result<PolicyView, ExecutorError>>>,
+    ) -> Result<Option<PolicyView>, Stop> {
+        let policy = match read {
+            Some(read) => *read,
+            None => self.exec(id).policy(id).await,
+        };
+        self.required(id, "read the executor's policy", policy)
+            .await
+    }
+
+    /// Observing a Swarm service: its policy, then its definition, tasks,
+    /// nodes and logs (`swarm.rs`).
+    pub(super) async fn observe_service(&self, req: &Request) -> Result<bool, Stop> {
+        let (policy_read, _) = self.found_read(&req.id);
+        let Some(target) = req.target.clone() else {
+            return Ok(false);
+        };
+        let Some(policy) = self.current_policy(&req.id, policy_read).await? else {
+            return Ok(false);
+        };
+        self.read_service(req, &target, &policy).await
+    }
+
+    /// Observing a container.
     pub(super) async fn observe(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
-        let (policy_read, listed_running) = if req.target.is_none() {
-            match self.find_target(req).await? {
-                Found::Target { policy, running } => (policy, running),
-                Found::ModelInvestigates => return Ok(true),
-                Found::Ended => return Ok(false),
-            }
-        } else {
-            (None, false)
-        };
-        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let (policy_read, listed_running) = self.found_read(id);
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
         // After a write (a new round), an executor that does not answer is
         // waited for, within the verification deadline, before reading.
-        if !req.execution.is_empty() && !target.is_service() {
+        if !req.execution.is_empty() {
             let until = std::time::Instant::now() + self.config.verify_max_wait;
             let ex = self.exec(id);
             let (answer, _) = self
-                .through_outage(id, "observing again", until, || {
-                    ex.inspect(id, &target.container_id)
-                })
+                .through_outage(id, "observing again", until, || ex.inspect(id, target.id()))
                 .await?;
             if let Err(e) = answer.as_ref() {
                 if e.is_outage() {
@@ -70,27 +115,17 @@ impl Engine {
         if req.latest::<kind::Runbook>().is_none() {
             gathered.extend(self.runbook_evidence(&target));
         }
-        let policy = match policy_read {
-            Some(read) => *read,
-            None => self.exec(id).policy(id).await,
-        };
-        let Some(policy) = self
-            .required(id, "read the executor's policy", policy)
-            .await?
-        else {
+        let Some(policy) = self.current_policy(id, policy_read).await? else {
             return Ok(false);
         };
-        if target.is_service() {
-            return self.observe_service(&req, &target, &policy).await;
-        }
         let Some(read) = self
-            .read_target(&req, &target, &policy, listed_running)
+            .read_target(req, &target, &policy, listed_running)
             .await?
         else {
             return Ok(false);
         };
         gathered.push(Gathered::inspect(&read.container));
-        gathered.extend(self.what_changed(&req, &read).await?);
+        gathered.extend(self.what_changed(req, &read).await?);
         if !read.events.is_empty() {
             gathered.push(Gathered::new(
                 read.events_source,
@@ -102,9 +137,9 @@ impl Engine {
                 ),
             ));
         }
-        gathered.extend(self.death_logs(&req, &read).await);
+        gathered.extend(self.death_logs(req, &read).await);
         if req.latest::<kind::History>().is_none() && req.latest::<kind::Notes>().is_none() {
-            gathered.extend(self.remembered(&req, &target, &read.container));
+            gathered.extend(self.remembered(req, &target, &read.container));
         }
         gathered.push(Self::policy_gathered(&policy));
         gathered.push(Gathered::logs(&read.logs, "ContainerLogs"));
@@ -136,7 +171,7 @@ impl Engine {
             0 => self.config.logs_tail,
             max => self.config.logs_tail.min(max),
         };
-        let cid = &target.container_id;
+        let cid = &target.id();
         // A question looks further back than the hour a report needs: to
         // the time it names, or a day.
         let now = unix_now();
@@ -156,11 +191,11 @@ impl Engine {
             ex.logs(id, cid, tail),
             ex.container_events(id, cid, events_since, events_limit)
         );
-        let call = format!("inspect {}", target.container_name);
+        let call = format!("inspect {}", target.name());
         let Some(container) = self.required(id, &call, inspected).await? else {
             return Ok(None);
         };
-        let call = format!("read logs of {}", target.container_name);
+        let call = format!("read logs of {}", target.name());
         let Some(logs) = self.required(id, &call, logs).await? else {
             return Ok(None);
         };
@@ -380,7 +415,7 @@ impl Engine {
         let (service, notes) = self
             .config
             .runbook
-            .lookup(target.service.as_deref(), &target.container_name)?;
+            .lookup(target.compose_service(), target.name())?;
         let entry = RunbookEntry {
             service: service.to_string(),
             depends_on: notes.depends_on.clone(),

@@ -27,11 +27,6 @@ impl Engine {
             }
             return self.propose(req, plan, &diagnosis).await;
         }
-        if let (Some(target), Some(policy)) = (req.target.as_ref(), Self::latest_policy(req)) {
-            if target.is_service() {
-                return self.plan_service(req, target, &policy).await;
-            }
-        }
         match self.rules_plan(req) {
             Ok((plan, diagnosis)) => self.propose(req, plan, &diagnosis).await,
             Err(why) => {

@@ -4,8 +4,9 @@
 //! (force update, rollback to the previous spec, advice) and a
 //! verification that waits for every task it wants to run and stay up.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::stable::Judged;
 use super::{Engine, Gathered, Stop};
 use crate::executor_client::ExecutorError;
 use crate::model::UpdateState;
@@ -128,14 +129,14 @@ impl Engine {
     /// Observe a service: its definition, its tasks, the nodes and its
     /// logs, read together, each as evidence; the phase ends in one
     /// transaction.
-    pub(super) async fn observe_service(
+    pub(super) async fn read_service(
         &self,
         req: &Request,
         target: &Target,
         policy: &PolicyView,
     ) -> Result<bool, Stop> {
         let id = &req.id;
-        let sid = &target.container_id;
+        let sid = &target.id();
         let tail = match policy.logs_max_lines {
             0 => self.config.logs_tail,
             max => self.config.logs_tail.min(max),
@@ -204,6 +205,22 @@ impl Engine {
         Ok(true)
     }
 
+    /// A service is the rules engine's: the model's tools read containers.
+    pub(super) async fn diagnose_service(&self, req: &Request) -> Result<bool, Stop> {
+        let Some(observed) = Self::service_observed(req) else {
+            self.finish(&req.id, Status::Failed, "no evidence to diagnose".into())
+                .await?;
+            return Ok(false);
+        };
+        let note = self
+            .config
+            .llm
+            .is_some()
+            .then(|| "the model does not investigate Swarm services".to_string());
+        let diagnosis = observed.finding().finding.diagnosis;
+        self.diagnose_with_rules(req, note, Some(diagnosis)).await
+    }
+
     /// The newest evidence of a service, decoded; `None` without it.
     pub(super) fn service_observed(req: &Request) -> Option<ServiceObserved> {
         use super::cited;
@@ -224,13 +241,12 @@ impl Engine {
     }
 
     /// Plan for a service from its newest evidence.
-    pub(super) async fn plan_service(
-        &self,
-        req: &Request,
-        target: &Target,
-        policy: &PolicyView,
-    ) -> Result<bool, Stop> {
-        let Some(observed) = Self::service_observed(req) else {
+    pub(super) async fn plan_service(&self, req: &Request) -> Result<bool, Stop> {
+        let (Some(target), Some(policy), Some(observed)) = (
+            req.target.as_ref(),
+            Self::latest_policy(req),
+            Self::service_observed(req),
+        ) else {
             self.finish(&req.id, Status::Failed, "no evidence to plan from".into())
                 .await?;
             return Ok(false);
@@ -240,7 +256,7 @@ impl Engine {
             found.finding.diagnosis = d;
         }
         let plan =
-            crate::planner::swarm::plan(&found, &observed.service, target, policy, &req.execution);
+            crate::planner::swarm::plan(&found, &observed.service, target, &policy, &req.execution);
         self.propose(req, plan, &found.finding.diagnosis).await
     }
 
@@ -253,10 +269,7 @@ impl Engine {
         target: &Target,
     ) -> Result<(), Stop> {
         let ex = self.exec(id);
-        let (service, tasks) = tokio::join!(
-            ex.service(id, &target.container_id),
-            ex.tasks(id, &target.container_id)
-        );
+        let (service, tasks) = tokio::join!(ex.service(id, target.id()), ex.tasks(id, target.id()));
         let (Ok(service), Ok(tasks)) = (service, tasks) else {
             tracing::warn!(request_id = %id, "no snapshot before the write: the service was not read");
             return Ok(());
@@ -285,15 +298,11 @@ impl Engine {
         .await
     }
 
-    /// Poll a service after a write until it runs every task it wants, no
-    /// task failed since the write (tasks `known_before` it, which the
-    /// write replaces, may still fail as they go), its update (or rollback) is done, and
-    /// that holds for a while (longer than its health check's schedule);
-    /// or until the deadline. For a rollback, also that its spec runs the
-    /// image the approval named. Returns the checks and the last read;
-    /// `None` when the executor did not answer before the verification
-    /// deadline (the request has ended, `failed`). Time the executor does
-    /// not answer is waited out (`through_outage`), as for a container.
+    /// Hold a service until it runs every task it wants, no task failed
+    /// since the write (tasks `known_before` it, which the write replaces,
+    /// may still fail as they go), its update (or rollback) is done, and
+    /// after a rollback its spec runs `expect_image`
+    /// (`hold_until_stable`, polled).
     pub(super) async fn wait_service_ready(
         &self,
         id: &str,
@@ -302,112 +311,98 @@ impl Engine {
         known_before: &[String],
         expect_image: Option<&str>,
     ) -> Result<Option<(Vec<VerificationCheck>, Option<ServiceView>)>, Stop> {
-        let started = Instant::now();
-        let outage_deadline = started + self.config.verify_max_wait;
-        let deadline = self.config.verify_max_wait;
-        let mut hold = self.config.stable_for;
-        let mut ok_since: Option<Instant> = None;
-        let mut unanswered = Duration::ZERO;
-        let mut last = None;
-        loop {
-            self.check_canceled(id)?;
-            let mut checks = Vec::new();
-            let ex = &self.exec(id);
-            let (answer, waited) = self
-                .through_outage(id, "verification", outage_deadline, || async move {
-                    let (s, tasks) =
-                        tokio::join!(ex.service(id, service_id), ex.tasks(id, service_id));
-                    Ok::<_, ExecutorError>((s?, tasks?))
-                })
-                .await?;
-            unanswered += waited.0;
-            match answer {
-                Err(e) if e.is_outage() => {
-                    self.outage_outlasted(id, &e).await?;
-                    return Ok(None);
-                }
-                Ok((s, tasks)) => {
-                    if let Some(hc) = &s.healthcheck {
-                        hold = hold.max(
-                            Duration::from_millis(
-                                hc.start_period_ms
-                                    + (hc.interval_ms + hc.timeout_ms)
-                                        * u64::from(hc.retries.max(1)),
-                            )
-                            .min(Duration::from_secs(60)),
-                        );
-                    }
-                    let sum = &s.summary;
-                    checks.push(VerificationCheck {
-                        level: "running".into(),
-                        ok: sum.desired > 0 && sum.running >= sum.desired,
-                        detail: format!("{}: {}/{} tasks run", sum.name, sum.running, sum.desired),
-                    });
-                    let settled = !(sum.update_state.in_progress() || sum.update_state.paused());
-                    checks.push(VerificationCheck {
-                        level: "updated".into(),
-                        ok: settled,
-                        detail: format!(
-                            "update state: {}",
-                            if sum.update_state == UpdateState::None {
-                                "none"
-                            } else {
-                                sum.update_state.as_str()
-                            }
-                        ),
-                    });
-                    if let Some(image) = expect_image {
-                        checks.push(VerificationCheck {
-                            level: "image".into(),
-                            ok: sum.image == image,
-                            detail: format!("its spec runs {}", sum.image),
-                        });
-                    }
-                    let failed_since: Vec<&TaskView> = tasks
-                        .iter()
-                        .filter(|t| t.failed() && !known_before.contains(&t.id))
-                        .filter(|t| {
-                            unix_of(&t.timestamp)
-                                .is_some_and(|at| at + CLOCK_MARGIN_SECS >= written_at)
-                        })
-                        .collect();
-                    checks.push(VerificationCheck {
-                        level: "healthy".into(),
-                        ok: failed_since.is_empty(),
-                        detail: match failed_since.first() {
-                            None => "no task failed since the write".into(),
-                            Some(t) => format!(
-                                "{} task(s) failed since the write: \"{}\"",
-                                failed_since.len(),
-                                t.reason()
-                            ),
-                        },
-                    });
-                    last = Some(s);
-                }
-                Err(e) => checks.push(VerificationCheck {
-                    level: "running".into(),
-                    ok: false,
-                    detail: e.to_string(),
-                }),
-            }
-            if checks.iter().all(|c| c.ok) {
-                ok_since.get_or_insert_with(Instant::now);
+        let ex = &self.exec(id);
+        let (stable_for, max_wait) = (self.config.stable_for, self.config.verify_max_wait);
+        let read = || async move {
+            let (s, tasks) = tokio::join!(ex.service(id, service_id), ex.tasks(id, service_id));
+            Ok::<_, ExecutorError>((s?, tasks?))
+        };
+        let judge = |(s, tasks): &(ServiceView, Vec<TaskView>)| {
+            service_judged(
+                s,
+                tasks,
+                written_at,
+                known_before,
+                expect_image,
+                stable_for,
+                max_wait,
+            )
+        };
+        Ok(self
+            .hold_until_stable(id, None, read, judge)
+            .await?
+            .map(|(checks, last)| (checks, last.map(|(s, _)| s))))
+    }
+}
+
+/// A service's checks: every task it wants runs, its update is settled,
+/// after a rollback its spec runs `expect_image`, and no task failed since
+/// the write. With a healthcheck they must hold for its start period and
+/// probe schedule (at most 60 s); they are waited for `max_wait`.
+fn service_judged(
+    s: &ServiceView,
+    tasks: &[TaskView],
+    written_at: i64,
+    known_before: &[String],
+    expect_image: Option<&str>,
+    stable_for: Duration,
+    max_wait: Duration,
+) -> Judged {
+    let hold = match &s.healthcheck {
+        Some(hc) => stable_for.max(
+            Duration::from_millis(
+                hc.start_period_ms
+                    + (hc.interval_ms + hc.timeout_ms) * u64::from(hc.retries.max(1)),
+            )
+            .min(Duration::from_secs(60)),
+        ),
+        None => stable_for,
+    };
+    let sum = &s.summary;
+    let mut checks = vec![VerificationCheck {
+        level: "running".into(),
+        ok: sum.desired > 0 && sum.running >= sum.desired,
+        detail: format!("{}: {}/{} tasks run", sum.name, sum.running, sum.desired),
+    }];
+    checks.push(VerificationCheck {
+        level: "updated".into(),
+        ok: !(sum.update_state.in_progress() || sum.update_state.paused()),
+        detail: format!(
+            "update state: {}",
+            if sum.update_state == UpdateState::None {
+                "none"
             } else {
-                ok_since = None;
+                sum.update_state.as_str()
             }
-            let held = ok_since.is_some_and(|t| t.elapsed() >= hold);
-            if let Some(t) = ok_since {
-                checks.push(VerificationCheck {
-                    level: "stable".into(),
-                    ok: held,
-                    detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
-                });
-            }
-            if held || started.elapsed().saturating_sub(unanswered) >= deadline + hold {
-                return Ok(Some((checks, last)));
-            }
-            tokio::time::sleep(self.config.verify_poll).await;
-        }
+        ),
+    });
+    if let Some(image) = expect_image {
+        checks.push(VerificationCheck {
+            level: "image".into(),
+            ok: sum.image == image,
+            detail: format!("its spec runs {}", sum.image),
+        });
+    }
+    let failed_since: Vec<&TaskView> = tasks
+        .iter()
+        .filter(|t| t.failed() && !known_before.contains(&t.id))
+        .filter(|t| unix_of(&t.timestamp).is_some_and(|at| at + CLOCK_MARGIN_SECS >= written_at))
+        .collect();
+    checks.push(VerificationCheck {
+        level: "healthy".into(),
+        ok: failed_since.is_empty(),
+        detail: match failed_since.first() {
+            None => "no task failed since the write".into(),
+            Some(t) => format!(
+                "{} task(s) failed since the write: \"{}\"",
+                failed_since.len(),
+                t.reason()
+            ),
+        },
+    });
+    Judged {
+        checks,
+        hold,
+        deadline: max_wait,
     }
 }

@@ -5,136 +5,36 @@
 
 use std::time::{Duration, Instant};
 
+use super::stable::Judged;
 use super::{Engine, Stop};
 use crate::model::HealthStatus;
 use crate::model::*;
 
-/// With the container's events to wake on, how often it is still looked
-/// at, at least (a stream that stalls without ending must not stall
-/// verification); `verify.poll_interval` when that is longer.
-const EVENTS_FALLBACK_POLL: Duration = Duration::from_secs(1);
-
 impl Engine {
-    /// Poll one container until it is running (and healthy, when it has a
-    /// healthcheck, waiting out its probe schedule; stable for a few seconds
-    /// when it has none), or until the deadline. Returns the last checks
-    /// and the last inspect; `None` when the executor did not answer before
-    /// the verification deadline (the request has ended, `failed`). Time
-    /// the executor does not answer is waited out (`through_outage`) and
-    /// does not count against the healthcheck's schedule.
+    /// Hold one container until it is running (and healthy, when it has
+    /// a healthcheck, waiting out its probe schedule; stable for a few
+    /// seconds when it has none), or until the deadline
+    /// (`hold_until_stable`, woken by its own events). Returns the last
+    /// checks and the last inspect; `None` when the executor did not
+    /// answer before the verification deadline (the request has ended).
     pub(super) async fn wait_ready(
         &self,
         id: &str,
         container_id: &str,
     ) -> Result<Option<(Vec<VerificationCheck>, Option<ContainerView>)>, Stop> {
-        let started = Instant::now();
-        let outage_deadline = started + self.config.verify_max_wait;
-        let mut deadline = self.config.verify_max_wait;
-        let mut last: Option<ContainerView> = None;
-        // Every check must hold for a while, not at one lucky moment: a
-        // process that wedges again a second after a restart is not fixed.
-        let mut ok_since: Option<Instant> = None;
-        let mut hold = self.config.stable_for;
-        let mut unanswered = Duration::ZERO;
         // Woken by the container's own events (a health verdict, a start, a
         // death) as they happen; polled only as a fallback, or when the
         // executor gives no stream (it caps them per identity).
-        let mut events = self.exec(id).follow(id, container_id).await.ok();
-        loop {
-            self.check_canceled(id)?;
-            let mut checks = Vec::new();
-            let ex = self.exec(id);
-            let (answer, waited) = self
-                .through_outage(id, "verification", outage_deadline, || {
-                    ex.inspect(id, container_id)
-                })
-                .await?;
-            unanswered += waited.0;
-            match answer {
-                Err(e) if e.is_outage() => {
-                    self.outage_outlasted(id, &e).await?;
-                    return Ok(None);
-                }
-                Ok(c) => {
-                    if let Some(hc) = &c.healthcheck {
-                        hold = self
-                            .config
-                            .stable_for
-                            .max(Duration::from_millis(
-                                hc.interval_ms * u64::from(hc.retries.max(1)),
-                            ))
-                            .min(Duration::from_secs(30));
-                        let needed = Duration::from_millis(
-                            hc.start_period_ms
-                                + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
-                        ) + Duration::from_secs(5);
-                        // At least 10 s, at most the configured wait (which
-                        // may be shorter: `clamp` would panic then).
-                        deadline = needed
-                            .max(Duration::from_secs(10))
-                            .min(self.config.verify_max_wait);
-                    } else {
-                        deadline = deadline.min(Duration::from_secs(15));
-                    }
-                    let running = c.running && !c.restarting;
-                    checks.push(VerificationCheck {
-                        level: "running".into(),
-                        ok: running,
-                        detail: format!("{}: state={} exit={}", c.name, c.status, c.exit_code),
-                    });
-                    if c.healthcheck.is_some() {
-                        checks.push(VerificationCheck {
-                            level: "healthy".into(),
-                            ok: c.health_status == HealthStatus::Healthy,
-                            detail: format!("{}: health={}", c.name, c.health_status),
-                        });
-                    }
-                    last = Some(c);
-                }
-                Err(e) => checks.push(VerificationCheck {
-                    level: "running".into(),
-                    ok: false,
-                    detail: e.to_string(),
-                }),
-            }
-            let all_ok = checks.iter().all(|c| c.ok);
-            if all_ok {
-                ok_since.get_or_insert_with(Instant::now);
-            } else {
-                ok_since = None;
-            }
-            let held = ok_since.is_some_and(|t| t.elapsed() >= hold);
-            if let Some(t) = ok_since {
-                checks.push(VerificationCheck {
-                    level: "stable".into(),
-                    ok: held,
-                    detail: format!("held for {}s of {}s", t.elapsed().as_secs(), hold.as_secs()),
-                });
-            }
-            if held || started.elapsed().saturating_sub(unanswered) >= deadline + hold {
-                return Ok(Some((checks, last)));
-            }
-            // While the checks hold, the next look is when the hold ends.
-            let hold_left = ok_since.map(|t| hold.saturating_sub(t.elapsed()));
-            match events.as_mut() {
-                Some(stream) => {
-                    let fallback = EVENTS_FALLBACK_POLL.max(self.config.verify_poll);
-                    let wake = hold_left.map_or(fallback, |h| h.min(fallback));
-                    tokio::select! {
-                        next = futures::StreamExt::next(stream) => {
-                            if next.is_none() {
-                                events = None;
-                            }
-                        }
-                        _ = tokio::time::sleep(wake) => {}
-                    }
-                }
-                None => {
-                    let poll = self.config.verify_poll;
-                    tokio::time::sleep(hold_left.map_or(poll, |h| h.min(poll))).await
-                }
-            }
-        }
+        let events = self.exec(id).follow(id, container_id).await.ok();
+        let ex = self.exec(id);
+        let (stable_for, max_wait) = (self.config.stable_for, self.config.verify_max_wait);
+        self.hold_until_stable(
+            id,
+            events,
+            || ex.inspect(id, container_id),
+            |c: &ContainerView| container_judged(c, stable_for, max_wait),
+        )
+        .await
     }
 
     /// Success of the Docker call is not success: the container must be
@@ -145,11 +45,8 @@ impl Engine {
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
-        if target.is_service() {
-            return self.verify_service(req, &target).await;
-        }
         let started = Instant::now();
-        let Some((mut checks, last)) = self.wait_ready(id, &target.container_id).await? else {
+        let Some((mut checks, last)) = self.wait_ready(id, target.id()).await? else {
             return Ok(false);
         };
         let mut evidence_ids = Vec::new();
@@ -161,8 +58,8 @@ impl Engine {
         let http_service = Self::latest_policy(req).and_then(|p| {
             [
                 runbook_check.clone(),
-                target.service.clone(),
-                Some(target.container_name.clone()),
+                target.compose_service().map(str::to_string),
+                Some(target.name().to_string()),
             ]
             .into_iter()
             .flatten()
@@ -229,17 +126,23 @@ impl Engine {
     /// runs, none failed since the write, its update (or rollback) is done,
     /// it holds; after a rollback, its spec runs the image the approval
     /// named.
-    async fn verify_service(&self, req: &Request, target: &Target) -> Result<bool, Stop> {
+    pub(super) async fn verify_service(&self, req: &Request) -> Result<bool, Stop> {
         let id = &req.id;
+        let Some(target) = req.target.as_ref() else {
+            return Ok(false);
+        };
         let last_write = req.execution.last();
         let written_at = last_write
             .and_then(|e| humantime::parse_rfc3339_weak(e.at.trim_end_matches('Z')).ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or_else(unix_now, |d| d.as_secs() as i64);
-        let expect_image = last_write
-            .filter(|e| e.action == WriteAction::ServiceRollback)
-            .and_then(|e| req.plan.as_ref()?.steps.get(e.step)?.service.clone())
-            .and_then(|s| s.to_image);
+        let expect_image =
+            last_write.and_then(|e| match req.plan.as_ref()?.steps.get(e.step)?.write() {
+                StepWrite::Service(ServiceStep::Rollback { to_image, .. }) => {
+                    Some(to_image.clone())
+                }
+                _ => None,
+            });
         // The tasks the snapshot before the write saw: the write replaces
         // them, and one failing on its way out is not the new spec failing.
         let known_before: Vec<String> = match req.latest::<kind::PreWriteSnapshot>() {
@@ -249,7 +152,7 @@ impl Engine {
         let Some((checks, last)) = self
             .wait_service_ready(
                 id,
-                &target.container_id,
+                target.id(),
                 written_at,
                 &known_before,
                 expect_image.as_deref(),
@@ -307,7 +210,7 @@ impl Engine {
                 Status::Completed,
                 format!(
                     "{} recovered: verified {}{}",
-                    target.container_name,
+                    target.name(),
                     levels.join(", "),
                     if req.execution.iter().any(|e| e.in_doubt) {
                         " (the executor's answer to the write was lost, so the outcome was in doubt until verified)"
@@ -352,5 +255,46 @@ impl Engine {
         )
         .await?;
         Ok(true)
+    }
+}
+
+/// A container's checks: running, and healthy when it has a healthcheck.
+/// With one, they must hold for its interval times its retries (at least
+/// `stable_for`, at most 30 s), and are waited for as long as its schedule
+/// needs to reach a verdict (10 s to `max_wait`); without one, for
+/// `stable_for`, waited for at most 15 s.
+fn container_judged(c: &ContainerView, stable_for: Duration, max_wait: Duration) -> Judged {
+    let (hold, deadline) = match &c.healthcheck {
+        Some(hc) => {
+            let hold = stable_for
+                .max(Duration::from_millis(
+                    hc.interval_ms * u64::from(hc.retries.max(1)),
+                ))
+                .min(Duration::from_secs(30));
+            let needed = Duration::from_millis(
+                hc.start_period_ms + (hc.interval_ms + hc.timeout_ms) * (hc.retries as u64 + 2),
+            ) + Duration::from_secs(5);
+            // At least 10 s, at most the configured wait (which may be
+            // shorter: `clamp` would panic then).
+            (hold, needed.max(Duration::from_secs(10)).min(max_wait))
+        }
+        None => (stable_for, max_wait.min(Duration::from_secs(15))),
+    };
+    let mut checks = vec![VerificationCheck {
+        level: "running".into(),
+        ok: c.running && !c.restarting,
+        detail: format!("{}: state={} exit={}", c.name, c.status, c.exit_code),
+    }];
+    if c.healthcheck.is_some() {
+        checks.push(VerificationCheck {
+            level: "healthy".into(),
+            ok: c.health_status == HealthStatus::Healthy,
+            detail: format!("{}: health={}", c.name, c.health_status),
+        });
+    }
+    Judged {
+        checks,
+        hold,
+        deadline,
     }
 }

@@ -1,7 +1,7 @@
 //! The executor's Swarm RPCs, as the agent uses them: `pb::` types become
 //! the vocabulary's service, task and node views here.
 
-use drydock_proto::approval::WriteAction;
+use drydock_proto::approval::ServiceAction;
 use drydock_proto::pb;
 
 use super::{logs_view, Authority, ExecutorClient, ExecutorError, Written};
@@ -180,7 +180,7 @@ impl ExecutorClient {
     /// force update; the executor refuses one for a rollback anyway).
     pub(super) async fn write_service(
         &self,
-        action: WriteAction,
+        action: ServiceAction,
         request_id: &str,
         service_id: &str,
         authority: Authority,
@@ -193,17 +193,8 @@ impl ExecutorClient {
         (req.approval, req.grant, req.fault_class) = authority.into_wire();
         let mut client = self.writes.clone();
         let answer = match action {
-            WriteAction::ForceUpdate => client.force_update_service(req).await?,
-            WriteAction::ServiceRollback => client.rollback_service(req).await?,
-            WriteAction::Start
-            | WriteAction::Restart
-            | WriteAction::Stop
-            | WriteAction::Rollback => {
-                return Err(ExecutorError::new(
-                    tonic::Code::InvalidArgument,
-                    format!("{action} acts on a container, not a service"),
-                ))
-            }
+            ServiceAction::ForceUpdate => client.force_update_service(req).await?,
+            ServiceAction::Rollback => client.rollback_service(req).await?,
         }
         .into_inner();
         Ok(Written {

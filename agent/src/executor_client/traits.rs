@@ -1,11 +1,9 @@
 //! `ExecutorClient` behind the engine's traits: each read of `Reads` and
 //! the write of `Executor` is the gRPC call of the same name.
 
-use drydock_proto::approval::WriteAction;
-
 use super::{
     container_event, health, Authority, Call, ContainerEvents, Executor, ExecutorClient, Reads,
-    Written,
+    WriteOp, Written,
 };
 use crate::model::{
     ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView, HttpCheckView, ImageView,
@@ -111,19 +109,10 @@ impl Reads for ExecutorClient {
 impl Executor for ExecutorClient {
     fn write<'a>(
         &'a self,
-        action: WriteAction,
         request_id: &'a str,
-        container_id: &'a str,
+        op: &'a WriteOp,
         authority: Authority,
-        image: Option<&'a str>,
     ) -> Call<'a, Written> {
-        Box::pin(ExecutorClient::write(
-            self,
-            action,
-            request_id,
-            container_id,
-            authority,
-            image,
-        ))
+        Box::pin(ExecutorClient::write(self, request_id, op, authority))
     }
 }

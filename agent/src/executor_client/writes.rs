@@ -2,10 +2,10 @@
 //! authority for it (a person's signed approval, or a grant), which only
 //! the operator's key can have made.
 
-use drydock_proto::approval::WriteAction;
+use drydock_proto::approval::ContainerWrite;
 use drydock_proto::pb;
 
-use super::{Authority, ExecutorClient, ExecutorError, Written};
+use super::{Authority, ExecutorClient, ExecutorError, WriteOp, Written};
 
 impl Authority {
     /// The request's `approval`, `grant` and `fault_class` fields: one of
@@ -46,41 +46,33 @@ impl Authority {
 impl ExecutorClient {
     /// Send a signed approval (or a grant) with the write it authorizes.
     /// The agent cannot make these bytes itself: only the operator's key
-    /// can sign them. A rollback names the image to run (`image`), which
-    /// its approval must name too; a grant never covers one.
+    /// can sign them. A rollback's approval must name the image it runs; a
+    /// grant never covers one (the executor refuses it too).
     pub(super) async fn write(
         &self,
-        action: WriteAction,
         request_id: &str,
-        container_id: &str,
+        op: &WriteOp,
         authority: Authority,
-        image: Option<&str>,
     ) -> Result<Written, ExecutorError> {
-        if action.on_service() {
-            return self
-                .write_service(action, request_id, container_id, authority)
-                .await;
-        }
+        let (container_id, write) = match op {
+            WriteOp::Service { id, action } => {
+                return self.write_service(*action, request_id, id, authority).await
+            }
+            WriteOp::Container { id, write } => (id, write),
+        };
         let mut req = pb::WriteRequest {
             request_id: request_id.into(),
-            container: container_id.into(),
+            container: container_id.clone(),
             ..Default::default()
         };
         (req.approval, req.grant, req.fault_class) = authority.into_wire();
         let mut client = self.writes.clone();
-        let answer = match action {
-            WriteAction::Restart => client.restart_container(req).await?,
-            WriteAction::Start => client.start_container(req).await?,
-            WriteAction::Stop => client.stop_container(req).await?,
-            // Sent by `write_service` above.
-            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
-                return Err(ExecutorError::new(
-                    tonic::Code::InvalidArgument,
-                    format!("{action} acts on a service, not a container"),
-                ))
-            }
-            WriteAction::Rollback => {
-                let (Some(approval), Some(image)) = (req.approval, image) else {
+        let answer = match write {
+            ContainerWrite::Restart => client.restart_container(req).await?,
+            ContainerWrite::Start => client.start_container(req).await?,
+            ContainerWrite::Stop => client.stop_container(req).await?,
+            ContainerWrite::Rollback { to_image } => {
+                let Some(approval) = req.approval else {
                     return Err(ExecutorError::new(
                         tonic::Code::FailedPrecondition,
                         "a rollback needs a person's approval naming the image; a grant never covers it",
@@ -90,7 +82,7 @@ impl ExecutorClient {
                     .rollback_container(pb::RollbackRequest {
                         request_id: req.request_id,
                         container: req.container,
-                        image_id: image.to_string(),
+                        image_id: to_image.to_string(),
                         approval: Some(approval),
                     })
                     .await?

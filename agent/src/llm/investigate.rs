@@ -242,10 +242,7 @@ fn first_message(boundary: &Boundary, input: &Input<'_>) -> String {
     match &req.target {
         Some(t) => parts.push(format!(
             "drydock resolved the target to:\n{}",
-            boundary.wrap(
-                "target",
-                &format!("name={} id={}", t.container_name, t.container_id)
-            )
+            boundary.wrap("target", &format!("name={} id={}", t.name(), t.id()))
         )),
         None => {
             parts.push("drydock could not resolve one target container from the request.".into())
@@ -459,16 +456,13 @@ impl<E: Reads + ?Sized, J: Journal> Investigator<'_, E, J> {
                 // usage as the target's own; another container's answers
                 // must not pass for it.
                 let target = self.target.as_ref();
-                let named =
-                    |t: &Target| container == t.container_id || container == t.container_name;
+                let named = |t: &Target| container == t.id() || container == t.name();
                 let payload = match payload {
-                    EvidencePayload::Inspect(c)
-                        if target.is_none_or(|t| c.id != t.container_id) =>
-                    {
+                    EvidencePayload::Inspect(c) if target.is_none_or(|t| c.id != t.id()) => {
                         EvidencePayload::RelatedInspect(c)
                     }
                     EvidencePayload::DiskUsage(u)
-                        if target.is_none_or(|t| u.container_id != t.container_id) =>
+                        if target.is_none_or(|t| u.container_id != t.id()) =>
                     {
                         EvidencePayload::RelatedDiskUsage(u)
                     }
@@ -548,7 +542,7 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                     let on_target = |s: &crate::model::PlanStep| {
                         self.target
                             .as_ref()
-                            .is_some_and(|t| t.container_id == s.target.container_id)
+                            .is_some_and(|t| t.id() == s.target().id())
                     };
                     if cannot_fix && p.steps.iter().any(on_target) {
                         Err(

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::Value;
 
 use crate::model::{
-    kind, Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, Target, WriteAction,
-    COMPOSE_SERVICE_LABEL,
+    kind, ContainerStep, Evidence, ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView,
+    StepWrite, Target, WriteAction, COMPOSE_SERVICE_LABEL,
 };
 use crate::planner;
 
@@ -115,20 +115,18 @@ pub fn diagnosis(
 pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap<String, Target> {
     let mut out = BTreeMap::new();
     if let Some(t) = target {
-        out.insert(t.container_id.clone(), t.clone());
+        out.insert(t.id().to_string(), t.clone());
     }
     for d in evidence.iter().filter_map(|e| e.get::<kind::Dependency>()) {
         if let Some(c) = d.container.as_ref().filter(|c| !c.id.is_empty()) {
             out.insert(
                 c.id.clone(),
-                Target {
-                    kind: crate::model::TargetKind::Container,
-                    stack: None,
-                    container_id: c.id.clone(),
-                    container_name: c.name.trim_start_matches('/').to_string(),
-                    service: c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-                    host: None,
-                },
+                Target::container(
+                    c.id.clone(),
+                    c.name.trim_start_matches('/'),
+                    c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                    None,
+                ),
             );
         }
     }
@@ -138,9 +136,7 @@ pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap
 fn resolve<'a>(name: &str, targets: &'a BTreeMap<String, Target>) -> Option<&'a Target> {
     let name = name.trim().trim_start_matches('/');
     targets.values().find(|t| {
-        t.container_id == name
-            || (name.len() >= 12 && t.container_id.starts_with(name))
-            || t.container_name == name
+        t.id() == name || (name.len() >= 12 && t.id().starts_with(name)) || t.name() == name
     })
 }
 
@@ -163,10 +159,10 @@ pub fn plan(
                 "{at}: `{named}` is not an executor action (start, restart, stop)"
             ));
         };
-        let enabled = match action {
-            WriteAction::Start => policy.actions.enabled(WriteAction::Start),
-            WriteAction::Restart => policy.actions.enabled(WriteAction::Restart),
-            WriteAction::Stop => policy.actions.enabled(WriteAction::Stop),
+        let write = match action {
+            WriteAction::Start => ContainerStep::Start,
+            WriteAction::Restart => ContainerStep::Restart,
+            WriteAction::Stop => ContainerStep::Stop,
             // Named by drydock's planner from the change evidence, with
             // both images; never by a model.
             WriteAction::Rollback => {
@@ -182,7 +178,7 @@ pub fn plan(
                 ))
             }
         };
-        if !enabled {
+        if !policy.actions.enabled(action) {
             return Err(format!(
                 "{at}: the executor's policy does not enable `{action}`"
             ));
@@ -192,27 +188,26 @@ pub fn plan(
             .ok_or_else(|| format!("{at}: `{action}` of `{name}` is refused"))?;
         if done
             .iter()
-            .any(|d| d.action == action && d.container_id == target.container_id)
+            .any(|d| d.action == action && d.container_id == target.id())
         {
             return Err(format!(
                 "{at}: `{action}` of {} was already tried in this request",
-                target.container_name
+                target.name()
             ));
         }
-        steps.push(PlanStep {
-            action,
-            target: target.clone(),
-            image_id: None,
-            from_image_id: None,
-            service: None,
-            reason: text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
-            risk: policy.actions.tier(action),
-            expected_effect: text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
-            rollback: format!(
+        let step = PlanStep::new(
+            target.clone(),
+            StepWrite::Container(write),
+            text(s, "reason").map_err(|e| format!("{at}: {e}"))?,
+            policy.actions.tier(action),
+            text(s, "expected_effect").map_err(|e| format!("{at}: {e}"))?,
+            format!(
                 "{action} is not reversible as such; if the container gets worse, inspect it with `docker logs {}` and act by hand",
-                target.container_name
+                target.name()
             ),
-        });
+        )
+        .map_err(|e| format!("{at}: {e}"))?;
+        steps.push(step);
     }
     let advice: Vec<String> = args["advice"]
         .as_array()
@@ -267,14 +262,7 @@ mod tests {
         let step = |action: &str, container: &str| json!({"steps": [{"action": action, "container": container, "reason": "r", "expected_effect": "e"}], "advice": []});
         let ev = evidence();
         let web: ContainerView = ev[0].get::<kind::Inspect>().unwrap().clone();
-        let target = Target {
-            kind: crate::model::TargetKind::Container,
-            stack: None,
-            container_id: web.id.clone(),
-            container_name: web.name.clone(),
-            service: None,
-            host: None,
-        };
+        let target = Target::container(web.id.clone(), web.name.clone(), None, None);
         // A bystander the model inspected is no write target.
         let mut ev = ev;
         ev.push(Evidence {

@@ -7,45 +7,47 @@
 
 use super::digest;
 use crate::model::{
-    ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, ServiceClaims, ServiceView, Target,
-    WriteAction,
+    ExecutionRecord, FaultClass, Plan, PlanStep, PolicyView, ServiceStep, ServiceView, StepWrite,
+    Target, WriteAction,
 };
 use crate::rules::swarm::{ServiceFinding, SpecChange};
 
+/// A write of the service `target`, bound to the spec version and image
+/// `s` shows; `None` when the target is no service.
 fn step(
-    action: WriteAction,
+    write: ServiceStep,
     target: &Target,
-    s: &ServiceView,
     policy: &PolicyView,
     reason: String,
     expected: String,
     undo: String,
-) -> PlanStep {
-    PlanStep {
-        action,
-        target: target.clone(),
-        image_id: None,
-        from_image_id: None,
-        service: Some(ServiceClaims {
-            id: s.summary.id.clone(),
-            name: s.summary.name.clone(),
-            version: s.summary.version,
-            image: s.summary.image.clone(),
-            to_image: (action == WriteAction::ServiceRollback).then(|| s.previous_image.clone()),
-        }),
+) -> Option<PlanStep> {
+    let tier = policy.actions.tier(write.action());
+    PlanStep::new(
+        target.clone(),
+        StepWrite::Service(write),
         reason,
-        risk: policy.actions.tier(action),
-        expected_effect: expected,
-        rollback: undo,
-    }
+        tier,
+        expected,
+        undo,
+    )
+    .ok()
 }
 
-fn rollback(target: &Target, s: &ServiceView, c: &SpecChange, policy: &PolicyView) -> PlanStep {
+fn rollback(
+    target: &Target,
+    s: &ServiceView,
+    c: &SpecChange,
+    policy: &PolicyView,
+) -> Option<PlanStep> {
     let name = &s.summary.name;
     step(
-        WriteAction::ServiceRollback,
+        ServiceStep::Rollback {
+            version: s.summary.version,
+            image: s.summary.image.clone(),
+            to_image: s.previous_image.clone(),
+        },
         target,
-        s,
         policy,
         format!(
             "{name} began failing after its last update; return it to its previous spec (image {}), whose tasks ran",
@@ -59,12 +61,19 @@ fn rollback(target: &Target, s: &ServiceView, c: &SpecChange, policy: &PolicyVie
     )
 }
 
-fn force_update(target: &Target, s: &ServiceView, policy: &PolicyView, why: &str) -> PlanStep {
+fn force_update(
+    target: &Target,
+    s: &ServiceView,
+    policy: &PolicyView,
+    why: &str,
+) -> Option<PlanStep> {
     let name = &s.summary.name;
     step(
-        WriteAction::ForceUpdate,
+        ServiceStep::ForceUpdate {
+            version: s.summary.version,
+            image: s.summary.image.clone(),
+        },
         target,
-        s,
         policy,
         format!("{why}; replace {name}'s tasks with new ones on the same spec (`docker service update --force`)"),
         format!("{name} runs all {} of its tasks and they stay up", s.summary.desired),
@@ -95,7 +104,7 @@ pub fn plan(
         if policy.actions.enabled(WriteAction::ServiceRollback)
             && !tried(WriteAction::ServiceRollback)
         {
-            steps.push(rollback(target, s, change, policy));
+            steps.extend(rollback(target, s, change, policy));
         } else {
             advice.push(format!(
                 "{name} began failing after its update to image {}; roll it back with `docker service rollback {name}`{}, or fix the new version and update again.",
@@ -150,7 +159,7 @@ pub fn plan(
                     }
                     other => format!("its tasks fail ({other})"),
                 };
-                steps.push(force_update(target, s, policy, &why));
+                steps.extend(force_update(target, s, policy, &why));
             }
         }
         _ => {}

@@ -22,14 +22,7 @@ fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
 }
 
 fn target() -> Target {
-    Target {
-        kind: crate::model::TargetKind::Container,
-        stack: None,
-        container_id: "c".repeat(64),
-        container_name: "web".into(),
-        service: None,
-        host: None,
-    }
+    Target::container("c".repeat(64), "web", None, None)
 }
 
 fn all() -> PolicyView {
@@ -53,7 +46,7 @@ fn all() -> PolicyView {
 #[test]
 fn a_restart_step_says_how_long_the_container_may_take_to_stop() {
     let mut c = ContainerView {
-        id: target().container_id,
+        id: target().id().to_string(),
         name: "web".into(),
         running: true,
         stop_timeout_secs: 90,
@@ -123,7 +116,7 @@ fn plan_table() {
             &Context::default(),
         );
         assert_eq!(
-            p.steps.first().map(|s| s.action.as_str()),
+            p.steps.first().map(|s| s.action().as_str()),
             *want,
             "{class:?}"
         );
@@ -236,7 +229,7 @@ fn a_stopped_dependency_is_started_before_the_dependent_service() {
     let steps: Vec<(&str, &str)> = p
         .steps
         .iter()
-        .map(|s| (s.action.as_str(), s.target.container_name.as_str()))
+        .map(|s| (s.action().as_str(), s.target().name()))
         .collect();
     assert_eq!(steps, [("start", "shop-db-1"), ("start", "web")]);
 
@@ -255,7 +248,7 @@ fn a_stopped_dependency_is_started_before_the_dependent_service() {
     assert_eq!(
         p.steps
             .iter()
-            .map(|s| s.target.container_name.as_str())
+            .map(|s| s.target().name())
             .collect::<Vec<_>>(),
         ["web"],
         "only the dependent needs a start"
@@ -400,7 +393,7 @@ fn host_settings_crash_loops_and_finished_jobs_get_advice_not_writes() {
 #[test]
 fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
     let running = ContainerView {
-        id: target().container_id,
+        id: target().id().to_string(),
         name: "web".into(),
         running: true,
         health_status: "unhealthy".into(),
@@ -421,7 +414,7 @@ fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
     let steps: Vec<(&str, &str)> = p
         .steps
         .iter()
-        .map(|s| (s.action.as_str(), s.target.container_name.as_str()))
+        .map(|s| (s.action().as_str(), s.target().name()))
         .collect();
     assert_eq!(steps, [("start", "shop-db-1")], "{p:?}");
     assert!(
@@ -444,10 +437,7 @@ fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
     );
     assert_eq!(p.steps.len(), 1);
     assert_eq!(
-        (
-            p.steps[0].action.as_str(),
-            p.steps[0].target.container_name.as_str()
-        ),
+        (p.steps[0].action().as_str(), p.steps[0].target().name()),
         ("restart", "web")
     );
 }

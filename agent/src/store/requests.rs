@@ -431,14 +431,12 @@ mod tests {
                 format!("2026-12-04T00:00:0{i}.000Z"),
             );
             r.status = st;
-            r.target = Some(Target {
-                kind: Default::default(),
-                container_id: format!("c{i}"),
-                container_name: format!("web-{i}"),
-                service: None,
-                stack: None,
-                host: None,
-            });
+            r.target = Some(Target::container(
+                format!("c{i}"),
+                format!("web-{i}"),
+                None,
+                None,
+            ));
             r.evidence.push(crate::model::Evidence {
                 id: "ev-logs".into(),
                 source: "test".into(),
@@ -537,14 +535,12 @@ mod tests {
         let mut asked = request("asked-b");
         asked.options.host = Some("host-b".into());
         let mut found = request("found-b");
-        found.target = Some(Target {
-            kind: crate::model::TargetKind::Container,
-            container_id: "c".repeat(64),
-            container_name: "web".into(),
-            service: None,
-            stack: None,
-            host: Some("host-b".into()),
-        });
+        found.target = Some(Target::container(
+            "c".repeat(64),
+            "web",
+            None,
+            Some("host-b".into()),
+        ));
         let mut elsewhere = found.clone();
         elsewhere.id = "found-a".into();
         if let Some(t) = elsewhere.target.as_mut() {

@@ -32,9 +32,9 @@ pub fn busy(
     fn covers_name(r: &RequestHead, name: &str, id: &str, named_by_alert: &str) -> bool {
         r.options.container.as_deref() == Some(name)
             || r.target.as_ref().is_some_and(|t| {
-                (!id.is_empty() && t.container_id == id)
-                    || t.container_name == name
-                    || t.service.as_deref() == Some(name)
+                (!id.is_empty() && t.id() == id)
+                    || t.name() == name
+                    || t.compose_service() == Some(name)
             })
             || (r.source == RequestSource::Alert
                 && (r.message.contains(&format!("{named_by_alert}:"))

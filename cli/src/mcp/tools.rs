@@ -403,7 +403,7 @@ impl Tools {
                     "source": r.source.as_str(),
                     "created_at": r.created_at,
                     "message": r.message,
-                    "container": r.target.as_ref().map(|t| &t.container_name),
+                    "container": r.target.as_ref().map(|t| t.name()),
                     "host": r.host(),
                     "class": r.diagnosis.as_ref().and_then(|d| d.causes.first()).map(|c| c.class),
                 })

@@ -95,10 +95,10 @@ async fn a_failure_after_an_image_change_is_rolled_back_to_the_previous_image() 
     let (_, change_id) = req.latest_cited::<kind::Change>().expect("change evidence");
     assert!(cause.evidence_ids.iter().any(|e| e == change_id));
     let step = &req.plan.as_ref().unwrap().steps[0];
-    assert_eq!(step.action, WriteAction::Rollback);
+    assert_eq!(step.action(), WriteAction::Rollback);
     assert_eq!(
-        (step.image_id.as_deref(), step.from_image_id.as_deref()),
-        (Some(V1), Some(V2))
+        step.images().map(|(to, from)| (to.as_str(), from.as_str())),
+        Some((V1, V2))
     );
     assert_eq!(step.risk, Tier::Disruptive);
     // What a person signs names both images.
@@ -119,7 +119,7 @@ async fn a_failure_after_an_image_change_is_rolled_back_to_the_previous_image() 
     let req = w.finished(&id).await;
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
     assert_eq!(
-        req.target.as_ref().unwrap().container_id,
+        req.target.as_ref().unwrap().id(),
         "c".repeat(64),
         "verified on the new container"
     );

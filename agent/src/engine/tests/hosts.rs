@@ -78,7 +78,7 @@ async fn a_plain_question_finds_the_fault_on_its_host_and_repairs_it_there_only(
     let req = t.world.waiting(&id).await;
     let target = req.target.clone().expect("a target");
     assert_eq!(target.host.as_deref(), Some("host-b"), "{target:?}");
-    assert_eq!(target.container_id, API_ON_B);
+    assert_eq!(target.id(), API_ON_B);
     let pending = req.pending_approvals().next().expect("an approval");
     let claims: approval::ApprovalClaims =
         serde_json::from_slice(&B64.decode(&pending.claims).expect("claims are base64"))

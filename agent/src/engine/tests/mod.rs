@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::{self, WriteAction};
+use drydock_proto::approval::{self, ContainerWrite, WriteAction};
 use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
 use tonic::Code;
 
 use super::{Engine, EngineConfig};
 use crate::config::WatchMode;
-use crate::executor_client::{Authority, Call, Executor, ExecutorError, Reads, Written};
+use crate::executor_client::{Authority, Call, Executor, ExecutorError, Reads, WriteOp, Written};
 use crate::model::*;
 use crate::runbook::Runbook;
 use crate::store::Store;
@@ -283,26 +283,26 @@ impl Reads for Scripted {
 }
 
 impl Executor for Scripted {
-    fn write<'a>(
-        &'a self,
-        action: WriteAction,
-        _: &'a str,
-        _: &'a str,
-        authority: Authority,
-        image: Option<&'a str>,
-    ) -> Call<'a, Written> {
+    fn write<'a>(&'a self, _: &'a str, op: &'a WriteOp, authority: Authority) -> Call<'a, Written> {
         Box::pin(async move {
             let by = match authority {
                 Authority::Approval { .. } => "approval",
                 Authority::Grant { .. } => "grant",
             };
-            let to = image.map(|i| format!(" to {i}")).unwrap_or_default();
+            let action = op.action();
+            let to = match op {
+                WriteOp::Container {
+                    write: ContainerWrite::Rollback { to_image },
+                    ..
+                } => format!(" to {to_image}"),
+                _ => String::new(),
+            };
             self.calls
                 .lock()
                 .unwrap()
                 .push(format!("write {action}{to} by {by}"));
             *self.container.lock().unwrap() = self.write.after.clone();
-            if action.on_service() {
+            if let WriteOp::Service { .. } = op {
                 return swarm::write(self, action);
             }
             self.write.answer.clone().map(|()| Written {
@@ -504,7 +504,7 @@ async fn a_person_who_rejects_leaves_the_container_untouched() {
     let req = w.waiting(&id).await;
     assert_eq!(req.status, Status::WaitingApproval);
     assert_eq!(
-        req.plan.as_ref().unwrap().steps[0].action,
+        req.plan.as_ref().unwrap().steps[0].action(),
         WriteAction::Restart
     );
     let pending = req.pending_approvals().next().unwrap().id.clone();

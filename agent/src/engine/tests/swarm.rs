@@ -235,14 +235,14 @@ async fn failing_tasks_of_a_transient_cause_get_a_force_update_bound_to_the_spec
     let id = ask_api(&w).await;
     let req = w.waiting(&id).await;
     let target = req.target.clone().expect("a target");
-    assert!(target.is_service(), "{target:?}");
-    assert_eq!(target.container_name, "shop_api");
-    assert_eq!(target.stack.as_deref(), Some("shop"));
+    assert_eq!(target.kind(), TargetKind::Service, "{target:?}");
+    assert_eq!(target.name(), "shop_api");
+    assert_eq!(target.stack(), Some("shop"));
     let d = req.diagnosis.clone().expect("a diagnosis");
     assert_eq!(d.causes[0].class, FaultClass::Unhealthy, "{d:?}");
     let plan = req.plan.clone().expect("a plan");
     assert_eq!(plan.steps.len(), 1, "{plan:?}");
-    assert_eq!(plan.steps[0].action, WriteAction::ForceUpdate);
+    assert_eq!(plan.steps[0].action(), WriteAction::ForceUpdate);
     assert_eq!(plan.steps[0].risk, Tier::Change);
     // The claims name the service and its spec version, and no container.
     let pending = req.pending_approvals().next().unwrap();
@@ -311,7 +311,7 @@ async fn a_failure_that_began_with_the_update_gets_a_rollback_to_the_previous_im
     );
     let plan = req.plan.clone().unwrap();
     assert_eq!(
-        plan.steps[0].action,
+        plan.steps[0].action(),
         WriteAction::ServiceRollback,
         "{plan:?}"
     );
@@ -426,7 +426,7 @@ async fn a_rollback_the_policy_forbids_is_advice_and_an_engine_without_swarm_fin
     assert!(
         plan.steps
             .iter()
-            .all(|s| s.action != WriteAction::ServiceRollback)
+            .all(|s| s.action() != WriteAction::ServiceRollback)
             && plan
                 .advice
                 .iter()
@@ -441,6 +441,6 @@ async fn a_rollback_the_policy_forbids_is_advice_and_an_engine_without_swarm_fin
     let w = world(executor, WatchMode::Notify);
     let id = w.ask("web is unhealthy").await;
     let req = w.waiting(&id).await;
-    assert!(!req.target.unwrap().is_service());
-    assert_eq!(req.plan.unwrap().steps[0].action, WriteAction::Restart);
+    assert_eq!(req.target.unwrap().kind(), TargetKind::Container);
+    assert_eq!(req.plan.unwrap().steps[0].action(), WriteAction::Restart);
 }
