@@ -245,19 +245,24 @@ impl Engine {
         Ok(())
     }
 
-    /// A container's labels, from any evidence that shows them.
-    fn labels_of(req: &Request, container_id: &str) -> std::collections::BTreeMap<String, String> {
+    /// A container's or a Swarm service's labels, from the newest
+    /// evidence that shows them (an inspect of either).
+    fn labels_of(req: &Request, id: &str) -> std::collections::BTreeMap<String, String> {
         req.evidence
             .iter()
             .rev()
             .find_map(|e| {
-                let c = match &e.payload {
+                let (shown, labels) = match &e.payload {
                     EvidencePayload::Inspect(c)
                     | EvidencePayload::RelatedInspect(c)
-                    | EvidencePayload::Verification(AfterWrite::Container(c)) => c,
+                    | EvidencePayload::Verification(AfterWrite::Container(c)) => (&c.id, &c.labels),
+                    EvidencePayload::Service(s)
+                    | EvidencePayload::Verification(AfterWrite::Service(s)) => {
+                        (&s.summary.id, &s.summary.labels)
+                    }
                     _ => return None,
                 };
-                (c.id == container_id).then(|| c.labels.clone())
+                (shown == id).then(|| labels.clone())
             })
             .unwrap_or_default()
     }

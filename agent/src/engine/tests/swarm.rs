@@ -444,3 +444,67 @@ async fn a_rollback_the_policy_forbids_is_advice_and_an_engine_without_swarm_fin
     assert_eq!(req.target.unwrap().kind(), TargetKind::Container);
     assert_eq!(req.plan.unwrap().steps[0].action(), WriteAction::Restart);
 }
+
+/// A grant for a stack covers a force update of its service: the grant's
+/// scope is matched against the service's labels, read from its inspect.
+#[tokio::test]
+async fn a_grant_for_a_stack_covers_a_force_update_of_its_service_with_no_person_asked() {
+    let key = approval::generate_signing_key();
+    let mut policy = swarm_policy();
+    policy.automation_enabled = true;
+    policy.approvers = vec![ApproverView {
+        id: "ops".into(),
+        public_key: approval::format_public_key(&key.verifying_key()),
+    }];
+    let w = swarm_world_with(failing_api(), policy, 0, config(WatchMode::Repair));
+    let now = unix_now();
+    let claims = GrantClaims {
+        version: GRANT_VERSION_NO_HOST,
+        kind: GRANT_KIND.into(),
+        grant_id: GrantClaims::new_id(),
+        actions: vec![WriteAction::ForceUpdate],
+        scope: GrantScope {
+            stacks: vec!["shop".into()],
+            ..Default::default()
+        },
+        classes: vec![],
+        max_per_container: 2,
+        window_secs: 3600,
+        max_total: 10,
+        issued_at: now,
+        expires_at: now + 3600,
+        host: None,
+    };
+    let bytes = claims.encode();
+    crate::grants::add(
+        w.engine.store(),
+        &w.executor.policy,
+        &B64.encode(&bytes),
+        &B64.encode(grant::sign(&bytes, &key)),
+        "ops",
+        now,
+    )
+    .unwrap();
+    let id = w
+        .engine
+        .open(
+            "watch: shop_api is short of tasks".into(),
+            RequestOptions {
+                container: Some("shop_api".into()),
+                ..Default::default()
+            },
+            RequestSource::Watch,
+        )
+        .await
+        .unwrap()
+        .id;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
+    assert_eq!(
+        req.approvals[0].grant_id.as_deref(),
+        Some(claims.grant_id.as_str()),
+        "{:?}",
+        req.approvals
+    );
+    assert_eq!(w.executor.writes(), 1);
+}
