@@ -591,12 +591,13 @@ async fn reject(State(s): State<AppState>, Path(id): Path<String>) -> Result<Res
     Ok(Json(s.engine.reject(&id).await?.for_api()).into_response())
 }
 
-/// The OpenAPI 3.1 document of this API, as kept in the repository: the
-/// generator (`api/openapi.rs`, from the vocabulary's types) runs in a unit
-/// test that keeps the file equal to it, so the daemon carries the bytes
-/// and not the schema code.
+/// The OpenAPI 3.1 document of this API, as kept in the repository
+/// (`docs/openapi.json`, minified by `build.rs`): the generator
+/// (`api/openapi.rs`, from the vocabulary's types) runs in a unit test that
+/// keeps the file equal to it, so the daemon carries the bytes and not the
+/// schema code.
 async fn openapi_document() -> Response {
-    const DOCUMENT: &str = include_str!("../../docs/openapi.json");
+    const DOCUMENT: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));
     ([(header::CONTENT_TYPE, "application/json")], DOCUMENT).into_response()
 }
 
