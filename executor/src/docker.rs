@@ -650,6 +650,8 @@ impl DockerAdapter {
 
 mod disk;
 mod events;
+#[cfg(test)]
+pub(crate) mod fake_engine;
 mod inspect;
 mod logs;
 mod rollback;

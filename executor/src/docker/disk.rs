@@ -466,61 +466,33 @@ mod tests {
         assert_eq!(df.engine.build_cache_bytes, i64::MAX);
     }
 
-    /// A stand-in engine: `/system/df` answers after a pause and is
-    /// counted; every other path answers `{}`.
-    async fn engine(path: std::path::PathBuf, df_calls: Arc<std::sync::atomic::AtomicUsize>) {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
-        loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
-                return;
-            };
-            let df_calls = df_calls.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                loop {
-                    let Ok(n) = conn.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
-                        buf.drain(..end + 4);
-                        let body = if head.contains("/system/df") {
-                            df_calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                            r#"{"LayersSize": 7, "Images": [], "Volumes": [{"Name": "v", "UsageData": {"Size": 3}}]}"#
-                        } else {
-                            "{}"
-                        };
-                        let reply = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if conn.write_all(reply.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    }
-
     #[tokio::test]
     async fn concurrent_callers_share_one_engine_df_and_a_fresh_answer_is_reused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("engine.sock");
+        // `/system/df` answers after a pause and is counted; every other
+        // path answers `{}`.
         let df_calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        tokio::spawn(engine(path.clone(), df_calls.clone()));
-        while !path.exists() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let counted = df_calls.clone();
+        let engine = super::super::fake_engine::start(
+            dir.path(),
+            Arc::new(move |head: String| {
+                let counted = counted.clone();
+                Box::pin(async move {
+                    if !head.contains("/system/df") {
+                        return ("application/json", "{}".to_string());
+                    }
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    (
+                        "application/json",
+                        r#"{"LayersSize": 7, "Images": [], "Volumes": [{"Name": "v", "UsageData": {"Size": 3}}]}"#.to_string(),
+                    )
+                })
+            }),
+        )
+        .await;
         let adapter = DockerAdapter::connect(
-            &format!("unix://{}", path.display()),
+            &engine.endpoint,
             super::super::Timeouts {
                 read: Duration::from_secs(5),
                 logs: Duration::from_secs(5),

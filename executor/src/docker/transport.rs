@@ -215,72 +215,39 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use std::sync::atomic::Ordering;
 
-    /// A stand-in engine on a unix socket that answers `/_ping` and counts
-    /// the connections it accepted.
-    async fn engine(path: PathBuf, accepted: Arc<AtomicUsize>) {
-        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
-        loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
-                return;
-            };
-            accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                loop {
-                    let Ok(n) = conn.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buf.drain(..end + 4);
-                        let reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nOK";
-                        if conn.write_all(reply.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
+    /// An engine that answers `OK` to everything, counting connections.
+    async fn engine(dir: &std::path::Path) -> crate::docker::fake_engine::FakeEngine {
+        crate::docker::fake_engine::start(
+            dir,
+            Arc::new(|_| Box::pin(async { ("text/plain", "OK".to_string()) })),
+        )
+        .await
     }
 
     #[tokio::test]
     async fn sequential_requests_share_one_engine_connection() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("engine.sock");
-        let accepted = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(engine(path.clone(), accepted.clone()));
-        while !path.exists() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let docker = connect(
-            &format!("unix://{}", path.display()),
-            5,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .expect("client")
-        .0;
+        let engine = engine(dir.path()).await;
+        let docker = connect(&engine.endpoint, 5, bollard::API_DEFAULT_VERSION)
+            .expect("client")
+            .0;
         for _ in 0..20 {
             docker.ping().await.expect("ping");
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
+        assert_eq!(
+            engine.accepted.load(Ordering::SeqCst),
+            1,
+            "one connection, reused"
+        );
         // bollard's own unix transport, for comparison: one per request.
-        let fresh = Docker::connect_with_unix(
-            &format!("unix://{}", path.display()),
-            5,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .expect("client");
+        let fresh = Docker::connect_with_unix(&engine.endpoint, 5, bollard::API_DEFAULT_VERSION)
+            .expect("client");
         for _ in 0..3 {
             fresh.ping().await.expect("ping");
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+        assert_eq!(engine.accepted.load(Ordering::SeqCst), 4);
     }
 
     #[test]
