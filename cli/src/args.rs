@@ -269,10 +269,9 @@ pub enum HostCommand {
         /// first IP is also where the executor listens.
         #[arg(long = "address")]
         addresses: Vec<String>,
-        /// How its executor runs there: local (`drydock-executor serve`),
-        /// compose (deploy/host.yaml) or systemd (the unit's paths).
+        /// How the executor runs on that host (not this home's layout).
         #[arg(long, value_enum, default_value = "local")]
-        layout: crate::home::Layout,
+        layout: crate::home::HostLayout,
         /// The folder to write (default `$DRYDOCK_HOME/hosts/NAME`).
         #[arg(long)]
         out: Option<PathBuf>,

@@ -210,6 +210,21 @@ pub enum Layout {
     Swarm,
 }
 
+/// How another host's executor runs there, as `drydock host add --layout`
+/// names it (a Swarm cluster's executor is its stack's, never another
+/// host's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum HostLayout {
+    /// `drydock-executor serve --config executor.yaml`, the files as written.
+    #[default]
+    Local,
+    /// A container from deploy/host.yaml (deploy/stage-host.sh stages it).
+    Compose,
+    /// The systemd unit deploy/systemd/drydock-executor.service, with its
+    /// paths.
+    Systemd,
+}
+
 /// Environment names whose values production layouts still show: they
 /// explain behaviour and are not credentials.
 pub const PRODUCTION_ENV_ALLOW: &[&str] = &[

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use crate::home::{write_file, Home, Layout, DEFAULT_EXECUTOR_PORT};
+use crate::home::{write_file, Home, HostLayout, DEFAULT_EXECUTOR_PORT};
 use crate::pki::{self, Authority, Usage};
 
 /// What `host add` wrote, and where the agent reaches it.
@@ -129,15 +129,12 @@ pub fn add(
     home: &Home,
     name: &str,
     addresses: &[String],
-    layout: Layout,
+    layout: HostLayout,
     out: Option<&Path>,
     force: bool,
 ) -> anyhow::Result<AddedHost> {
     if !drydock_proto::approval::is_host_name(name) {
         bail!("`{name}` is not a host name: 1 to 63 lowercase letters, digits, `-` and `.`, starting with a letter or digit");
-    }
-    if layout == Layout::Swarm {
-        bail!("--layout swarm: a Swarm cluster's executor is the stack's (docs/deploy.md, \"Services on Docker Swarm\"); another host runs its executor with --layout local, compose or systemd");
     }
     let ca_key = home.path("pki/ca.key");
     let key_pem = std::fs::read_to_string(&ca_key).with_context(|| {
@@ -162,7 +159,7 @@ pub fn add(
     let port = home_port(&home_yaml);
     let config = host_config(&home_yaml, name, &listen_on(addresses, port))?;
     let config = match layout {
-        Layout::Systemd => for_systemd(&config)?,
+        HostLayout::Systemd => for_systemd(&config)?,
         _ => config,
     };
     // The host's name first: the agent dials it (`executor.server_name`).
@@ -199,7 +196,8 @@ pub fn add(
     // Under systemd the unit's StateDirectory holds the state, and no
     // signing key is handed over.
     let files = files.into_iter().filter(|(rel, _, _)| {
-        layout != Layout::Systemd || !(rel.starts_with("state/") || rel.starts_with("pki/audit."))
+        layout != HostLayout::Systemd
+            || !(rel.starts_with("state/") || rel.starts_with("pki/audit."))
     });
     let mut written = Vec::new();
     for (rel, content, private) in files {
@@ -214,12 +212,22 @@ pub fn add(
     })
 }
 
+/// Where the agent dials the host: the first `--address` that is an IP
+/// (where the executor listens), else the first one given, else its name.
+fn dial_address<'a>(name: &'a str, addresses: &'a [String]) -> &'a str {
+    addresses
+        .iter()
+        .find(|a| a.parse::<std::net::IpAddr>().is_ok())
+        .or(addresses.first())
+        .map_or(name, String::as_str)
+}
+
 /// `drydock host add`, with what to do next.
 pub fn add_and_say(
     home: &Home,
     name: &str,
     addresses: &[String],
-    layout: Layout,
+    layout: HostLayout,
     out: Option<&Path>,
     force: bool,
 ) -> anyhow::Result<u8> {
@@ -230,25 +238,26 @@ pub fn add_and_say(
         println!("  {}", f.display());
     }
     let run = match layout {
-        Layout::Compose => format!(
+        HostLayout::Compose => format!(
             "on {name}, from a drydock checkout with the images: `sudo deploy/stage-host.sh DIR /etc/drydock-host ADDRESS`, \
              then `docker-compose --env-file /etc/drydock-host/host.env -f deploy/host.yaml run --rm executor audit init` and `... up -d`"
         ),
-        Layout::Systemd => format!(
+        HostLayout::Systemd => format!(
             "on {name}: the files into /etc/drydock (keys root 0600) and deploy/systemd/drydock-executor.service, then `systemctl enable --now drydock-executor`"
         ),
-        Layout::Local | Layout::Swarm => format!(
+        HostLayout::Local => format!(
             "on {name}: the folder to /etc/drydock (keys 0600, owned by the executor's user), then `drydock-executor serve --config /etc/drydock/executor.yaml`"
         ),
     };
     println!(
         "next: copy {dir} to {name} and run its executor ({run}; docs/deploy.md, \"A second host\"). \
          Then list it in the agent's agent.yaml and restart the agent:\n\
-         hosts:\n  - name: {name}\n    endpoint: https://{name}:{port}\n\
-         (the endpoint may name an address instead; the agent checks that the certificate names `{name}`).",
+         hosts:\n  - name: {name}\n    endpoint: https://{dial}:{port}\n\
+         (the agent checks that the certificate names `{name}`, whatever address it dials).",
+        dial = dial_address(name, addresses),
         port = added.port
     );
-    if layout != Layout::Systemd {
+    if layout != HostLayout::Systemd {
         println!("Its audit chain checks with the public key {dir}/pki/audit.pub.");
     }
     Ok(crate::exit::COMPLETED)
@@ -270,7 +279,7 @@ mod tests {
             &home,
             "host-b",
             &["10.0.0.5".into()],
-            Layout::Local,
+            HostLayout::Local,
             None,
             false,
         )
@@ -306,12 +315,20 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600, "{key}");
         }
         assert!(!added.dir.join("pki/ca.key").exists());
+        // The agent is told to dial the address given, not the bare name.
+        assert_eq!(dial_address("host-b", &["10.0.0.5".into()]), "10.0.0.5");
+        assert_eq!(
+            dial_address("host-b", &["b.lan".into(), "10.0.0.5".into()]),
+            "10.0.0.5"
+        );
+        assert_eq!(dial_address("host-b", &["b.lan".into()]), "b.lan");
+        assert_eq!(dial_address("host-b", &[]), "host-b");
         assert!(!added.dir.join("approver.key").exists());
         // Once is enough; bad names and a second time are refused.
-        let again = add(&home, "host-b", &[], Layout::Local, None, false).unwrap_err();
+        let again = add(&home, "host-b", &[], HostLayout::Local, None, false).unwrap_err();
         assert!(format!("{again:#}").contains("--force"), "{again:#}");
         for bad in ["Host-B", "", "-b", "a/b"] {
-            let err = add(&home, bad, &[], Layout::Local, None, false).unwrap_err();
+            let err = add(&home, bad, &[], HostLayout::Local, None, false).unwrap_err();
             assert!(
                 format!("{err:#}").contains("not a host name"),
                 "{bad}: {err:#}"
