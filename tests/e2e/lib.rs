@@ -1101,57 +1101,23 @@ pub fn build_image(tag: &str, dockerfile: &str) {
     );
 }
 
-/// The python of the virtualenv `target/<name>`, made once per test run
-/// with `requirement` from PyPI when `import <module>` fails in it: the
-/// third-party clients (the MCP SDK, schemathesis) no one here wrote.
-pub fn python_venv(name: &str, requirement: &str, module: &str) -> PathBuf {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static READY: OnceLock<Mutex<HashMap<String, Result<PathBuf, String>>>> = OnceLock::new();
-    let mut ready = READY
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    let result = ready.entry(name.to_string()).or_insert_with(|| {
-        let venv = workspace_root().join("target").join(name);
-        let python = venv.join("bin/python");
-        let has = |python: &PathBuf| {
-            Command::new(python)
-                .args(["-c", &format!("import {module}")])
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if has(&python) {
-            return Ok(python);
-        }
-        let venv_made = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .map_err(|e| {
-                format!("cannot run python3 (Debian: apt-get install python3 python3-venv): {e}")
-            })?;
-        if !venv_made.success() {
-            return Err(format!(
-                "python3 -m venv {} failed (Debian: apt-get install python3-venv)",
-                venv.display()
-            ));
-        }
-        let pip = Command::new(&python)
-            .args(["-m", "pip", "install", "-q", requirement])
-            .status()
-            .map_err(|e| format!("cannot run pip: {e}"))?;
-        if !pip.success() || !has(&python) {
-            return Err(format!(
-                "pip install '{requirement}' into {} failed",
-                venv.display()
-            ));
-        }
-        Ok(python)
-    });
-    match result {
-        Ok(p) => p.clone(),
-        Err(e) => panic!("this test needs `{requirement}` from PyPI: {e}"),
-    }
+/// The python of the virtualenv `target/<name>`, in which `import <module>`
+/// works: the third-party clients no one here wrote (the MCP SDK,
+/// schemathesis), from PyPI. `scripts/test-env.sh` makes them, with the
+/// versions it pins; without one, the failure says so.
+pub fn python_venv(name: &str, module: &str) -> PathBuf {
+    let python = workspace_root()
+        .join("target")
+        .join(name)
+        .join("bin/python");
+    let has = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has,
+        "this test needs the Python package `{module}` in target/{name}: run scripts/test-env.sh, which makes the virtualenvs the tests use"
+    );
+    python
 }

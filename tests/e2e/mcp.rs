@@ -1,6 +1,6 @@
 //! `drydock mcp` driven by a real MCP client that no one here wrote: the
 //! `mcp` Python SDK from PyPI, in a virtualenv (`target/mcp-venv`, made by
-//! `.ci/run`, or here when it is missing), launching `drydock mcp` over
+//! `scripts/test-env.sh` with the version it pins), launching `drydock mcp` over
 //! stdio against real daemons and a broken container. The assistant's side
 //! can diagnose and propose; the container stays untouched until a person
 //! runs `drydock approve`, and an instruction planted in the container's
@@ -13,12 +13,10 @@ use std::time::{Duration, Instant};
 use drydock_e2e::*;
 use serde_json::Value;
 
-/// The SDK's major version the client script is written for.
-const MCP_REQUIREMENT: &str = "mcp>=2.3,<3";
-
-/// The virtualenv's python, with the SDK.
+/// The virtualenv's python, with the SDK (its major version, which the
+/// client script is written for, is pinned in `scripts/test-env.sh`).
 fn mcp_python() -> PathBuf {
-    python_venv("mcp-venv", MCP_REQUIREMENT, "mcp")
+    python_venv("mcp-venv", "mcp")
 }
 
 /// The request as `drydock show --json` prints it (its exit code is the

@@ -29,55 +29,21 @@ pub(crate) struct Browser {
     driver: Child,
 }
 
-/// Chromium and its WebDriver, installed from Debian's packages when this
-/// machine lacks them, as `.ci/run` would: `cargo test --workspace` is the
-/// one test command, also on a fresh machine. Installing needs root and
-/// `apt-get`; without them the failure says what to install.
+/// Chromium and its WebDriver, from Debian's packages: `scripts/test-env.sh`
+/// installs them (the README's test command runs it first); without them
+/// the failure says so.
 fn ensure_chromium() {
-    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let present = |bin: &str| {
-            Command::new(bin)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if present("chromedriver") && std::path::Path::new(CHROMIUM).exists() {
-            return Ok(());
-        }
-        let hint = "the console test needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver";
-        if !nix::unistd::geteuid().is_root() || !present("apt-get") {
-            return Err(format!("{hint} (this test installs them itself only as root, with apt-get)"));
-        }
-        eprintln!("ui: installing chromium and chromium-driver with apt-get (once)");
-        for args in [
-            &["update", "-qq"][..],
-            &["install", "-y", "-qq", "chromium", "chromium-driver"][..],
-        ] {
-            let out = Command::new("apt-get")
-                .args(args)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .output()
-                .map_err(|e| format!("{hint}: cannot run apt-get: {e}"))?;
-            if !out.status.success() {
-                return Err(format!(
-                    "{hint}: apt-get {} failed: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr)
-                ));
-            }
-        }
-        if present("chromedriver") {
-            Ok(())
-        } else {
-            Err(format!("{hint}: apt-get ran, but chromedriver still does not start"))
-        }
-    });
-    if let Err(e) = ready {
-        panic!("{e}");
-    }
+    let present = Command::new("chromedriver")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::path::Path::new(CHROMIUM).exists();
+    assert!(
+        present,
+        "the console test needs Debian's chromium and chromium-driver: run scripts/test-env.sh (as root), which installs what the tests need"
+    );
 }
 
 /// Where Debian's chromium package puts the browser.
