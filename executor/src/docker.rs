@@ -15,6 +15,10 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use std::sync::{Arc, RwLock};
 
+pub use drydock_proto::docker::{
+    ContainerState, HealthStatus, ServiceMode, TaskState, UpdateState,
+};
+
 use crate::policy::{Permit, Read, ResolvedTarget, Restart, Start, Stop};
 
 /// Reads are tried this many times in all (the first try and two retries).
@@ -154,15 +158,14 @@ pub struct HealthProbe {
 
 #[derive(Debug, Clone, Default)]
 pub struct Health {
-    /// `none`, `starting`, `healthy` or `unhealthy`.
-    pub status: String,
+    pub status: HealthStatus,
     pub failing_streak: u32,
     pub log: Vec<HealthProbe>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct StateInfo {
-    pub status: String,
+    pub status: ContainerState,
     pub running: bool,
     pub restarting: bool,
     pub oom_killed: bool,

@@ -15,7 +15,8 @@ use drydock_proto::grant::{self, GrantClaims, GrantError};
 use ed25519_dalek::VerifyingKey;
 
 use crate::config::{ApproverConfig, AutomationConfig};
-use crate::docker::{ContainerDetails, ServiceInfo, TaskInfo};
+use crate::docker::{ContainerDetails, ContainerState, HealthStatus, ServiceInfo, TaskInfo};
+use drydock_proto::FaultClass;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GrantRefusal {
@@ -243,7 +244,7 @@ const SIGNAL_EXITS: [i64; 3] = [130, 137, 143];
 fn crashed(c: &ContainerDetails) -> bool {
     let s = &c.state;
     !s.running
-        && s.status == "exited"
+        && s.status == ContainerState::Exited
         && s.exit_code != 0
         && (s.oom_killed || !SIGNAL_EXITS.contains(&s.exit_code))
 }
@@ -262,13 +263,15 @@ pub fn precondition(action: ContainerAction, c: &ContainerDetails) -> Result<(),
             c.name, c.restart_policy
         ));
     }
-    let unhealthy = s.running && s.status == "running" && c.health.status == "unhealthy";
-    let state = if s.status == "exited" {
+    let unhealthy = s.running
+        && s.status == ContainerState::Running
+        && c.health.status == HealthStatus::Unhealthy;
+    let state = if s.status == ContainerState::Exited {
         format!("exited with code {}", s.exit_code)
-    } else if !c.health.status.is_empty() && c.health.status != "none" {
+    } else if c.health.status != HealthStatus::None {
         format!("{} and {}", s.status, c.health.status)
     } else {
-        s.status.clone()
+        s.status.to_string()
     };
     match action {
         ContainerAction::Restart if unhealthy || crashed(c) => Ok(()),
@@ -302,7 +305,7 @@ fn unix_of(rfc3339: &str) -> Option<i64> {
 fn recent_failures(tasks: &[TaskInfo], now: i64) -> Vec<&TaskInfo> {
     tasks
         .iter()
-        .filter(|t| matches!(t.state.as_str(), "failed" | "rejected"))
+        .filter(|t| t.state.is_failure())
         .filter(|t| unix_of(&t.timestamp).is_some_and(|at| now - at <= RECENT_TASK_FAILURE_SECS))
         .collect()
 }
@@ -325,7 +328,7 @@ pub fn service_precondition(
             return fail(format!("{} is never covered by a grant", action.as_str()))
         }
     }
-    if s.mode.ends_with("job") {
+    if s.mode.is_job() {
         return fail(format!(
             "{} is a {} service: a force update would run the job again, which only a person decides",
             s.name, s.mode
@@ -337,10 +340,7 @@ pub fn service_precondition(
             s.name
         ));
     }
-    if matches!(
-        s.update_state.as_str(),
-        "updating" | "paused" | "rollback_started" | "rollback_paused"
-    ) {
+    if s.update_state.in_progress() || s.update_state.paused() {
         return fail(format!(
             "{}'s update is {}: Swarm or a person is changing it, and a grant does not compete",
             s.name, s.update_state
@@ -369,14 +369,16 @@ pub fn service_class_consistent(
 ) -> Result<(), GrantRefusal> {
     let failed = recent_failures(tasks, now);
     let says = |t: &&TaskInfo, what: &str| t.error.contains(what) || t.message.contains(what);
-    let ok = match class {
-        "unhealthy" | "healthcheck_broken" => failed.iter().any(|t| says(t, "unhealthy")),
-        "crash" | "crash_loop" | "config_error" => failed
+    let ok = match FaultClass::parse(class) {
+        Some(FaultClass::Unhealthy | FaultClass::HealthcheckBroken) => {
+            failed.iter().any(|t| says(t, "unhealthy"))
+        }
+        Some(FaultClass::Crash | FaultClass::CrashLoop | FaultClass::ConfigError) => failed
             .iter()
             .any(|t| t.exit_code.is_some_and(|c| c != 0) || says(t, "non-zero exit")),
-        "unschedulable" => tasks.iter().any(|t| says(&t, "no suitable node")),
-        "image_unavailable" => failed.iter().any(|t| says(t, "image")),
-        "healthy" => false,
+        Some(FaultClass::Unschedulable) => tasks.iter().any(|t| says(&t, "no suitable node")),
+        Some(FaultClass::ImageUnavailable) => failed.iter().any(|t| says(t, "image")),
+        Some(FaultClass::Healthy) => false,
         // Classes no task can confirm: a failed task at least.
         _ => !failed.is_empty(),
     };
@@ -401,13 +403,13 @@ pub fn service_class_consistent(
 /// be checked here and are taken as stated.
 pub fn class_consistent(class: &str, c: &ContainerDetails) -> Result<(), GrantRefusal> {
     let s = &c.state;
-    let unhealthy = s.running && c.health.status == "unhealthy";
-    let ok = match class {
-        "unhealthy" | "healthcheck_broken" => unhealthy,
-        "oom_killed" => s.oom_killed,
-        "crash" | "crash_loop" => crashed(c),
-        "stopped" => s.status == "exited",
-        "healthy" => false,
+    let unhealthy = s.running && c.health.status == HealthStatus::Unhealthy;
+    let ok = match FaultClass::parse(class) {
+        Some(FaultClass::Unhealthy | FaultClass::HealthcheckBroken) => unhealthy,
+        Some(FaultClass::OomKilled) => s.oom_killed,
+        Some(FaultClass::Crash | FaultClass::CrashLoop) => crashed(c),
+        Some(FaultClass::Stopped) => s.status == ContainerState::Exited,
+        Some(FaultClass::Healthy) => false,
         _ => true,
     };
     if ok {
@@ -417,7 +419,7 @@ pub fn class_consistent(class: &str, c: &ContainerDetails) -> Result<(), GrantRe
             "the stated fault class `{class}` does not match {}'s state ({}, health {}, exit code {}, OOM-killed {})",
             c.name,
             s.status,
-            if c.health.status.is_empty() { "none" } else { &c.health.status },
+            c.health.status,
             s.exit_code,
             s.oom_killed
         )))

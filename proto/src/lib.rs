@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod docker;
 pub mod fault;
 pub mod grant;
 

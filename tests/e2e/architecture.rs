@@ -432,14 +432,21 @@ fn docker_words_compared(source: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// Docker's words are parsed once, where the executor's answer enters the
-/// agent (`drydock_vocab::docker`); the agent and the CLI match on the
-/// enums and never compare Docker's strings.
+/// Docker's words are parsed once, where an engine's answer enters drydock
+/// (`drydock_proto::docker`: the executor's adapter, the agent's executor
+/// client); every crate matches on the enums and never compares Docker's
+/// strings.
 #[test]
 fn no_docker_word_is_compared_as_a_string_past_the_parser() {
     let root = drydock_e2e::workspace_root();
     let mut found = Vec::new();
-    for dir in ["agent/src", "cli/src", "vocab/src"] {
+    for dir in [
+        "agent/src",
+        "cli/src",
+        "vocab/src",
+        "executor/src",
+        "proto/src",
+    ] {
         for entry in walk(&root.join(dir)) {
             let text = std::fs::read_to_string(&entry).unwrap();
             for (line, code) in docker_words_compared(&text) {

@@ -29,10 +29,10 @@ pub struct ContainerRow {
     pub id: String,
     pub name: String,
     pub image: String,
-    pub state: crate::docker::ContainerState,
+    pub state: drydock_proto::docker::ContainerState,
     pub status: String,
     /// `healthy`, `unhealthy`, `starting` or `none`, from Docker's status.
-    pub health: crate::docker::HealthStatus,
+    pub health: drydock_proto::docker::HealthStatus,
     pub project: Option<String>,
     pub service: Option<String>,
     pub last_request: Option<LastRequest>,

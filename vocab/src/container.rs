@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::docker::{ContainerState, EventAction, HealthStatus};
 use crate::WriteAction;
+use drydock_proto::docker::{ContainerState, EventAction, HealthStatus};
 
 /// One engine event of a visible container, as the executor streams it
 /// (`WatchEvents`, `ContainerEvents`) and the agent's journal keeps it.

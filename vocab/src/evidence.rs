@@ -20,11 +20,11 @@ use crate::container::{
     ContainerEvent, ContainerSummaryView, ContainerView, DeathLogs, DiskUsageView, HttpCheckView,
     LogsView, PolicyView, StatsView,
 };
-use crate::docker::HealthStatus;
 use crate::request::{Status, Target};
 use crate::swarm::{NodeView, ServiceSummaryView, ServiceView, TaskView};
 use crate::time::span;
 use crate::{FaultClass, Note, WriteAction, COMPOSE_SERVICE_LABEL};
+use drydock_proto::docker::HealthStatus;
 
 /// A host whose executor did not answer a search.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -231,7 +231,7 @@ impl DependencyState {
 pub struct ContainerSnapshot {
     pub action: WriteAction,
     #[serde(default)]
-    pub status: crate::docker::ContainerState,
+    pub status: drydock_proto::docker::ContainerState,
     #[serde(default)]
     pub exit_code: i64,
     #[serde(default)]

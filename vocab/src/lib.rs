@@ -18,7 +18,6 @@
 pub mod api;
 pub mod change;
 pub mod container;
-pub mod docker;
 pub mod event;
 pub mod evidence;
 pub mod notify;
@@ -29,8 +28,8 @@ pub mod time;
 pub use api::*;
 pub use change::*;
 pub use container::*;
-pub use docker::*;
 pub use drydock_proto::approval::{ImageId, ServiceClaims, WriteAction};
+pub use drydock_proto::docker::*;
 pub use drydock_proto::FaultClass;
 pub use event::*;
 pub use evidence::kind;

@@ -340,11 +340,11 @@ pub struct Candidate {
     pub image: String,
     /// A container's state; a service's is `running` or, short of tasks,
     /// `degraded`.
-    pub state: crate::docker::ContainerState,
+    pub state: drydock_proto::docker::ContainerState,
     /// Its healthcheck's verdict when it has one (`healthy`, `unhealthy`,
     /// `starting`), as the engine listed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<crate::docker::HealthStatus>,
+    pub health: Option<drydock_proto::docker::HealthStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     pub score: u32,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::container::HealthcheckView;
-use crate::docker::{NodeAvailability, NodeState, ServiceMode, TaskState, UpdateState};
+use drydock_proto::docker::{NodeAvailability, NodeState, ServiceMode, TaskState, UpdateState};
 
 /// The Swarm stack label (`docker stack deploy` sets it on every service).
 pub const STACK_NAMESPACE_LABEL: &str = "com.docker.stack.namespace";

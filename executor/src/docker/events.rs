@@ -2,6 +2,7 @@
 //! watches, delivered through a channel that closes the engine's stream as
 //! soon as the caller goes away.
 
+use drydock_proto::docker::EventAction;
 use std::collections::BTreeMap;
 
 use bollard::query_parameters::EventsOptions;
@@ -18,7 +19,7 @@ pub struct RawEvent {
     pub id: String,
     /// The engine's action, reduced to its verb (`health_status: unhealthy`
     /// becomes `health_status`, the status going to `health_status`).
-    pub action: String,
+    pub action: EventAction,
     pub health_status: String,
     pub attributes: BTreeMap<String, String>,
     /// `""` for a container's or an image's event, `service` or `node` for
@@ -88,7 +89,7 @@ fn raw_event(m: bollard::models::EventMessage) -> Option<RawEvent> {
             .or_else(|| m.time.map(|s| s.saturating_mul(1_000_000_000)))
             .unwrap_or(0),
         id: actor.id.unwrap_or_default(),
-        action: verb,
+        action: EventAction::parse(&verb),
         health_status: status,
         attributes,
         scope,
@@ -185,7 +186,7 @@ impl DockerAdapter {
                 match self.deaths_since(last).await {
                     Ok(deaths) => {
                         for e in deaths {
-                            if e.action == "die" {
+                            if e.action == EventAction::Die {
                                 caught.insert(e.id.clone(), e.time_nanos);
                             }
                             if tx.send(Ok(e)).await.is_err() {
@@ -295,12 +296,12 @@ fn already_caught(caught: &mut BTreeMap<String, i64>, e: &RawEvent) -> bool {
         return false;
     };
     let same = (e.time_nanos - at).abs() < SAME_DEATH_NANOS;
-    match e.action.as_str() {
-        "die" if same => {
+    match e.action {
+        EventAction::Die if same => {
             caught.remove(&e.id);
             true
         }
-        "oom" => same,
+        EventAction::Oom => same,
         _ => false,
     }
 }

@@ -10,7 +10,10 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::{ns, ContainerDetails, Health, HealthProbe, HealthcheckSpec, MountInfo, StateInfo};
+use super::{
+    ns, ContainerDetails, ContainerState, Health, HealthProbe, HealthStatus, HealthcheckSpec,
+    MountInfo, StateInfo,
+};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "PascalCase", default)]
@@ -228,7 +231,7 @@ pub(super) fn parse(body: &[u8]) -> Result<ContainerDetails, String> {
             .to_string(),
         image: config.image.unwrap_or_default(),
         state: StateInfo {
-            status: state.status.unwrap_or_default(),
+            status: ContainerState::parse(&state.status.unwrap_or_default()),
             running: state.running.unwrap_or(false),
             restarting: state.restarting.unwrap_or(false),
             oom_killed: state.oom_killed.unwrap_or(false),
@@ -242,7 +245,7 @@ pub(super) fn parse(body: &[u8]) -> Result<ContainerDetails, String> {
             status: health
                 .status
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "none".into()),
+                .map_or(HealthStatus::None, |s| HealthStatus::parse(&s)),
             failing_streak: u32::try_from(health.failing_streak.unwrap_or(0).max(0))
                 .unwrap_or(u32::MAX),
             log: health
@@ -365,7 +368,7 @@ mod tests {
                 .unwrap();
         assert_eq!(d.id, "x");
         assert!(d.healthcheck.is_none());
-        assert_eq!(d.health.status, "none");
+        assert_eq!(d.health.status, HealthStatus::None);
         assert!(!d.state.running);
         assert!(parse(b"not json")
             .unwrap_err()

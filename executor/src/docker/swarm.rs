@@ -21,7 +21,10 @@ use futures::StreamExt as _;
 use serde::Deserialize;
 
 use super::logs::{LineJoiner, LogQuery, LogStream, RawLogLine};
-use super::{engine_message, DockerAdapter, DockerError, HealthcheckSpec};
+use super::{
+    engine_message, DockerAdapter, DockerError, HealthcheckSpec, ServiceMode, TaskState,
+    UpdateState,
+};
 use crate::policy::{ForceUpdate, Read, ResolvedService, ServicePermit, ServiceRollback};
 
 /// The most tasks `ServiceTasks` answers with (newest first).
@@ -34,11 +37,11 @@ pub struct ServiceInfo {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub image: String,
-    pub mode: String,
+    pub mode: ServiceMode,
     pub desired: u64,
     pub running: u64,
     pub version: u64,
-    pub update_state: String,
+    pub update_state: UpdateState,
     pub update_message: String,
     pub update_started_at: String,
     pub update_completed_at: String,
@@ -91,8 +94,8 @@ pub struct TaskInfo {
     pub id: String,
     pub slot: u64,
     pub node_id: String,
-    pub state: String,
-    pub desired_state: String,
+    pub state: TaskState,
+    pub desired_state: TaskState,
     pub message: String,
     pub error: String,
     pub timestamp: String,
@@ -351,11 +354,11 @@ fn service_info(s: RawService) -> ServiceInfo {
         name: spec.name,
         labels: spec.labels,
         image: c.image,
-        mode: mode_name(&spec.mode),
+        mode: ServiceMode::parse(&mode_name(&spec.mode)),
         desired: status.desired_tasks,
         running: status.running_tasks,
         version: s.version.index,
-        update_state: update.state,
+        update_state: UpdateState::parse(&update.state),
         update_message: update.message,
         update_started_at: update.started_at,
         update_completed_at: update.completed_at,
@@ -429,8 +432,8 @@ pub(crate) fn parse_tasks(body: &[u8], service_id: &str) -> Result<Vec<TaskInfo>
                 id: t.id,
                 slot: t.slot,
                 node_id: t.node_id,
-                state: t.status.state,
-                desired_state: t.desired_state,
+                state: TaskState::parse(&t.status.state),
+                desired_state: TaskState::parse(&t.desired_state),
                 message: t.status.message,
                 error: t.status.err,
                 timestamp: t.status.timestamp,

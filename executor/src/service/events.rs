@@ -98,7 +98,7 @@ impl ExecutorService {
                     Ok(event) if event.scope == "node" => {
                         node_event(&policy, event).map(Ok).into_iter().collect()
                     }
-                    Ok(event) if is_image_event(&event.action) => {
+                    Ok(event) if is_image_event(event.action.as_str()) => {
                         image_event(&policy, &docker, event).await
                     }
                     Ok(event) => visible_event(&policy, event).map(Ok).into_iter().collect(),
@@ -199,7 +199,7 @@ async fn image_event(
                 time_unix_nanos: e.time_nanos,
                 container_id: clean(&c.id),
                 name: clean(&c.name),
-                action: e.action.clone(),
+                action: e.action.to_string(),
                 image: clean(if name.is_empty() { &e.id } else { &name }),
                 compose_project: clean(
                     c.labels
@@ -242,7 +242,7 @@ async fn service_event(
     vec![Ok(pb::ContainerEvent {
         time_unix_nanos: e.time_nanos,
         name: clean(&name),
-        action: e.action,
+        action: e.action.to_string(),
         image: clean(e.attributes.get("image.new").map_or("", String::as_str)),
         scope: "service".into(),
         service_id: clean(&e.id),
@@ -259,7 +259,7 @@ fn node_event(policy: &Policy, e: RawEvent) -> Option<pb::ContainerEvent> {
     Some(pb::ContainerEvent {
         time_unix_nanos: e.time_nanos,
         name: attr("name"),
-        action: e.action,
+        action: e.action.to_string(),
         scope: "node".into(),
         node_id: clean(&e.id),
         node_state: attr("state.new"),
@@ -284,7 +284,7 @@ fn visible_event(policy: &Policy, e: RawEvent) -> Option<pb::ContainerEvent> {
         time_unix_nanos: e.time_nanos,
         container_id: clean(&e.id),
         name: clean(&name),
-        action: e.action,
+        action: e.action.to_string(),
         has_exit_code: exit_code.is_some(),
         exit_code: exit_code.unwrap_or(0),
         signal: clean(e.attributes.get("signal").map_or("", String::as_str)),

@@ -39,7 +39,7 @@ pub(super) fn shape_health(h: Health) -> (pb::HealthState, u32) {
         .collect();
     (
         pb::HealthState {
-            status: h.status,
+            status: h.status.to_string(),
             failing_streak: h.failing_streak,
             log,
         },
@@ -119,7 +119,7 @@ pub(super) fn shape_inspect(
         name: redact::neutralise_controls(&d.name),
         image: redact::neutralise_controls(&d.image),
         state: Some(pb::ContainerState {
-            status: d.state.status,
+            status: d.state.status.to_string(),
             running: d.state.running,
             restarting: d.state.restarting,
             oom_killed: d.state.oom_killed,

@@ -45,9 +45,9 @@ fn services_parse_with_their_previous_spec_and_counts() {
     assert_eq!(api.name, "shop_api");
     assert_eq!(api.version, 73);
     assert_eq!((api.running, api.desired), (1, 2));
-    assert_eq!(api.mode, "replicated");
+    assert_eq!(api.mode, ServiceMode::Replicated);
     assert_eq!(api.previous_image.as_deref(), Some("shop/api:1"));
-    assert_eq!(api.update_state, "paused");
+    assert_eq!(api.update_state, UpdateState::Paused);
     assert_eq!(api.reserve_memory, 104_857_600);
     assert_eq!(api.constraints, ["node.role==manager"]);
     assert_eq!(api.healthcheck.as_ref().unwrap().retries, 2);
@@ -56,7 +56,7 @@ fn services_parse_with_their_previous_spec_and_counts() {
         Duration::from_secs(5)
     );
     assert_eq!(api.resolved().labels["com.docker.stack.namespace"], "shop");
-    assert_eq!(s[1].mode, "global");
+    assert_eq!(s[1].mode, ServiceMode::Global);
     assert_eq!(s[1].previous_image, None);
     assert!(parse_services(b"{\"not\": \"a list\"}").is_err());
 }

@@ -1,8 +1,9 @@
-//! Docker's own words, parsed once where the executor's answer enters the
-//! agent: a container's state, its health, an engine event's action, a
-//! Swarm task's state, a service's mode and update state, a node's state
-//! and availability. Everything past that point matches on these enums;
-//! none compares Docker's strings.
+//! Docker's own words, parsed once where an engine's answer enters
+//! drydock (the executor's adapter, and the agent's executor client for
+//! what the executor sends on): a container's state, its health, an engine
+//! event's action, a Swarm task's state, a service's mode and update
+//! state, a node's state and availability. Everything past that point
+//! matches on these enums; none compares Docker's strings.
 //!
 //! Each type serializes as the engine's word (so the agent's API, its
 //! stored requests and the OpenAPI document are unchanged), and a word an
@@ -72,6 +73,7 @@ macro_rules! docker_words {
         }
 
         /// A string in the schema, as the engine's word always was.
+        #[cfg(feature = "schema")]
         impl schemars::JsonSchema for $name {
             fn inline_schema() -> bool {
                 true
