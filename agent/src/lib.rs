@@ -26,5 +26,7 @@ pub mod rules;
 pub mod runbook;
 pub mod schedule;
 pub mod store;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod text;
 pub mod watch;

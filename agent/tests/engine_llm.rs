@@ -1,34 +1,30 @@
-//! The engine with a model configured, end to end inside the agent: a real
-//! `ExecutorClient` over mTLS to a scripted gRPC executor (which records
-//! every RPC it receives), and a scripted model over real HTTP+SSE. The
-//! real executor cannot be linked here (dependencies point one way); it
-//! would refuse anything outside its policy and anything without a valid
-//! signature in any case.
+//! The engine with a model configured, end to end inside the agent: the
+//! crate's scripted executor (`test_util`, which records every call it
+//! receives and refuses writes here) and a scripted model over real
+//! HTTP+SSE. The real executor, over real mTLS, is the end-to-end tests'
+//! (dependencies point one way); it would refuse anything outside its
+//! policy and anything without a valid signature in any case.
 // Test code: a failed unwrap is the failure report.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use drydock_agent::config::LlmConfig;
 use drydock_agent::engine::{Engine, EngineConfig};
-use drydock_agent::executor_client::ExecutorClient;
+use drydock_agent::executor_client::ExecutorError;
 use drydock_agent::llm::agent_loop::Limits;
 use drydock_agent::llm::investigate::Setup;
 use drydock_agent::llm::provider::{ApiKey, Provider};
 use drydock_agent::model::*;
 use drydock_agent::runbook::Runbook;
 use drydock_agent::store::Store;
+use drydock_agent::test_util::{Scripted, WriteScript};
 use drydock_proto::approval::{ApprovalClaims, WriteAction};
-use drydock_proto::pb;
-use drydock_proto::pb::executor_server::{Executor, ExecutorServer};
 use serde_json::{json, Value};
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
-use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status as GrpcStatus};
 
 use support::{call, data, evidence_ids, serve, Reply, Script};
 
@@ -42,329 +38,89 @@ static DB_DIED_NANOS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
     (now.as_secs() as i64 - 60) * 1_000_000_000
 });
 
-// ---- A scripted executor behind real mTLS. ----
+// ---- The scripted executor. ----
 
-#[derive(Clone, Default)]
-struct FakeExecutor {
-    rpcs: Arc<Mutex<Vec<String>>>,
-    logs: Arc<Vec<String>>,
-}
-
-impl FakeExecutor {
-    fn log(&self, what: String) {
-        self.rpcs.lock().unwrap().push(what);
-    }
-    fn rpcs(&self) -> Vec<String> {
-        self.rpcs.lock().unwrap().clone()
-    }
-}
-
-#[allow(clippy::result_large_err)] // tonic's own error type, as its handlers return
-fn resolve(name: &str) -> Result<(&'static str, &'static str, bool), GrpcStatus> {
-    match name {
-        "web" | WEB => Ok((WEB, "web", false)),
-        "db" | DB => Ok((DB, "db", true)),
-        other => Err(GrpcStatus::not_found(format!("no container {other}"))),
+fn container(id: &str, name: &str, running: bool) -> ContainerView {
+    ContainerView {
+        id: id.into(),
+        name: name.into(),
+        image: "app:1".into(),
+        status: if running { "running" } else { "exited" }.into(),
+        running,
+        exit_code: if running { 0 } else { 1 },
+        health_status: "none".into(),
+        ..Default::default()
     }
 }
 
-type R<T> = Result<GrpcResponse<T>, GrpcStatus>;
-
-#[tonic::async_trait]
-impl Executor for FakeExecutor {
-    async fn list_containers(
-        &self,
-        _: GrpcRequest<pb::ListContainersRequest>,
-    ) -> R<pb::ListContainersResponse> {
-        self.log("list".into());
-        let summary = |id: &str, name: &str, state: &str| pb::ContainerSummary {
-            id: id.into(),
-            name: name.into(),
-            image: "app:1".into(),
-            state: state.into(),
-            status: state.into(),
-            ..Default::default()
-        };
-        Ok(GrpcResponse::new(pb::ListContainersResponse {
-            containers: vec![summary(WEB, "web", "exited"), summary(DB, "db", "running")],
-        }))
-    }
-    async fn inspect_container(
-        &self,
-        r: GrpcRequest<pb::ContainerRequest>,
-    ) -> R<pb::InspectContainerResponse> {
-        let (id, name, running) = resolve(&r.get_ref().container)?;
-        self.log(format!("inspect {name}"));
-        Ok(GrpcResponse::new(pb::InspectContainerResponse {
-            id: id.into(),
-            name: name.into(),
-            image: "app:1".into(),
-            state: Some(pb::ContainerState {
-                status: if running { "running" } else { "exited" }.into(),
-                running,
-                exit_code: if running { 0 } else { 1 },
-                ..Default::default()
-            }),
-            ..Default::default()
-        }))
-    }
-    async fn container_logs(&self, r: GrpcRequest<pb::LogsRequest>) -> R<pb::LogsResponse> {
-        let (_, name, _) = resolve(&r.get_ref().container)?;
-        let until = r.get_ref().until;
-        if until != 0 {
-            // What db said up to its death, and a line of the run after it
-            // in the same second (the engine's `until` is in seconds).
-            self.log(format!("logs {name} until {until}"));
-            let line = |text: &str, time_unix_nanos: i64| pb::LogLine {
-                stream: "stderr".into(),
-                text: text.into(),
-                time_unix_nanos,
-            };
-            return Ok(GrpcResponse::new(pb::LogsResponse {
-                lines: vec![
-                    line(
-                        "panic: lost the cache connection",
-                        *DB_DIED_NANOS - 1_000_000,
-                    ),
-                    line("INFO after-the-death line", *DB_DIED_NANOS + 1_000_000),
-                ],
-                ..Default::default()
-            }));
-        }
-        self.log(format!("logs {name}"));
-        Ok(GrpcResponse::new(pb::LogsResponse {
-            lines: self
-                .logs
-                .iter()
-                .map(|t| pb::LogLine {
-                    stream: "stdout".into(),
-                    text: t.clone(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }))
-    }
-    async fn container_health(
-        &self,
-        _: GrpcRequest<pb::ContainerRequest>,
-    ) -> R<pb::HealthResponse> {
-        self.log("health".into());
-        Ok(GrpcResponse::new(pb::HealthResponse::default()))
-    }
-    async fn container_stats(&self, r: GrpcRequest<pb::ContainerRequest>) -> R<pb::StatsResponse> {
-        let (_, name, _) = resolve(&r.get_ref().container)?;
-        self.log(format!("stats {name}"));
-        Ok(GrpcResponse::new(pb::StatsResponse {
-            memory_usage_bytes: 1 << 30,
-            memory_percent: 50.0,
-            ..Default::default()
-        }))
-    }
-    async fn disk_usage(&self, r: GrpcRequest<pb::ContainerRequest>) -> R<pb::DiskUsageResponse> {
-        let (_, name, _) = resolve(&r.get_ref().container)?;
-        self.log(format!("disk_usage {name}"));
-        Ok(GrpcResponse::new(pb::DiskUsageResponse {
-            writable_layer_bytes: 6 << 20,
-            ..Default::default()
-        }))
-    }
-    async fn get_policy(&self, _: GrpcRequest<pb::GetPolicyRequest>) -> R<pb::PolicyResponse> {
-        self.log("policy".into());
-        let action = |a: &str, enabled: bool| pb::ActionPolicy {
-            action: a.into(),
-            enabled,
-            tier: 1,
-            approval_required: true,
-        };
-        Ok(GrpcResponse::new(pb::PolicyResponse {
-            actions: vec![
-                action("start", true),
-                action("restart", true),
-                action("stop", false),
-            ],
-            logs_max_lines: 500,
-            approver_ids: vec!["ops".into()],
-            ..Default::default()
-        }))
-    }
-    async fn check_http(&self, _: GrpcRequest<pb::CheckHttpRequest>) -> R<pb::CheckHttpResponse> {
-        self.log("check_http".into());
-        Err(GrpcStatus::unimplemented("no"))
-    }
-    type WatchEventsStream = std::pin::Pin<
-        Box<dyn futures::Stream<Item = Result<pb::ContainerEvent, GrpcStatus>> + Send>,
-    >;
-    async fn container_events(
-        &self,
-        r: GrpcRequest<pb::ContainerEventsRequest>,
-    ) -> R<pb::ContainerEventsResponse> {
-        // web has no engine record; db died once and was started again.
-        let (id, name, _) = resolve(&r.get_ref().container)?;
-        if name != "db" {
-            return Ok(GrpcResponse::new(pb::ContainerEventsResponse::default()));
-        }
-        let event = |action: &str, time_unix_nanos: i64, exit: Option<i64>| pb::ContainerEvent {
-            time_unix_nanos,
-            container_id: id.into(),
-            name: name.into(),
-            action: action.into(),
-            has_exit_code: exit.is_some(),
-            exit_code: exit.unwrap_or(0),
-            ..Default::default()
-        };
-        Ok(GrpcResponse::new(pb::ContainerEventsResponse {
-            events: vec![
-                event("die", *DB_DIED_NANOS, Some(2)),
-                event("start", *DB_DIED_NANOS + 400_000_000, None),
-            ],
-            truncated: false,
-        }))
-    }
-    async fn watch_events(
-        &self,
-        _: GrpcRequest<pb::WatchEventsRequest>,
-    ) -> R<Self::WatchEventsStream> {
-        Err(GrpcStatus::unimplemented(
-            "the scripted executor has no events",
-        ))
-    }
-    async fn start_container(&self, r: GrpcRequest<pb::WriteRequest>) -> R<pb::WriteResponse> {
-        self.log(format!("WRITE start {}", r.get_ref().container));
-        Err(GrpcStatus::permission_denied(
+/// web (exited) and db (running; it died a minute ago and was started
+/// again), both logging `logs`; read up to db's death, db's log has a
+/// panic and a line of the run after it in the same second (the engine's
+/// `until` is in seconds). Start and restart are enabled,
+/// stop is not; every write is refused.
+fn executor(logs: &[&str]) -> Scripted {
+    let refused = WriteScript {
+        answer: Err(ExecutorError::new(
+            tonic::Code::PermissionDenied,
             "the scripted executor never writes",
-        ))
-    }
-    async fn restart_container(&self, r: GrpcRequest<pb::WriteRequest>) -> R<pb::WriteResponse> {
-        self.log(format!("WRITE restart {}", r.get_ref().container));
-        Err(GrpcStatus::permission_denied(
-            "the scripted executor never writes",
-        ))
-    }
-    async fn stop_container(&self, r: GrpcRequest<pb::WriteRequest>) -> R<pb::WriteResponse> {
-        self.log(format!("WRITE stop {}", r.get_ref().container));
-        Err(GrpcStatus::permission_denied(
-            "the scripted executor never writes",
-        ))
-    }
-    async fn rollback_container(
-        &self,
-        r: GrpcRequest<pb::RollbackRequest>,
-    ) -> R<pb::WriteResponse> {
-        self.log(format!("WRITE rollback {}", r.get_ref().container));
-        Err(GrpcStatus::permission_denied(
-            "the scripted executor never writes",
-        ))
-    }
-    async fn inspect_image(&self, r: GrpcRequest<pb::ImageRequest>) -> R<pb::ImageResponse> {
-        self.log(format!("image {}", r.get_ref().image_id));
-        Ok(GrpcResponse::new(pb::ImageResponse {
-            present: false,
-            id: r.get_ref().image_id.clone(),
-            ..Default::default()
-        }))
-    }
-    // Not a Swarm manager, as the executor says on such an engine.
-    async fn list_services(
-        &self,
-        _: GrpcRequest<pb::ListServicesRequest>,
-    ) -> R<pb::ListServicesResponse> {
-        self.log("list_services".into());
-        Err(not_swarm())
-    }
-    async fn inspect_service(
-        &self,
-        _: GrpcRequest<pb::ServiceRequest>,
-    ) -> R<pb::InspectServiceResponse> {
-        Err(not_swarm())
-    }
-    async fn service_tasks(
-        &self,
-        _: GrpcRequest<pb::ServiceRequest>,
-    ) -> R<pb::ServiceTasksResponse> {
-        Err(not_swarm())
-    }
-    async fn service_logs(&self, _: GrpcRequest<pb::ServiceLogsRequest>) -> R<pb::LogsResponse> {
-        Err(not_swarm())
-    }
-    async fn list_nodes(&self, _: GrpcRequest<pb::ListNodesRequest>) -> R<pb::ListNodesResponse> {
-        Err(not_swarm())
-    }
-    async fn force_update_service(
-        &self,
-        _: GrpcRequest<pb::ServiceWriteRequest>,
-    ) -> R<pb::ServiceWriteResponse> {
-        Err(not_swarm())
-    }
-    async fn rollback_service(
-        &self,
-        _: GrpcRequest<pb::ServiceWriteRequest>,
-    ) -> R<pb::ServiceWriteResponse> {
-        Err(not_swarm())
-    }
-}
-
-fn not_swarm() -> GrpcStatus {
-    GrpcStatus::failed_precondition("the engine is not a Swarm manager")
-}
-
-/// CA, executor and agent certificates, written to `dir`.
-fn certificates(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    for (name, san) in [("server", "drydock-executor"), ("client", "drydock-agent")] {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec![san.to_string()])
-            .unwrap()
-            .signed_by(&key, &issuer)
-            .unwrap();
-        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-    }
+        )),
+        after: container(WEB, "web", false),
+    };
+    let mut exec = Scripted::new(container(WEB, "web", false), refused);
+    exec.others = vec![container(DB, "db", true)];
+    exec.logs = logs.iter().map(|s| s.to_string()).collect();
+    let line = |text: &str, time_unix_nanos: i64| LogLineView {
+        stream: "stderr".into(),
+        text: text.into(),
+        time_unix_nanos,
+    };
+    exec.logs_until_of.insert(
+        "db".into(),
+        vec![
+            line(
+                "panic: lost the cache connection",
+                *DB_DIED_NANOS - 1_000_000,
+            ),
+            line("INFO after-the-death line", *DB_DIED_NANOS + 1_000_000),
+        ],
+    );
+    let event = |action: EventAction, time_nanos: i64, exit_code: Option<i64>| ContainerEvent {
+        time_nanos,
+        container_id: DB.into(),
+        name: "db".into(),
+        action,
+        exit_code,
+        ..Default::default()
+    };
+    exec.events_of.insert(
+        "db".into(),
+        vec![
+            event(EventAction::Die, *DB_DIED_NANOS, Some(2)),
+            event(EventAction::Start, *DB_DIED_NANOS + 400_000_000, None),
+        ],
+    );
+    exec.stats = StatsView {
+        memory_usage_bytes: 1 << 30,
+        memory_percent: 50.0,
+        ..Default::default()
+    };
+    exec.disk = DiskUsageView {
+        writable_layer_bytes: 6 << 20,
+        ..Default::default()
+    };
+    exec
 }
 
 struct World {
     engine: Arc<Engine>,
-    executor: FakeExecutor,
+    executor: Arc<Scripted>,
     script: Arc<Script>,
     _dir: tempfile::TempDir,
 }
 
 async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
     let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
-    let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
-    let executor = FakeExecutor {
-        logs: Arc::new(logs.iter().map(|s| s.to_string()).collect()),
-        ..Default::default()
-    };
-    let tls = ServerTlsConfig::new()
-        .identity(Identity::from_pem(read("server.pem"), read("server.key")))
-        .client_ca_root(Certificate::from_pem(read("ca.pem")));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = ExecutorServer::new(executor.clone());
-    tokio::spawn(async move {
-        Server::builder()
-            .tls_config(tls)
-            .unwrap()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-            .await
-    });
-    let client = ExecutorClient::new(
-        &format!("https://{addr}"),
-        "drydock-executor",
-        &dir.path().join("ca.pem"),
-        &dir.path().join("client.pem"),
-        &dir.path().join("client.key"),
-    )
-    .unwrap();
+    let executor = Arc::new(executor(logs));
     let (url, script) = serve(replies).await;
     let config: LlmConfig = serde_yaml_ng::from_str(&format!(
         "{{provider: openai, base_url: '{url}', model: test-model, api_key_env: TEST_KEY}}"
@@ -385,7 +141,7 @@ async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
     let store = Arc::new(Store::open(&dir.path().join("agent.db")).unwrap());
     let engine = Engine::new(
         store,
-        Arc::new(client),
+        executor.clone(),
         EngineConfig {
             approval_ttl: Duration::from_secs(600),
             max_iterations: 3,

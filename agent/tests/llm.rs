@@ -1,7 +1,7 @@
 //! The LLM layer against a scripted OpenAI-compatible (and Anthropic) HTTP
 //! server on 127.0.0.1: real HTTP, real SSE, real reqwest. Only the executor
-//! is a double (the agent crate cannot start one); it has no write method,
-//! like the trait it implements.
+//! is a double (the agent crate cannot start one): the crate's scripted
+//! executor (`test_util`), which refuses writes here.
 // Test code: a failed unwrap is the failure report.
 #![allow(clippy::unwrap_used)]
 
@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 mod support;
 
 use drydock_agent::config::LlmConfig;
-use drydock_agent::executor_client::{Call, ExecutorError, Reads};
+use drydock_agent::executor_client::ExecutorError;
 use drydock_agent::llm::agent_loop::{Limits, TRUNCATED_REPLY};
 use drydock_agent::llm::investigate::{investigate, Input, Report, Setup, Verdict};
 use drydock_agent::llm::provider::{ApiKey, Provider};
 use drydock_agent::llm::tools::Journal;
 use drydock_agent::model::*;
 use drydock_agent::runbook::Runbook;
+use drydock_agent::test_util::{Scripted, WriteScript};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -25,142 +26,7 @@ use support::{call, data, diagnosis_call, plan_call, serve, tool_turn, Reply, Sc
 
 const KEY: &str = "sk-test-do-not-log-0123456789";
 
-// ---- The executor double and the journal. ----
-
-#[derive(Default)]
-struct Executor {
-    containers: Vec<ContainerView>,
-    logs: Vec<String>,
-    calls: Mutex<Vec<String>>,
-}
-
-impl Executor {
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-    fn find(&self, name: &str) -> Result<ContainerView, ExecutorError> {
-        self.containers
-            .iter()
-            .find(|c| c.name == name || c.id == name)
-            .cloned()
-            .ok_or(ExecutorError::new(
-                tonic::Code::NotFound,
-                format!("no container {name}"),
-            ))
-    }
-}
-
-/// What the model's tools never ask for.
-fn unused<T>() -> Result<T, ExecutorError> {
-    Err(ExecutorError::new(
-        tonic::Code::Unimplemented,
-        "not a tool's read",
-    ))
-}
-
-impl Reads for Executor {
-    fn list<'a>(&'a self, _: &'a str, _all: bool) -> Call<'a, Vec<ContainerSummaryView>> {
-        Box::pin(async move {
-            self.calls.lock().unwrap().push("list".into());
-            Ok(self
-                .containers
-                .iter()
-                .map(|c| ContainerSummaryView {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    image: c.image.clone(),
-                    state: c.status.clone(),
-                    ..Default::default()
-                })
-                .collect())
-        })
-    }
-    fn inspect<'a>(&'a self, _: &'a str, c: &'a str) -> Call<'a, ContainerView> {
-        Box::pin(async move {
-            self.calls.lock().unwrap().push(format!("inspect {c}"));
-            self.find(c)
-        })
-    }
-    fn logs_window<'a>(
-        &'a self,
-        _: &'a str,
-        c: &'a str,
-        tail: u32,
-        _since: i64,
-        _until: i64,
-    ) -> Call<'a, LogsView> {
-        Box::pin(async move {
-            self.calls.lock().unwrap().push(format!("logs {c} {tail}"));
-            self.find(c)?;
-            Ok(LogsView {
-                lines: self
-                    .logs
-                    .iter()
-                    .map(|t| LogLineView {
-                        stream: "stdout".into(),
-                        text: t.clone(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-        })
-    }
-    fn stats<'a>(&'a self, _: &'a str, c: &'a str) -> Call<'a, StatsView> {
-        Box::pin(async move {
-            self.calls.lock().unwrap().push(format!("stats {c}"));
-            self.find(c)?;
-            Ok(StatsView {
-                memory_usage_bytes: 1 << 30,
-                memory_percent: 50.0,
-                ..Default::default()
-            })
-        })
-    }
-    fn disk_usage<'a>(&'a self, _: &'a str, c: &'a str) -> Call<'a, DiskUsageView> {
-        Box::pin(async move {
-            self.calls.lock().unwrap().push(format!("disk_usage {c}"));
-            self.find(c)?;
-            Ok(DiskUsageView {
-                writable_layer_bytes: 6 << 20,
-                ..Default::default()
-            })
-        })
-    }
-    fn policy<'a>(&'a self, _: &'a str) -> Call<'a, PolicyView> {
-        Box::pin(async { unused() })
-    }
-    fn container_events<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: i64,
-        _: u32,
-    ) -> Call<'a, Vec<ContainerEvent>> {
-        Box::pin(async { unused() })
-    }
-    fn check_http<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, HttpCheckView> {
-        Box::pin(async { unused() })
-    }
-    fn image<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ImageView> {
-        Box::pin(async { unused() })
-    }
-    fn services<'a>(&'a self, _: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
-        Box::pin(async { unused() })
-    }
-    fn service<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ServiceView> {
-        Box::pin(async { unused() })
-    }
-    fn tasks<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, Vec<TaskView>> {
-        Box::pin(async { unused() })
-    }
-    fn service_logs<'a>(&'a self, _: &'a str, _: &'a str, _: u32) -> Call<'a, LogsView> {
-        Box::pin(async { unused() })
-    }
-    fn nodes<'a>(&'a self, _: &'a str) -> Call<'a, Vec<NodeView>> {
-        Box::pin(async { unused() })
-    }
-}
+// ---- The executor (the crate's scripted one) and the journal. ----
 
 #[derive(Default)]
 struct Recorder {
@@ -223,12 +89,29 @@ fn db() -> ContainerView {
     )
 }
 
-fn executor(logs: &[&str]) -> Executor {
-    Executor {
-        containers: vec![web(), db()],
-        logs: logs.iter().map(|s| s.to_string()).collect(),
+/// web (exited) and db (running), every container logging `logs`; it
+/// refuses writes (the investigation has none to make).
+fn executor(logs: &[&str]) -> Scripted {
+    let refused = WriteScript {
+        answer: Err(ExecutorError::new(
+            tonic::Code::PermissionDenied,
+            "the scripted executor never writes",
+        )),
+        after: web(),
+    };
+    let mut exec = Scripted::new(web(), refused);
+    exec.others = vec![db()];
+    exec.logs = logs.iter().map(|s| s.to_string()).collect();
+    exec.stats = StatsView {
+        memory_usage_bytes: 1 << 30,
+        memory_percent: 50.0,
         ..Default::default()
-    }
+    };
+    exec.disk = DiskUsageView {
+        writable_layer_bytes: 6 << 20,
+        ..Default::default()
+    };
+    exec
 }
 
 fn policy() -> PolicyView {
@@ -300,7 +183,7 @@ fn fast() -> Limits {
 async fn run(
     replies: Vec<Reply>,
     req: &Request,
-    exec: &Executor,
+    exec: &Scripted,
     limits: Limits,
 ) -> (Report, Arc<Script>, Recorder) {
     run_with(replies, req, exec, limits, "openai").await
@@ -309,7 +192,7 @@ async fn run(
 async fn run_with(
     replies: Vec<Reply>,
     req: &Request,
-    exec: &Executor,
+    exec: &Scripted,
     limits: Limits,
     provider: &str,
 ) -> (Report, Arc<Script>, Recorder) {
@@ -320,7 +203,7 @@ async fn run_with(
 async fn run_refusing(
     replies: Vec<Reply>,
     req: &Request,
-    exec: &Executor,
+    exec: &Scripted,
     limits: Limits,
     provider: &str,
     no_target_write: Option<&str>,
@@ -384,7 +267,7 @@ async fn streaming_tool_call_deltas_are_reassembled_and_tokens_counted() {
         plan_call("start", "web"),
     ];
     let (report, script, journal) = run(replies, &req, &exec, fast()).await;
-    assert_eq!(exec.calls(), vec!["inspect db", "logs db 50"]);
+    assert_eq!(exec.rpcs(), vec!["inspect db", "logs db 50"]);
     let Verdict::Diagnosis {
         diagnosis,
         plan: Some(plan),
@@ -444,7 +327,7 @@ async fn malformed_tool_arguments_are_refused_and_never_run() {
         diagnosis_call("dependency_unavailable"),
     ];
     let (report, script, _) = run(replies, &req, &exec, fast()).await;
-    assert!(exec.calls().is_empty(), "{:?}", exec.calls());
+    assert!(exec.rpcs().is_empty(), "{:?}", exec.rpcs());
     assert!(
         script.sent(1).contains("not valid JSON"),
         "{}",
@@ -483,7 +366,7 @@ async fn truncated_answer_never_runs_its_partial_tool_call() {
     )]);
     let replies = vec![cut, broken, diagnosis_call("crash")];
     let (report, script, journal) = run(replies, &req, &exec, fast()).await;
-    assert!(exec.calls().is_empty(), "{:?}", exec.calls());
+    assert!(exec.rpcs().is_empty(), "{:?}", exec.rpcs());
     assert!(script.sent(1).contains(TRUNCATED_REPLY));
     assert_eq!(script.bodies().len(), 3);
     // The cut stream was retried (same conversation), with a notice.
@@ -645,7 +528,7 @@ async fn max_turns_stops_a_model_that_never_answers() {
         .collect();
     let (report, script, _) = run(replies, &req, &exec, limits).await;
     assert_eq!(script.bodies().len(), 3);
-    assert_eq!(exec.calls().len(), 3);
+    assert_eq!(exec.rpcs().len(), 3);
     let Verdict::Fallback { reason } = &report.verdict else {
         panic!("{report:?}")
     };
@@ -825,7 +708,7 @@ async fn prompt_injection_in_logs_cannot_get_past_validation() {
     assert!(!user[open..close].contains(&format!("</untrusted-data boundary=\"{token}\">")));
     // 2. Nothing but reads reached the executor: the double has no write
     //    method, and these are all the calls it saw.
-    assert_eq!(exec.calls(), vec!["inspect db"]);
+    assert_eq!(exec.rpcs(), vec!["inspect db"]);
     // 3. The stop was refused each time; no validated plan contains it.
     assert!(script.sent(3).contains("does not enable `stop`"));
     match &report.verdict {
@@ -862,7 +745,7 @@ async fn a_question_is_answered_from_evidence_without_a_plan() {
         ),
     ];
     let (report, script, journal) = run(replies, &req, &exec, fast()).await;
-    assert_eq!(exec.calls(), vec!["stats db"]);
+    assert_eq!(exec.rpcs(), vec!["stats db"]);
     assert!(script.sent(0).contains("could not resolve one target"));
     assert_eq!(
         journal.evidence.lock().unwrap()[0].kind_name(),
@@ -980,7 +863,7 @@ async fn anthropic_tool_use_stream_is_reassembled() {
         anth_tool_turn("tu2", "submit_diagnosis", &diag.to_string(), "tool_use"),
     ];
     let (report, script, _) = run_with(replies, &req, &exec, fast(), "anthropic").await;
-    assert_eq!(exec.calls(), vec!["inspect web"]);
+    assert_eq!(exec.rpcs(), vec!["inspect web"]);
     assert!(
         matches!(report.verdict, Verdict::Diagnosis { .. }),
         "{report:?}"
@@ -1017,7 +900,7 @@ async fn anthropic_max_tokens_is_a_truncation() {
         anth_tool_turn("tu2", "submit_diagnosis", &diag.to_string(), "tool_use"),
     ];
     let (report, script, _) = run_with(replies, &req, &exec, fast(), "anthropic").await;
-    assert!(exec.calls().is_empty());
+    assert!(exec.rpcs().is_empty());
     assert!(script.sent(1).contains("cut off"));
     assert!(
         matches!(report.verdict, Verdict::Diagnosis { .. }),
@@ -1088,7 +971,7 @@ async fn old_tool_answers_are_elided_over_the_context_budget_and_secrets_redacte
 async fn run_budget(
     replies: Vec<Reply>,
     req: &Request,
-    exec: &Executor,
+    exec: &Scripted,
     budget: usize,
 ) -> (Report, Arc<Script>) {
     let (url, script) = serve(replies).await;

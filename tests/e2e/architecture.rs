@@ -118,6 +118,8 @@ const AGENT_LAYERS: &[&[&str]] = &[
     // watcher; grants and a target's memory over the store.
     &[
         "executor_client",
+        // The scripted executor of the tests (never in a daemon).
+        "test_util",
         "hosts",
         "grants",
         "memory",

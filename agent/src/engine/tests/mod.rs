@@ -2,22 +2,22 @@
 //! fails) each call, a real SQLite store keeps the request, and the tests
 //! read the request and its events as the API would serve them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::{self, ContainerWrite, WriteAction};
+use drydock_proto::approval::{self, WriteAction};
 use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
 use tonic::Code;
 
 use super::{Engine, EngineConfig};
 use crate::config::WatchMode;
-use crate::executor_client::{Authority, Call, Executor, ExecutorError, Reads, WriteOp, Written};
+use crate::executor_client::ExecutorError;
 use crate::model::*;
 use crate::runbook::Runbook;
 use crate::store::Store;
+use crate::test_util::{policy, Scripted, WriteScript};
 
 mod changes;
 mod followups;
@@ -54,263 +54,6 @@ fn web(health: &str) -> ContainerView {
             start_period_ms: 0,
         }),
         ..Default::default()
-    }
-}
-
-fn policy() -> PolicyView {
-    PolicyView {
-        actions: ActionsView::enabling(&[WriteAction::Start, WriteAction::Restart]),
-        approver_ids: vec!["ops".into()],
-        logs_max_lines: 500,
-        allow_names: vec!["*".into()],
-        ..Default::default()
-    }
-}
-
-/// What a write does, as scripted.
-#[derive(Clone)]
-struct WriteScript {
-    /// The executor's answer.
-    answer: Result<(), ExecutorError>,
-    /// The container after the call (whatever the answer said).
-    after: ContainerView,
-}
-
-/// An executor that answers from a script and records every call.
-struct Scripted {
-    container: Mutex<ContainerView>,
-    policy: PolicyView,
-    logs: Vec<String>,
-    failing: HashMap<&'static str, ExecutorError>,
-    write: WriteScript,
-    /// Images on the engine.
-    images: Vec<String>,
-    /// A Swarm manager's answers (none: not a manager).
-    swarm: Mutex<Option<swarm::SwarmScript>>,
-    calls: Mutex<Vec<String>>,
-    /// How long `GetPolicy` takes (a busy executor).
-    policy_delay: Duration,
-    /// How long `ContainerStats` takes (the engine's collector cycle).
-    stats_delay: Duration,
-    /// The container's events, for `follow` (none: no stream, as an
-    /// executor that refuses one).
-    events: Option<tokio::sync::broadcast::Sender<ContainerEvent>>,
-    /// After a write, this many inspects find the executor unreachable.
-    down_after_write: Mutex<u32>,
-}
-
-impl Scripted {
-    fn new(container: ContainerView, write: WriteScript) -> Scripted {
-        Scripted {
-            container: Mutex::new(container),
-            policy: policy(),
-            logs: vec!["ERROR upstream timed out".into()],
-            failing: HashMap::new(),
-            write,
-            images: Vec::new(),
-            swarm: Mutex::new(None),
-            calls: Mutex::new(Vec::new()),
-            policy_delay: Duration::ZERO,
-            stats_delay: Duration::ZERO,
-            events: None,
-            down_after_write: Mutex::new(0),
-        }
-    }
-
-    fn failing(mut self, rpc: &'static str, code: Code) -> Scripted {
-        self.failing.insert(
-            rpc,
-            ExecutorError::new(code, format!("{rpc} scripted to fail")),
-        );
-        self
-    }
-
-    fn answer<T>(&self, rpc: &'static str, ok: impl FnOnce() -> T) -> Result<T, ExecutorError> {
-        self.calls.lock().unwrap().push(rpc.to_string());
-        match self.failing.get(rpc) {
-            Some(e) => Err(e.clone()),
-            None => Ok(ok()),
-        }
-    }
-
-    fn writes(&self) -> usize {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.starts_with("write"))
-            .count()
-    }
-
-    fn current(&self) -> ContainerView {
-        self.container.lock().unwrap().clone()
-    }
-}
-
-impl Reads for Scripted {
-    fn follow<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-    ) -> Call<'a, crate::executor_client::ContainerEvents> {
-        Box::pin(async move {
-            let Some(events) = &self.events else {
-                return Err(ExecutorError::new(
-                    Code::ResourceExhausted,
-                    "4 streams open",
-                ));
-            };
-            let stream = futures::stream::unfold(events.subscribe(), |mut rx| async move {
-                rx.recv().await.ok().map(|e| (e, rx))
-            });
-            Ok(Box::pin(stream) as crate::executor_client::ContainerEvents)
-        })
-    }
-    fn list<'a>(&'a self, _: &'a str, _: bool) -> Call<'a, Vec<ContainerSummaryView>> {
-        Box::pin(async move {
-            self.answer("list", || {
-                let c = self.current();
-                vec![ContainerSummaryView {
-                    id: c.id,
-                    name: c.name,
-                    image: c.image,
-                    state: c.status,
-                    status: format!("Up 5 minutes ({})", c.health_status),
-                    ..Default::default()
-                }]
-            })
-        })
-    }
-    fn inspect<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ContainerView> {
-        Box::pin(async move {
-            if self.writes() > 0 {
-                let mut down = self.down_after_write.lock().unwrap();
-                if *down > 0 {
-                    *down -= 1;
-                    self.calls
-                        .lock()
-                        .unwrap()
-                        .push("inspect (unreachable)".into());
-                    return Err(ExecutorError::new(
-                        Code::Unavailable,
-                        "tcp connect error: Connection refused (os error 111)",
-                    ));
-                }
-            }
-            self.answer("inspect", || self.current())
-        })
-    }
-    fn logs_window<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: u32,
-        _: i64,
-        _: i64,
-    ) -> Call<'a, LogsView> {
-        Box::pin(async move {
-            self.answer("logs", || LogsView {
-                lines: self
-                    .logs
-                    .iter()
-                    .map(|t| LogLineView {
-                        stream: "stdout".into(),
-                        text: t.clone(),
-                        time_unix_nanos: 0,
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-        })
-    }
-    fn policy<'a>(&'a self, _: &'a str) -> Call<'a, PolicyView> {
-        Box::pin(async move {
-            tokio::time::sleep(self.policy_delay).await;
-            self.answer("policy", || self.policy.clone())
-        })
-    }
-    fn stats<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, StatsView> {
-        Box::pin(async move {
-            tokio::time::sleep(self.stats_delay).await;
-            self.answer("stats", StatsView::default)
-        })
-    }
-    fn disk_usage<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, DiskUsageView> {
-        Box::pin(async move { self.answer("disk_usage", DiskUsageView::default) })
-    }
-    fn container_events<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: i64,
-        _: u32,
-    ) -> Call<'a, Vec<ContainerEvent>> {
-        Box::pin(async move { self.answer("events", Vec::new) })
-    }
-    fn image<'a>(&'a self, _: &'a str, image_id: &'a str) -> Call<'a, ImageView> {
-        Box::pin(async move {
-            self.answer("image", || ImageView {
-                present: self.images.contains(&image_id.to_string()),
-                id: image_id.into(),
-                ..Default::default()
-            })
-        })
-    }
-    fn services<'a>(&'a self, _: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
-        Box::pin(async move { swarm::read(self, "services", |s| vec![s.service.summary.clone()]) })
-    }
-    fn service<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ServiceView> {
-        Box::pin(async move { swarm::read(self, "service", |s| s.service.clone()) })
-    }
-    fn tasks<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, Vec<TaskView>> {
-        Box::pin(async move { swarm::read(self, "tasks", |s| s.tasks.clone()) })
-    }
-    fn service_logs<'a>(&'a self, _: &'a str, _: &'a str, _: u32) -> Call<'a, LogsView> {
-        Box::pin(async move { swarm::read(self, "service_logs", |s| s.logs.clone()) })
-    }
-    fn nodes<'a>(&'a self, _: &'a str) -> Call<'a, Vec<NodeView>> {
-        Box::pin(async move { swarm::read(self, "nodes", |s| s.nodes.clone()) })
-    }
-    fn check_http<'a>(&'a self, _: &'a str, service: &'a str) -> Call<'a, HttpCheckView> {
-        Box::pin(async move {
-            self.calls.lock().unwrap().push("check_http".into());
-            Err(ExecutorError::new(
-                Code::NotFound,
-                format!("no http check {service}"),
-            ))
-        })
-    }
-}
-
-impl Executor for Scripted {
-    fn write<'a>(&'a self, _: &'a str, op: &'a WriteOp, authority: Authority) -> Call<'a, Written> {
-        Box::pin(async move {
-            let by = match authority {
-                Authority::Approval { .. } => "approval",
-                Authority::Grant { .. } => "grant",
-            };
-            let action = op.action();
-            let to = match op {
-                WriteOp::Container {
-                    write: ContainerWrite::Rollback { to_image },
-                    ..
-                } => format!(" to {to_image}"),
-                _ => String::new(),
-            };
-            self.calls
-                .lock()
-                .unwrap()
-                .push(format!("write {action}{to} by {by}"));
-            *self.container.lock().unwrap() = self.write.after.clone();
-            if let WriteOp::Service { .. } = op {
-                return swarm::write(self, action);
-            }
-            self.write.answer.clone().map(|()| Written {
-                new_container_id: (action == WriteAction::Rollback)
-                    .then(|| self.write.after.id.clone()),
-                service_version: None,
-            })
-        })
     }
 }
 

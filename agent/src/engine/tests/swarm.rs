@@ -4,60 +4,9 @@
 //! task.
 
 use super::*;
+use crate::test_util::SwarmScript;
 
 pub const API_ID: &str = "n3urbn38u90m4jz0gvcm4t7ha";
-
-/// What a scripted Swarm manager answers, before and after a write.
-#[derive(Clone)]
-pub struct SwarmScript {
-    pub service: ServiceView,
-    pub tasks: Vec<TaskView>,
-    pub nodes: Vec<NodeView>,
-    pub logs: LogsView,
-    /// The service and its tasks once a write is done.
-    pub after: Option<(ServiceView, Vec<TaskView>)>,
-}
-
-pub fn read<T>(
-    s: &Scripted,
-    rpc: &'static str,
-    f: impl FnOnce(&SwarmScript) -> T,
-) -> Result<T, ExecutorError> {
-    if s.writes() > 0 {
-        let mut down = s.down_after_write.lock().unwrap();
-        if *down > 0 {
-            *down -= 1;
-            s.calls.lock().unwrap().push(format!("{rpc} (unreachable)"));
-            return Err(ExecutorError::new(
-                Code::Unavailable,
-                "tcp connect error: Connection refused (os error 111)",
-            ));
-        }
-    }
-    s.calls.lock().unwrap().push(rpc.to_string());
-    match s.swarm.lock().unwrap().as_ref() {
-        Some(script) => Ok(f(script)),
-        None => Err(ExecutorError::new(
-            Code::FailedPrecondition,
-            "the engine is not a Swarm manager",
-        )),
-    }
-}
-
-pub fn write(s: &Scripted, action: WriteAction) -> Result<Written, ExecutorError> {
-    let mut swarm = s.swarm.lock().unwrap();
-    let script = swarm.as_mut().expect("a Swarm script");
-    if let Some((service, tasks)) = script.after.take() {
-        script.service = service;
-        script.tasks = tasks;
-    }
-    s.write.answer.clone()?;
-    let _ = action;
-    Ok(Written {
-        new_container_id: None,
-        service_version: Some(script.service.summary.version),
-    })
-}
 
 fn now_rfc3339_offset(secs: i64) -> String {
     let t = std::time::SystemTime::now() + Duration::from_secs(secs.unsigned_abs());
