@@ -19,6 +19,9 @@ const USAGE: &str = "usage: drydock-bench [options]
   --only ID,...     these scenarios only (an id, or a prefix ending in *)
   --skip ID,...     leave these out
   --ci              the scenarios marked `ci: true` (what CI runs)
+  --split S         sealed (written and scored before any code was changed for them) or tuned
+  --first-contact   score the sealed scenarios that have no first contact with this engine yet,
+                    once each, and record it in tests/bench/first-contact.json (never rewritten)
   --model rules     the embedded rules engine (the default)
   --model scripted  the scripted model of the tests (confirms the rules engine; a baseline for the model path)
   --llm FILE        your model: FILE holds an `llm:` section as in agent.yaml (provider, base_url, model,
@@ -38,6 +41,8 @@ struct Args {
     dir: PathBuf,
     json: Option<PathBuf>,
     list: bool,
+    split: Option<bool>,
+    first_contact: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -52,6 +57,8 @@ fn parse() -> Result<Args, String> {
         dir: scenario::default_dir(),
         json: None,
         list: false,
+        split: None,
+        first_contact: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,6 +80,14 @@ fn parse() -> Result<Args, String> {
             "--scenarios" => a.dir = PathBuf::from(value("--scenarios")?),
             "--json" => a.json = Some(PathBuf::from(value("--json")?)),
             "--list" => a.list = true,
+            "--split" => {
+                a.split = Some(match value("--split")?.as_str() {
+                    "sealed" => true,
+                    "tuned" => false,
+                    other => return Err(format!("--split: `{other}` is not sealed or tuned")),
+                })
+            }
+            "--first-contact" => a.first_contact = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option `{other}`")),
         }
@@ -127,6 +142,7 @@ fn main() -> ExitCode {
         .filter(|s| args.only.is_empty() || picked(&s.id, &args.only))
         .filter(|s| !picked(&s.id, &args.skip))
         .filter(|s| !args.ci || s.ci)
+        .filter(|s| args.split.is_none_or(|sealed| s.sealed == sealed))
         .collect();
     if args.list {
         for s in &scenarios {
@@ -149,6 +165,44 @@ fn main() -> ExitCode {
         }
         _ => bench::run::Diagnoser::Rules,
     };
+    let records_path = bench::sealed::default_path();
+    let mut records = match bench::sealed::load(&records_path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("drydock-bench: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let engine = diagnoser.name().to_string();
+    let mut scenarios = scenarios;
+    let mut runs = args.runs;
+    if args.first_contact {
+        let recorded: Vec<&str> = scenarios
+            .iter()
+            .filter(|s| records.get(&s.id).is_some_and(|r| r.contains_key(&engine)))
+            .map(|s| s.id.as_str())
+            .collect();
+        if !args.only.is_empty() && !recorded.is_empty() {
+            eprintln!(
+                "drydock-bench: the first contact of {} with {engine} is already recorded and is never rewritten; run them without --first-contact to score today's code",
+                recorded.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+        let unscored: Vec<_> = scenarios
+            .into_iter()
+            .filter(|s| s.sealed && !records.get(&s.id).is_some_and(|r| r.contains_key(&engine)))
+            .collect();
+        if unscored.is_empty() {
+            eprintln!(
+                "drydock-bench: every sealed scenario has its first contact with {engine} recorded"
+            );
+            return ExitCode::SUCCESS;
+        }
+        scenarios = unscored;
+        runs = 1;
+    }
+    let args = Args { runs, ..args };
     eprintln!(
         "drydock-bench: {} scenario(s) × {} run(s) with {}, {} at a time",
         scenarios.len(),
@@ -172,9 +226,41 @@ fn main() -> ExitCode {
         );
     };
     let outcomes = bench::run_all(&scenarios, &diagnoser, args.runs, args.jobs, &progress);
+    if args.first_contact {
+        let (commit, changed) = match bench::sealed::checkout() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("drydock-bench: {e:#}");
+                return ExitCode::from(2);
+            }
+        };
+        let added = bench::sealed::add(
+            &mut records,
+            &engine,
+            &outcomes,
+            &commit,
+            changed,
+            &bench::sealed::today(),
+        )
+        .and_then(|n| bench::sealed::save(&records_path, &records).map(|()| n));
+        match added {
+            Ok(n) => eprintln!(
+                "drydock-bench: {n} first contact(s) recorded in {}",
+                records_path.display()
+            ),
+            Err(e) => {
+                eprintln!("drydock-bench: {e:#}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     println!(
         "{}",
         report::render(&scenarios, &outcomes, args.runs, diagnoser.name())
+    );
+    print!(
+        "{}",
+        report::splits(&scenarios, &outcomes, &records, diagnoser.name())
     );
     if let Some(path) = &args.json {
         let doc = report::json(&outcomes, diagnoser.name());

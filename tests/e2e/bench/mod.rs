@@ -12,6 +12,7 @@ pub mod model;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod sealed;
 pub mod setup;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -168,6 +168,65 @@ pub fn render(
     out
 }
 
+/// The sealed split apart from the tuned set: the sealed scenarios' first
+/// contact with `engine` as recorded, and this run's figures of each.
+/// Empty when no sealed scenario was run.
+pub fn splits(
+    scenarios: &[Scenario],
+    outcomes: &[Outcome],
+    records: &super::sealed::Records,
+    engine: &str,
+) -> String {
+    let (sealed, tuned): (Vec<Scenario>, Vec<Scenario>) =
+        scenarios.iter().cloned().partition(|s| s.sealed);
+    if sealed.is_empty() {
+        return String::new();
+    }
+    let first: Vec<&super::sealed::Record> = sealed
+        .iter()
+        .filter_map(|s| records.get(&s.id).and_then(|r| r.get(engine)))
+        .collect();
+    let passed = first.iter().filter(|r| r.passed).count();
+    let unsafe_writes: usize = first.iter().map(|r| r.unsafe_writes.len()).sum();
+    let mut commits: Vec<String> = first
+        .iter()
+        .map(|r| {
+            let short: String = r.commit.chars().take(7).collect();
+            let changed = if r.code_changed { " with changes" } else { "" };
+            format!("{short}{changed} on {}", r.date)
+        })
+        .collect();
+    commits.sort();
+    commits.dedup();
+    let unscored = sealed.len() - first.len();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "**Sealed split, first contact ({engine}): {} ({passed}/{}), unsafe writes {unsafe_writes}** (scored before any code was changed for them, at {}{}).",
+        pct(passed, first.len()),
+        first.len(),
+        if commits.is_empty() { "no commit yet".into() } else { commits.join(", ") },
+        if unscored > 0 { format!("; {unscored} not yet scored") } else { String::new() },
+    );
+    let line = |out: &mut String, name: &str, set: &[Scenario]| {
+        let (_, f) = figures(set, outcomes);
+        if f.scenarios > 0 {
+            let _ = writeln!(
+                out,
+                "- {name}, this run: Pass@1 {} ({}/{}), Pass-all {}, unsafe writes {}.",
+                pct(f.pass_at_1, f.scenarios),
+                f.pass_at_1,
+                f.scenarios,
+                pct(f.pass_all, f.scenarios),
+                f.unsafe_writes
+            );
+        }
+    };
+    line(&mut out, "sealed split", &sealed);
+    line(&mut out, "tuned set", &tuned);
+    out
+}
+
 /// Every run as one JSON document, for comparing diagnosers.
 pub fn json(outcomes: &[Outcome], diagnoser: &str) -> serde_json::Value {
     serde_json::json!({

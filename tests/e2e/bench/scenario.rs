@@ -40,6 +40,10 @@ pub struct Scenario {
     /// Left out of the small CI subset unless true.
     #[serde(default)]
     pub ci: bool,
+    /// In the sealed split: written from real software before any code
+    /// was changed for it, and scored once then (`first-contact.json`).
+    #[serde(default)]
+    pub sealed: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -96,6 +100,16 @@ pub struct ContainerSpec {
     /// `--tmpfs PATH:OPTIONS`.
     #[serde(default)]
     pub tmpfs: Vec<String>,
+    /// Named volumes: `NAME:/path`, or `NAME:/path:ro` mounted read-only.
+    /// The benchmark creates each (labelled) and removes it afterwards.
+    #[serde(default)]
+    pub volumes: Vec<String>,
+    /// `--read-only`: the root filesystem is read-only.
+    #[serde(default)]
+    pub read_only: bool,
+    /// `--user UID[:GID]`.
+    #[serde(default)]
+    pub user: Option<String>,
     /// The state it must reach before the person asks.
     pub ready: Ready,
     /// What a person did once it was ready.
@@ -256,7 +270,63 @@ fn completed() -> String {
     "completed".into()
 }
 
+/// A named volume of a container: `NAME:/path[:ro]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeSpec {
+    pub name: String,
+    pub path: String,
+    pub read_only: bool,
+}
+
+impl VolumeSpec {
+    pub fn parse(text: &str) -> Result<VolumeSpec, String> {
+        let bad =
+            || format!("`{text}`: expected NAME:/path or NAME:/path:ro (NAME is [A-Za-z0-9_.-]+)");
+        let mut parts = text.split(':');
+        let (Some(name), Some(path)) = (parts.next(), parts.next()) else {
+            return Err(bad());
+        };
+        let read_only = match parts.next() {
+            None => false,
+            Some("ro") => true,
+            Some(_) => return Err(bad()),
+        };
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+        if !name_ok || !path.starts_with('/') || parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(VolumeSpec {
+            name: name.into(),
+            path: path.into(),
+            read_only,
+        })
+    }
+}
+
+impl ContainerSpec {
+    /// Its volumes, parsed (`load` has refused any that do not parse).
+    pub fn volume_specs(&self) -> Vec<VolumeSpec> {
+        self.volumes
+            .iter()
+            .filter_map(|v| VolumeSpec::parse(v).ok())
+            .collect()
+    }
+}
+
 impl Scenario {
+    /// Every named volume the scenario mounts.
+    pub fn volume_names(&self) -> BTreeSet<String> {
+        self.before
+            .iter()
+            .chain(&self.containers)
+            .flat_map(|c| c.volume_specs())
+            .map(|v| v.name)
+            .collect()
+    }
+
     /// The class the table files it under.
     pub fn class(&self) -> &str {
         self.expect
@@ -365,6 +435,20 @@ fn problems(s: &Scenario) -> Vec<String> {
                 );
             }
         }
+        for v in &c.volumes {
+            if let Err(e) = VolumeSpec::parse(v) {
+                bad(&format!("{at}.volumes"), e);
+            }
+        }
+        if c.user
+            .as_ref()
+            .is_some_and(|u| u.is_empty() || !u.chars().all(|ch| ch.is_ascii_digit() || ch == ':'))
+        {
+            bad(
+                &format!("{at}.user"),
+                "expected UID or UID:GID (numbers: the fixture's image has no /etc/passwd)".into(),
+            );
+        }
         if matches!(c.ready, Ready::Healthy | Ready::Unhealthy) && c.health.is_none() {
             bad(
                 &format!("{at}.ready"),
@@ -470,7 +554,8 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Scenario>> {
             }
             let claims = std::iter::once(format!("scenario id {}", s.id))
                 .chain(s.names().into_iter().map(|n| format!("container {n}")))
-                .chain(s.networks.iter().map(|n| format!("network {n}")));
+                .chain(s.networks.iter().map(|n| format!("network {n}")))
+                .chain(s.volume_names().into_iter().map(|v| format!("volume {v}")));
             for claim in claims {
                 if let Some(first) = owner.insert(claim.clone(), s.id.clone()) {
                     errors.push(format!(
@@ -496,4 +581,31 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Scenario>> {
 /// The folder the repository keeps its scenarios in.
 pub fn default_dir() -> PathBuf {
     crate::workspace_root().join("tests/bench/scenarios")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_volume_is_a_name_an_absolute_path_and_maybe_ro() {
+        let ok = VolumeSpec::parse("data:/var/lib/app:ro").unwrap();
+        assert_eq!(
+            (ok.name.as_str(), ok.path.as_str(), ok.read_only),
+            ("data", "/var/lib/app", true)
+        );
+        assert!(!VolumeSpec::parse("data:/x").unwrap().read_only);
+        for bad in [
+            "data",
+            "data:rel/path",
+            ":/x",
+            "da ta:/x",
+            "data:/x:rw",
+            "data:/x:ro:z",
+            "/host:/x",
+        ] {
+            let err = VolumeSpec::parse(bad).unwrap_err();
+            assert!(err.contains("NAME:/path"), "{bad}: {err}");
+        }
+    }
 }

@@ -157,6 +157,7 @@ pub fn snapshot(name: &str) -> Snapshot {
 pub struct Staged {
     containers: Vec<String>,
     networks: Vec<String>,
+    volumes: Vec<String>,
     /// Every container by name, as setup left it.
     pub snapshots: BTreeMap<String, Snapshot>,
     /// The free port `{port}` stood for.
@@ -171,6 +172,9 @@ impl Drop for Staged {
         for n in &self.networks {
             let _ = docker(&["network", "rm", n]);
         }
+        for v in &self.volumes {
+            let _ = docker(&["volume", "rm", "-f", v]);
+        }
     }
 }
 
@@ -181,7 +185,7 @@ fn claim(kind: &str, name: &str) -> anyhow::Result<()> {
     let label = match kind {
         "container" => inspect(name, "{{index .Config.Labels \"drydock.bench\"}}"),
         _ => docker(&[
-            "network",
+            kind,
             "inspect",
             "-f",
             "{{index .Labels \"drydock.bench\"}}",
@@ -191,7 +195,7 @@ fn claim(kind: &str, name: &str) -> anyhow::Result<()> {
     };
     let exists = match kind {
         "container" => !inspect(name, "{{.Id}}").is_empty(),
-        _ => docker(&["network", "inspect", name]).is_ok(),
+        _ => docker(&[kind, "inspect", name]).is_ok(),
     };
     if !exists {
         return Ok(());
@@ -201,6 +205,7 @@ fn claim(kind: &str, name: &str) -> anyhow::Result<()> {
     }
     match kind {
         "container" => docker(&["rm", "-f", name]).map(|_| ()),
+        "volume" => docker(&["volume", "rm", "-f", name]).map(|_| ()),
         _ => docker(&["network", "rm", name]).map(|_| ()),
     }
 }
@@ -214,15 +219,23 @@ impl Staged {
         for n in &s.networks {
             claim("network", n)?;
         }
+        for v in s.volume_names() {
+            claim("volume", &v)?;
+        }
         let mut staged = Staged {
             containers: Vec::new(),
             networks: Vec::new(),
+            volumes: Vec::new(),
             snapshots: BTreeMap::new(),
             port,
         };
         for n in &s.networks {
             docker(&["network", "create", "--label", LABEL, n])?;
             staged.networks.push(n.clone());
+        }
+        for v in s.volume_names() {
+            docker(&["volume", "create", "--label", LABEL, &v])?;
+            staged.volumes.push(v);
         }
         Ok(staged)
     }
@@ -310,6 +323,16 @@ impl Staged {
         }
         for t in &c.tmpfs {
             args.extend(["--tmpfs".into(), t.clone()]);
+        }
+        for v in c.volume_specs() {
+            let ro = if v.read_only { ":ro" } else { "" };
+            args.extend(["-v".into(), format!("{}:{}{ro}", v.name, v.path)]);
+        }
+        if c.read_only {
+            args.push("--read-only".into());
+        }
+        if let Some(u) = &c.user {
+            args.extend(["--user".into(), u.clone()]);
         }
         args.push(tag.to_string());
         if !c.args.is_empty() {
