@@ -45,6 +45,9 @@ pub struct Config {
     pub max_iterations: u32,
     #[serde(default)]
     pub verify: VerifyConfig,
+    /// How the rules engine weighs a failure.
+    #[serde(default)]
+    pub diagnosis: DiagnosisConfig,
     #[serde(default = "default_tail")]
     pub logs_tail: u32,
     #[serde(default)]
@@ -403,6 +406,33 @@ fn default_store_max_requests() -> u32 {
     10_000
 }
 
+/// The default of `diagnosis.ran_well_after`, in seconds.
+pub const RAN_WELL_AFTER_SECS: u64 = 60;
+
+/// `diagnosis:` in agent.yaml.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiagnosisConfig {
+    /// How long a run must last to count as having run well: a container
+    /// that died sooner, without saying it was ready or passing its
+    /// healthcheck, had a startup failure, and a start is proposed only
+    /// with other evidence that it helps.
+    #[serde(default = "default_ran_well_after", with = "drydock_daemon::duration")]
+    pub ran_well_after: Duration,
+}
+
+impl Default for DiagnosisConfig {
+    fn default() -> Self {
+        DiagnosisConfig {
+            ran_well_after: default_ran_well_after(),
+        }
+    }
+}
+
+fn default_ran_well_after() -> Duration {
+    Duration::from_secs(RAN_WELL_AFTER_SECS)
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyConfig {
@@ -646,6 +676,13 @@ impl Config {
         }
         if self.verify.stable_for > Duration::from_secs(300) {
             return Err(invalid("verify.stable_for", "must be at most 5m"));
+        }
+        let ran_well_after = self.diagnosis.ran_well_after;
+        if ran_well_after < Duration::from_secs(1) || ran_well_after > Duration::from_secs(3600) {
+            return Err(invalid(
+                "diagnosis.ran_well_after",
+                "must be between 1s and 1h (how long a run must last to count as having run well)",
+            ));
         }
         if let Some(llm) = &self.llm {
             llm.validate()?;

@@ -159,6 +159,53 @@ const ROLES: &[(&[&str], &[&str])] = &[
         ],
     ),
     (&["storage", "s3", "objectstore"], &["minio", "seaweedfs"]),
+    (
+        &[
+            "sso", "identity", "idp", "login", "oauth", "oidc", "keycloak",
+        ],
+        &[
+            "keycloak",
+            "authentik",
+            "authelia",
+            "dex",
+            "zitadel",
+            "hydra",
+        ],
+    ),
+    (
+        &["git", "forge", "scm", "repos"],
+        &["gitea", "gitlab", "forgejo", "gogs"],
+    ),
+    (
+        &["discovery", "coordination", "consensus"],
+        &["consul", "etcd", "zookeeper", "eureka"],
+    ),
+    (
+        &[
+            "password",
+            "passwords",
+            "password-manager",
+            "passwordmanager",
+            "vault",
+        ],
+        &["vaultwarden", "bitwarden", "passbolt", "vault"],
+    ),
+    (
+        &["blog", "cms", "website", "site"],
+        &["wordpress", "ghost", "drupal", "joomla"],
+    ),
+    (
+        &["dashboard", "dashboards", "charts"],
+        &["grafana", "kibana", "metabase", "superset"],
+    ),
+    (
+        &["monitoring", "metrics", "alerting", "alerts"],
+        &["prometheus", "alertmanager", "victoriametrics", "grafana"],
+    ),
+    (
+        &["jobs", "job", "tasks", "background"],
+        &["worker", "workers", "sidekiq", "celery", "horizon", "queue"],
+    ),
 ];
 
 /// The outcome of discovery.
@@ -203,6 +250,16 @@ fn words(message: &str) -> Vec<String> {
         .filter(|w| !STOPWORDS.contains(&w.as_str()))
         .cloned()
         .collect();
+    // A dotted word is also its parts (`git.shop` → `git`, `shop`).
+    for w in &plain {
+        if w.contains('.') {
+            out.extend(
+                w.split('.')
+                    .filter(|p| p.len() >= 2 && !STOPWORDS.contains(p))
+                    .map(str::to_string),
+            );
+        }
+    }
     for pair in plain.windows(2) {
         if pair.iter().all(|w| w.len() >= 2)
             && pair.iter().any(|w| !STOPWORDS.contains(&w.as_str()))
@@ -309,6 +366,12 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
             runs.iter()
                 .any(|r| what == *r || what.starts_with(&format!("{r}-")))
         };
+        // What it runs by its image or its own service name outranks a
+        // neighbour named after it (`vaultwarden-db`).
+        let exactly = |what: &str| runs.contains(&what);
+        if exactly(&image_base) || service.as_deref().is_some_and(exactly) {
+            return Some((72, format!("the {word}: it runs `{}`", c.image)));
+        }
         if plays(&image_base)
             || service.as_deref().is_some_and(plays)
             || segments.iter().any(|s| plays(s))
@@ -556,15 +619,58 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             .cmp(&a.score)
             .then_with(|| a.container_name.cmp(&b.container_name))
     });
+    let broken = |id: &str| {
+        containers
+            .iter()
+            .find(|c| c.id == id)
+            .is_some_and(ContainerSummaryView::is_broken)
+    };
     match ranked.as_slice() {
-        [] => Discovery::NoMatch(
-            containers
-                .iter()
-                .take(20)
-                .map(|c| candidate(c, 0, "exists"))
-                .collect(),
-        ),
+        // Nothing is named, but one container in scope is broken: a person
+        // saying "the blog is down" means the one that is down.
+        [] => match containers
+            .iter()
+            .filter(|c| c.is_broken())
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [only] => Discovery::Found(candidate(
+                only,
+                30,
+                "no container is named, and it is the only broken one in scope",
+            )),
+            _ => Discovery::NoMatch(
+                containers
+                    .iter()
+                    .take(20)
+                    .map(|c| candidate(c, 0, "exists"))
+                    .collect(),
+            ),
+        },
         [only] => Discovery::Found(only.clone()),
+        // The best match is fine, and exactly one other container the
+        // message names is broken: "influx keeps restarting, telegraf
+        // can't write" is about influx.
+        [first, second, ..]
+            if first.score > second.score && !broken(&first.container_id) && {
+                let named_broken = ranked
+                    .iter()
+                    .filter(|c| c.score >= 45 && broken(&c.container_id))
+                    .count();
+                named_broken == 1
+            } =>
+        {
+            let mut found = ranked
+                .iter()
+                .find(|c| c.score >= 45 && broken(&c.container_id))
+                .cloned()
+                .unwrap_or_else(|| first.clone());
+            found.why = format!(
+                "{}; of the containers the message names, the only broken one",
+                found.why
+            );
+            Discovery::Found(found)
+        }
         [first, second, ..] if first.score > second.score => Discovery::Found(first.clone()),
         _ => {
             let top = ranked[0].score;

@@ -433,6 +433,8 @@ impl ExecutorClient {
             env: r.env,
             restart_count: r.restart_count,
             restart_policy: r.restart_policy,
+            restart_max_retries: r.restart_max_retries,
+            read_only_rootfs: r.read_only_rootfs,
             networks: r.networks,
             aliases: r.aliases,
             redactions: r.redactions,

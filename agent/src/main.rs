@@ -231,6 +231,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             verify_max_wait: config.verify.max_wait,
             verify_poll: config.verify.poll_interval,
             stable_for: config.verify.stable_for,
+            ran_well_after: config.diagnosis.ran_well_after,
             logs_tail: config.logs_tail,
             runbook: Arc::new(runbook),
             llm,

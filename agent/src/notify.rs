@@ -462,6 +462,7 @@ mod tests {
                 evidence_ids: vec!["ev-1".into(), "ev-change".into()],
             }],
             engine: "rules".into(),
+            ..Default::default()
         });
         let event = Event {
             seq: 9,

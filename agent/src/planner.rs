@@ -272,6 +272,137 @@ fn missing_image_advice(c: &ContainerView) -> Option<String> {
     ))
 }
 
+/// Whether the evidence says a start or restart of the target can help,
+/// and which evidence (`Ok`), or why nothing does (`Err`). The class alone
+/// never does: a container that dies seconds after every start dies the
+/// same way after one more, whatever its words. A start is worth proposing
+/// when it was stopped rather than failing, when it ran well before it
+/// failed (a while, or as far as serving, or through its healthcheck),
+/// when a start helped the same failure before, or when the dependency it
+/// failed on was down and is started first, or is up now.
+pub fn write_supported(
+    finding: &Finding,
+    c: &ContainerView,
+    ctx: &Context,
+) -> Result<String, String> {
+    let primary = finding.diagnosis.causes.first();
+    let class = primary.map(|p| p.class).unwrap_or(FaultClass::Unknown);
+    let confidence = primary.map_or(0.0, |p| p.confidence);
+    let shape = &finding.shape;
+    let dependency_down = ctx
+        .dependency
+        .as_ref()
+        .and_then(|d| d.container.as_ref())
+        .is_some_and(|d| !d.running);
+    if finding.finished_job {
+        return Err("it is a one-off job that ran to completion".into());
+    }
+    if let Some(n) = shape.same_at_every_start.filter(|_| !dependency_down) {
+        return Err(format!(
+            "it failed the same way in each of its last {n} runs (\"{}\"): another start would too",
+            finding.salient.as_deref().unwrap_or("")
+        ));
+    }
+    match class {
+        FaultClass::Stopped => Ok("it was stopped, not failing".into()),
+        FaultClass::Unhealthy => match shape.ran_well() {
+            Some(why) => Ok(format!("{why}; a restart clears a wedged process")),
+            None => Err("it has failed its healthcheck since it started, so a restart would start it the same way".into()),
+        },
+        FaultClass::DependencyUnavailable => dependency_support(finding, c, ctx),
+        FaultClass::Unknown => Err("drydock cannot tell why it failed, and a write needs a cause".into()),
+        _ if confidence < crate::rules::WRITE_CONFIDENCE => Err(format!(
+            "the evidence for the cause is thin (confidence {:.0} %, below the {:.0} % a write needs)",
+            confidence * 100.0,
+            crate::rules::WRITE_CONFIDENCE * 100.0
+        )),
+        _ if c.running => Ok("it is running".into()),
+        _ => {
+            if let Some(why) = &finding.fixed_before {
+                return Ok(format!("a start helped the same failure before: {why}"));
+            }
+            match shape.ran_well() {
+                Some(why) => Ok(why),
+                None => Err(format!(
+                    "nothing shows that a start would go differently ({})",
+                    shape.said()
+                )),
+            }
+        }
+    }
+}
+
+/// A failed dependency is evidence for a start when it is the dependency
+/// that is down (started first) or back, and the two can reach each other.
+fn dependency_support(
+    finding: &Finding,
+    c: &ContainerView,
+    ctx: &Context,
+) -> Result<String, String> {
+    let Some(dep) = &ctx.dependency else {
+        return match finding
+            .fixed_before
+            .as_ref()
+            .or(finding.shape.ran_well().as_ref())
+        {
+            Some(why) => Ok(why.clone()),
+            None => Err("the service it could not reach was not found among the containers".into()),
+        };
+    };
+    let Some(dc) = &dep.container else {
+        return match &finding.fixed_before {
+            Some(why) => Ok(format!("a start helped the same failure before: {why}")),
+            None => Err(format!("no container answers to `{}`", dep.named)),
+        };
+    };
+    if !dc.running {
+        return Ok(format!(
+            "its dependency {} ({}) is not running: it is started first",
+            dc.name, dep.named
+        ));
+    }
+    if share_no_network(c, dc) {
+        return Err(format!(
+            "{} runs, but on {} while {} is on {}: they share no network, so `{}` does not reach it",
+            dc.name,
+            dc.networks.join(", "),
+            c.name,
+            c.networks.join(", "),
+            dep.named
+        ));
+    }
+    let since = crate::change::unix_of(&dc.started_at);
+    let died = crate::change::unix_of(&c.finished_at);
+    match (since, died) {
+        (Some(up), Some(down)) if up > down => Ok(format!(
+            "{} was started again after {} failed on it",
+            dc.name, c.name
+        )),
+        _ => Ok(format!("its dependency {} is up now", dc.name)),
+    }
+}
+
+/// Whether `a` and `b` are each on networks of their own and share none,
+/// so that neither resolves the other's name. A container on the host's
+/// network, or sharing another's, reaches by other means.
+pub fn share_no_network(a: &ContainerView, b: &ContainerView) -> bool {
+    let own = |v: &ContainerView| {
+        !(v.networks.is_empty()
+            || v.network_mode == "host"
+            || v.network_mode.starts_with("container:"))
+    };
+    own(a) && own(b) && !b.networks.iter().any(|n| a.networks.contains(n))
+}
+
+/// Advice when the evidence does not support a write on the target.
+fn no_write_advice(target: &Target, why: &str) -> String {
+    format!(
+        "No start or restart of {} is proposed: {why}. Fix the cause the evidence names, then start it; or, if you know a start will help, `docker start {}`.",
+        target.name(),
+        target.name()
+    )
+}
+
 /// The write drydock would like to make on the target itself.
 fn target_step(
     primary: FaultClass,
@@ -499,11 +630,40 @@ fn steps_and_advice(
                 target.name()
             ));
         } else if let Some((write, reason, expected)) = target_step(primary, container, target) {
-            propose(&mut steps, &mut advice, write, target, reason, expected);
+            let supported = if dependency_started {
+                Ok("its dependency is started first".to_string())
+            } else {
+                write_supported(finding, container, ctx)
+            };
+            match supported {
+                Ok(why) => {
+                    propose(
+                        &mut steps,
+                        &mut advice,
+                        write,
+                        target,
+                        format!("{reason}; {why}"),
+                        expected,
+                    );
+                }
+                Err(why) => advice.push(no_write_advice(target, &why)),
+            }
         }
     } else if !restart_cannot_fix(primary) {
         if let Some((write, reason, expected)) = target_step(primary, container, target) {
-            propose(&mut steps, &mut advice, write, target, reason, expected);
+            match write_supported(finding, container, ctx) {
+                Ok(why) => {
+                    propose(
+                        &mut steps,
+                        &mut advice,
+                        write,
+                        target,
+                        format!("{reason}; {why}"),
+                        expected,
+                    );
+                }
+                Err(why) => advice.push(no_write_advice(target, &why)),
+            }
         }
     }
     Plan {

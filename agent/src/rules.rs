@@ -1,7 +1,13 @@
 //! The deterministic rules engine: the embedded default diagnosis, needing no
-//! model. It reads typed evidence (inspect, logs) and names causes from the
-//! fault vocabulary, each citing the evidence it rests on. Log patterns are
-//! one data table so they can be reviewed and tested row by row.
+//! model. It reads typed evidence (inspect, logs, events) and names causes
+//! from the fault vocabulary, each citing the evidence it rests on, the way
+//! a senior engineer reads a failure: Docker's own facts first, then the
+//! shape of the failure (`shape`), the salient line of the run that died
+//! (`salient`), the family its words belong to (`words`, with the known
+//! messages of `logs` for details), and what the error names, followed into
+//! the container's definition (`objects`, `follow`). A cause's confidence
+//! is counted from how much independent evidence supports it, and when
+//! nothing does, the answer is `unknown`, with what was ruled out.
 
 use regex::Regex;
 
@@ -9,10 +15,15 @@ use crate::model::ContainerEvent;
 use crate::model::{Cause, Change, ContainerView, Diagnosis, FaultClass, LogsView};
 
 pub mod events;
+pub mod follow;
 mod logs;
+pub mod objects;
 pub mod past;
 pub mod question;
+pub mod salient;
+pub mod shape;
 pub mod swarm;
+pub mod words;
 
 use crate::model::{EventAction, HealthStatus};
 use logs::LOG_WINDOW;
@@ -30,6 +41,8 @@ macro_rules! regex_is_match {
 pub use logs::{match_logs, LogMatch};
 pub use past::PastDeath;
 pub use question::{asks_about_usage, is_question, AskedTime};
+pub use salient::Salient;
+pub use shape::Shape;
 
 /// The facts diagnosis rests on, with the ids of their evidence records.
 pub struct Observation<'a> {
@@ -51,7 +64,16 @@ pub struct Observation<'a> {
     /// What changed since the last incarnation of its service ran well,
     /// with its evidence id.
     pub change: Option<(&'a Change, &'a str)>,
+    /// How long a run must last to count as having run well (seconds).
+    pub ran_well_after: i64,
 }
+
+/// The seconds a run must last to count as having run well, unless
+/// configured (`diagnosis.ran_well_after`).
+pub const RAN_WELL_AFTER_SECS: i64 = crate::config::RAN_WELL_AFTER_SECS as i64;
+
+/// Below this confidence no write is proposed: the evidence is too thin.
+pub const WRITE_CONFIDENCE: f32 = 0.6;
 
 /// What the engine found, plus details the planner turns into advice.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +87,42 @@ pub struct Finding {
     pub change: Option<Change>,
     /// It is a one-off job that ran to completion: nothing to start.
     pub finished_job: bool,
+    /// The shape of the failure (facts Docker gives).
+    pub shape: Shape,
+    /// The salient line of the run that died, if the logs said anything.
+    pub salient: Option<String>,
+    /// A start of the same failure helped before: when, and how long the
+    /// run after it lasted.
+    pub fixed_before: Option<String>,
+}
+
+impl Finding {
+    /// The failure's shape as evidence a diagnosis cites. `None` for a
+    /// container that did not fail (running, and not unhealthy).
+    pub fn shape_evidence(&self) -> Option<crate::model::FailureShape> {
+        let s = &self.shape;
+        let failed = self.diagnosis.signature.is_some() || !matches!(s.exit, shape::Exit::Running);
+        failed.then(|| crate::model::FailureShape {
+            exit: s.exit.said(),
+            uptime_secs: s.uptime_secs,
+            startup_failure: s.startup_failure,
+            ready_line: s.ready_line.clone(),
+            was_healthy: s.was_healthy,
+            starts: count(s.starts),
+            deaths: count(s.deaths),
+            quick_deaths: count(s.quick_deaths),
+            same_at_every_start: s.same_at_every_start.map(count),
+            policy_exhausted: s.policy_exhausted,
+            ran_well_after_secs: s.ran_well_after,
+            salient_line: self.salient.clone(),
+            signature: self.diagnosis.signature.clone(),
+            start_may_help: self.fixed_before.clone().or_else(|| s.ran_well()),
+        })
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn cause(class: FaultClass, reason: String, confidence: f32, evidence: &[&str]) -> Cause {
@@ -87,10 +145,15 @@ struct Facts<'o, 'a> {
     logs_ev: &'a str,
     /// The log lines, oldest first.
     lines: &'o [String],
-    /// What the log patterns found, if anything.
+    /// What the known-message table found, if anything.
     log_match: &'o Option<LogMatch>,
+    /// The known-message table on the salient line alone.
+    salient_match: &'o Option<LogMatch>,
     /// Deaths by failure within the last hour.
     deaths: &'o [&'a ContainerEvent],
+    /// The salient line of the last run.
+    salient: Option<&'o Salient>,
+    shape: &'o Shape,
 }
 
 impl<'a> Facts<'_, 'a> {
@@ -136,8 +199,13 @@ const STATE_RULES: &[(&str, StateRule)] = &[
     ("published_port", published_port_taken),
     ("restart_loop", restart_loop),
     ("unhealthy", unhealthy),
+    ("running_with_errors", running_with_errors),
     ("running", running),
-    ("log_pattern", log_pattern),
+    ("salient_message", salient_message),
+    ("word_family", word_family),
+    ("known_message", known_message),
+    ("command_failed", command_failed),
+    ("crash_signature", crash_signature),
     ("unrequested_signal", unrequested_signal),
     ("stopped", stopped),
     ("unexplained_exit", unexplained_exit),
@@ -232,21 +300,32 @@ fn published_port_taken(f: &Facts<'_, '_>) -> Option<Primary> {
     })
 }
 
+/// Restarting again and again. When its logs name a cause a restart
+/// cannot change (a setting, a permission, a port), that is the cause and
+/// the loop its shape; otherwise the loop is the finding.
 fn restart_loop(f: &Facts<'_, '_>) -> Option<Primary> {
     let c = f.c;
     let policy_restarts = c.restart_policy != "no" && !c.restart_policy.is_empty();
-    (c.restarting || (c.restart_count >= 3 && policy_restarts)).then(|| {
-        cause(
-            FaultClass::CrashLoop,
-            format!(
-                "{} is restarting repeatedly ({} restarts, last exit code {})",
-                f.name, c.restart_count, c.exit_code
-            ),
-            0.9,
-            &[f.ins],
-        )
-        .into()
-    })
+    if !(c.restarting || (c.restart_count >= 3 && policy_restarts)) {
+        return None;
+    }
+    let looping = format!(
+        "{} is restarting repeatedly ({} restarts, last exit code {}{})",
+        f.name,
+        c.restart_count,
+        c.exit_code,
+        if f.shape.policy_exhausted {
+            "; its restart policy gave up"
+        } else {
+            ""
+        }
+    );
+    if let Some(found) = named_by_logs(f).filter(|l| a_restart_cannot_fix(l.class)) {
+        let mut p = from_logs(f, found);
+        p.cause.reason = format!("{looping}: {}", p.cause.reason);
+        return Some(p);
+    }
+    Some(cause(FaultClass::CrashLoop, looping, 0.9, &[f.ins]).into())
 }
 
 /// Running, its healthcheck failing: the probe cannot run at all, or it
@@ -324,32 +403,372 @@ fn running(f: &Facts<'_, '_>) -> Option<Primary> {
     })
 }
 
-/// Exited, and its logs say why (a crash signature counts only for a
-/// non-zero exit).
-fn log_pattern(f: &Facts<'_, '_>) -> Option<Primary> {
+/// Died on its own with a non-zero exit (no stop or kill asked for it):
+/// what the logs say is its cause.
+fn failed_on_its_own(f: &Facts<'_, '_>) -> bool {
+    !f.c.running
+        && f.c.exit_code != 0
+        && !matches!(events::death(f.obs.events), events::Death::Requested(_))
+}
+
+/// A cause read from the logs: the class, what it means, the line, and the
+/// object it names; its reason says what following that object found, and
+/// its confidence counts the independent evidence behind it.
+fn from_logs(f: &Facts<'_, '_>, found: LogCause) -> Primary {
     let c = f.c;
+    let followed = follow_objects(f, found.class, &found.line, found.detail.as_deref());
+    let support = Support {
+        words: found.words,
+        salient: f
+            .salient
+            .is_some_and(|s| s.line == found.line || found.on_salient),
+        shape: shape_agrees(found.class, f.shape),
+        object: followed.confirms,
+        repeated: f.shape.same_at_every_start.is_some(),
+    };
+    let mut reason = format!(
+        "{} exited with code {}: {} (log: \"{}\").",
+        f.name, c.exit_code, found.what, found.line
+    );
+    for fact in &followed.facts {
+        reason.push_str(&format!(" {}.", upper_first(fact)));
+    }
+    if found.class == FaultClass::PermissionDenied && !followed.said_user {
+        reason.push_str(&format!(" It runs as {}{}.", c.run_as(), c.mounts_said()));
+    }
+    Primary {
+        cause: cause(
+            found.class,
+            reason,
+            support.confidence(),
+            &[f.ins, f.logs_ev],
+        ),
+        matched_line: Some(found.line),
+        detail: found.detail.or(followed.detail),
+    }
+}
+
+/// What a log rule found.
+struct LogCause {
+    class: FaultClass,
+    what: &'static str,
+    line: String,
+    detail: Option<String>,
+    /// The words were recognised (a known message or a family), not only
+    /// a level.
+    words: bool,
+    /// Found on the salient line (or the line continuing it).
+    on_salient: bool,
+}
+
+/// The known-message table, on the salient line: the line a person would
+/// read first says what it is, in words drydock knows.
+fn salient_message(f: &Facts<'_, '_>) -> Option<Primary> {
+    if !failed_on_its_own(f) {
+        return None;
+    }
+    let m = f.salient_match.clone()?;
+    // A known message that names no detail (a summary line): the detail
+    // another line of the same class names (the variable listed below it).
+    let detail = m.detail.clone().or_else(|| {
+        f.log_match
+            .as_ref()
+            .filter(|o| o.class == m.class)
+            .and_then(|o| o.detail.clone())
+    });
+    Some(from_logs(
+        f,
+        LogCause {
+            class: m.class,
+            what: m.what,
+            line: m.line,
+            detail,
+            words: true,
+            on_salient: true,
+        },
+    ))
+}
+
+/// The salient line's words belong to a failure family.
+fn word_family(f: &Facts<'_, '_>) -> Option<Primary> {
+    if !failed_on_its_own(f) {
+        return None;
+    }
+    named_by_family(f).map(|found| from_logs(f, found))
+}
+
+/// What the salient line's family says: its words, or a write to a path
+/// that following shows read-only ("Unable to create the cache directory
+/// (/var/www/var/cache)" on a read-only root).
+fn named_by_family(f: &Facts<'_, '_>) -> Option<LogCause> {
+    let s = f.salient?;
+    let family = s
+        .family
+        .or_else(|| written_to_read_only(f.c, &s.message))
+        .or_else(|| names_an_unset_variable(f.c, &s.message))?;
+    Some(LogCause {
+        class: family.class,
+        what: family.what,
+        line: s.message.clone(),
+        detail: None,
+        words: true,
+        on_salient: true,
+    })
+}
+
+/// A line about writing (creating, opening, saving) a path that is on a
+/// read-only mount or root filesystem: the read-only family.
+fn written_to_read_only(c: &ContainerView, line: &str) -> Option<words::FamilyMatch> {
+    let writes = regex_is_match!(
+        r"(?i)\b(?:creat|writ|mkdir|open|sav|renam|chmod|chown|touch|remov|delet|unlink|copy|mov|extract|lock)\w*\b",
+        line
+    );
+    let read_only = objects::extract(line)
+        .paths
+        .iter()
+        .any(|p| follow::path(p, c).read_only);
+    (writes && read_only)
+        .then(|| words::of(words::Family::ReadOnly))
+        .flatten()
+}
+
+/// An error line that names a variable-shaped setting the environment does
+/// not set ("KeyError: DATABASE_URL", "DATABASE_URL undefined"): the
+/// missing-setting family, whatever the words around it.
+fn names_an_unset_variable(c: &ContainerView, line: &str) -> Option<words::FamilyMatch> {
+    if salient::severity(line) < salient::Severity::Error {
+        return None;
+    }
+    objects::extract(line)
+        .variables
+        .iter()
+        .any(|v| !follow::variable(v, c).set)
+        .then(|| words::of(words::Family::MissingSetting))
+        .flatten()
+}
+
+/// What the logs of the last run name, whatever the container's state:
+/// a known message on the salient line, the salient line's family, or a
+/// known message elsewhere (not a crash signature).
+fn named_by_logs(f: &Facts<'_, '_>) -> Option<LogCause> {
+    if let Some(m) = f.salient_match.clone() {
+        return Some(LogCause {
+            class: m.class,
+            what: m.what,
+            line: m.line,
+            detail: m.detail,
+            words: true,
+            on_salient: true,
+        });
+    }
+    named_by_family(f).or_else(|| {
+        f.log_match
+            .clone()
+            .filter(|m| m.class != FaultClass::Crash)
+            .map(|m| LogCause {
+                class: m.class,
+                what: m.what,
+                line: m.line,
+                detail: m.detail,
+                words: true,
+                on_salient: false,
+            })
+    })
+}
+
+/// Classes a start or restart cannot change: what the logs name of these
+/// is the cause even of a restart loop (which is its shape).
+fn a_restart_cannot_fix(class: FaultClass) -> bool {
+    matches!(
+        class,
+        FaultClass::ConfigError
+            | FaultClass::PermissionDenied
+            | FaultClass::PortConflict
+            | FaultClass::DiskFull
+            | FaultClass::HostConfig
+    )
+}
+
+/// Running with no healthcheck to say how it is, but its logs say it
+/// cannot do its work: the salient line is an error that names a failure.
+/// "Kibana is up" is not an answer when Kibana logs that it cannot find
+/// Elasticsearch. (A passing healthcheck outweighs the logs.)
+fn running_with_errors(f: &Facts<'_, '_>) -> Option<Primary> {
+    let c = f.c;
+    if !c.running || c.restarting || c.health_status != HealthStatus::None {
+        return None;
+    }
+    let s = f.salient?;
+    if s.severity < salient::Severity::Error {
+        return None;
+    }
+    let found = named_by_logs(f).filter(|l| l.on_salient)?;
+    let followed = follow_objects(f, found.class, &found.line, found.detail.as_deref());
+    let support = Support {
+        words: true,
+        salient: true,
+        shape: false,
+        object: followed.confirms,
+        repeated: false,
+    };
+    let mut reason = format!(
+        "{} is running, but its logs say it {} (log: \"{}\").",
+        f.name, found.what, found.line
+    );
+    for fact in &followed.facts {
+        reason.push_str(&format!(" {}.", upper_first(fact)));
+    }
+    Some(Primary {
+        cause: cause(
+            found.class,
+            reason,
+            support.confidence(),
+            &[f.ins, f.logs_ev],
+        ),
+        matched_line: Some(found.line),
+        detail: found.detail.or(followed.detail),
+    })
+}
+
+/// A known message elsewhere in the run (not the salient line): the cause
+/// nearest the exit that the table knows. Also for an exit Docker did not
+/// record as a failure the logs may explain (a crash class needs a
+/// non-zero exit).
+fn known_message(f: &Facts<'_, '_>) -> Option<Primary> {
+    let c = f.c;
+    if c.running {
+        return None;
+    }
     let m = f
         .log_match
         .clone()
-        .filter(|m| m.class != FaultClass::Crash || c.exit_code != 0)?;
-    // Permissions depend on who runs and what is mounted: say both.
-    let context = if m.class == FaultClass::PermissionDenied {
-        format!(" It runs as {}{}.", c.run_as(), c.mounts_said())
-    } else {
+        .filter(|m| m.class != FaultClass::Crash)
+        .filter(|_| {
+            c.exit_code != 0 || !matches!(events::death(f.obs.events), events::Death::Requested(_))
+        })?;
+    Some(from_logs(
+        f,
+        LogCause {
+            class: m.class,
+            what: m.what,
+            line: m.line,
+            detail: m.detail,
+            words: true,
+            on_salient: false,
+        },
+    ))
+}
+
+/// Exit 126 or 127: the shell could not run the command.
+fn command_failed(f: &Facts<'_, '_>) -> Option<Primary> {
+    if !failed_on_its_own(f) {
+        return None;
+    }
+    let what = match f.shape.exit {
+        shape::Exit::NotExecutable => {
+            "its command could not be executed (exit 126: not executable, or a directory)"
+        }
+        shape::Exit::CommandNotFound => "its command was not found (exit 127)",
+        _ => return None,
+    };
+    let line = f.salient.map(|s| s.line.clone()).unwrap_or_default();
+    let command: Vec<&str> =
+        f.c.entrypoint
+            .iter()
+            .chain(&f.c.command)
+            .map(String::as_str)
+            .take(4)
+            .collect();
+    let said = if line.is_empty() {
         String::new()
+    } else {
+        format!(" (log: \"{line}\")")
+    };
+    let support = Support {
+        words: false,
+        salient: !line.is_empty(),
+        shape: true,
+        object: true,
+        repeated: f.shape.same_at_every_start.is_some(),
     };
     Some(Primary {
         cause: cause(
-            m.class,
+            FaultClass::ConfigError,
             format!(
-                "{} exited with code {}: {} (log: \"{}\").{context}",
-                f.name, c.exit_code, m.what, m.line
+                "{} exited with code {}: {what}{said}. Its command is `{}`: check that the file exists in the image and is executable, and that the entrypoint's interpreter is installed.",
+                f.name,
+                f.c.exit_code,
+                command.join(" ")
             ),
-            0.85,
+            support.confidence(),
             &[f.ins, f.logs_ev],
         ),
-        matched_line: Some(m.line),
-        detail: m.detail,
+        matched_line: (!line.is_empty()).then_some(line),
+        detail: command.first().map(|c| c.to_string()),
+    })
+}
+
+/// A crash: a panic, an uncaught exception, a traceback (the known crash
+/// signatures), or a signal of the binary's own crash (SIGSEGV, SIGABRT,
+/// SIGILL).
+fn crash_signature(f: &Facts<'_, '_>) -> Option<Primary> {
+    if !failed_on_its_own(f) {
+        return None;
+    }
+    let signature = f
+        .log_match
+        .clone()
+        .filter(|m| m.class == FaultClass::Crash)
+        .or_else(|| {
+            // The runtimes' own words for a crash, whatever follows them.
+            let s = f.salient?;
+            regex_is_match!(
+                r"^panic: |\bpanicked at\b|^Traceback \(most recent call last\)|^Unhandled exception|\bUncaught \w*(?:Error|Exception)\b|^Exception in thread \x22|^fatal error: |^terminate called after throwing",
+                &s.line
+            )
+            .then(|| LogMatch {
+                class: FaultClass::Crash,
+                what: "the program crashed",
+                line: s.line.clone(),
+                detail: None,
+            })
+        });
+    let signal = f.shape.exit.is_crash_signal();
+    if signature.is_none() && !signal {
+        return None;
+    }
+    let line = signature
+        .as_ref()
+        .map(|m| m.line.clone())
+        .or_else(|| f.salient.map(|s| s.line.clone()));
+    let support = Support {
+        words: signature.is_some(),
+        salient: signature
+            .as_ref()
+            .zip(f.salient)
+            .is_some_and(|(m, s)| m.line == s.line),
+        shape: signal || f.shape.ran_well().is_some(),
+        object: false,
+        repeated: f.shape.same_at_every_start.is_some(),
+    };
+    let log = line
+        .as_ref()
+        .map(|l| format!(" (log: \"{l}\")"))
+        .unwrap_or_default();
+    Some(Primary {
+        cause: cause(
+            FaultClass::Crash,
+            format!(
+                "{} exited with code {}: the program crashed{log}; {}",
+                f.name,
+                f.c.exit_code,
+                f.shape.said()
+            ),
+            support.confidence(),
+            &f.with_events(&[f.ins, f.logs_ev]),
+        ),
+        matched_line: line,
+        detail: None,
     })
 }
 
@@ -507,19 +926,195 @@ pub fn probe_dependency(c: &ContainerView) -> Option<LogMatch> {
     (!is_self(&named.host, c)).then_some(m)
 }
 
+/// Nothing supports a cause: `unknown`, with the salient lines, the
+/// shape, what was ruled out and where a person should look next.
 fn unexplained_exit(f: &Facts<'_, '_>) -> Option<Primary> {
-    Some(
-        cause(
-            FaultClass::Crash,
+    let c = f.c;
+    let last_words = match f.salient {
+        Some(s) => format!("its last words: \"{}\"", s.line),
+        None => "it logged nothing".to_string(),
+    };
+    let mut ruled_out = vec![format!(
+        "not an OOM kill (State.OOMKilled is false{})",
+        if events::oom(f.obs.events).is_none() && !f.obs.events_evidence.is_empty() {
+            ", and the engine recorded no oom event"
+        } else {
+            ""
+        }
+    )];
+    if c.error.is_empty() {
+        ruled_out.push("no error from the engine".into());
+    }
+    if events::death(f.obs.events) == events::Death::Unrequested {
+        ruled_out.push("no `docker stop` or `kill` before it died".into());
+    }
+    ruled_out.push(format!(
+        "no failure words drydock knows in its last {} lines",
+        f.lines.len().min(logs::LOG_WINDOW)
+    ));
+    Some(Primary {
+        cause: cause(
+            FaultClass::Unknown,
             format!(
-                "{} exited with code {} and its logs name no known cause",
-                f.name, f.c.exit_code
+                "drydock cannot tell why {} exited: {}; {last_words}. Ruled out: {}. Look next at the lines before its last ones (`docker logs --tail 300 {}`), at log files it may write inside the container, and at what changed since it last ran well.",
+                f.name,
+                f.shape.said(),
+                ruled_out.join(", "),
+                f.name
             ),
-            0.6,
-            &[f.ins, f.logs_ev],
-        )
-        .into(),
-    )
+            0.25,
+            &f.with_events(&[f.ins, f.logs_ev]),
+        ),
+        matched_line: f.salient.map(|s| s.line.clone()),
+        detail: None,
+    })
+}
+
+/// What independently supports a cause read from the logs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Support {
+    /// Its words are recognised: a known message, a family, a crash
+    /// signature.
+    words: bool,
+    /// It is the salient line: the newest of the worst severity.
+    salient: bool,
+    /// The failure's shape fits the class (a startup failure for a setting,
+    /// a runtime death for a crash).
+    shape: bool,
+    /// What the error names was found and fits (the path on a read-only
+    /// mount, the variable missing from the environment).
+    object: bool,
+    /// The same failure at each of its last starts.
+    repeated: bool,
+}
+
+impl Support {
+    /// A line alone is weak; each independent support adds to it.
+    fn confidence(self) -> f32 {
+        let mut c = 0.3;
+        for (held, weight) in [
+            (self.words, 0.25),
+            (self.salient, 0.1),
+            (self.shape, 0.15),
+            (self.object, 0.15),
+            (self.repeated, 0.05),
+        ] {
+            if held {
+                c += weight;
+            }
+        }
+        (c as f32).min(0.95)
+    }
+}
+
+/// Whether the failure's shape fits `class`: a setting, a permission, a
+/// port, a full disk or a host limit stop a program at its start (or at
+/// every start); a dependency can fail it any time; a crash of a program
+/// that ran well is a crash of its work.
+fn shape_agrees(class: FaultClass, s: &Shape) -> bool {
+    match class {
+        FaultClass::ConfigError
+        | FaultClass::PermissionDenied
+        | FaultClass::PortConflict
+        | FaultClass::HostConfig => s.startup_failure || s.same_at_every_start.is_some(),
+        FaultClass::DiskFull | FaultClass::DependencyUnavailable | FaultClass::OomKilled => {
+            !matches!(s.exit, shape::Exit::Running | shape::Exit::Clean)
+        }
+        FaultClass::Crash => s.exit.is_crash_signal() || s.ran_well().is_some(),
+        _ => false,
+    }
+}
+
+/// What following the objects of a line found.
+#[derive(Debug, Default)]
+struct Followed {
+    facts: Vec<String>,
+    /// A found object fits the class.
+    confirms: bool,
+    /// The object to name in advice, when the line's own rule named none.
+    detail: Option<String>,
+    said_user: bool,
+}
+
+/// Follow what `line` names into the container's definition.
+fn follow_objects(
+    f: &Facts<'_, '_>,
+    class: FaultClass,
+    line: &str,
+    detail: Option<&str>,
+) -> Followed {
+    let c = f.c;
+    let mut out = Followed::default();
+    let o = objects::extract(line);
+    let writes = matches!(class, FaultClass::PermissionDenied | FaultClass::DiskFull);
+    let file = matches!(
+        class,
+        FaultClass::ConfigError | FaultClass::PermissionDenied
+    );
+    // A path: the mount that holds it, read-only or not.
+    for path in o.paths.iter().take(2) {
+        if !(writes || file) {
+            break;
+        }
+        let p = follow::path(path, c);
+        if p.mount.is_some() || p.read_only {
+            out.confirms |= p.read_only || class == FaultClass::PermissionDenied;
+            out.facts.push(p.said());
+            out.detail.get_or_insert_with(|| path.clone());
+        } else if class == FaultClass::PermissionDenied && p.path.len() > 1 {
+            out.facts.push(p.said());
+            out.detail.get_or_insert_with(|| path.clone());
+        }
+    }
+    // A variable: set or not, by name; a near miss named.
+    let variables: Vec<String> = detail
+        .filter(|d| {
+            d.chars()
+                .all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '_')
+        })
+        .map(|d| vec![d.to_string()])
+        .unwrap_or_else(|| o.variables.clone());
+    if class == FaultClass::ConfigError {
+        for v in variables.iter().take(2) {
+            let fact = follow::variable(v, c);
+            out.confirms |= !fact.set;
+            out.facts.push(fact.said());
+            out.detail.get_or_insert_with(|| v.clone());
+        }
+    }
+    // A user: who it runs as, beside the path it was refused.
+    if class == FaultClass::PermissionDenied {
+        out.facts.push(format!("It runs as {}", c.run_as()));
+        out.said_user = true;
+        if !o.paths.is_empty() && c.mounts.is_empty() && !c.read_only_rootfs {
+            out.facts.push("it has no mounts".into());
+        }
+    }
+    // A host or port the line names is followed by the engine (other
+    // containers); here it only becomes the detail.
+    if out.detail.is_none() {
+        out.detail = match class {
+            FaultClass::DependencyUnavailable => o
+                .endpoints
+                .first()
+                .map(|(h, p)| p.map_or(h.clone(), |p| format!("{h}:{p}"))),
+            FaultClass::PortConflict => o.ports.first().map(|p| p.to_string()),
+            _ => o
+                .modules
+                .first()
+                .cloned()
+                .or_else(|| o.paths.first().cloned()),
+        };
+    }
+    out
+}
+
+fn upper_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Diagnose one container: the first state rule that fires names the
@@ -541,6 +1136,22 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         v
     };
     let deaths = events::failed_deaths(obs.events, obs.now_unix - 3600);
+    // The run that died, its salient line, and the failure's shape.
+    let last = shape::last_run(c, &obs.logs.lines, obs.events);
+    let salient = salient::salient(&last);
+    let shape = shape::shape(
+        c,
+        obs.events,
+        &obs.logs.lines,
+        salient.as_ref().map(|s| s.line.as_str()),
+        obs.ran_well_after,
+        obs.now_unix,
+    );
+    let salient_match = salient.as_ref().and_then(|s| {
+        let next = last.get(s.index + 1).map(|l| l.to_string());
+        let block: Vec<String> = std::iter::once(s.line.clone()).chain(next).collect();
+        match_logs(&block).filter(|m| m.class != FaultClass::Crash)
+    });
     let facts = Facts {
         obs,
         c,
@@ -549,7 +1160,10 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         logs_ev,
         lines: &lines,
         log_match: &log_match,
+        salient_match: &salient_match,
         deaths: &deaths,
+        salient: salient.as_ref(),
+        shape: &shape,
     };
     let first = STATE_RULES
         .iter()
@@ -584,21 +1198,26 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
     }
 
     // A running-but-unhealthy or crash-looping container often says why in
-    // its logs: report that as a secondary cause.
-    if let (Some(first), Some(m)) = (causes.first(), &log_match) {
+    // its logs (a known message, else the salient line's family): report
+    // that as a secondary cause.
+    let said_by_logs = log_match
+        .clone()
+        .map(|m| (m.class, m.what, m.line, m.detail))
+        .or_else(|| named_by_family(&facts).map(|l| (l.class, l.what, l.line, l.detail)));
+    if let (Some(first), Some((class, what, line, said_detail))) = (causes.first(), said_by_logs) {
         if matches!(first.class, FaultClass::Unhealthy | FaultClass::CrashLoop)
-            && !causes.iter().any(|k| k.class == m.class)
+            && !causes.iter().any(|k| k.class == class)
         {
             causes.push(cause(
-                m.class,
-                format!("its logs show {}: \"{}\"", m.what, m.line),
+                class,
+                format!("its logs say: {what} (\"{line}\")"),
                 0.6,
                 &[logs_ev],
             ));
             if matched_line.is_none() {
-                matched_line = Some(m.line.clone());
+                matched_line = Some(line);
             }
-            detail = detail.or(m.detail.clone());
+            detail = detail.or(said_detail);
         }
     }
 
@@ -658,11 +1277,23 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
     if !timeline.is_empty() {
         summary = format!("{summary} Recent events: {timeline}.");
     }
+    let signature = failure_signature(c, salient.as_ref());
+    let fixed_before = signature.as_ref().and_then(|_| {
+        shape::fixed_before(
+            c,
+            obs.events,
+            &obs.logs.lines,
+            salient.as_ref().map(|s| s.line.as_str()),
+            obs.ran_well_after,
+        )
+    });
     let diagnosis = Diagnosis {
         summary,
         confidence: primary.confidence,
         causes,
         engine: "rules".into(),
+        signature,
+        model: None,
     };
     Finding {
         diagnosis,
@@ -670,7 +1301,29 @@ pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
         detail,
         change: blamed.map(|(c, _)| c.clone()),
         finished_job: is_finished_job,
+        shape,
+        salient: salient.map(|s| s.line),
+        fixed_before,
     }
+}
+
+/// The failure's signature: how it ended and its salient line without
+/// its numbers. `None` for a container that did not fail.
+fn failure_signature(c: &ContainerView, salient: Option<&Salient>) -> Option<String> {
+    let line = salient
+        .map(|s| shape::normalized(&s.line))
+        .unwrap_or_default();
+    if c.running {
+        return (c.health_status == HealthStatus::Unhealthy).then(|| {
+            let probe = c
+                .health_log
+                .last()
+                .map(|p| shape::normalized(p.output.trim()))
+                .unwrap_or_default();
+            format!("unhealthy: {probe}")
+        });
+    }
+    (c.exit_code != 0 || c.oom_killed).then(|| format!("exit {}: {line}", c.exit_code))
 }
 
 /// A reason as a sentence of a summary: ends with a full stop.

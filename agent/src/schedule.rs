@@ -247,6 +247,7 @@ mod tests {
                 evidence_ids: vec![],
             }],
             engine: "rules".into(),
+            ..Default::default()
         });
         req
     }

@@ -148,6 +148,7 @@ async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
             verify_max_wait: Duration::from_secs(5),
             verify_poll: Duration::from_millis(100),
             stable_for: std::time::Duration::from_secs(3),
+            ran_well_after: std::time::Duration::from_secs(60),
             logs_tail: 200,
             runbook: Arc::new(Runbook::default()),
             llm: Some(Arc::new(setup)),

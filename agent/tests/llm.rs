@@ -13,7 +13,7 @@ mod support;
 use drydock_agent::config::LlmConfig;
 use drydock_agent::executor_client::ExecutorError;
 use drydock_agent::llm::agent_loop::{Limits, TRUNCATED_REPLY};
-use drydock_agent::llm::investigate::{investigate, Input, Report, Setup, Verdict};
+use drydock_agent::llm::investigate::{investigate, Input, Report, Setup, Verdict, WriteGate};
 use drydock_agent::llm::provider::{ApiKey, Provider};
 use drydock_agent::llm::tools::Journal;
 use drydock_agent::model::*;
@@ -216,6 +216,7 @@ async fn run_refusing(
         confidence: 0.6,
         causes: vec![],
         engine: "rules".into(),
+        ..Default::default()
     };
     let report = investigate(
         &setup(&url, provider, limits),
@@ -223,7 +224,11 @@ async fn run_refusing(
             request: req,
             analyzer: Some(&analyzer),
             policy: Some(policy()),
-            no_target_write: no_target_write.map(String::from),
+            gate: WriteGate {
+                always: no_target_write.map(String::from),
+                ..Default::default()
+            },
+            open: false,
         },
         exec,
         &journal,
@@ -502,7 +507,8 @@ async fn unreachable_model_falls_back() {
             request: &req,
             analyzer: None,
             policy: Some(policy()),
-            no_target_write: None,
+            gate: WriteGate::default(),
+            open: false,
         },
         &exec,
         &journal,
@@ -559,7 +565,8 @@ async fn cancellation_mid_stream_unwinds_promptly() {
             request: &req,
             analyzer: None,
             policy: Some(policy()),
-            no_target_write: None,
+            gate: WriteGate::default(),
+            open: false,
         },
         &exec,
         &journal,
@@ -983,7 +990,8 @@ async fn run_budget(
         request: req,
         analyzer: None,
         policy: Some(policy()),
-        no_target_write: None,
+        gate: WriteGate::default(),
+        open: false,
     };
     let report = investigate(&s, input, exec, &journal, &mut rx).await;
     (report, script)

@@ -190,6 +190,10 @@ pub struct ContainerDetails {
     pub env: Vec<String>,
     pub restart_count: i64,
     pub restart_policy: String,
+    /// `on-failure:N`'s N (0: unbounded, or another policy).
+    pub restart_max_retries: i64,
+    /// `--read-only`: the root filesystem is read-only.
+    pub read_only_rootfs: bool,
     pub networks: Vec<String>,
     pub aliases: Vec<String>,
     pub created: String,

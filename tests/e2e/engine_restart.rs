@@ -68,7 +68,16 @@ fn a_death_while_the_engine_restarts_is_seen_and_opens_its_request() {
     // The stream is open and journaling: a first crash is seen as usual.
     let before = format!("{prefix}-before");
     engine.ok(&[
-        "run", "-d", "--name", &before, FIXTURE, "crash", "--code", "2",
+        "run",
+        "-d",
+        "--name",
+        &before,
+        FIXTURE,
+        "crash",
+        "--code",
+        "2",
+        "--stderr-line",
+        "panic: runtime error: index out of range [1] with length 1",
     ]);
     let first = watch_request(&dd, &before, Duration::from_secs(60));
     assert_eq!(
@@ -91,6 +100,8 @@ fn a_death_while_the_engine_restarts_is_seen_and_opens_its_request() {
         "4000",
         "--line",
         "ERROR lost the lock on the queue",
+        "--stderr-line",
+        "panic: queue lock lost",
     ]);
     engine.stop_daemon();
     std::thread::sleep(Duration::from_secs(7));
@@ -120,7 +131,16 @@ fn a_death_while_the_engine_restarts_is_seen_and_opens_its_request() {
     // agent's stream to the executor was never broken.
     let after = format!("{prefix}-after");
     engine.ok(&[
-        "run", "-d", "--name", &after, FIXTURE, "crash", "--code", "4",
+        "run",
+        "-d",
+        "--name",
+        &after,
+        FIXTURE,
+        "crash",
+        "--code",
+        "4",
+        "--stderr-line",
+        "panic: runtime error: invalid memory address or nil pointer dereference",
     ]);
     let later = watch_request(&dd, &after, Duration::from_secs(60));
     assert_eq!(

@@ -110,6 +110,9 @@ fn a_container_whose_image_is_gone_is_told_what_that_breaks() {
             "crash",
             "--code",
             "1",
+            // It got as far as serving before its panic: a start can help.
+            "--line",
+            "INFO api listening on :8080",
             "--stderr-line",
             "panic: runtime error: invalid memory address or nil pointer dereference",
         ],

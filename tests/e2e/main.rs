@@ -21,6 +21,7 @@ mod executor_events;
 mod executor_load;
 mod fault_classes;
 mod followups;
+mod generalizes;
 mod hostile_model;
 mod hosts;
 mod hosts_many;

@@ -138,6 +138,12 @@ pub struct ContainerView {
     /// (the executor's key): a changed value shows, the value never does.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env_hashes: BTreeMap<String, String>,
+    /// Its root filesystem is read-only (`--read-only`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only_rootfs: bool,
+    /// `on-failure:N`'s N; 0 when unbounded or another policy.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restart_max_retries: i64,
 }
 
 impl ContainerView {

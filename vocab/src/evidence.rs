@@ -85,6 +85,50 @@ pub struct PastRepair {
     pub held: bool,
 }
 
+/// The shape of a failure, read from facts Docker gives (the exit code,
+/// the start and death events, the runs in the logs, the health log): what
+/// a diagnosis knows before it reads any words, and what decides whether a
+/// start or restart can help.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FailureShape {
+    /// The exit code in words (or that it runs).
+    pub exit: String,
+    /// How long its last run lasted, to its death or to now.
+    #[serde(default)]
+    pub uptime_secs: Option<i64>,
+    /// It died before `ran_well_after` without saying it was ready.
+    pub startup_failure: bool,
+    /// The line of its last run that said it was ready.
+    #[serde(default)]
+    pub ready_line: Option<String>,
+    /// It passed its healthcheck at some point.
+    pub was_healthy: bool,
+    /// Starts and deaths the engine recorded in the window, and the
+    /// deaths that came within `ran_well_after` of their start.
+    pub starts: u32,
+    pub deaths: u32,
+    pub quick_deaths: u32,
+    /// The salient line was logged in each of this many runs.
+    #[serde(default)]
+    pub same_at_every_start: Option<u32>,
+    /// Its `on-failure:N` restart policy gave up.
+    pub policy_exhausted: bool,
+    /// The seconds a run must last to count as having run well.
+    pub ran_well_after_secs: i64,
+    /// The salient line of the run that died (found by severity and
+    /// position, not by a known message).
+    #[serde(default)]
+    pub salient_line: Option<String>,
+    /// The failure's signature: how it ended and its salient line without
+    /// numbers.
+    #[serde(default)]
+    pub signature: Option<String>,
+    /// Why a start may help, from this evidence: it ran well, or the same
+    /// failure was fixed by a start before. `None`: nothing says so.
+    #[serde(default)]
+    pub start_may_help: Option<String>,
+}
+
 /// A repair held when the target did not fail again within this long.
 pub const HELD_FOR_SECS: i64 = 24 * 3600;
 /// Restarts that did not hold, in a row, after which another is not
@@ -448,6 +492,8 @@ evidence! {
     Events(Vec<ContainerEvent>) = "events",
     /// What the target logged before a past death.
     DeathLogs(DeathLogs) = "death_logs",
+    /// The failure's shape, derived from the evidence above.
+    Shape(FailureShape) = "shape",
     /// What changed since the last incarnation that ran well.
     Change(Change) = "change",
     /// A dependency the evidence names, and the container behind it.

@@ -35,8 +35,8 @@ pub use event::*;
 pub use evidence::kind;
 pub use evidence::{
     AfterWrite, ContainerSnapshot, DependencyState, Evidence, EvidenceKind, EvidencePayload,
-    History, HostUnreachable, NotesFound, PastRepair, PastRequest, PreWriteSnapshot, RunbookEntry,
-    ServiceSnapshot, HELD_FOR_SECS, RESTARTS_BEFORE_TELLING,
+    FailureShape, History, HostUnreachable, NotesFound, PastRepair, PastRequest, PreWriteSnapshot,
+    RunbookEntry, ServiceSnapshot, HELD_FOR_SECS, RESTARTS_BEFORE_TELLING,
 };
 pub use notify::{DeliveryStatus, NotifyEvent};
 pub use request::*;

@@ -362,13 +362,35 @@ pub struct Cause {
     pub evidence_ids: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct Diagnosis {
     pub summary: String,
     pub confidence: f32,
     pub causes: Vec<Cause>,
     /// `rules` or the model's name.
     pub engine: String,
+    /// The failure's signature: its exit code and its salient log line
+    /// with the numbers taken out. Two deaths with one signature are the
+    /// same failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// The model's part, when a model investigated: its turns, tokens and
+    /// time, and whether it was an open investigation (the rules were not
+    /// sure and gave it no answer to confirm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelRun>,
+}
+
+/// What a model's investigation took.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+pub struct ModelRun {
+    pub turns: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub elapsed_ms: u64,
+    /// The rules engine was not sure (below the confidence a write needs,
+    /// or `unknown`): the model got no rules answer to confirm.
+    pub open: bool,
 }
 
 /// A container's write as planned, with what belongs to it: a rollback

@@ -120,3 +120,35 @@ fn a_webhook_event_that_does_not_exist_is_refused_naming_the_key_and_the_words()
         "{err}"
     );
 }
+
+#[test]
+fn ran_well_after_is_read_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
+        std::fs::write(dir.path().join(f), "x").unwrap();
+    }
+    let path = dir.path().join("agent.yaml");
+    let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+    std::fs::write(&path, base).unwrap();
+    assert_eq!(
+        Config::load(&path).unwrap().diagnosis.ran_well_after,
+        Duration::from_secs(60)
+    );
+    std::fs::write(&path, format!("{base}diagnosis: {{ran_well_after: 5m}}\n")).unwrap();
+    assert_eq!(
+        Config::load(&path).unwrap().diagnosis.ran_well_after,
+        Duration::from_secs(300)
+    );
+    for bad in ["0s", "2h"] {
+        std::fs::write(
+            &path,
+            format!("{base}diagnosis: {{ran_well_after: {bad}}}\n"),
+        )
+        .unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("diagnosis.ran_well_after") && err.contains("1s and 1h"),
+            "{bad}: {err}"
+        );
+    }
+}

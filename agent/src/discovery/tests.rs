@@ -253,3 +253,91 @@ fn services_are_found_by_their_short_name_and_by_a_task_container_name() {
     assert_eq!(task_service("my.app"), None, "a dotted name is not a task");
     assert_eq!(task_service("shop_api.1.short"), None);
 }
+
+/// How a person names what is broken when the words name no container,
+/// or name a healthy one beside the broken one.
+#[test]
+fn the_broken_one_is_meant_when_the_words_do_not_say() {
+    let fleet = vec![
+        c(
+            "saffron-wordpress-1",
+            Some("wordpress"),
+            "wordpress:6.4-apache",
+        ),
+        c("saffron-db-1", Some("db"), "mariadb:11"),
+        broken(
+            c(
+                "vellum-vaultwarden-1",
+                Some("vaultwarden"),
+                "vaultwarden/server:1.32",
+            ),
+            'v',
+        ),
+        broken(
+            c(
+                "vellum-vaultwarden-db-1",
+                Some("vaultwarden-db"),
+                "postgres:16",
+            ),
+            'w',
+        ),
+        c(
+            "parsec-keycloak-1",
+            Some("keycloak"),
+            "quay.io/keycloak/keycloak:24",
+        ),
+        c("quokka-gitea-1", Some("gitea"), "gitea/gitea:1.21"),
+    ];
+    let found = |msg: &str, fleet: &[ContainerSummaryView]| match discover(msg, fleet) {
+        Discovery::Found(c) => (c.container_name, c.why),
+        other => (format!("{other:?}"), String::new()),
+    };
+    // Roles people say: the password manager, sso, git, the blog.
+    assert_eq!(
+        found("the password manager is down", &fleet).0,
+        "vellum-vaultwarden-1"
+    );
+    assert_eq!(
+        found("sso is down, nobody can log in", &fleet).0,
+        "parsec-keycloak-1"
+    );
+    assert_eq!(
+        found("git.quokka keeps restarting", &fleet).0,
+        "quokka-gitea-1"
+    );
+    assert_eq!(
+        found("the blog is down", &fleet[..2]).0,
+        "saffron-wordpress-1"
+    );
+    // No word names a container, and one is broken: that one.
+    let blog = [
+        broken(
+            c(
+                "saffron-wordpress-1",
+                Some("wordpress"),
+                "wordpress:6.4-apache",
+            ),
+            'a',
+        ),
+        c("saffron-db-1", Some("db"), "mariadb:11"),
+    ];
+    let (name, why) = found("nothing loads since this morning", &blog);
+    assert_eq!(name, "saffron-wordpress-1");
+    assert!(why.contains("only broken one in scope"), "{why}");
+    // Two broken and nothing named: still a question.
+    assert!(matches!(
+        discover("nothing loads since this morning", &fleet[2..4]),
+        Discovery::NoMatch(_)
+    ));
+    // A healthy container named first, a broken one named too: the broken.
+    let pair = [
+        c("hazel-telegraf-1", Some("telegraf"), "telegraf:1.29"),
+        broken(c("hazel-influxdb-1", Some("influxdb"), "influxdb:2.7"), 'i'),
+    ];
+    let (name, why) = found(
+        "influx keeps restarting, telegraf can't write metrics",
+        &pair,
+    );
+    assert_eq!(name, "hazel-influxdb-1");
+    assert!(why.contains("the only broken one"), "{why}");
+}

@@ -79,7 +79,24 @@ impl Engine {
         let (summary, reason) = match &container {
             Some(d) => (
                 format!("{} is container {}: state={} health={}", named.display(), d.name, d.status, d.health_status),
-                format!("{} cannot reach {}; that is container {}, which is {}{}", c.name, named.display(), d.name, d.status, if d.health_status != HealthStatus::None { format!(" and {}", d.health_status) } else { String::new() }),
+                format!(
+                    "{} cannot reach {}; that is container {}, which is {}{}{}",
+                    c.name,
+                    named.display(),
+                    d.name,
+                    d.status,
+                    if d.health_status != HealthStatus::None { format!(" and {}", d.health_status) } else { String::new() },
+                    if crate::planner::share_no_network(c, d) {
+                        format!(
+                            ", on the network {} while {} is on {}: they share no network, so the name does not reach it",
+                            d.networks.join(", "),
+                            c.name,
+                            c.networks.join(", ")
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
             ),
             None => (
                 format!("no container behind {}", named.display()),

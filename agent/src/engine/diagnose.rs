@@ -14,9 +14,26 @@ impl Engine {
         let Some(observed) = Self::observed(req) else {
             return Ok(None);
         };
-        let finding = rules::diagnose(&observed.observation());
+        let finding = rules::diagnose(&observed.observation(self.config.ran_well_after));
         let (c, logs_ev) = (&observed.container, &observed.logs_ev);
         let mut diagnosis = finding.diagnosis.clone();
+        // The failure's shape is evidence of its own, cited by the cause it
+        // shaped (a startup failure, a run that went well, the same line at
+        // every start).
+        if let Some(shape) = finding.shape_evidence() {
+            let said = finding.shape.said();
+            let ev = self
+                .add_evidence(
+                    &req.id,
+                    "agent (inspect, events, logs)",
+                    EvidencePayload::Shape(shape),
+                    said,
+                )
+                .await?;
+            if let Some(first) = diagnosis.causes.first_mut() {
+                first.evidence_ids.push(ev);
+            }
+        }
         if let Some((cause, state)) = self.examine_dependency(req, &finding, c, logs_ev).await? {
             // Unhealthy because a service it needs is down (not running, or
             // no container at all): that is the fault, and the dependency is
@@ -39,20 +56,66 @@ impl Engine {
         Ok(Some(diagnosis))
     }
 
-    /// Why the rules engine makes no write on the target whatever the
-    /// class: a job that ran to completion, or a failure that a change
-    /// explains (a start or restart runs the same definition again).
-    fn no_target_write(req: &Request) -> Option<String> {
-        let observed = Self::observed(req)?;
-        let finding = rules::diagnose(&observed.observation());
-        if finding.finished_job {
-            return Some("it is a one-off job that ran to completion".into());
+    /// Why no write on the target is supported by the evidence, whoever
+    /// proposes it, for each reading of the failure: a job that ran to
+    /// completion or a failure a change explains (a start runs the same
+    /// definition again) whatever the cause; else what
+    /// `planner::write_supported` says for the rules' diagnosis, for a
+    /// failure of the target's own, and for a dependency.
+    pub(super) fn write_gate(
+        &self,
+        req: &Request,
+        analyzer: Option<&Diagnosis>,
+    ) -> investigate::WriteGate {
+        let Some(observed) = Self::observed(req) else {
+            return investigate::WriteGate::default();
+        };
+        let c = &observed.container;
+        let mut finding = rules::diagnose(&observed.observation(self.config.ran_well_after));
+        let always = if finding.finished_job {
+            Some("it is a one-off job that ran to completion".to_string())
+        } else {
+            finding.change.as_ref().map(|ch| {
+                format!(
+                    "the failure follows a change ({}), and a start or restart runs the same definition again",
+                    ch.said
+                )
+            })
+        };
+        if let Some(d) = analyzer.or(req.rules_diagnosis.as_ref()) {
+            finding.diagnosis = d.clone();
         }
-        finding.change.map(|c| {
-            format!(
-                "the failure follows a change ({}), and a start or restart runs the same definition again",
-                c.said
-            )
+        let context = Self::context(req, &finding, c);
+        let as_class = |class: FaultClass| {
+            let mut f = finding.clone();
+            f.diagnosis.causes.insert(
+                0,
+                Cause {
+                    class,
+                    reason: String::new(),
+                    confidence: 1.0,
+                    evidence_ids: Vec::new(),
+                },
+            );
+            crate::planner::write_supported(&f, c, &context).err()
+        };
+        investigate::WriteGate {
+            always,
+            own: as_class(if c.running {
+                FaultClass::Unhealthy
+            } else {
+                FaultClass::Crash
+            }),
+            dependency: as_class(FaultClass::DependencyUnavailable),
+            rules: crate::planner::write_supported(&finding, c, &context).err(),
+        }
+    }
+
+    /// Whether the rules engine's diagnosis is too unsure for a model to
+    /// confirm: no cause, `unknown`, or below the confidence a write needs.
+    fn unsure(analyzer: Option<&Diagnosis>) -> bool {
+        analyzer.and_then(|d| d.causes.first()).is_none_or(|c| {
+            c.class == FaultClass::Unknown || c.confidence < rules::WRITE_CONFIDENCE
         })
     }
 
@@ -89,13 +152,17 @@ impl Engine {
         .await?;
         let mut cancel = self.control(id).cancel.subscribe();
         let journal = EngineJournal { engine: self, id };
+        // A target the rules are unsure of is investigated openly.
+        let open = req.target.is_some() && Self::unsure(analyzer.as_ref());
+        let started = std::time::Instant::now();
         let report = investigate::investigate(
             setup,
             investigate::Input {
                 request: &req,
                 analyzer: analyzer.as_ref(),
                 policy: Self::latest_policy(&req),
-                no_target_write: Self::no_target_write(&req),
+                gate: self.write_gate(&req, analyzer.as_ref()),
+                open,
             },
             self.exec(id).as_ref(),
             &journal,
@@ -104,6 +171,13 @@ impl Engine {
         .await;
         let usage = report.usage;
         let turns = report.turns;
+        let model_run = ModelRun {
+            turns,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            open,
+        };
         self.update(
             id,
             EventPayload::LlmUsage(LlmUsage {
@@ -164,6 +238,7 @@ impl Engine {
                 plan,
                 note,
             } => {
+                diagnosis.model = Some(model_run);
                 if let Some(note) = &note {
                     self.update(
                         id,

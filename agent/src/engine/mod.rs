@@ -63,6 +63,9 @@ pub struct EngineConfig {
     /// (`verify.stable_for`; longer for a healthcheck's own schedule): a
     /// process that wedges again a second after a restart is not fixed.
     pub stable_for: Duration,
+    /// How long a run must last to count as having run well
+    /// (`diagnosis.ran_well_after`).
+    pub ran_well_after: Duration,
     pub logs_tail: u32,
     pub runbook: Arc<Runbook>,
     /// Model-backed investigation; `None` (the default) is rules only.
@@ -656,7 +659,7 @@ struct Observed {
 }
 
 impl Observed {
-    fn observation(&self) -> crate::rules::Observation<'_> {
+    fn observation(&self, ran_well_after: Duration) -> crate::rules::Observation<'_> {
         crate::rules::Observation {
             container: &self.container,
             container_evidence: &self.container_ev,
@@ -671,6 +674,7 @@ impl Observed {
             asked: self.asked,
             now_unix: self.now_unix,
             change: self.change.as_ref().map(|(c, ev)| (c, ev.as_str())),
+            ran_well_after: i64::try_from(ran_well_after.as_secs()).unwrap_or(i64::MAX),
         }
     }
 }

@@ -25,6 +25,26 @@ impl Engine {
                     }
                 }
             }
+            // A write on the target the evidence does not support was
+            // refused to the model: the request says so.
+            if let Some(target) = &req.target {
+                let open = diagnosis.model.as_ref().is_some_and(|m| m.open);
+                let class = diagnosis.causes.first().map(|c| c.class);
+                let on_target = plan.steps.iter().any(|s| s.target().id() == target.id());
+                if let Some(why) = self
+                    .write_gate(req, req.rules_diagnosis.as_ref())
+                    .refusal(open, class)
+                    .filter(|_| !on_target)
+                {
+                    let said = format!(
+                        "drydock proposes no start or restart of {}: {why}.",
+                        target.name()
+                    );
+                    if !plan.advice.contains(&said) {
+                        plan.advice.push(said);
+                    }
+                }
+            }
             return self.propose(req, plan, &diagnosis).await;
         }
         match self.rules_plan(req) {
@@ -43,7 +63,7 @@ impl Engine {
             return Err("no evidence to plan from");
         };
         let policy = Self::latest_policy(req).ok_or("the executor's policy was not observed")?;
-        let mut finding = rules::diagnose(&observed.observation());
+        let mut finding = rules::diagnose(&observed.observation(self.config.ran_well_after));
         // The saved diagnosis includes what diagnosis learned beyond the
         // rules (the dependency's state). With a model configured, the rules
         // planner plans from the rules engine's own diagnosis, never from
@@ -158,6 +178,15 @@ impl Engine {
 
 /// A port number in text like `listen tcp :8080`, `0.0.0.0:8080 failed`.
 fn port_in(text: &str) -> Option<u32> {
+    // A detail that is the port itself ("8080").
+    if let Some(p) = text
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=65535).contains(n))
+    {
+        return Some(p);
+    }
     text.split(|c: char| !(c.is_ascii_digit() || c == ':'))
         .filter_map(|t| t.rsplit_once(':').map(|(_, p)| p))
         .find_map(|p| p.parse::<u32>().ok().filter(|n| (1..=65535).contains(n)))

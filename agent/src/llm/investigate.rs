@@ -51,10 +51,49 @@ pub struct Input<'a> {
     /// The rules engine's diagnosis, for the model to confirm or refute.
     pub analyzer: Option<&'a Diagnosis>,
     pub policy: Option<PolicyView>,
-    /// Why the rules engine would make no write on the target whatever its
-    /// class (a job that finished, a failure that follows a change), if it
-    /// would not: a model's write on the target is refused for it too.
-    pub no_target_write: Option<String>,
+    /// What the evidence says of a write on the target, whoever proposes
+    /// it: a model's write on the target is refused for the same reasons
+    /// as the rules planner's.
+    pub gate: WriteGate,
+    /// The rules engine was not sure (below the confidence a write needs,
+    /// or `unknown`): the model investigates openly, with no rules answer
+    /// to confirm (`analyzer` is not shown) and no veto by the rules'
+    /// class; only the evidence's `gate` stands.
+    pub open: bool,
+}
+
+/// Why a write on the target is not supported by the evidence, for each
+/// reading of the failure; `None` where it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteGate {
+    /// Whatever the cause: a job that ran to completion, a failure a
+    /// change explains.
+    pub always: Option<String>,
+    /// For a failure of the target's own: nothing shows a start would go
+    /// differently (a startup failure, the same failure at every start).
+    pub own: Option<String>,
+    /// For a dependency the target failed on: none was found, or it runs
+    /// on a network the target is not on.
+    pub dependency: Option<String>,
+    /// By the rules engine's own diagnosis (its class and confidence).
+    pub rules: Option<String>,
+}
+
+impl WriteGate {
+    /// Why a write on the target is refused, for a diagnosis of class
+    /// `class`: the rules' reading unless the investigation is open.
+    pub fn refusal(&self, open: bool, class: Option<FaultClass>) -> Option<&String> {
+        if let Some(why) = &self.always {
+            return Some(why);
+        }
+        if !open {
+            return self.rules.as_ref();
+        }
+        match class {
+            Some(FaultClass::DependencyUnavailable) => self.dependency.as_ref(),
+            _ => self.own.as_ref(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +125,12 @@ pub struct Report {
     pub turns: u32,
 }
 
-fn system_prompt(boundary: &Boundary, policy: Option<&PolicyView>, diagnose_only: bool) -> String {
+fn system_prompt(
+    boundary: &Boundary,
+    policy: Option<&PolicyView>,
+    diagnose_only: bool,
+    open: bool,
+) -> String {
     let actions = match policy {
         Some(p) => {
             let mut a = Vec::new();
@@ -112,12 +156,17 @@ fn system_prompt(boundary: &Boundary, policy: Option<&PolicyView>, diagnose_only
     } else {
         "Finish a fault investigation with submit_diagnosis, then propose_plan (steps may be empty; put what a human must do in advice)."
     };
+    let analyzer = if open {
+        "drydock's rules engine could not name the cause with confidence, so there is no analyzer result: investigate from the evidence and your tools, read the shape of the failure (how long it ran, its exit code, whether it fails the same way at every start) and follow what the error names. If the evidence does not support a cause, submit the class `unknown` and propose no step; a start or restart the evidence does not support is refused."
+    } else {
+        "The analyzer results are from drydock's deterministic rules engine: confirm or refute them with evidence."
+    };
     format!(
         "You are drydock's investigator, acting like a careful senior on-call engineer for Docker containers. \
 You can only read: list_containers, inspect_container, container_logs, container_stats, container_health, disk_usage, read_runbook. \
 You cannot change anything; a plan you propose is checked by drydock, shown to a human who must sign each step, and checked again by the executor.\n\
 {untrusted}\n\
-The analyzer results are from drydock's deterministic rules engine: confirm or refute them with evidence. \
+{analyzer} \
 Cite evidence ids (ev-...) exactly as given; a cause without evidence is not reported. \
 Fault classes: {classes}. Actions the executor allows: {actions}. \
 Plan steps may only target the container drydock resolved for this request, or the dependency drydock found behind its fault; a restart cannot fix config_error, oom_killed, port_conflict, permission_denied, disk_full, healthcheck_broken or crash_loop: give advice for those.\n\
@@ -248,7 +297,7 @@ fn first_message(boundary: &Boundary, input: &Input<'_>) -> String {
             parts.push("drydock could not resolve one target container from the request.".into())
         }
     }
-    if let Some(d) = input.analyzer {
+    if let Some(d) = input.analyzer.filter(|_| !input.open) {
         parts.push(format!(
             "Analyzer results (rules engine) to confirm or refute:\n{}",
             boundary.wrap(
@@ -283,8 +332,10 @@ struct Investigator<'a, E: ?Sized, J> {
     target: Option<Target>,
     /// The rules engine's primary class, if it diagnosed the target.
     rules_class: Option<FaultClass>,
-    /// `Input::no_target_write`.
-    no_target_write: Option<String>,
+    /// `Input::gate`.
+    gate: WriteGate,
+    /// `Input::open`.
+    open: bool,
     done: Vec<ExecutionRecord>,
     diagnose_only: bool,
     engine_name: String,
@@ -544,14 +595,15 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                             .as_ref()
                             .is_some_and(|t| t.id() == s.target().id())
                     };
+                    let model_class = diagnosis.causes.first().map(|c| c.class);
                     if cannot_fix && p.steps.iter().any(on_target) {
                         Err(
                             "a write on the target is refused for this fault; give advice instead"
                                 .into(),
                         )
                     } else if let Some(why) = self
-                        .no_target_write
-                        .as_ref()
+                        .gate
+                        .refusal(self.open, model_class)
                         .filter(|_| p.steps.iter().any(on_target))
                     {
                         Err(format!(
@@ -685,6 +737,7 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
             &boundary,
             input.policy.as_ref(),
             req.options.diagnose_only,
+            input.open,
         )),
         Message::User(first_message(&boundary, &input)),
     ];
@@ -697,9 +750,13 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
         known_ids: req.evidence.iter().map(|e| e.id.clone()).collect(),
         policy: input.policy.clone(),
         target: req.target.clone(),
-        no_target_write: input.no_target_write.clone(),
+        gate: input.gate.clone(),
+        open: input.open,
+        // An open investigation is not vetoed by a class the rules were
+        // not sure of.
         rules_class: input
             .analyzer
+            .filter(|_| !input.open)
             .and_then(|d| d.causes.first())
             .map(|c| c.class),
         done: req.execution.clone(),

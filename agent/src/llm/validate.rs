@@ -106,6 +106,7 @@ pub fn diagnosis(
         confidence: confidence_all,
         causes: out,
         engine: engine.to_string(),
+        ..Default::default()
     })
 }
 

@@ -72,13 +72,16 @@ pub fn advice(name: &str, line: &str, detail: Option<&str>) -> String {
             "it checks the number of threads it may start",
         );
     }
-    if l.contains("memory locking") {
-        return ulimit(
-            name,
-            "memlock",
-            "-1:-1",
-            "ulimits: {memlock: {soft: -1, hard: -1}}",
-            "it was asked to lock its memory and may not",
+    if l.contains("memory locking") || l.contains("lock memory") || l.contains("mlock") {
+        return format!(
+            "{} Locking memory also needs the IPC_LOCK capability (`cap_add: [IPC_LOCK]`, `docker run --cap-add IPC_LOCK`), or turn the program's memory locking off if it has a setting for it (Vault: `disable_mlock = true`).",
+            ulimit(
+                name,
+                "memlock",
+                "-1:-1",
+                "ulimits: {memlock: {soft: -1, hard: -1}}",
+                "it was asked to lock its memory and may not",
+            )
         );
     }
     if l.contains("native thread")

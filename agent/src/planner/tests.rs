@@ -13,11 +13,25 @@ fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
                 evidence_ids: vec!["ev".into()],
             }],
             engine: "rules".into(),
+            ..Default::default()
         },
         matched_line: None,
         detail: detail.map(String::from),
         change: None,
         finished_job: false,
+        shape: ran_an_hour(),
+        salient: None,
+        fixed_before: None,
+    }
+}
+
+/// The shape of a container that ran an hour before it failed: what the
+/// plan table assumes, so each class gets its class's plan.
+fn ran_an_hour() -> crate::rules::Shape {
+    crate::rules::Shape {
+        uptime_secs: Some(3600),
+        ran_well_after: 60,
+        ..Default::default()
     }
 }
 
@@ -440,4 +454,169 @@ fn a_running_target_is_left_to_recover_once_its_dependency_is_started() {
         (p.steps[0].action().as_str(), p.steps[0].target().name()),
         ("restart", "web")
     );
+}
+
+/// No write without evidence that it helps: the gate, case by case, and
+/// the plan it leads to.
+#[test]
+fn a_write_needs_evidence_that_it_helps() {
+    use crate::rules::shape::Exit;
+    use crate::rules::Shape;
+    let exited = ContainerView {
+        name: "web".into(),
+        exit_code: 1,
+        networks: vec!["shop_default".into()],
+        ..Default::default()
+    };
+    let startup = Shape {
+        exit: Exit::ProgramSaid(1),
+        uptime_secs: Some(1),
+        startup_failure: true,
+        ran_well_after: 60,
+        ..Default::default()
+    };
+    let every_start = Shape {
+        same_at_every_start: Some(3),
+        ..startup.clone()
+    };
+    let with = |class: FaultClass, shape: &Shape, fixed: Option<&str>, confidence: f32| {
+        let mut f = finding(class, None);
+        f.shape = shape.clone();
+        f.fixed_before = fixed.map(String::from);
+        f.diagnosis.causes[0].confidence = confidence;
+        f.salient = Some("panic: lost the broker".into());
+        f
+    };
+    let ok = |f: &Finding, ctx: &Context| write_supported(f, &exited, ctx);
+    let none = Context::default();
+    // A crash that ran an hour: the run says so.
+    let long = ok(&with(FaultClass::Crash, &ran_an_hour(), None, 0.8), &none);
+    assert!(
+        long.as_ref().is_ok_and(|w| w.contains("ran for 60 min")),
+        "{long:?}"
+    );
+    // The same words seconds after the start: nothing says a start helps.
+    let quick = ok(&with(FaultClass::Crash, &startup, None, 0.8), &none);
+    assert!(
+        quick
+            .as_ref()
+            .is_err_and(|w| w.contains("would go differently")),
+        "{quick:?}"
+    );
+    // ... unless a start helped this very failure before.
+    let helped = ok(
+        &with(
+            FaultClass::Crash,
+            &startup,
+            Some("it died the same way at 03:00:00 UTC"),
+            0.8,
+        ),
+        &none,
+    );
+    assert!(
+        helped
+            .as_ref()
+            .is_ok_and(|w| w.contains("helped the same failure before")),
+        "{helped:?}"
+    );
+    // The same failure at every start: never, whatever the history.
+    let again = ok(
+        &with(FaultClass::Crash, &every_start, Some("x"), 0.9),
+        &none,
+    );
+    assert!(
+        again
+            .as_ref()
+            .is_err_and(|w| w.contains("each of its last 3 runs")),
+        "{again:?}"
+    );
+    // Unknown, or a cause below the threshold: no write.
+    assert!(ok(
+        &with(FaultClass::Unknown, &ran_an_hour(), None, 0.25),
+        &none
+    )
+    .is_err());
+    let thin = ok(&with(FaultClass::Crash, &ran_an_hour(), None, 0.5), &none);
+    assert!(thin.as_ref().is_err_and(|w| w.contains("thin")), "{thin:?}");
+    // Stopped by a person: a start is the repair.
+    assert!(ok(&with(FaultClass::Stopped, &startup, None, 0.8), &none).is_ok());
+    // A dependency: down (started first), up again, or on another network.
+    let dep = |running: bool, networks: &[&str]| {
+        let mut d = dependency(running, "none");
+        if let Some(c) = d.container.as_mut() {
+            c.networks = networks.iter().map(|n| n.to_string()).collect();
+        }
+        Context {
+            dependency: Some(d),
+            ..Default::default()
+        }
+    };
+    let f = with(FaultClass::DependencyUnavailable, &startup, None, 0.8);
+    assert!(ok(&f, &dep(false, &["shop_default"])).is_ok_and(|w| w.contains("started first")));
+    assert!(ok(&f, &dep(true, &["shop_default"])).is_ok_and(|w| w.contains("up now")));
+    let split = ok(&f, &dep(true, &["billing_default"]));
+    assert!(
+        split
+            .as_ref()
+            .is_err_and(|w| w.contains("share no network")),
+        "{split:?}"
+    );
+    // As Docker reports `--network NAME`: the mode is the network's name.
+    let named = ContainerView {
+        network_mode: "shop_default".into(),
+        ..exited.clone()
+    };
+    let split = write_supported(&f, &named, &dep(true, &["billing_default"]));
+    assert!(
+        split
+            .as_ref()
+            .is_err_and(|w| w.contains("share no network")),
+        "{split:?}"
+    );
+    // On the host's network, it reaches the other by a published port.
+    let host = ContainerView {
+        network_mode: "host".into(),
+        networks: vec!["host".into()],
+        ..exited.clone()
+    };
+    assert!(write_supported(&f, &host, &dep(true, &["billing_default"])).is_ok());
+    // In the plan: the reason says why, or the advice says why not.
+    let p = plan(
+        &with(FaultClass::Crash, &ran_an_hour(), None, 0.8),
+        &exited,
+        &target(),
+        &all(),
+        &[],
+        &none,
+    );
+    assert!(
+        p.steps[0].reason.contains("ran for 60 min"),
+        "{:?}",
+        p.steps[0].reason
+    );
+    let p = plan(
+        &with(FaultClass::Crash, &startup, None, 0.8),
+        &exited,
+        &target(),
+        &all(),
+        &[],
+        &none,
+    );
+    assert!(p.steps.is_empty());
+    assert!(
+        p.advice
+            .iter()
+            .any(|a| a.starts_with("No start or restart of web is proposed")),
+        "{:?}",
+        p.advice
+    );
+    let p = plan(
+        &f,
+        &exited,
+        &target(),
+        &all(),
+        &[],
+        &dep(true, &["billing_default"]),
+    );
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
 }

@@ -41,18 +41,13 @@ pub enum Death<'a> {
 }
 
 pub fn death(events: &[ContainerEvent]) -> Death<'_> {
-    let Some(die) = events.iter().rposition(|e| e.action == EventAction::Die) else {
+    let Some(die) = events.iter().rfind(|e| e.action == EventAction::Die) else {
         return Death::NotRecorded;
     };
-    let died_at = secs(&events[die]);
-    events[..die]
-        .iter()
-        .rev()
-        .find(|e| {
-            (e.action == EventAction::Kill || e.action == EventAction::Stop)
-                && died_at - secs(e) <= STOP_TO_DIE_SECS
-        })
-        .map_or(Death::Unrequested, Death::Requested)
+    match before_death(events, die) {
+        (_, Some(stop)) => Death::Requested(stop),
+        _ => Death::Unrequested,
+    }
 }
 
 /// `die` events with a non-zero exit since `since_unix`.
@@ -64,6 +59,9 @@ pub fn failed_deaths(events: &[ContainerEvent], since_unix: i64) -> Vec<&Contain
                 && e.exit_code.is_some_and(|c| c != 0)
                 && secs(e) >= since_unix
         })
+        // A death someone asked for (`docker kill`, `stop`, `restart`) is
+        // not a failure, unless the kernel's OOM killer came first.
+        .filter(|e| !matches!(before_death(events, e), (None, Some(_))))
         .collect()
 }
 
@@ -101,9 +99,15 @@ pub fn before_death<'a>(
     die: &ContainerEvent,
 ) -> (Option<&'a ContainerEvent>, Option<&'a ContainerEvent>) {
     let died_at = secs(die);
+    // Only what came during this run: a kill before its start was the
+    // previous run's.
+    let before = &events[..index_of(events, die)];
+    let run = before
+        .iter()
+        .rposition(|e| e.action == EventAction::Start)
+        .map_or(before, |i| &before[i + 1..]);
     let near = || {
-        events[..index_of(events, die)]
-            .iter()
+        run.iter()
             .filter(move |e| died_at - secs(e) <= STOP_TO_DIE_SECS)
     };
     let oom = near().rfind(|e| e.action == EventAction::Oom);

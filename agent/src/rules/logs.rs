@@ -49,7 +49,7 @@ pub(super) const LOG_RULES: &[LogRule] = &[
     // nginx, PostgreSQL and Node print it.
     LogRule {
         class: FaultClass::HostConfig,
-        pattern: r#"max file descriptors \[\d+\] for \S+ process is too low|max number of threads \[\d+\] for user \[\S+\] is too low|memory locking requested for \S+ process but memory is not locked"#,
+        pattern: r#"max file descriptors \[\d+\] for \S+ process is too low|max number of threads \[\d+\] for user \[\S+\] is too low|memory locking requested for \S+ process but memory is not locked|(?i:failed to lock memory|unable to lock memory|mlock(?:all)?(?:\(\))?:? [^\n]*(?:failed|cannot allocate|not permitted|denied))"#,
         what: "a resource limit (ulimit) of the container is below what the program checks for at start",
     },
     LogRule {
@@ -126,7 +126,7 @@ pub(super) const LOG_RULES: &[LogRule] = &[
     },
     LogRule {
         class: FaultClass::ConfigError,
-        pattern: r#"KeyError: '(?P<detail>[A-Z][A-Z0-9_]{1,})'"#,
+        pattern: r#"KeyError: ['"]?(?P<detail>[A-Z][A-Z0-9_]{1,})\b"#,
         what: "a required environment variable is missing (Python KeyError)",
     },
     LogRule {
@@ -334,7 +334,7 @@ pub(super) const LOG_RULES: &[LogRule] = &[
     // reason quotes it rather than a trailer. ----
     LogRule {
         class: FaultClass::Crash,
-        pattern: r#"^panic: |thread '[^']*' panicked|^(?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Error|Exception)(?::\s|$)|Exception in thread|Uncaught \w*(?:Error|Exception)|Application run failed"#,
+        pattern: r#"^panic: |thread '[^']*' panicked|^(?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Error|Exception)(?::\s|$)|Exception in thread|\bUncaught\b|(?i:\bUnhandled (?:exception|rejection|error)\b|unhandledRejection)|Application run failed"#,
         what: "the program crashed",
     },
     // Signals, redis' crash report, a traceback's first line, Node's

@@ -96,19 +96,44 @@ pub fn cause_of(
     } else if die.exit_code == Some(0) {
         (FaultClass::Stopped, "it exited cleanly".to_string(), 0.7)
     } else {
-        let last = lines
-            .iter()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map_or_else(
-                || "it logged nothing before it died".to_string(),
-                |l| format!("its last log line: \"{}\"", quoted(l.trim())),
-            );
-        (
-            FaultClass::Crash,
-            format!("its log names no known cause; {last}"),
-            0.6,
-        )
+        // The line a person reads first, and the family of its words.
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let said = super::salient::salient(&refs);
+        match said
+            .as_ref()
+            .and_then(|s| s.family.as_ref().map(|f| (f, s)))
+        {
+            Some((family, s)) => (
+                family.class,
+                format!(
+                    "it {} (its log before it died: \"{}\")",
+                    family.what,
+                    quoted(&s.message)
+                ),
+                0.7,
+            ),
+            None => {
+                let last = said
+                    .as_ref()
+                    .map(|s| s.line.clone())
+                    .or_else(|| {
+                        lines
+                            .iter()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .map(|l| l.trim().to_string())
+                    })
+                    .map_or_else(
+                        || "it logged nothing before it died".to_string(),
+                        |l| format!("its last words: \"{}\"", quoted(&l)),
+                    );
+                (
+                    FaultClass::Unknown,
+                    format!("drydock cannot tell why; {last}"),
+                    0.25,
+                )
+            }
+        }
     };
     let again = match events::started_after(events, die) {
         Some((start, true)) => format!(

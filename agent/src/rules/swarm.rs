@@ -306,9 +306,13 @@ pub fn diagnose_service(obs: &ServiceObservation<'_>) -> ServiceFinding {
         confidence: causes[0].confidence,
         causes,
         engine: "rules".into(),
+        ..Default::default()
     };
     ServiceFinding {
         finding: Finding {
+            shape: Default::default(),
+            salient: None,
+            fixed_before: None,
             diagnosis,
             matched_line,
             detail,

@@ -294,6 +294,7 @@ fn run(c: &ContainerView, lines: &[&str]) -> Finding {
         asked: None,
         now_unix: 0,
         change: None,
+        ran_well_after: RAN_WELL_AFTER_SECS,
     })
 }
 
@@ -338,7 +339,13 @@ fn state_rules_table() {
         (exited(137), vec![], FaultClass::Stopped),
         (ContainerView { oom_killed: true, ..exited(137) }, vec![], FaultClass::OomKilled),
         (exited(1), vec!["Error: missing required environment variable DATABASE_URL"], FaultClass::ConfigError),
-        (exited(2), vec!["something odd"], FaultClass::Crash),
+        // Words drydock knows nothing of, and a plain exit code: unknown,
+        // not a guess.
+        (exited(2), vec!["something odd"], FaultClass::Unknown),
+        (exited(2), vec!["panic: runtime error: index out of range [3] with length 3"], FaultClass::Crash),
+        (exited(139), vec![], FaultClass::Crash),
+        (exited(127), vec!["/docker-entrypoint.sh: exec: line 9: gunicorn: not found"], FaultClass::ConfigError),
+        (exited(1), vec!["INFO booting", "OSError: [Errno 30] Read-only file system: '/var/lib/app/state'"], FaultClass::PermissionDenied),
         (ContainerView { restarting: true, restart_count: 5, ..exited(1) }, vec![], FaultClass::CrashLoop),
         (ContainerView { error: "driver failed programming external connectivity on endpoint x: Bind for 0.0.0.0:8080 failed: port is already allocated".into(), ..exited(128) }, vec![], FaultClass::PortConflict),
         // The engine's own errors (State.Error).
@@ -565,6 +572,7 @@ fn diagnose_with(
             .last()
             .map_or(0, |e| e.time_nanos / 1_000_000_000 + 60),
         change: None,
+        ran_well_after: RAN_WELL_AFTER_SECS,
     })
 }
 
@@ -574,3 +582,118 @@ fn run_with_events(c: &ContainerView, events: &[crate::model::ContainerEvent]) -
 
 /// A running container and what it logged before one of its deaths.
 mod history;
+
+/// One quote must not decide: a Python traceback ending in a KeyError for
+/// a variable-shaped name, quoted or not, and an error line in words no
+/// rule knows that names a setting the environment lacks, are all a
+/// missing setting, and the finding names the variable.
+#[test]
+fn an_unset_variable_is_a_setting_whatever_the_words_around_it() {
+    let dead = ContainerView {
+        running: false,
+        status: "exited".into(),
+        exit_code: 1,
+        env: vec!["DATABASE_URI=<redacted>".into(), "PATH=/usr/bin".into()],
+        ..view()
+    };
+    for last in [
+        "KeyError: DATABASE_URL",
+        "KeyError: 'DATABASE_URL'",
+        "FATAL: DATABASE_URL undefined, refusing to start",
+    ] {
+        let f = run(
+            &dead,
+            &[
+                "Traceback (most recent call last):",
+                "  File \"/app/main.py\", line 3, in <module>",
+                "    url = os.environ[\"DATABASE_URL\"]",
+                last,
+            ],
+        );
+        let cause = &f.diagnosis.causes[0];
+        assert_eq!(
+            cause.class,
+            FaultClass::ConfigError,
+            "{last}: {}",
+            cause.reason
+        );
+        assert_eq!(f.detail.as_deref(), Some("DATABASE_URL"), "{last}");
+        assert!(
+            cause.reason.contains("DATABASE_URI"),
+            "the near miss is named: {}",
+            cause.reason
+        );
+    }
+    // A variable the environment sets is not a missing setting.
+    let set = ContainerView {
+        env: vec!["DATABASE_URL=<redacted>".into()],
+        ..dead
+    };
+    let f = run(&set, &["FATAL: DATABASE_URL undefined, refusing to start"]);
+    assert_ne!(
+        f.diagnosis.causes[0].class,
+        FaultClass::ConfigError,
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+}
+
+/// A runtime's own words for a crash are a crash whatever follows them,
+/// not an unknown: Go's `panic:`, Rust's `panicked at`, .NET's
+/// `Unhandled exception`, JavaScript's `Uncaught`.
+#[test]
+fn a_runtime_crash_is_a_crash_whatever_its_message() {
+    let dead = |code: i64| ContainerView {
+        running: false,
+        status: "exited".into(),
+        exit_code: code,
+        ..view()
+    };
+    for (code, line) in [
+        (2, "panic: session store handshake failed (attempt 1)"),
+        (101, "thread 'main' panicked at src/main.rs:9:5:"),
+        (
+            134,
+            "Unhandled exception. System.InvalidOperationException: the ledger is sealed",
+        ),
+        (1, "Uncaught TypeError: ledger.seal is not a function"),
+    ] {
+        let f = run(&dead(code), &["INFO starting", line]);
+        assert_eq!(
+            f.diagnosis.causes[0].class,
+            FaultClass::Crash,
+            "{line}: {}",
+            f.diagnosis.causes[0].reason
+        );
+    }
+    // Words of no runtime's crash stay unknown.
+    let f = run(
+        &dead(3),
+        &[
+            "INFO replaying journal segment 17",
+            "ledger: stopped after segment 17",
+        ],
+    );
+    assert_eq!(f.diagnosis.causes[0].class, FaultClass::Unknown);
+}
+
+/// A kill belongs to the run it ended: the death after the next start is
+/// a failure of its own, and a requested death is not counted as one.
+#[test]
+fn a_kill_of_an_earlier_run_does_not_explain_a_later_death() {
+    let events = [
+        event(100, "start", None, ""),
+        event(101, "die", Some(2), ""),
+        event(103, "start", None, ""),
+        event(106, "kill", None, "9"),
+        event(106, "die", Some(137), ""),
+        event(107, "start", None, ""),
+        event(107, "die", Some(2), ""),
+    ];
+    assert_ne!(events::death(&events), events::Death::Requested(&events[3]));
+    assert_eq!(
+        events::failed_deaths(&events, 0).len(),
+        2,
+        "the kill's death is not a failure"
+    );
+}

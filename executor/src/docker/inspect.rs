@@ -96,6 +96,7 @@ struct HostConfig {
     network_mode: Option<String>,
     memory: Option<i64>,
     restart_policy: Option<RestartPolicy>,
+    readonly_rootfs: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -108,6 +109,7 @@ struct PortBinding {
 #[serde(rename_all = "PascalCase", default)]
 struct RestartPolicy {
     name: Option<String>,
+    maximum_retry_count: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -268,10 +270,16 @@ pub(super) fn parse(body: &[u8]) -> Result<ContainerDetails, String> {
         stop_timeout_secs: config.stop_timeout.and_then(|t| u32::try_from(t).ok()),
         requested_host_ports,
         ip_addresses,
+        restart_max_retries: host_config
+            .restart_policy
+            .as_ref()
+            .and_then(|p| p.maximum_retry_count)
+            .unwrap_or(0),
         restart_policy: host_config
             .restart_policy
             .and_then(|p| p.name)
             .unwrap_or_default(),
+        read_only_rootfs: host_config.readonly_rootfs.unwrap_or(false),
         networks: network_names,
         aliases,
         created: r.created.unwrap_or_default(),
@@ -299,7 +307,7 @@ mod tests {
       "HostConfig": {"NetworkMode": "shop_default", "Memory": 67108864,
         "RestartPolicy": {"Name": "on-failure", "MaximumRetryCount": 5},
         "PortBindings": {"80/tcp": [{"HostIp": "", "HostPort": "8080"}], "443/tcp": null},
-        "Tmpfs": {"/run": "ro,size=1m"}},
+        "Tmpfs": {"/run": "ro,size=1m"}, "ReadonlyRootfs": true},
       "NetworkSettings": {"Networks": {"shop_default": {"Aliases": ["web", "shop-web-1"],
         "IPAddress": "172.18.0.3"}, "bridge": {"Aliases": null, "IPAddress": ""}}},
       "Mounts": [{"Type": "volume", "Name": "data", "Source": "/var/lib/docker/volumes/data/_data",
@@ -337,6 +345,8 @@ mod tests {
         assert_eq!(d.stop_timeout_secs, Some(5));
         assert_eq!((d.memory_limit, d.restart_count), (67_108_864, 2));
         assert_eq!(d.restart_policy, "on-failure");
+        assert_eq!(d.restart_max_retries, 5);
+        assert!(d.read_only_rootfs);
         assert_eq!(d.network_mode, "shop_default");
         assert_eq!(d.requested_host_ports, [8080]);
         assert_eq!(d.networks, ["bridge", "shop_default"]);

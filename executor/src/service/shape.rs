@@ -135,6 +135,8 @@ pub(super) fn shape_inspect(
         env,
         restart_count: d.restart_count,
         restart_policy: d.restart_policy,
+        restart_max_retries: d.restart_max_retries,
+        read_only_rootfs: d.read_only_rootfs,
         networks: d.networks,
         aliases: d.aliases,
         created: d.created,

@@ -27,8 +27,22 @@ mod swarm;
 
 const WEB: &str = "aaaaaaaaaaaa0000000000000000000000000000000000000000000000000000";
 
-/// A web container with a healthcheck, running, in the given health.
+/// A web container with a healthcheck, running, in the given health; an
+/// unhealthy one passed its probe before it began failing (a wedge).
 fn web(health: &str) -> ContainerView {
+    let failing = HealthProbeView {
+        exit_code: 1,
+        output: "curl: (7) Failed to connect to localhost port 8080".into(),
+    };
+    let health_log = if health == "unhealthy" {
+        let passed = HealthProbeView {
+            exit_code: 0,
+            output: String::new(),
+        };
+        vec![passed, failing.clone(), failing.clone(), failing]
+    } else {
+        vec![failing]
+    };
     ContainerView {
         id: WEB.into(),
         name: "web".into(),
@@ -37,10 +51,7 @@ fn web(health: &str) -> ContainerView {
         running: true,
         health_status: health.into(),
         failing_streak: if health == "unhealthy" { 3 } else { 0 },
-        health_log: vec![HealthProbeView {
-            exit_code: 1,
-            output: "curl: (7) Failed to connect to localhost port 8080".into(),
-        }],
+        health_log,
         healthcheck: Some(HealthcheckView {
             test: vec![
                 "CMD".into(),
@@ -64,6 +75,7 @@ fn config(watch_mode: WatchMode) -> EngineConfig {
         verify_max_wait: Duration::from_millis(400),
         verify_poll: Duration::from_millis(10),
         stable_for: Duration::from_millis(50),
+        ran_well_after: std::time::Duration::from_secs(60),
         logs_tail: 100,
         runbook: Arc::new(Runbook::default()),
         llm: None,

@@ -291,6 +291,7 @@ fn a_failure_that_began_with_a_change_names_it_and_a_healthy_container_does_not(
             asked: None,
             now_unix: 0,
             change: Some((&change, "ev-9")),
+            ran_well_after: RAN_WELL_AFTER_SECS,
         })
     };
     let f = observe(&crashed);

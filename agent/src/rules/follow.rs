@@ -1,0 +1,225 @@
+//! Following what an error names, in the container's own definition: a
+//! path to the mount that holds it (read-only or not) or to the root
+//! filesystem, a variable to the environment (by name, never by value),
+//! a user to who the process runs as. Hosts and ports are followed by the
+//! engine, which can read other containers (`engine/dependency.rs`).
+
+use crate::model::{ContainerView, MountView};
+
+/// Where a path the error names lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathFact {
+    pub path: String,
+    /// The mount that holds it (the longest destination above it).
+    pub mount: Option<MountView>,
+    /// Writes to it fail: a read-only mount, or the container's read-only
+    /// root filesystem when no mount holds it.
+    pub read_only: bool,
+}
+
+impl PathFact {
+    /// What was found, in words.
+    pub fn said(&self) -> String {
+        match &self.mount {
+            Some(m) => format!(
+                "{} is on the {} mount {} ({}), mounted at {}",
+                self.path,
+                m.kind,
+                if m.source.is_empty() { "(anonymous)" } else { m.source.as_str() },
+                if m.rw { "read-write" } else { "read-only" },
+                m.destination
+            ),
+            None if self.read_only => format!(
+                "{} is on the container's root filesystem, which is read-only (`read_only: true` / `--read-only`)",
+                self.path
+            ),
+            None => format!("{} is on the container's own filesystem (no mount holds it)", self.path),
+        }
+    }
+}
+
+/// Whether `dir` holds `path`, component by component.
+fn holds(dir: &str, path: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    dir.is_empty()
+        || path == dir
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Follow `path` into `c`'s mounts.
+pub fn path(path: &str, c: &ContainerView) -> PathFact {
+    let mount = c
+        .mounts
+        .iter()
+        .filter(|m| holds(&m.destination, path))
+        .max_by_key(|m| m.destination.len())
+        .cloned();
+    let read_only = match &mount {
+        Some(m) => !m.rw,
+        None => c.read_only_rootfs,
+    };
+    PathFact {
+        path: path.to_string(),
+        mount,
+        read_only,
+    }
+}
+
+/// What the environment has of a variable the error names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariableFact {
+    pub name: String,
+    pub set: bool,
+    /// Set variables whose names are close to it (a typo, a renamed key).
+    pub similar: Vec<String>,
+}
+
+impl VariableFact {
+    pub fn said(&self) -> String {
+        if self.set {
+            format!(
+                "{} is set in its environment (its value is not shown)",
+                self.name
+            )
+        } else if self.similar.is_empty() {
+            format!("{} is not set in its environment", self.name)
+        } else {
+            format!(
+                "{} is not set in its environment, but {} is: a misspelt or renamed variable?",
+                self.name,
+                self.similar.join(", ")
+            )
+        }
+    }
+}
+
+/// The names of `c`'s environment (never their values).
+pub fn env_names(c: &ContainerView) -> Vec<String> {
+    let mut names: Vec<String> = c
+        .env
+        .iter()
+        .filter_map(|e| {
+            e.split_once('=')
+                .map(|(n, _)| n.to_string())
+                .or(Some(e.clone()))
+        })
+        .chain(c.env_hashes.keys().cloned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn squashed(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+/// Levenshtein distance, bounded: enough for names of a few dozen bytes.
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut row = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            row.push((prev[j] + cost).min(prev[j + 1] + 1).min(row[j] + 1));
+        }
+        prev = row;
+    }
+    prev[b.len()]
+}
+
+/// Whether two variable names look like one meant as the other.
+pub fn similar(a: &str, b: &str) -> bool {
+    let (sa, sb) = (squashed(a), squashed(b));
+    if sa.is_empty() || sb.is_empty() || a == b {
+        return false;
+    }
+    sa == sb || (sa.len().min(sb.len()) >= 6 && distance(&sa, &sb) <= 2)
+}
+
+/// Follow the variable `name` into `c`'s environment.
+pub fn variable(name: &str, c: &ContainerView) -> VariableFact {
+    let names = env_names(c);
+    let set = names.iter().any(|n| n == name);
+    let similar = if set {
+        Vec::new()
+    } else {
+        names.iter().filter(|n| similar(name, n)).cloned().collect()
+    };
+    VariableFact {
+        name: name.to_string(),
+        set,
+        similar,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container() -> ContainerView {
+        ContainerView {
+            mounts: vec![
+                MountView {
+                    kind: "volume".into(),
+                    source: "grafana-data".into(),
+                    destination: "/var/lib/grafana".into(),
+                    rw: false,
+                },
+                MountView {
+                    kind: "bind".into(),
+                    source: "/srv/conf".into(),
+                    destination: "/etc/app".into(),
+                    rw: true,
+                },
+            ],
+            env: vec!["DATABASE_URI=<redacted>".into(), "PORT=8080".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_path_is_followed_to_the_mount_that_holds_it() {
+        let c = container();
+        let p = path("/var/lib/grafana/plugins", &c);
+        assert!(p.read_only);
+        assert_eq!(
+            p.mount.as_ref().map(|m| m.source.as_str()),
+            Some("grafana-data")
+        );
+        assert!(p.said().contains("read-only"), "{}", p.said());
+        // A sibling with a common prefix is not under the mount.
+        let p = path("/var/lib/grafana-old/x", &c);
+        assert!(p.mount.is_none() && !p.read_only);
+        assert!(!path("/etc/app/app.yml", &c).read_only);
+        let ro_root = ContainerView {
+            read_only_rootfs: true,
+            ..container()
+        };
+        let p = path("/tmp/cache", &ro_root);
+        assert!(p.read_only && p.mount.is_none());
+        assert!(p.said().contains("root filesystem"), "{}", p.said());
+    }
+
+    #[test]
+    fn a_variable_is_followed_by_name_and_its_near_misses_named() {
+        let c = container();
+        let v = variable("DATABASE_URL", &c);
+        assert!(!v.set);
+        assert_eq!(v.similar, vec!["DATABASE_URI"]);
+        assert!(v.said().contains("DATABASE_URI is"), "{}", v.said());
+        assert!(variable("PORT", &c).set);
+        assert!(variable("REDIS_HOST", &c).similar.is_empty());
+        assert!(similar("ALLOW_ANONYMOUS_LOGIN", "ALLOW_ANONYMOUS_LOGINS"));
+        assert!(!similar("PORT", "HOST"), "short names are not guessed at");
+        // No value ever: only names.
+        assert!(!v.said().contains("redacted"));
+    }
+}
