@@ -625,9 +625,24 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             .find(|c| c.id == id)
             .is_some_and(ContainerSummaryView::is_broken)
     };
+    // A word shaped like a name (`zzqx-api`, `db_2`) that matched nothing
+    // names a container drydock does not see: it is not to be guessed.
+    let names_something_unseen = message.split_whitespace().any(|w| {
+        let w = w.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        w.len() >= 3
+            && w.chars()
+                .any(|c| matches!(c, '-' | '_' | '.') || c.is_ascii_digit())
+    });
     match ranked.as_slice() {
         // Nothing is named, but one container in scope is broken: a person
         // saying "the blog is down" means the one that is down.
+        [] if names_something_unseen => Discovery::NoMatch(
+            containers
+                .iter()
+                .take(20)
+                .map(|c| candidate(c, 0, "exists"))
+                .collect(),
+        ),
         [] => match containers
             .iter()
             .filter(|c| c.is_broken())

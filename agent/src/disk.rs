@@ -108,7 +108,7 @@ pub fn path_in(line: &str) -> Option<String> {
 }
 
 /// Whether `path` is `dir` or under it, by whole components.
-fn is_under(path: &str, dir: &str) -> bool {
+pub fn is_under(path: &str, dir: &str) -> bool {
     let dir = dir.trim_end_matches('/');
     dir.is_empty()
         || path == dir

@@ -306,7 +306,7 @@ pub fn write_supported(
     match class {
         FaultClass::Stopped => Ok("it was stopped, not failing".into()),
         FaultClass::Unhealthy => match shape.ran_well() {
-            Some(why) => Ok(format!("{why}; a restart clears a wedged process")),
+            Some(why) => Ok(why),
             None => Err("it has failed its healthcheck since it started, so a restart would start it the same way".into()),
         },
         FaultClass::DependencyUnavailable => dependency_support(finding, c, ctx),
@@ -557,6 +557,26 @@ fn steps_and_advice(
             false
         }
     };
+    // A step on the target where the evidence supports it, else advice
+    // that says why not.
+    let step_if_supported = |steps: &mut Vec<PlanStep>,
+                             advice: &mut Vec<String>,
+                             (write, reason, expected): (ContainerStep, String, &'static str),
+                             supported: Result<String, String>| {
+        match supported {
+            Ok(why) => {
+                propose(
+                    steps,
+                    advice,
+                    write,
+                    target,
+                    format!("{reason}; {why}"),
+                    expected,
+                );
+            }
+            Err(why) => advice.push(no_write_advice(target, &why)),
+        }
+    };
 
     // A dependency that is down is fixed first; then the dependent service.
     let dependency_involved = primary == FaultClass::DependencyUnavailable
@@ -635,35 +655,17 @@ fn steps_and_advice(
             } else {
                 write_supported(finding, container, ctx)
             };
-            match supported {
-                Ok(why) => {
-                    propose(
-                        &mut steps,
-                        &mut advice,
-                        write,
-                        target,
-                        format!("{reason}; {why}"),
-                        expected,
-                    );
-                }
-                Err(why) => advice.push(no_write_advice(target, &why)),
-            }
+            step_if_supported(
+                &mut steps,
+                &mut advice,
+                (write, reason, expected),
+                supported,
+            );
         }
     } else if !restart_cannot_fix(primary) {
-        if let Some((write, reason, expected)) = target_step(primary, container, target) {
-            match write_supported(finding, container, ctx) {
-                Ok(why) => {
-                    propose(
-                        &mut steps,
-                        &mut advice,
-                        write,
-                        target,
-                        format!("{reason}; {why}"),
-                        expected,
-                    );
-                }
-                Err(why) => advice.push(no_write_advice(target, &why)),
-            }
+        if let Some(step) = target_step(primary, container, target) {
+            let supported = write_supported(finding, container, ctx);
+            step_if_supported(&mut steps, &mut advice, step, supported);
         }
     }
     Plan {

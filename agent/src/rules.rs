@@ -468,6 +468,18 @@ fn salient_message(f: &Facts<'_, '_>) -> Option<Primary> {
         return None;
     }
     let m = f.salient_match.clone()?;
+    // "failed to load configuration: open …: permission denied": the
+    // errno at the end is the cause, the configuration its victim. A
+    // permission outranks a known message that only says the
+    // configuration failed (a known message about a specific resource,
+    // such as shared memory's "No space left on device", keeps its word).
+    if m.class == FaultClass::ConfigError
+        && f.salient
+            .and_then(|s| s.family.as_ref())
+            .is_some_and(|fam| fam.class == FaultClass::PermissionDenied)
+    {
+        return None;
+    }
     // A known message that names no detail (a summary line): the detail
     // another line of the same class names (the variable listed below it).
     let detail = m.detail.clone().or_else(|| {
@@ -723,7 +735,7 @@ fn crash_signature(f: &Facts<'_, '_>) -> Option<Primary> {
             // The runtimes' own words for a crash, whatever follows them.
             let s = f.salient?;
             regex_is_match!(
-                r"^panic: |\bpanicked at\b|^Traceback \(most recent call last\)|^Unhandled exception|\bUncaught \w*(?:Error|Exception)\b|^Exception in thread \x22|^fatal error: |^terminate called after throwing",
+                r"^panic: |\bpanicked at\b|^Traceback \(most recent call last\)|^Unhandled exception|\bUncaught \w*(?:Error|Exception)\b|^Exception in thread \x22|^fatal error: |^terminate called after throwing|\b(?:TypeError|ReferenceError|AttributeError|IndexError|ZeroDivisionError): |\bNullPointerException\b|\bnil pointer dereference\b|\bindex out of range\b",
                 &s.line
             )
             .then(|| LogMatch {

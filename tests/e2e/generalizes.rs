@@ -406,14 +406,10 @@ fn what_an_error_names_is_followed() {
     let _ = docker(&["volume", "rm", "-f", &volume]);
 }
 
-/// Item 5: nothing supports a cause. The answer is `unknown`, with its
-/// shape, its last words, what was ruled out and where to look next, and
-/// no write, even with `--yes`.
-#[test]
-fn an_honest_unknown_proposes_nothing() {
-    let dd = drydock();
-    let c = Container::run(
-        "unknown",
+/// A ledger that exits 3 saying nothing drydock can read a cause in.
+fn silent_ledger(test: &str) -> Container {
+    Container::run(
+        test,
         &[
             FIXTURE_IMAGE,
             "crash",
@@ -424,7 +420,16 @@ fn an_honest_unknown_proposes_nothing() {
             "--line",
             "ledger: stopped after segment 17",
         ],
-    );
+    )
+}
+
+/// Item 5: nothing supports a cause. The answer is `unknown`, with its
+/// shape, its last words, what was ruled out and where to look next, and
+/// no write, even with `--yes`.
+#[test]
+fn an_honest_unknown_proposes_nothing() {
+    let dd = drydock();
+    let c = silent_ledger("unknown");
     exited(&c);
     dd.up();
     let (code, req) = dd.ask_json(&["--yes", "--container", &c.name, "ledger is down"]);
@@ -462,19 +467,7 @@ fn an_honest_unknown_proposes_nothing() {
 #[test]
 fn a_model_investigates_openly_where_the_rules_cannot_tell_and_its_unsupported_start_is_refused() {
     let dd = drydock();
-    let c = Container::run(
-        "open-model",
-        &[
-            FIXTURE_IMAGE,
-            "crash",
-            "--code",
-            "3",
-            "--line",
-            "INFO replaying journal segment 17",
-            "--line",
-            "ledger: stopped after segment 17",
-        ],
-    );
+    let c = silent_ledger("open-model");
     exited(&c);
     let finished = c.inspect("{{.State.FinishedAt}}");
     let model = scripted_model::start(vec![

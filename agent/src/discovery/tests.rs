@@ -324,6 +324,11 @@ fn the_broken_one_is_meant_when_the_words_do_not_say() {
     let (name, why) = found("nothing loads since this morning", &blog);
     assert_eq!(name, "saffron-wordpress-1");
     assert!(why.contains("only broken one in scope"), "{why}");
+    // A name no container has: not guessed, even with one broken.
+    assert!(matches!(
+        discover("zzqx-nonexistent is down", &blog),
+        Discovery::NoMatch(_)
+    ));
     // Two broken and nothing named: still a question.
     assert!(matches!(
         discover("nothing loads since this morning", &fleet[2..4]),

@@ -40,12 +40,7 @@ impl PathFact {
 
 /// Whether `dir` holds `path`, component by component.
 fn holds(dir: &str, path: &str) -> bool {
-    let dir = dir.trim_end_matches('/');
-    dir.is_empty()
-        || path == dir
-        || path
-            .strip_prefix(dir)
-            .is_some_and(|rest| rest.starts_with('/'))
+    crate::disk::is_under(path, dir)
 }
 
 /// Follow `path` into `c`'s mounts.

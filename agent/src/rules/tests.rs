@@ -697,3 +697,33 @@ fn a_kill_of_an_earlier_run_does_not_explain_a_later_death() {
         "the kill's death is not a failure"
     );
 }
+
+/// The errno at the end of a line is its cause: a configuration that
+/// cannot be written for a permission is a permission, and a JavaScript
+/// TypeError is a crash, not a missing setting.
+#[test]
+fn the_most_specific_words_of_a_line_decide() {
+    let dead = ContainerView {
+        running: false,
+        status: "exited".into(),
+        exit_code: 1,
+        ..view()
+    };
+    let f = run(&dead, &["Error: failed to load configuration: could not create config file: open /mattermost/config/config.json: permission denied"]);
+    assert_eq!(
+        f.diagnosis.causes[0].class,
+        FaultClass::PermissionDenied,
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+    let f = run(
+        &dead,
+        &["31 Mar 15:53:53 - TypeError: Cannot read property 'statusCode' of undefined"],
+    );
+    assert_eq!(
+        f.diagnosis.causes[0].class,
+        FaultClass::Crash,
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+}

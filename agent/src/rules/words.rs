@@ -59,7 +59,7 @@ const ROWS: &[Row] = &[
         family: Family::NotExecutable,
         class: FaultClass::ConfigError,
         what: "could not run its command: the file is not executable",
-        pattern: r#"(?i)exec [^:]+: permission denied|cannot execute(?: binary file)?|exec user process caused.*permission denied|: Permission denied$"#,
+        pattern: r#"(?i)exec [^:]+: permission denied|cannot execute(?: binary file)?|exec user process caused.*permission denied|^(?:/(?:usr/)?bin/)?(?:ba|da)?sh: (?:line )?(?:\d+: )?\S+: Permission denied$"#,
     },
     Row {
         family: Family::ReadOnly,
@@ -89,7 +89,7 @@ const ROWS: &[Row] = &[
         family: Family::AddressInUse,
         class: FaultClass::PortConflict,
         what: "could not bind its port: another process holds it",
-        pattern: r#"(?i)\bEADDRINUSE\b|address already in use|address in use|port is already allocated|only one usage of each socket address|failed to bind to address|(?:port|address) \S* ?(?:is )?already in use|bind\(\) .*failed \(98"#,
+        pattern: r#"(?i)\bEADDRINUSE\b|address already in use|address in use|port is already allocated|only one usage of each socket address|failed to bind to address|(?:port|address) \S* ?(?:is )?already in use|\bport \d+ (?:\w+ ){0,3}in use\b|bind\(\) .*failed \(98"#,
     },
     Row {
         family: Family::NoSpace,
@@ -149,7 +149,7 @@ const ROWS: &[Row] = &[
         family: Family::MissingSetting,
         class: FaultClass::ConfigError,
         what: "was not given a setting it requires",
-        pattern: r#"(?i)please (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|property|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)"#,
+        pattern: r#"(?i)please (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)"#,
     },
     Row {
         family: Family::InvalidSetting,
@@ -262,6 +262,7 @@ mod tests {
             ("The data directory was initialized by a newer version; this version is incompatible", Incompatible),
             ("java.lang.UnsupportedClassVersionError: Main has been compiled by a more recent version", Incompatible),
             ("checksum mismatch in segment 000012", Corrupt),
+            ("Port 8080 seems to be in use by another process. Quarkus may already be running", AddressInUse),
             ("ERROR: Strict hostname resolution configured but no hostname setting provided", MissingSetting),
             ("No value specified for KAFKA_ZOOKEEPER_CONNECT", MissingSetting),
             ("WiredTiger error: file is corrupt", Corrupt),
