@@ -200,7 +200,7 @@ fn end_state(name: &str, want: EndState, before: Option<&setup::Snapshot>) -> Re
         EndState::Running => state == "running",
         EndState::Healthy => state == "running" && health == "healthy",
         EndState::Exited => state == "exited" || state == "created",
-        EndState::Untouched => before.is_some_and(|b| *b == now),
+        EndState::Untouched => before.is_some_and(|b| b.untouched(&now)),
         EndState::Replaced => before.is_some_and(|b| !now.id.is_empty() && b.id != now.id),
     };
     if ok {

@@ -143,6 +143,23 @@ pub struct Snapshot {
     pub id: String,
     pub started_at: String,
     pub restarts: String,
+    /// Its restart policy's name (`no`, `always`, `on-failure`, …).
+    pub policy: String,
+}
+
+impl Snapshot {
+    /// Whether `now` is this container left alone. Under a restart policy
+    /// the engine starts it again by itself, so only its identity can be
+    /// compared; a write by drydock is caught by the audit log's
+    /// accounting of writes.
+    pub fn untouched(&self, now: &Snapshot) -> bool {
+        let restarts_itself = !matches!(self.policy.as_str(), "" | "no");
+        if restarts_itself {
+            self.id == now.id
+        } else {
+            self == now
+        }
+    }
 }
 
 pub fn snapshot(name: &str) -> Snapshot {
@@ -150,6 +167,7 @@ pub fn snapshot(name: &str) -> Snapshot {
         id: inspect(name, "{{.Id}}"),
         started_at: inspect(name, "{{.State.StartedAt}}"),
         restarts: inspect(name, "{{.RestartCount}}"),
+        policy: inspect(name, "{{.HostConfig.RestartPolicy.Name}}"),
     }
 }
 
