@@ -551,6 +551,15 @@ fn names_an_unset_variable(c: &ContainerView, line: &str) -> Option<words::Famil
     if salient::severity(line) < salient::Severity::Error {
         return None;
     }
+    // Said as a lookup that found nothing, not as an error code that
+    // happens to be shaped like a variable (`SQLITE_ERROR: cannot
+    // rollback`).
+    if !regex_is_match!(
+        r"(?i)\bKeyError\b|\benviron|\benv\b|\bvariable|\bundefined\b|\bnot (?:set|defined|found|provided|given)\b|\bunset\b|\bmissing\b|\brequired\b|\bmust be set\b|\bis empty\b|\bno value\b",
+        line
+    ) {
+        return None;
+    }
     objects::extract(line)
         .variables
         .iter()

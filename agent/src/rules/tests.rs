@@ -727,3 +727,21 @@ fn the_most_specific_words_of_a_line_decide() {
         f.diagnosis.causes[0].reason
     );
 }
+
+/// An error code shaped like a variable is not a missing setting.
+#[test]
+fn an_error_code_is_not_an_unset_variable() {
+    let dead = ContainerView {
+        running: false,
+        status: "exited".into(),
+        exit_code: 1,
+        ..view()
+    };
+    let f = run(&dead, &["2023-11-23T20:35:57Z [SERVER] ERROR: Failed to prepare your database: ROLLBACK - SQLITE_ERROR: cannot rollback - no transaction is active"]);
+    assert_ne!(
+        f.diagnosis.causes[0].class,
+        FaultClass::ConfigError,
+        "{}",
+        f.diagnosis.causes[0].reason
+    );
+}
