@@ -436,6 +436,18 @@ fn from_logs(f: &Facts<'_, '_>, found: LogCause) -> Primary {
     if found.class == FaultClass::PermissionDenied && !followed.said_user {
         reason.push_str(&format!(" It runs as {}{}.", c.run_as(), c.mounts_said()));
     }
+    logs_primary(f, found, reason, support, followed)
+}
+
+/// A cause read from the logs, with its reason and support: the line
+/// decided it, and the object it or following named is the detail.
+fn logs_primary(
+    f: &Facts<'_, '_>,
+    found: LogCause,
+    reason: String,
+    support: Support,
+    followed: Followed,
+) -> Primary {
     Primary {
         cause: cause(
             found.class,
@@ -639,16 +651,7 @@ fn running_with_errors(f: &Facts<'_, '_>) -> Option<Primary> {
     for fact in &followed.facts {
         reason.push_str(&format!(" {}.", upper_first(fact)));
     }
-    Some(Primary {
-        cause: cause(
-            found.class,
-            reason,
-            support.confidence(),
-            &[f.ins, f.logs_ev],
-        ),
-        matched_line: Some(found.line),
-        detail: found.detail.or(followed.detail),
-    })
+    Some(logs_primary(f, found, reason, support, followed))
 }
 
 /// A known message elsewhere in the run (not the salient line): the cause

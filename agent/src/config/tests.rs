@@ -1,13 +1,22 @@
 use super::*;
 
-#[test]
-fn plain_tcp_is_refused_unless_asked_for() {
+/// The smallest agent.yaml that loads, before the keys a test adds.
+const BASE: &str = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+
+/// A folder with the files `BASE` names, and the path of its agent.yaml.
+fn home() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
         std::fs::write(dir.path().join(f), "x").unwrap();
     }
     let path = dir.path().join("agent.yaml");
-    let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+    (dir, path)
+}
+
+#[test]
+fn plain_tcp_is_refused_unless_asked_for() {
+    let (dir, path) = home();
+    let base = BASE;
     std::fs::write(&path, base).unwrap();
     let c = Config::load(&path).unwrap();
     assert_eq!(
@@ -93,12 +102,8 @@ fn a_missing_key_variable_is_named_and_the_key_is_read_from_it() {
 
 #[test]
 fn a_webhook_event_that_does_not_exist_is_refused_naming_the_key_and_the_words() {
-    let dir = tempfile::tempdir().unwrap();
-    for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
-        std::fs::write(dir.path().join(f), "x").unwrap();
-    }
-    let path = dir.path().join("agent.yaml");
-    let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+    let (_dir, path) = home();
+    let base = BASE;
     let hook = |events: &str| {
         format!("{base}notify: {{webhooks: [{{name: ops, url: 'https://hooks.example/x', events: {events}}}]}}\n")
     };
@@ -123,12 +128,8 @@ fn a_webhook_event_that_does_not_exist_is_refused_naming_the_key_and_the_words()
 
 #[test]
 fn ran_well_after_is_read_and_bounded() {
-    let dir = tempfile::tempdir().unwrap();
-    for f in ["token", "ca.pem", "agent.pem", "agent.key"] {
-        std::fs::write(dir.path().join(f), "x").unwrap();
-    }
-    let path = dir.path().join("agent.yaml");
-    let base = "token_file: token\nexecutor: {ca: ca.pem, cert: agent.pem, key: agent.key}\nstore: {path: agent.db}\n";
+    let (_dir, path) = home();
+    let base = BASE;
     std::fs::write(&path, base).unwrap();
     assert_eq!(
         Config::load(&path).unwrap().diagnosis.ran_well_after,
