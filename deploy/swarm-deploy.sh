@@ -16,9 +16,15 @@
 #
 # Variables (all have defaults): DRYDOCK_STACK (drydock), DRYDOCK_TAG
 # (latest), DOCKER_SOCKET (/var/run/docker.sock; the docker CLI itself
-# follows DOCKER_HOST), DRYDOCK_AGENT_GID (the group of the user who ran
-# sudo; never 0): who may use the agent's socket. It becomes the agent's
-# own group, so name the operator's group, not a shared one like `users`.
+# follows DOCKER_HOST), DRYDOCK_AGENT_GID: the group, besides root, whose
+# processes may use the agent's socket. By default the group of the user
+# who ran sudo; run by root itself, none (root only). Never 0. It becomes
+# the agent's own group, so name the operator's group, not a shared one
+# like `users`. sudo drops these variables: pass them after it
+# (`sudo DRYDOCK_AGENT_GID=1000 deploy/swarm-deploy.sh HOME up`).
+#
+#   deploy/swarm-deploy.sh HOME down         # also umounts the socket folder
+#                                            # and removes the node label
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -72,9 +78,19 @@ case "$command" in
       "drydock-executor:$tag" audit init
     ;;
   up)
-    agent_gid="${DRYDOCK_AGENT_GID:-${SUDO_GID:-$(id -g)}}"
-    [[ "$agent_gid" =~ ^[0-9]+$ ]] || fail "DRYDOCK_AGENT_GID \`$agent_gid\` is not a group id"
-    [ "$agent_gid" -ne 0 ] || fail "the agent's socket would admit every process of group root: run this with sudo as the operator, or set DRYDOCK_AGENT_GID to the operator's own group (id -g)"
+    if [ -n "${DRYDOCK_AGENT_GID:-}" ]; then
+      agent_gid="$DRYDOCK_AGENT_GID"
+      [[ "$agent_gid" =~ ^[0-9]+$ ]] || fail "DRYDOCK_AGENT_GID \`$agent_gid\` is not a group id (a number, as \`id -g\` prints it)"
+      [ "$agent_gid" -ne 0 ] || fail "DRYDOCK_AGENT_GID=0 would admit every process of group root: name the operator's own group (id -g OPERATOR), or leave it unset for root only"
+      admits="root and processes whose primary group is $agent_gid"
+    elif [ -n "${SUDO_GID:-}" ] && [ "$SUDO_GID" -ne 0 ]; then
+      agent_gid="$SUDO_GID"
+      admits="root and processes whose primary group is $agent_gid (the group of ${SUDO_USER:-the user who ran sudo})"
+    else
+      # Root itself: the agent's own group, which nobody else has.
+      agent_gid="$agent_uid"
+      admits="root only (to let an operator's group in: sudo DRYDOCK_AGENT_GID=\$(id -g OPERATOR) $0 $1 up)"
+    fi
     docker node update --label-add drydock=true "$(docker info --format '{{.Swarm.NodeID}}')" >/dev/null
     install -d -m 0750 -o "$agent_uid" -g "$agent_gid" "$socket_dir"
     if ! mountpoint -q "$socket_dir"; then
@@ -94,11 +110,14 @@ case "$command" in
       docker "$kind" ls --format '{{.Name}}' | grep "^${stack}_.*_[0-9a-f]\{12\}$" | grep -v "_$suffix\$" \
         | xargs -r docker "$kind" rm >/dev/null 2>&1 || true
     done
-    echo "deployed stack $stack; the agent's socket is $socket_dir/agent.sock (cli.yaml's agent_url)"
+    echo "deployed stack $stack; the agent's socket is $socket_dir/agent.sock (cli.yaml's agent_url); it admits $admits"
     ;;
   down)
     docker stack rm "$stack"
     if mountpoint -q "$socket_dir"; then umount "$socket_dir" || true; fi
+    rmdir "$socket_dir" 2>/dev/null || true
+    docker node update --label-rm drydock "$(docker info --format '{{.Swarm.NodeID}}')" >/dev/null 2>&1 || true
+    echo "removed stack $stack; its volumes (${stack}_executor-state holds the audit chain) stay: \`docker volume rm\` them to delete"
     ;;
   *)
     fail "unknown command \`$command\`: audit-init, up or down"

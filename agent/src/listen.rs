@@ -1,8 +1,10 @@
 //! The API's transport. Locally a unix socket in a folder only the agent's
 //! user can enter, and every connection's peer credentials are checked
-//! (same uid, or the configured group), so no other local user can reach
-//! the API or squat its address while the agent is down. Plain TCP only when
-//! the operator asked for it, with a warning.
+//! (same uid, root, or the configured group), so no other local user can
+//! reach the API or squat its address while the agent is down. A refused
+//! peer is told why in one HTTP answer (which ids the socket admits, and
+//! its own), then the connection closes. Plain TCP only when the operator
+//! asked for it, with a warning.
 
 use std::path::{Path, PathBuf};
 
@@ -11,9 +13,76 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use tokio::net::{UnixListener, UnixStream};
 
 /// Whether a peer with `uid`/`gid` may use the socket of an agent running
-/// as `own_uid`.
+/// as `own_uid`. Root is admitted: it can read the token and the agent's
+/// memory anyway, and on a Swarm manager it is who deploys drydock.
 pub fn peer_allowed(uid: u32, gid: u32, own_uid: u32, allowed_gid: Option<u32>) -> bool {
-    uid == own_uid || allowed_gid == Some(gid)
+    uid == own_uid || uid == 0 || allowed_gid == Some(gid)
+}
+
+/// What a refused peer is told: who the socket admits and who it is. The
+/// kernel reports only a peer's primary group, so a member of the allowed
+/// group by a secondary group is refused too, and told how to use it.
+pub fn refusal(uid: u32, gid: u32, own_uid: u32, allowed_gid: Option<u32>) -> String {
+    let admits = match allowed_gid {
+        Some(g) => format!(
+            "uid {own_uid} (the agent's user), root, and processes whose primary group is gid {g}"
+        ),
+        None => format!("uid {own_uid} (the agent's user) and root"),
+    };
+    let how = match allowed_gid {
+        Some(g) => format!(
+            "run the CLI as root or with gid {g} as its primary group (a member of that group by a secondary group: `sg {g} -c 'drydock …'`), or name your group in the agent's api.allowed_gid (DRYDOCK_AGENT_GID for deploy/swarm-deploy.sh)"
+        ),
+        None => "run the CLI as the agent's user or root, or let your group in with the agent's api.allowed_gid (DRYDOCK_AGENT_GID for deploy/swarm-deploy.sh)".to_string(),
+    };
+    format!("the agent's socket admits {admits}; you are uid {uid} gid {gid}: {how}")
+}
+
+/// The one answer a refused peer gets: 403 with a problem body.
+fn refusal_answer(detail: &str) -> Vec<u8> {
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": "not admitted",
+        "status": 403,
+        "detail": detail,
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Tell a refused peer why, in a task of its own, bounded in time and in
+/// how many run at once: its request head is read (so closing does not
+/// reset the answer away), the answer written, the connection closed.
+fn answer_refused(
+    stream: UnixStream,
+    detail: String,
+    slots: &std::sync::Arc<tokio::sync::Semaphore>,
+) {
+    let Ok(slot) = slots.clone().try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let _slot = slot;
+        let mut stream = stream;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream.write_all(&refusal_answer(&detail)).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+    });
 }
 
 /// A unix listener that drops connections from peers who are neither the
@@ -23,6 +92,8 @@ pub struct PeerCheckedListener {
     own_uid: u32,
     allowed_gid: Option<u32>,
     path: PathBuf,
+    /// Refused peers being answered at once, at most.
+    refusing: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl PeerCheckedListener {
@@ -76,6 +147,7 @@ impl PeerCheckedListener {
             own_uid: nix::unistd::geteuid().as_raw(),
             allowed_gid,
             path: path.to_path_buf(),
+            refusing: std::sync::Arc::new(tokio::sync::Semaphore::new(8)),
         })
     }
 
@@ -104,12 +176,16 @@ impl axum::serve::Listener for PeerCheckedListener {
                 {
                     return (stream, addr)
                 }
-                Ok(cred) => tracing::warn!(
-                    peer_uid = cred.uid(),
-                    peer_gid = cred.gid(),
-                    peer_pid = cred.pid(),
-                    "refused an API connection from another user"
-                ),
+                Ok(cred) => {
+                    tracing::warn!(
+                        peer_uid = cred.uid(),
+                        peer_gid = cred.gid(),
+                        peer_pid = cred.pid(),
+                        "refused an API connection from another user"
+                    );
+                    let detail = refusal(cred.uid(), cred.gid(), self.own_uid, self.allowed_gid);
+                    answer_refused(stream, detail, &self.refusing);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "refused an API connection without peer credentials")
                 }
@@ -224,6 +300,50 @@ mod tests {
         assert!(!peer_allowed(1001, 1000, 1000, None));
         assert!(peer_allowed(1001, 50, 1000, Some(50)));
         assert!(!peer_allowed(1001, 51, 1000, Some(50)));
+        assert!(peer_allowed(0, 0, 1000, None), "root");
+        assert!(peer_allowed(0, 0, 65533, Some(50)), "root");
+    }
+
+    #[test]
+    fn a_refused_peer_is_told_who_is_admitted_and_who_it_is() {
+        let said = refusal(1001, 51, 65533, Some(4242));
+        assert!(
+            said.contains("primary group is gid 4242")
+                && said.contains("you are uid 1001 gid 51")
+                && said.contains("sg 4242"),
+            "{said}"
+        );
+        let said = refusal(1001, 51, 1000, None);
+        assert!(
+            said.contains("uid 1000 (the agent's user) and root"),
+            "{said}"
+        );
+        let answer = String::from_utf8(refusal_answer(&said)).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 403 Forbidden"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["detail"], said);
+    }
+
+    #[tokio::test]
+    async fn a_refused_peer_gets_the_reason_over_the_socket() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+        answer_refused(a, "not you".into(), &slots);
+        b.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        b.read_to_string(&mut answer).await.unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 403") && answer.contains("not you"),
+            "{answer}"
+        );
     }
 
     #[tokio::test]

@@ -23,6 +23,54 @@ pub struct AgentClient {
     base: String,
     token: String,
     http: reqwest::Client,
+    /// The unix socket, when `agent_url` names one.
+    socket: Option<std::path::PathBuf>,
+    /// How the daemons start in the layout `cli.yaml` names.
+    layout: crate::home::Layout,
+}
+
+/// What the agent's health answer says of this CLI's access to it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Health {
+    Serving,
+    /// The agent, or its socket's permissions, refused this user: why,
+    /// and what to do.
+    Refused(String),
+    /// No answer: why, and what to do.
+    Unreachable(String),
+}
+
+/// Who may open a unix socket (its owner, group and mode, and root), and
+/// who this process is.
+fn who_may_open(socket: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = format!(
+        "you are uid {} gid {}",
+        nix::unistd::getuid(),
+        nix::unistd::getgid()
+    );
+    let folder = socket.parent().unwrap_or(socket);
+    match (std::fs::metadata(folder), std::fs::metadata(socket)) {
+        (Ok(dir), Ok(file)) => format!(
+            "its folder is uid {} gid {} mode {:o} and the socket uid {} gid {} mode {:o}, so it admits root and that group; {me}. Run the CLI as root, or as a member of gid {} with it as the primary group (`sg {} -c 'drydock …'`)",
+            dir.uid(),
+            dir.gid(),
+            dir.mode() & 0o777,
+            file.uid(),
+            file.gid(),
+            file.mode() & 0o777,
+            file.gid(),
+            file.gid()
+        ),
+        (Ok(dir), Err(_)) => format!(
+            "its folder is uid {} gid {} mode {:o}; {me}. Run the CLI as root or as a member of gid {}",
+            dir.uid(),
+            dir.gid(),
+            dir.mode() & 0o777,
+            dir.gid()
+        ),
+        _ => format!("{me}. Run the CLI as root or as the agent's group"),
+    }
 }
 
 /// One server-sent event.
@@ -87,7 +135,9 @@ impl AgentClient {
             ),
             None => None,
         };
-        Self::connect(&cfg.agent_url, cfg.token()?, ca.as_deref())
+        let mut client = Self::connect(&cfg.agent_url, cfg.token()?, ca.as_deref())?;
+        client.layout = cfg.layout;
+        Ok(client)
     }
 
     /// `base` is `unix:/path/to/agent.sock` (the local layout) or an
@@ -114,9 +164,10 @@ impl AgentClient {
                 reqwest::Certificate::from_pem(ca).context("agent_ca is not a PEM certificate")?;
             builder = builder.tls_certs_only([cert]).https_only(true);
         }
-        let base = match base.strip_prefix("unix:") {
+        let socket = base.strip_prefix("unix:").map(std::path::PathBuf::from);
+        let base = match &socket {
             Some(socket) => {
-                builder = builder.unix_socket(std::path::PathBuf::from(socket));
+                builder = builder.unix_socket(socket.clone());
                 // The host is not used on a unix socket; it names the peer.
                 "http://drydock-agent".to_string()
             }
@@ -126,6 +177,8 @@ impl AgentClient {
             base,
             token,
             http: builder.build()?,
+            socket,
+            layout: crate::home::Layout::default(),
         })
     }
 
@@ -150,10 +203,37 @@ impl AgentClient {
     }
 
     fn unreachable(&self, e: reqwest::Error) -> anyhow::Error {
-        anyhow::anyhow!(
-            "cannot reach the agent at {}: {e}. Is it running? Start it with `drydock up`.",
-            self.base
+        anyhow::anyhow!(self.why_unreachable(&e))
+    }
+
+    /// Why no answer came, and what to do: a socket this user may not
+    /// open is said as such (with who may), not as an agent to start.
+    fn why_unreachable(&self, e: &reqwest::Error) -> String {
+        if let Some(closed) = self.closed_to_me() {
+            return closed;
+        }
+        format!(
+            "cannot reach the agent at {}: {e}. Is it running? Start it with {}.",
+            self.socket
+                .as_ref()
+                .map(|s| format!("unix:{}", s.display()))
+                .unwrap_or_else(|| self.base.clone()),
+            self.layout.start_command()
         )
+    }
+
+    /// When the agent's unix socket is there but this user may not open
+    /// it: who may, and who this is.
+    fn closed_to_me(&self) -> Option<String> {
+        let socket = self.socket.as_ref()?;
+        match std::os::unix::net::UnixStream::connect(socket) {
+            Err(io) if io.kind() == std::io::ErrorKind::PermissionDenied => Some(format!(
+                "the agent's socket {} is not open to you (permission denied): {}",
+                socket.display(),
+                who_may_open(socket)
+            )),
+            _ => None,
+        }
     }
 
     /// One call to the agent, bounded in time (`CALL_TIMEOUT`) and size
@@ -200,7 +280,35 @@ impl AgentClient {
     }
 
     pub async fn healthy(&self) -> bool {
-        matches!(self.http.get(format!("{}/healthz", self.base)).timeout(Duration::from_secs(2)).send().await, Ok(r) if r.status().is_success())
+        self.health().await == Health::Serving
+    }
+
+    /// The agent's health answer, and when there is none or it refuses
+    /// this user, why.
+    pub async fn health(&self) -> Health {
+        let sent = self
+            .http
+            .get(format!("{}/healthz", self.base))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => Health::Serving,
+            Ok(r) if r.status() == reqwest::StatusCode::FORBIDDEN => {
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                Health::Refused(format!(
+                    "the agent answers but refuses this user: {}",
+                    body.get("detail")
+                        .and_then(Value::as_str)
+                        .unwrap_or("no detail")
+                ))
+            }
+            Ok(r) => Health::Unreachable(format!("the agent answered {}", r.status())),
+            Err(e) => match self.closed_to_me() {
+                Some(closed) => Health::Refused(closed),
+                None => Health::Unreachable(e.to_string()),
+            },
+        }
     }
 
     /// An answer of the agent as a vocabulary type. An answer of another

@@ -125,24 +125,25 @@ pub async fn checks(home: &Home) -> Vec<Check> {
             return out;
         }
     };
-    if !agent.healthy().await {
-        out.push(check(
-            "agent",
-            Verdict::Fail,
-            format!(
-                "no answer at {}: {}",
-                cfg.agent_url,
-                match cfg.layout {
-                    Layout::Local => format!(
-                        "start it with `drydock up` (log: {})",
-                        home.log("drydock-agent").display()
-                    ),
-                    Layout::Compose => "start the stack: `docker-compose -f deploy/compose.yaml up -d` (logs: `docker-compose -f deploy/compose.yaml logs agent`)".into(),
-                    Layout::Swarm => "start the stack: `deploy/swarm-deploy.sh` (logs: `docker service logs drydock_agent`)".into(),
-                    Layout::Systemd => "start it: `systemctl start drydock-executor drydock-agent` (logs: `journalctl -u drydock-agent`)".into(),
+    let unreachable = match agent.health().await {
+        crate::client::Health::Serving => None,
+        crate::client::Health::Refused(why) => Some(why),
+        crate::client::Health::Unreachable(why) => Some(format!(
+            "no answer at {} ({why}): start it with {} ({})",
+            cfg.agent_url,
+            cfg.layout.start_command(),
+            match cfg.layout {
+                Layout::Local => format!("log: {}", home.log("drydock-agent").display()),
+                Layout::Compose => {
+                    "logs: `docker-compose -f deploy/compose.yaml logs agent`".into()
                 }
-            ),
-        ));
+                Layout::Swarm => "logs: `docker service logs drydock_agent`".into(),
+                Layout::Systemd => "logs: `journalctl -u drydock-agent`".into(),
+            }
+        )),
+    };
+    if let Some(why) = unreachable {
+        out.push(check("agent", Verdict::Fail, why));
         return out;
     }
     out.push(check(
@@ -159,10 +160,12 @@ pub async fn checks(home: &Home) -> Vec<Check> {
                 Verdict::Fail,
                 format!("the agent cannot use the executor: {e:#}"),
             ));
-            // The other hosts, as the agent last reached them.
+            // The other hosts, each asked now.
             if let Ok(list) = agent.get_as::<HostList>("/api/v1/hosts").await {
                 if list.hosts.len() > 1 {
-                    out.extend(list.hosts.iter().map(host_line));
+                    for h in &list.hosts {
+                        out.extend(host_now(&agent, &cfg, h).await);
+                    }
                 }
             }
             return out;
@@ -182,8 +185,8 @@ pub async fn checks(home: &Home) -> Vec<Check> {
     out
 }
 
-/// With several hosts: each host's executor as the agent last reached it,
-/// and whether each one that answers trusts this key.
+/// With several hosts: each host's executor, asked now through the agent,
+/// in one line, and whether each one that answers trusts this key.
 async fn hosts(
     agent: &AgentClient,
     cfg: &crate::home::CliConfig,
@@ -191,35 +194,66 @@ async fn hosts(
 ) -> Vec<Check> {
     let mut out = Vec::new();
     for h in first.hosts.iter() {
-        out.push(host_line(h));
-        let name = safe(&h.name);
-        // Only a host that answers, named as a host is (from the agent,
-        // it goes into a query string), and not the first (checked above).
-        if !h.reachable
-            || !drydock_proto::approval::is_host_name(&h.name)
-            || first.host.as_deref() == Some(h.name.as_str())
-        {
+        if first.host.as_deref() == Some(h.name.as_str()) {
+            // Asked a moment ago: the `mtls` and `approver` lines above.
+            out.push(check(
+                "host",
+                Verdict::Ok,
+                format!(
+                    "{} at {}: executor answers in {} ms",
+                    safe(&h.name),
+                    safe(&h.endpoint),
+                    first.latency_ms
+                ),
+            ));
             continue;
         }
-        // The other hosts' approvers: a key the first trusts may not be
-        // trusted there.
-        match agent
-            .get_as::<ExecutorReach>(&format!("/api/v1/executor?host={}", h.name))
-            .await
-        {
-            Ok(reach) => {
-                let mut c = approver(cfg, &reach.policy);
-                c.detail = format!("on {name}: {}", c.detail);
-                out.push(c);
-            }
-            Err(e) => out.push(check(
-                "host",
-                Verdict::Fail,
-                format!("{name}: the agent cannot use its executor: {e:#}"),
-            )),
-        }
+        out.extend(host_now(agent, cfg, h).await);
     }
     out
+}
+
+/// One host's executor, asked now through the agent: a `host` line (and
+/// its `approver` line when it answers). A name that cannot go into a
+/// query string is shown as the agent last probed it, and says when.
+async fn host_now(agent: &AgentClient, cfg: &crate::home::CliConfig, h: &HostView) -> Vec<Check> {
+    let name = safe(&h.name);
+    let at = safe(&h.endpoint);
+    if !drydock_proto::approval::is_host_name(&h.name) {
+        return vec![host_line(h)];
+    }
+    match agent
+        .get_as::<ExecutorReach>(&format!("/api/v1/executor?host={}", h.name))
+        .await
+    {
+        Ok(reach) => {
+            let mut c = approver(cfg, &reach.policy);
+            c.detail = format!("on {name}: {}", c.detail);
+            vec![
+                check(
+                    "host",
+                    Verdict::Ok,
+                    format!(
+                        "{name} at {at}: executor answers in {} ms",
+                        reach.latency_ms
+                    ),
+                ),
+                c,
+            ]
+        }
+        Err(e) => {
+            let since = h
+                .down_since
+                .as_deref()
+                .map(|s| format!(" (down since {})", safe(s)))
+                .unwrap_or_default();
+            vec![check(
+                "host",
+                Verdict::Fail,
+                format!("{name} at {at}: does not answer now{since}: {e:#}"),
+            )]
+        }
+    }
 }
 
 /// `GET /api/v1/hosts`.
@@ -228,16 +262,21 @@ struct HostList {
     hosts: Vec<HostView>,
 }
 
-/// One host as the agent last reached it.
+/// One host as the agent last probed it, saying when.
 fn host_line(h: &HostView) -> Check {
     let name = safe(&h.name);
     let at = safe(&h.endpoint);
+    let when = h
+        .checked_at
+        .as_deref()
+        .map(|t| format!(" (the agent's probe at {})", safe(t)))
+        .unwrap_or_default();
     if h.reachable {
         return check(
             "host",
             Verdict::Ok,
             format!(
-                "{name} at {at}: executor answers in {} ms",
+                "{name} at {at}: executor answered in {} ms{when}",
                 h.latency_ms.unwrap_or(0)
             ),
         );

@@ -210,6 +210,18 @@ pub enum Layout {
     Swarm,
 }
 
+impl Layout {
+    /// The command that starts the daemons in this layout.
+    pub fn start_command(self) -> &'static str {
+        match self {
+            Layout::Local => "`drydock up`",
+            Layout::Compose => "`docker-compose -f deploy/compose.yaml up -d`",
+            Layout::Swarm => "`deploy/swarm-deploy.sh \"$H\" up` as root on the manager",
+            Layout::Systemd => "`systemctl start drydock-executor drydock-agent`",
+        }
+    }
+}
+
 /// How another host's executor runs there, as `drydock host add --layout`
 /// names it (a Swarm cluster's executor is its stack's, never another
 /// host's).
