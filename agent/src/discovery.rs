@@ -98,7 +98,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 mod roles;
-use roles::ROLES;
+use roles::{PARTS, ROLES};
 
 /// The outcome of discovery.
 #[derive(Debug, Clone, PartialEq)]
@@ -239,10 +239,18 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     if task_service(word) == Some(name.as_str()) {
         return Some((100, format!("`{word}` is a task of service `{}`", c.name)));
     }
-    if name.split(['-', '_', '.']).any(|seg| seg == word) {
+    let segments: Vec<&str> = name.split(['-', '_', '.']).collect();
+    // Two words of the message, in order, as whole parts of the name
+    // ("walk api" → `shop-walk-api-1`): closer than either word alone.
+    if word.contains('-')
+        && format!("-{}-", segments.join("-")).contains(&format!("-{word}-"))
+        && word.split('-').count() == 2
+    {
+        return Some((85, format!("name `{}` contains `{word}`", c.name)));
+    }
+    if segments.contains(&word) {
         return Some((80, format!("name `{}` contains `{word}`", c.name)));
     }
-    let segments: Vec<&str> = name.split(['-', '_', '.']).collect();
     let plural = |a: &str, b: &str| a.len() >= 3 && (format!("{a}s") == b || format!("{b}s") == a);
     if segments.iter().any(|seg| plural(seg, word))
         || service.as_deref().is_some_and(|s| plural(s, word))
@@ -300,6 +308,37 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
         }
     }
     None
+}
+
+/// The row of `PARTS` a word names.
+fn part_of(word: &str) -> Option<usize> {
+    PARTS.iter().position(|row| row.contains(&word))
+}
+
+/// When the message names a part of a system ("walk api") and the
+/// container is plainly another part (its name, compose service or image
+/// says `db`): which part it was asked for and which the container is.
+fn another_part(message_words: &[String], c: &ContainerSummaryView) -> Option<(String, String)> {
+    let asked: Vec<(usize, &String)> = message_words
+        .iter()
+        .filter_map(|w| part_of(w).map(|p| (p, w)))
+        .collect();
+    let (_, first_asked) = asked.first()?;
+    let name = c.name.to_ascii_lowercase();
+    let service = c
+        .labels
+        .get(COMPOSE_SERVICE_LABEL)
+        .map(|s| s.to_ascii_lowercase());
+    let image = image_base(&c.image);
+    let is: Vec<(usize, String)> = name
+        .split(['-', '_', '.'])
+        .chain(service.iter().flat_map(|s| s.split(['-', '_', '.'])))
+        .chain([image.as_str()])
+        .filter_map(|w| part_of(w).map(|p| (p, w.to_string())))
+        .collect();
+    let (_, first_is) = is.first()?;
+    let overlap = asked.iter().any(|(a, _)| is.iter().any(|(i, _)| a == i));
+    (!overlap).then(|| (first_asked.to_string(), first_is.clone()))
 }
 
 /// A state a message describes: "web is unhealthy", "the api won't
@@ -511,6 +550,38 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             .cmp(&a.score)
             .then_with(|| a.container_name.cmp(&b.container_name))
     });
+    // A partial match that is plainly another part of the system than
+    // the one the message names is not meant: "walk api" is not
+    // `walk-db`, though both say walk.
+    let mut other_parts = Vec::new();
+    ranked.retain(|cand| {
+        let Some(c) = containers
+            .iter()
+            .find(|c| c.id == cand.container_id && c.name == cand.container_name)
+        else {
+            return true;
+        };
+        match another_part(&words, c).filter(|_| cand.score < 95) {
+            Some((asked, is)) => {
+                let mut seen = cand.clone();
+                seen.score = 0;
+                seen.why = format!("{}, but it is the {is}, not the {asked}", cand.why);
+                other_parts.push(seen);
+                false
+            }
+            None => true,
+        }
+    });
+    if ranked.is_empty() && !other_parts.is_empty() {
+        let rest: Vec<Candidate> = containers
+            .iter()
+            .filter(|c| !other_parts.iter().any(|o| o.container_id == c.id))
+            .take(20usize.saturating_sub(other_parts.len()))
+            .map(|c| candidate(c, 0, "exists"))
+            .collect();
+        other_parts.extend(rest);
+        return Discovery::NoMatch(other_parts);
+    }
     let broken = |id: &str| {
         containers
             .iter()

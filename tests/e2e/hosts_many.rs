@@ -190,9 +190,53 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
     let (ok, said) = grant(Some("host-b"));
     assert!(ok && said.contains("on host host-b"), "{said}");
 
+    // "walk api" is on B, "walk db" here; with B up, the api is found.
+    let walk_api = format!("{prefix}-walk-api");
+    engine.ok(&["run", "-d", "--name", &walk_api, FIXTURE, "sleep"]);
+    let walk_db = format!("{prefix}-walk-db");
+    docker_ok(&["run", "-d", "--name", &walk_db, FIXTURE, "sleep"]);
+    let _walk_db = Container {
+        name: walk_db.clone(),
+    };
+    let (_, req) = dd.ask_json(&["--diagnose-only", "walk api is down"]);
+    assert_eq!(
+        req["target"]["container_name"],
+        walk_api.as_str(),
+        "{req:#}"
+    );
+
     // Host B's executor stops: a request on the other host completes, and
     // doctor names B as down.
     b.stop();
+    // The api's host does not answer: the db here, which fits "walk" only,
+    // is not taken for it, and the answer says B was not searched.
+    let (code, req) = dd.ask_json(&["walk api is down"]);
+    assert_eq!(req["status"], "needs_clarification", "{req:#}");
+    assert_ne!(code, 0, "{req:#}");
+    let outcome = req["outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome.contains("not searched: host-b")
+            && outcome.contains(&format!("{walk_db} on host local"))
+            && outcome.contains(&format!("--container {walk_db}@local")),
+        "{outcome}"
+    );
+    // Only this host searched, by choice: the db is still not the api.
+    let (_, req) = dd.ask_json(&["--host", "local", "walk api is down"]);
+    assert_eq!(req["status"], "needs_clarification", "{req:#}");
+    let outcome = req["outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome.contains("it is the db, not the api") && !outcome.contains("host-b"),
+        "{outcome}"
+    );
+    // A name given with --container is quoted back as given.
+    let (_, req) = dd.ask_json(&["--container", &format!("{walk_api}@local"), "check"]);
+    let outcome = req["outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome.contains(&format!(
+            "no container is named \"{walk_api}\" on host local"
+        )),
+        "{outcome}"
+    );
     let here = Container::unhealthy_web(&format!("{prefix}-here"), &[]);
     let (_, req) = dd.ask_json(&["--yes", &format!("{} is unhealthy", here.name)]);
     assert_eq!(req["status"], "completed", "{req:#}");

@@ -346,3 +346,43 @@ fn the_broken_one_is_meant_when_the_words_do_not_say() {
     assert_eq!(name, "hazel-influxdb-1");
     assert!(why.contains("the only broken one"), "{why}");
 }
+
+#[test]
+fn a_named_part_of_a_system_is_not_another_part_of_it() {
+    let fleet = vec![
+        c("walk-db", Some("db"), "postgres:16"),
+        c("shop-backend", Some("backend"), "shop/backend:2"),
+        c("shop-frontend", Some("frontend"), "nginx:1.27"),
+    ];
+    match discover("walk api is down", &fleet) {
+        Discovery::NoMatch(seen) => {
+            assert_eq!(seen[0].container_name, "walk-db", "{seen:?}");
+            assert!(
+                seen[0].why.contains("it is the db, not the api"),
+                "{}",
+                seen[0].why
+            );
+        }
+        other => panic!("walk api is not walk-db: {other:?}"),
+    }
+    let found = |msg: &str| match discover(msg, &fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    // The same part, said another way, or no part said at all.
+    assert_eq!(found("walk is down"), "walk-db");
+    assert_eq!(found("the walk database is slow"), "walk-db");
+    assert_eq!(found("the shop api is down"), "shop-backend");
+    assert_eq!(found("nginx keeps restarting"), "shop-frontend");
+    // Both words, in order, in one name, beat one word in another.
+    let mut two = fleet.clone();
+    two.push(c("walk-api-1", None, "walk/api:1"));
+    two.push(c("orders-api-1", None, "orders/api:1"));
+    assert!(
+        matches!(discover("walk api is down", &two), Discovery::Found(c) if c.container_name == "walk-api-1"),
+        "{:?}",
+        discover("walk api is down", &two)
+    );
+    // An exact name is never second-guessed.
+    assert_eq!(found("walk-db api errors"), "walk-db");
+}

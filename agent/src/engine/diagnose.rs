@@ -227,7 +227,7 @@ impl Engine {
                 )
                 .await?;
                 if req.target.is_none() {
-                    let outcome = Self::clarification(&req.question(), &req.candidates);
+                    let outcome = Self::clarification(&req, &req.candidates);
                     self.finish(id, Status::NeedsClarification, outcome).await?;
                     return Ok(false);
                 }

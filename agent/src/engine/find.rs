@@ -151,6 +151,28 @@ impl Engine {
             }
             other => other,
         };
+        let away: Vec<String> = unreachable.iter().map(|(h, _)| h.to_string()).collect();
+        // A partial match must not win while a host that may hold a
+        // better one did not answer: say so, and how to choose.
+        let found = match found {
+            Discovery::Found(c)
+                if !away.is_empty() && req.options.container.is_none() && c.score < 95 =>
+            {
+                let outcome = partial_while_away(&c, &unreachable);
+                let cands = vec![c];
+                self.update(
+                    id,
+                    EventPayload::Candidates(CandidatesFound {
+                        candidates: cands.clone(),
+                    }),
+                    |r| r.candidates = cands,
+                )
+                .await?;
+                self.finish(id, Status::NeedsClarification, outcome).await?;
+                return Ok(Found::Ended);
+            }
+            other => other,
+        };
         let cands = match found {
             Discovery::Found(c) => {
                 let running = containers
@@ -189,7 +211,13 @@ impl Engine {
             }
             Discovery::Ambiguous(cands) | Discovery::NoMatch(cands) => cands,
         };
-        let outcome = Self::clarification(&req.question(), &cands);
+        let mut outcome = Self::clarification(req, &cands);
+        if !away.is_empty() {
+            outcome = format!(
+                "{outcome} Not searched: {}, whose executor does not answer.",
+                away.join(", ")
+            );
+        }
         self.update(
             id,
             EventPayload::Candidates(CandidatesFound {
@@ -311,7 +339,7 @@ impl Engine {
 
     /// What to ask the operator when no single container fits. With
     /// several hosts each candidate says where it is, and how to pick it.
-    pub(super) fn clarification(message: &str, cands: &[Candidate]) -> String {
+    pub(super) fn clarification(req: &Request, cands: &[Candidate]) -> String {
         let ambiguous = cands.iter().all(|c| c.score > 0) && !cands.is_empty();
         let names: Vec<String> = cands
             .iter()
@@ -330,13 +358,48 @@ impl Engine {
         } else if names.is_empty() {
             "no container matches and none is visible to the executor".to_string()
         } else {
+            let asked = match (&req.options.container, &req.options.host) {
+                (Some(name), Some(host)) => format!("is named \"{name}\" on host {host}"),
+                (Some(name), None) => format!("is named \"{name}\""),
+                (None, _) => format!("matches \"{}\"", req.question()),
+            };
+            let seen: Vec<String> = cands
+                .iter()
+                .filter(|c| c.why != "exists")
+                .map(|c| format!("{} ({})", c.container_name, c.why))
+                .collect();
+            let seen = if seen.is_empty() {
+                String::new()
+            } else {
+                format!(" Close, but not it: {}.", seen.join("; "))
+            };
             format!(
-                "no container matches \"{}\". Visible containers: {}. {how}",
-                message,
+                "no container {asked}.{seen} Visible containers: {}. {how}",
                 names.join(", ")
             )
         }
     }
+}
+
+/// What to say when the best match is a partial one and some hosts were
+/// not searched.
+fn partial_while_away(c: &Candidate, away: &[(String, ExecutorError)]) -> String {
+    let hosts: Vec<String> = away
+        .iter()
+        .map(|(h, e)| format!("{h} ({})", e.message))
+        .collect();
+    let first = away
+        .first()
+        .map(|(h, _)| h.as_str())
+        .unwrap_or("the other host");
+    let here = c.host.as_deref().unwrap_or("local");
+    format!(
+        "not searched: {}, whose executor does not answer. The best match on the hosts that answered, {} on host {here}, fits only in part ({}), and the container you mean may be on {first}. Ask again once {first} answers, or choose this one with --container {}@{here}.",
+        hosts.join("; "),
+        c.container_name,
+        c.why,
+        c.container_name
+    )
 }
 
 /// Each candidate with the host it is on: the host of the row it came from,
