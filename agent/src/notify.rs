@@ -161,6 +161,7 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         | EventPayload::ApprovalRequested(_)
         | EventPayload::ApprovalDecided(_)
         | EventPayload::ApprovalExpired(_)
+        | EventPayload::Superseded(_)
         | EventPayload::ApprovedByGrant(_)
         | EventPayload::DependencyReady(_)
         | EventPayload::Verification(_)

@@ -115,6 +115,10 @@ pub fn event_lines(event: &Event) -> Vec<String> {
             d.decision.as_str()
         )),
         EventPayload::ApprovalExpired(_) => out.push("  approval expired".into()),
+        EventPayload::Superseded(s) => out.push(format!(
+            "  withdrawn: {} repaired the same target first",
+            safe(&s.by)
+        )),
         EventPayload::ApprovedByGrant(g) => {
             for step in &g.steps {
                 out.push(format!(
@@ -268,6 +272,7 @@ mod tests {
                 json!({"approval_id": "apr-1", "decision": "rejected", "key_id": null})
             }
             EventKind::ApprovalExpired => json!({"approvals": ["apr-1"]}),
+            EventKind::Superseded => json!({"by": "req-2", "approvals": ["apr-1"]}),
             EventKind::ApprovedByGrant => {
                 json!({"steps": [{"approval_id": "apr-1", "grant_id": "grt-1"}], "class": "unhealthy"})
             }

@@ -154,6 +154,9 @@ events! {
     ApprovalDecided(ApprovalDecided) = "approval_decided",
     /// Approvals expired before anyone decided them.
     ApprovalExpired(ApprovalsExpired) = "approval_expired",
+    /// Another request repaired the same target and verified it, so this
+    /// one's unapproved plan was withdrawn.
+    Superseded(Superseded) = "superseded",
     /// An automation grant authorised the plan's steps instead of a person.
     ApprovedByGrant(ApprovedByGrant) = "approved_by_grant",
     /// The executor answered a write.
@@ -330,6 +333,14 @@ pub struct ApprovalDecided {
 /// `approval_expired`: the ids of the approvals that expired.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalsExpired {
+    pub approvals: Vec<String>,
+}
+
+/// `superseded`: the request that repaired the target and verified it,
+/// and this request's approvals it withdrew.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Superseded {
+    pub by: String,
     pub approvals: Vec<String>,
 }
 

@@ -312,6 +312,14 @@ impl Target {
         }
     }
 
+    /// Whether `other` is the same container or service on the same host
+    /// (by id, or by name: a recreated container keeps its name).
+    pub fn same_as(&self, other: &Target) -> bool {
+        self.kind() == other.kind()
+            && self.host == other.host
+            && (self.id() == other.id() || self.name() == other.name())
+    }
+
     /// A container's compose service.
     pub fn compose_service(&self) -> Option<&str> {
         match &self.subject {
@@ -694,6 +702,8 @@ pub enum ApprovalStatus {
     Approved,
     Rejected,
     Expired,
+    /// Withdrawn unapproved: another request repaired the target first.
+    Withdrawn,
 }
 
 impl ApprovalStatus {
@@ -703,6 +713,7 @@ impl ApprovalStatus {
             ApprovalStatus::Approved => "approved",
             ApprovalStatus::Rejected => "rejected",
             ApprovalStatus::Expired => "expired",
+            ApprovalStatus::Withdrawn => "withdrawn",
         }
     }
 }

@@ -337,6 +337,71 @@ impl Engine {
         }
     }
 
+    /// Once `by` has verified `target` healthy, a request still waiting
+    /// for a person to approve a plan for the same target is moot: its
+    /// plan was made for a failure that is gone, and its claims for a
+    /// container or spec that has changed. Each such request (none of whose
+    /// approvals was decided) is withdrawn with a `superseded` event and
+    /// ends canceled, nothing changed.
+    pub(super) async fn supersede_waiting(&self, by: &str, target: &Target) -> Result<(), Stop> {
+        let waiting: Vec<Request> = self
+            .store
+            .unfinished()?
+            .into_iter()
+            .filter(|r| {
+                r.id != by
+                    && r.status == Status::WaitingApproval
+                    && r.target.as_ref().is_some_and(|t| t.same_as(target))
+            })
+            .collect();
+        for r in waiting {
+            let pending: Vec<String> = Self::current_approvals(&r)
+                .iter()
+                .map(|a| a.id.clone())
+                .collect();
+            let control = self.control(&r.id);
+            let withdrawn = self
+                .try_update(
+                    &r.id,
+                    EventPayload::Superseded(Superseded {
+                        by: by.to_string(),
+                        approvals: pending.clone(),
+                    }),
+                    |x| {
+                        let undecided = Self::current_approvals(x)
+                            .iter()
+                            .all(|a| a.status == ApprovalStatus::Pending);
+                        if x.status != Status::WaitingApproval || !undecided {
+                            return Err(EngineError::AlreadyFinished {
+                                id: x.id.clone(),
+                                status: x.status.as_str().into(),
+                            });
+                        }
+                        for a in x.approvals.iter_mut().filter(|a| pending.contains(&a.id)) {
+                            a.status = ApprovalStatus::Withdrawn;
+                        }
+                        Ok(())
+                    },
+                )
+                .await;
+            if withdrawn.is_err() {
+                // Decided or finished meanwhile: it goes its own way.
+                continue;
+            }
+            self.finish(
+                &r.id,
+                Status::Canceled,
+                format!(
+                    "withdrawn: {by} repaired {} and verified it; this plan, made for the same failure, was never approved and nothing was changed",
+                    target.name()
+                ),
+            )
+            .await?;
+            control.notify.notify_one();
+        }
+        Ok(())
+    }
+
     pub fn pending_approvals(&self) -> Result<Vec<(Request, ApprovalRecord)>, EngineError> {
         let mut out = Vec::new();
         for req in self.store.unfinished()? {

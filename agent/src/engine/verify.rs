@@ -220,6 +220,7 @@ impl Engine {
                 ),
             )
             .await?;
+            self.supersede_waiting(id, target).await?;
             return Ok(false);
         }
         let req = self.store.get(id)?.ok_or(Stop::Canceled)?;

@@ -272,6 +272,60 @@ async fn a_person_who_rejects_leaves_the_container_untouched() {
 }
 
 #[tokio::test]
+async fn a_plan_waiting_for_approval_is_withdrawn_once_another_request_repairs_its_target() {
+    let w = world(
+        Scripted::new(web("unhealthy"), recovers()),
+        WatchMode::Notify,
+    );
+    // The watch's request waits for a person ...
+    let options = RequestOptions {
+        container: Some("web".into()),
+        ..Default::default()
+    };
+    let first = w
+        .engine
+        .open("web turned unhealthy".into(), options, RequestSource::Watch)
+        .await
+        .unwrap()
+        .id;
+    let waiting = w.waiting(&first).await;
+    assert_eq!(waiting.status, Status::WaitingApproval);
+    let its_approval = waiting.pending_approvals().next().unwrap().id.clone();
+    // ... while another request about the same container is approved,
+    // executed and verified.
+    let req = w.approved_to_the_end().await;
+    assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
+    let first = w.finished(&first).await;
+    assert_eq!(first.status, Status::Canceled, "{:?}", first.outcome);
+    let outcome = first.outcome.clone().unwrap_or_default();
+    assert!(
+        outcome.contains(&format!("withdrawn: {} repaired web", req.id)),
+        "{outcome}"
+    );
+    assert_eq!(first.approvals[0].status, ApprovalStatus::Withdrawn);
+    let superseded = w
+        .engine
+        .store()
+        .events_after(&first.id, 0)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.payload {
+            EventPayload::Superseded(s) => Some(s),
+            _ => None,
+        })
+        .expect("a superseded event");
+    assert_eq!(superseded.by, req.id);
+    assert_eq!(superseded.approvals, vec![its_approval.clone()]);
+    // Its approval can no longer be used, and one write was made in all.
+    assert!(w
+        .engine
+        .approve(&its_approval, "ops", &B64.encode([7u8; 64]))
+        .await
+        .is_err());
+    assert_eq!(w.executor.writes(), 1);
+}
+
+#[tokio::test]
 async fn an_approval_signed_the_moment_it_is_announced_is_accepted() {
     // A CLI with --yes signs as soon as it sees `approval_requested`: the
     // request must already be waiting for it then, even when the agent
