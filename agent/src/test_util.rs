@@ -68,6 +68,9 @@ pub struct Scripted {
     pub images: Vec<String>,
     /// A Swarm manager's answers (none: not a manager).
     pub swarm: Mutex<Option<SwarmScript>>,
+    /// How many service reads still show an update the engine is
+    /// finishing (one spec version behind the script's).
+    pub settling: Mutex<u32>,
     pub calls: Mutex<Vec<String>>,
     /// How long `GetPolicy` takes (a busy executor).
     pub policy_delay: Duration,
@@ -97,6 +100,7 @@ impl Scripted {
             write,
             images: Vec::new(),
             swarm: Mutex::new(None),
+            settling: Mutex::new(0),
             calls: Mutex::new(Vec::new()),
             policy_delay: Duration::ZERO,
             stats_delay: Duration::ZERO,
@@ -321,7 +325,16 @@ impl Reads for Scripted {
         Box::pin(async move { swarm_read(self, "services", |s| vec![s.service.summary.clone()]) })
     }
     fn service<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ServiceView> {
-        Box::pin(async move { swarm_read(self, "service", |s| s.service.clone()) })
+        Box::pin(async move {
+            let mut read = swarm_read(self, "service", |s| s.service.clone())?;
+            let mut settling = self.settling.lock().unwrap();
+            if *settling > 0 {
+                *settling -= 1;
+                read.summary.update_state = UpdateState::Updating;
+                read.summary.version -= 1;
+            }
+            Ok(read)
+        })
     }
     fn tasks<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, Vec<TaskView>> {
         Box::pin(async move { swarm_read(self, "tasks", |s| s.tasks.clone()) })

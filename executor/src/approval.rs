@@ -68,7 +68,7 @@ pub enum ApprovalError {
     WrongService { signed: String, actual: String },
     #[error("approval names service `{signed}`, but the target is `{actual}`")]
     WrongServiceName { signed: String, actual: String },
-    #[error("approval was made at spec version {signed} of the service; it is at version {actual} now (someone changed it): ask again")]
+    #[error("approval was made at spec version {signed} of the service; it is at version {actual} now (a person or a stack deploy updated it, or the engine finished or rolled back an update since): ask again")]
     SpecChanged { signed: u64, actual: u64 },
     #[error("approval was made while the service's spec ran image {signed}; it runs {actual} now")]
     ServiceImageMoved { signed: String, actual: String },

@@ -142,15 +142,38 @@ impl Engine {
             max => self.config.logs_tail.min(max),
         };
         let ex = self.exec(id);
-        let (service, tasks, nodes, logs) = tokio::join!(
-            ex.service(id, sid),
+        let Some(mut service) = self
+            .required(id, "inspect the service", ex.service(id, sid).await)
+            .await?
+        else {
+            return Ok(false);
+        };
+        // An update the engine is carrying out changes the spec version
+        // when it ends, and an approval binds the version: wait for it to
+        // settle (up to verify.max_wait) before anything is planned.
+        let mut settling = None;
+        if service.summary.update_state.in_progress() {
+            let started = std::time::Instant::now();
+            while service.summary.update_state.in_progress()
+                && started.elapsed() < self.config.verify_max_wait
+            {
+                self.check_canceled(id)?;
+                tokio::time::sleep(self.config.verify_poll).await;
+                match ex.service(id, sid).await {
+                    Ok(now) => service = now,
+                    Err(e) => {
+                        tracing::warn!(request_id = %id, error = %e, "service not read while it settles");
+                        break;
+                    }
+                }
+            }
+            settling = Some(started.elapsed());
+        }
+        let (tasks, nodes, logs) = tokio::join!(
             ex.tasks(id, sid),
             ex.nodes(id),
             ex.service_logs(id, sid, tail),
         );
-        let Some(service) = self.required(id, "inspect the service", service).await? else {
-            return Ok(false);
-        };
         let Some(tasks) = self.required(id, "list the service's tasks", tasks).await? else {
             return Ok(false);
         };
@@ -159,7 +182,7 @@ impl Engine {
                 "InspectService",
                 EvidencePayload::Service(service.clone()),
                 format!(
-                    "{}: {}/{} tasks, image {}, spec version {}{}",
+                    "{}: {}/{} tasks, image {}, spec version {}{}{}",
                     service.summary.name,
                     service.summary.running,
                     service.summary.desired,
@@ -169,6 +192,17 @@ impl Engine {
                         String::new()
                     } else {
                         format!(", update {}", service.summary.update_state)
+                    },
+                    match settling {
+                        Some(waited) if service.summary.update_state.in_progress() => format!(
+                            "; the engine was still updating it after {} s of waiting",
+                            waited.as_secs()
+                        ),
+                        Some(waited) => format!(
+                            "; read again after the engine's update settled ({} ms)",
+                            waited.as_millis()
+                        ),
+                        None => String::new(),
                     }
                 ),
             ),

@@ -100,6 +100,18 @@ pub fn plan(
     let tried = |action: WriteAction| done.iter().any(|d| d.action == action);
     let mut steps = Vec::new();
     let mut advice = Vec::new();
+    if s.summary.update_state.in_progress() {
+        // The update's end changes the spec version every approval binds.
+        advice.push(format!(
+            "The engine is still updating {name} (update {}): a write approved now would be refused once the update ends and changes the spec version. Ask again once `docker service inspect {name} --format '{{{{.UpdateStatus.State}}}}'` says completed (or rollback_completed).",
+            s.summary.update_state
+        ));
+        return Plan {
+            digest: digest(&steps),
+            steps,
+            advice,
+        };
+    }
     if let Some(change) = &found.change {
         if policy.actions.enabled(WriteAction::ServiceRollback)
             && !tried(WriteAction::ServiceRollback)

@@ -224,6 +224,54 @@ async fn failing_tasks_of_a_transient_cause_get_a_force_update_bound_to_the_spec
         .any(|c| c == "write force_update by approval"));
 }
 
+/// The claims of a request's first pending approval.
+fn first_claims(req: &Request) -> approval::ApprovalClaims {
+    let pending = req.pending_approvals().next().expect("a pending approval");
+    approval::ApprovalClaims::decode(&B64.decode(&pending.claims).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn an_update_the_engine_is_finishing_settles_before_the_claims_are_made() {
+    let w = swarm_world(failing_api(), swarm_policy());
+    // The first reads show the engine finishing an update, one spec
+    // version behind the one it settles at.
+    *w.executor.settling.lock().unwrap() = 3;
+    let id = ask_api(&w).await;
+    let req = w.waiting(&id).await;
+    assert_eq!(req.status, Status::WaitingApproval, "{:?}", req.outcome);
+    let signed = first_claims(&req).service.expect("the service");
+    assert_eq!(signed.version, 73, "bound to the settled spec");
+    let said = w
+        .engine
+        .store()
+        .events_after(&id, 0)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.payload {
+            EventPayload::Evidence(e) if e.source == "InspectService" => Some(e.summary),
+            _ => None,
+        })
+        .unwrap_or_default();
+    assert!(said.contains("after the engine's update settled"), "{said}");
+}
+
+#[tokio::test]
+async fn an_update_that_does_not_settle_gets_advice_not_a_write() {
+    let w = swarm_world(failing_api(), swarm_policy());
+    *w.executor.settling.lock().unwrap() = u32::MAX;
+    let id = ask_api(&w).await;
+    let req = w.finished(&id).await;
+    let plan = req.plan.clone().expect("a plan");
+    assert!(plan.steps.is_empty(), "{plan:?}");
+    assert!(
+        plan.advice
+            .iter()
+            .any(|a| a.contains("still updating shop_api")),
+        "{plan:?}"
+    );
+    assert_eq!(w.executor.writes(), 0);
+}
+
 #[tokio::test]
 async fn a_failure_that_began_with_the_update_gets_a_rollback_to_the_previous_image() {
     let crash = "task: non-zero exit (1)";
