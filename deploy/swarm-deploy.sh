@@ -6,6 +6,8 @@
 #   deploy/swarm-deploy.sh HOME audit-init   # once, for a new installation
 #   deploy/swarm-deploy.sh HOME up           # deploy, or update after a change
 #   deploy/swarm-deploy.sh HOME down         # remove the stack (volumes stay)
+#   deploy/swarm-deploy.sh HOME restore NAME # both stores from the backups
+#                                            # named NAME in their volumes
 #
 # `up` labels this node `drydock=true` (both services are placed on it),
 # mounts a small tmpfs of its own on /run/drydock-agent (the agent's socket
@@ -27,8 +29,8 @@
 #                                            # and removes the node label
 set -euo pipefail
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 DRYDOCK_HOME audit-init|up|down" >&2
+if [ $# -ne 2 ] && ! { [ $# -eq 3 ] && [ "$2" = restore ]; }; then
+  echo "usage: $0 DRYDOCK_HOME audit-init|up|down, or $0 DRYDOCK_HOME restore BACKUP_NAME" >&2
   exit 2
 fi
 home="$(cd "$1" && pwd)"
@@ -55,27 +57,51 @@ for f in executor.yaml agent.token pki/ca.crt pki/executor.crt pki/executor.key 
   [ -f "$home/$f" ] || fail "$home/$f is missing; run \`drydock init --layout swarm\` first"
 done
 
+# The executor's config and keys, handed to its user in a private folder
+# for one run of its image on the stack's volume (the executor checks its
+# whole config, keys included): `executor_once ARGS...`.
+executor_once() {
+  local tmp
+  tmp="$(mktemp -d)"
+  chmod 0711 "$tmp"
+  install -d -m 0755 "$tmp/pki"
+  install -m 0644 "$home/executor.yaml" "$tmp/executor.yaml"
+  install -m 0644 "$home/pki/ca.crt" "$home/pki/executor.crt" "$home/pki/healthcheck.crt" "$tmp/pki/"
+  install -m 0600 -o "$executor_uid" -g "$executor_uid" \
+    "$home/pki/executor.key" "$home/pki/healthcheck.key" "$home/pki/audit.key" "$tmp/pki/"
+  docker volume create "${stack}_executor-state" >/dev/null
+  local status=0
+  docker run --rm --network none --read-only --cap-drop ALL \
+    --user "$executor_uid:$executor_uid" \
+    -v "${stack}_executor-state:/var/lib/drydock" \
+    -v "$tmp:/etc/drydock:ro" \
+    "drydock-executor:$tag" "$@" || status=$?
+  rm -rf "$tmp"
+  return "$status"
+}
+
 case "$command" in
   audit-init)
     # The executor never creates a missing audit store by itself (a new
     # store would forget which approvals were used): make it once, in the
     # volume the stack will use, with the executor's own image and config.
-    # The executor checks its whole config, keys included: they are handed
-    # to its user in a private folder for this one run.
-    tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
-    chmod 0711 "$tmp"
-    install -d -m 0755 "$tmp/pki"
-    install -m 0644 "$home/executor.yaml" "$tmp/executor.yaml"
-    install -m 0644 "$home/pki/ca.crt" "$home/pki/executor.crt" "$home/pki/healthcheck.crt" "$tmp/pki/"
-    install -m 0600 -o "$executor_uid" -g "$executor_uid" \
-      "$home/pki/executor.key" "$home/pki/healthcheck.key" "$home/pki/audit.key" "$tmp/pki/"
-    docker volume create "${stack}_executor-state" >/dev/null
+    executor_once audit init
+    ;;
+  restore)
+    # Both services stopped (scaled to 0) while their stores are replaced;
+    # each old store is moved aside, never deleted; then both start again.
+    name="$3"
+    [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] && [ "$name" != . ] && [ "$name" != .. ] \
+      || fail "BACKUP_NAME \`$name\` must be a folder name under /var/lib/drydock/backups (letters, digits, . _ -)"
+    docker service scale "${stack}_agent=0" "${stack}_executor=0" >/dev/null
+    executor_once audit restore --from "/var/lib/drydock/backups/$name" --move-aside
     docker run --rm --network none --read-only --cap-drop ALL \
-      --user "$executor_uid:$executor_uid" \
-      -v "${stack}_executor-state:/var/lib/drydock" \
-      -v "$tmp:/etc/drydock:ro" \
-      "drydock-executor:$tag" audit init
+      --user "$agent_uid:$agent_uid" \
+      -v "${stack}_agent-state:/var/lib/drydock" \
+      -v "$here/swarm/agent.yaml:/etc/drydock/agent.yaml:ro" \
+      "drydock-agent:$tag" restore --from "/var/lib/drydock/backups/$name" --move-aside
+    docker service scale "${stack}_executor=1" "${stack}_agent=1" >/dev/null
+    echo "restored both stores from backup $name and started the services again"
     ;;
   up)
     if [ -n "${DRYDOCK_AGENT_GID:-}" ]; then
