@@ -353,13 +353,19 @@ impl InitOptions {
 
     /// What `drydock init` tells the operator about the scope it wrote.
     pub fn scope_note(&self) -> String {
+        let services = if self.layout == Layout::Swarm {
+            " The same globs select Swarm services (targets.services.allow_names)."
+        } else {
+            ""
+        };
         if self.targets.is_empty() {
-            "targets: every container on this host (allow_names: [\"*\"]), except drydock's own. \
-             Narrow it with `drydock init --force --target 'shop-*'` or by editing targets in executor.yaml."
-                .into()
+            format!(
+                "targets: every container on this host (allow_names: [\"*\"]), except drydock's own.{services} \
+                 Narrow it with `drydock init --force --target 'shop-*'` or by editing targets in executor.yaml."
+            )
         } else {
             format!(
-                "targets: containers named {} (allow_names), except drydock's own.",
+                "targets: containers named {} (allow_names), except drydock's own.{services}",
                 self.targets.join(", ")
             )
         }

@@ -71,6 +71,25 @@ fn host_config(home_yaml: &str, name: &str, listen: &str) -> anyhow::Result<Stri
     ))
 }
 
+/// A production layout's redaction (`drydock init --layout compose` and
+/// `systemd` write it): a home made for the local layout withholds only
+/// secret-looking values, and a host deployed like compose or systemd
+/// withholds every value but the allow list.
+fn production_redaction(config: &str) -> String {
+    let allow = crate::home::PRODUCTION_ENV_ALLOW.join(", ");
+    config
+        .lines()
+        .map(|l| match l {
+            "  env: secret-looking" => format!(
+                "  # The production layouts' policy (drydock host add --layout compose|systemd).\n  env: all\n  env_allow: [{allow}]"
+            ),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
 /// The config's paths as deploy/systemd/drydock-executor.service gives
 /// them: certificates in /etc/drydock/pki, the key as the unit's
 /// credential, the state in its StateDirectory. The unit hands over no
@@ -159,8 +178,9 @@ pub fn add(
     let port = home_port(&home_yaml);
     let config = host_config(&home_yaml, name, &listen_on(addresses, port))?;
     let config = match layout {
-        HostLayout::Systemd => for_systemd(&config)?,
-        _ => config,
+        HostLayout::Systemd => for_systemd(&production_redaction(&config))?,
+        HostLayout::Compose => production_redaction(&config),
+        HostLayout::Local => config,
     };
     // The host's name first: the agent dials it (`executor.server_name`).
     let mut sans = vec![name.to_string()];
@@ -267,6 +287,32 @@ pub fn add_and_say(
 mod tests {
     use super::*;
     use crate::home::{init, InitOptions};
+
+    #[test]
+    fn a_production_host_withholds_every_value_but_the_allow_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home {
+            root: dir.path().to_path_buf(),
+        };
+        init(&home, &InitOptions::default()).unwrap();
+        let local = std::fs::read_to_string(home.executor_config()).unwrap();
+        assert!(local.contains("  env: secret-looking"), "{local}");
+        for (layout, all) in [
+            (HostLayout::Compose, true),
+            (HostLayout::Systemd, true),
+            (HostLayout::Local, false),
+        ] {
+            let out = dir.path().join(format!("{layout:?}"));
+            add(&home, "host-b", &[], layout, Some(&out), false).unwrap();
+            let yaml = std::fs::read_to_string(out.join("executor.yaml")).unwrap();
+            assert_eq!(
+                yaml.contains("  env: all\n  env_allow: [PORT"),
+                all,
+                "{layout:?}: {yaml}"
+            );
+            assert_eq!(!yaml.contains("env: secret-looking"), all, "{layout:?}");
+        }
+    }
 
     #[test]
     fn a_host_gets_a_certificate_naming_it_from_the_same_ca_and_its_name_in_the_config() {

@@ -148,6 +148,16 @@ fn init_writes_an_explicit_scope_and_refuses_bad_globs() {
     let every = InitOptions::default();
     assert_eq!(every.allow_names(), vec!["*".to_string()]);
     assert!(every.scope_note().contains("every container"));
+    assert!(!every.scope_note().contains("Swarm services"));
+    let swarm = InitOptions {
+        layout: Layout::Swarm,
+        ..every.clone()
+    };
+    assert!(
+        swarm.scope_note().contains("select Swarm services"),
+        "{}",
+        swarm.scope_note()
+    );
     for bad in ["", "a\"b", "x: y", "a\nb"] {
         let err = init(
             &home,
