@@ -208,16 +208,14 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
     // Host B's executor stops: a request on the other host completes, and
     // doctor names B as down.
     b.stop();
-    // The api's host does not answer: the db here, which fits "walk" only,
-    // is not taken for it, and the answer says B was not searched.
+    // The api's host does not answer: the db here is not taken for it,
+    // and the answer says B was not searched.
     let (code, req) = dd.ask_json(&["walk api is down"]);
     assert_eq!(req["status"], "needs_clarification", "{req:#}");
     assert_ne!(code, 0, "{req:#}");
     let outcome = req["outcome"].as_str().unwrap_or_default();
     assert!(
-        outcome.contains("not searched: host-b")
-            && outcome.contains(&format!("{walk_db} on host local"))
-            && outcome.contains(&format!("--container {walk_db}@local")),
+        outcome.contains("it is the db, not the api") && outcome.contains("Not searched: host-b"),
         "{outcome}"
     );
     // Only this host searched, by choice: the db is still not the api.
@@ -226,6 +224,23 @@ fn one_agent_serves_two_hosts_and_losing_one_blocks_nothing_else() {
     let outcome = req["outcome"].as_str().unwrap_or_default();
     assert!(
         outcome.contains("it is the db, not the api") && !outcome.contains("host-b"),
+        "{outcome}"
+    );
+    // A container here that fits "walk" only in part is not taken while
+    // the host that may hold a better match does not answer.
+    let walk_old = format!("{prefix}-walk-old");
+    docker_ok(&["run", "-d", "--name", &walk_old, FIXTURE, "sleep"]);
+    let _walk_old = Container {
+        name: walk_old.clone(),
+    };
+    let (code, req) = dd.ask_json(&["walk api is down"]);
+    assert_eq!(req["status"], "needs_clarification", "{req:#}");
+    assert_ne!(code, 0, "{req:#}");
+    let outcome = req["outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome.contains("not searched: host-b")
+            && outcome.contains(&format!("{walk_old} on host local"))
+            && outcome.contains(&format!("--container {walk_old}@local")),
         "{outcome}"
     );
     // A name given with --container is quoted back as given.

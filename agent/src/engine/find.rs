@@ -214,7 +214,7 @@ impl Engine {
         let mut outcome = Self::clarification(req, &cands);
         if !away.is_empty() {
             outcome = format!(
-                "{outcome} Not searched: {}, whose executor does not answer.",
+                "{outcome} Not searched: {}, whose executor does not answer; what you mean may be there.",
                 away.join(", ")
             );
         }
