@@ -696,7 +696,12 @@ fn the_local_api_is_a_private_unix_socket() {
                  s.settimeout(5)\n\
                  s.connect({:?})\n\
                  s.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: a\\r\\nConnection: close\\r\\n\\r\\n')\n\
-                 sys.stdout.write(s.recv(64).decode(errors='replace'))",
+                 data=b''\n\
+                 while True:\n\
+                 \x20   b=s.recv(4096)\n\
+                 \x20   if not b: break\n\
+                 \x20   data+=b\n\
+                 sys.stdout.write(data.decode(errors='replace'))",
                 socket.display().to_string()
             ))
             .output()
@@ -716,18 +721,29 @@ fn the_local_api_is_a_private_unix_socket() {
         String::from_utf8_lossy(&other.stderr)
     );
     // Open the folder and the socket: the peer-credential check still
-    // drops the connection.
+    // refuses it, with one 403 that says who is admitted, and serves it
+    // nothing.
     std::fs::set_permissions(dd.home.root.clone(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(dd.home.path("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
     let other = probe("nobody");
     let stderr = String::from_utf8_lossy(&other.stderr);
+    let stdout = String::from_utf8_lossy(&other.stdout);
+    let nobody = String::from_utf8_lossy(
+        &std::process::Command::new("id")
+            .args(["-u", "nobody"])
+            .output()
+            .expect("id")
+            .stdout,
+    )
+    .trim()
+    .to_string();
     assert!(
-        other.stdout.is_empty()
-            && !stderr.contains("Permission denied")
-            && !stderr.contains("No such file"),
-        "another user reaches the socket and is dropped (EOF or reset), never answered: {} {stderr}",
-        String::from_utf8_lossy(&other.stdout)
+        stdout.starts_with("HTTP/1.1 403 Forbidden")
+            && stdout.contains(&format!("you are uid {nobody} gid"))
+            && stdout.contains("uid 0 (the agent's user) and root")
+            && !stdout.contains("\"status\":\"ok\""),
+        "another user reaches the socket and is refused with the reason, never served: {stdout} {stderr}"
     );
     assert!(
         dd.agent_log()
