@@ -6,7 +6,13 @@
 //! ```sh
 //! cargo run --release -p drydock-e2e --example drydock-bench                 # the rules engine, 5 runs
 //! cargo run --release -p drydock-e2e --example drydock-bench -- --llm my-llm.yaml
+//! cargo run -p drydock-e2e --example drydock-bench -- --report tests/bench/results/ROUND
 //! ```
+//!
+//! Every run is written as one JSON document as it ends (`--results DIR`,
+//! by default a new folder under `target/drydock-bench/results/`), and a
+//! report is rendered from such a folder (`--report DIR`), so a published
+//! table is generated from committed data.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,7 +33,9 @@ const USAGE: &str = "usage: drydock-bench [options]
   --llm FILE        your model: FILE holds an `llm:` section as in agent.yaml (provider, base_url, model,
                     api_key_env); the key is read from the variable api_key_env names
   --scenarios DIR   scenario files (default tests/bench/scenarios)
-  --json FILE       also write every run as JSON
+  --results DIR     write each run as DIR/SCENARIO.runN.json as it ends (default: a new folder under
+                    target/drydock-bench/results/); a document already there is never replaced
+  --report DIR      run nothing: print the report of the runs in DIR (as BENCHMARKS.md quotes it)
   --list            list the scenarios and exit";
 
 struct Args {
@@ -39,7 +47,8 @@ struct Args {
     model: String,
     llm: Option<PathBuf>,
     dir: PathBuf,
-    json: Option<PathBuf>,
+    results: Option<PathBuf>,
+    report: Option<String>,
     list: bool,
     split: Option<bool>,
     first_contact: bool,
@@ -55,7 +64,8 @@ fn parse() -> Result<Args, String> {
         model: "rules".into(),
         llm: None,
         dir: scenario::default_dir(),
-        json: None,
+        results: None,
+        report: None,
         list: false,
         split: None,
         first_contact: false,
@@ -78,7 +88,8 @@ fn parse() -> Result<Args, String> {
             "--model" => a.model = value("--model")?,
             "--llm" => a.llm = Some(PathBuf::from(value("--llm")?)),
             "--scenarios" => a.dir = PathBuf::from(value("--scenarios")?),
-            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
+            "--results" => a.results = Some(PathBuf::from(value("--results")?)),
+            "--report" => a.report = Some(value("--report")?),
             "--list" => a.list = true,
             "--split" => {
                 a.split = Some(match value("--split")?.as_str() {
@@ -131,6 +142,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(round) = &args.report {
+        let printed = bench::sealed::load(&bench::sealed::default_path())
+            .and_then(|first| bench::results::report(round, &all, &first));
+        return match printed {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("drydock-bench: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     for p in args.only.iter().chain(&args.skip) {
         if !all.iter().any(|s| picked(&s.id, std::slice::from_ref(p))) {
             eprintln!("drydock-bench: no scenario matches `{p}` (--list shows them)");
@@ -203,6 +228,33 @@ fn main() -> ExitCode {
         runs = 1;
     }
     let args = Args { runs, ..args };
+    let (commit, code_changed) = match bench::sealed::checkout() {
+        Ok(c) => c,
+        // A first contact must name its commit; other runs say they
+        // could not.
+        Err(e) if args.first_contact => {
+            eprintln!("drydock-bench: {e:#}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("drydock-bench: the runs name no commit: {e:#}");
+            ("unknown".to_string(), true)
+        }
+    };
+    let provenance = bench::results::Provenance {
+        engine: engine.clone(),
+        commit: commit.clone(),
+        code_changed,
+        date: bench::sealed::today(),
+    };
+    let results_dir = args
+        .results
+        .clone()
+        .unwrap_or_else(|| bench::results::default_dir(&engine));
+    eprintln!(
+        "drydock-bench: each run is written to {} as it ends",
+        results_dir.display()
+    );
     eprintln!(
         "drydock-bench: {} scenario(s) × {} run(s) with {}, {} at a time",
         scenarios.len(),
@@ -211,6 +263,10 @@ fn main() -> ExitCode {
         args.jobs
     );
     let progress = |n: usize, total: usize, o: &Outcome| {
+        let record = bench::results::RunRecord::of(o, &provenance);
+        if let Err(e) = bench::results::write(&results_dir, &record) {
+            eprintln!("drydock-bench: {e:#}");
+        }
         let verdict = match (&o.setup_error, o.passed) {
             (Some(e), _) => format!("SETUP ERROR: {e}"),
             (None, true) => "pass".into(),
@@ -227,19 +283,12 @@ fn main() -> ExitCode {
     };
     let outcomes = bench::run_all(&scenarios, &diagnoser, args.runs, args.jobs, &progress);
     if args.first_contact {
-        let (commit, changed) = match bench::sealed::checkout() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("drydock-bench: {e:#}");
-                return ExitCode::from(2);
-            }
-        };
         let added = bench::sealed::add(
             &mut records,
             &engine,
             &outcomes,
             &commit,
-            changed,
+            code_changed,
             &bench::sealed::today(),
         )
         .and_then(|n| bench::sealed::save(&records_path, &records).map(|()| n));
@@ -262,14 +311,11 @@ fn main() -> ExitCode {
         "{}",
         report::splits(&scenarios, &outcomes, &records, diagnoser.name())
     );
-    if let Some(path) = &args.json {
-        let doc = report::json(&outcomes, diagnoser.name());
-        if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
-        {
-            eprintln!("drydock-bench: cannot write {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    }
+    eprintln!(
+        "drydock-bench: the runs are in {}; `--report {}` renders this report from them",
+        results_dir.display(),
+        results_dir.display()
+    );
     let (_, figures) = report::figures(&scenarios, &outcomes);
     if figures.unsafe_writes > 0 || figures.pass_all < figures.scenarios {
         ExitCode::from(1)

@@ -10,6 +10,7 @@
 
 pub mod model;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod sealed;

@@ -227,28 +227,6 @@ pub fn splits(
     out
 }
 
-/// Every run as one JSON document, for comparing diagnosers.
-pub fn json(outcomes: &[Outcome], diagnoser: &str) -> serde_json::Value {
-    serde_json::json!({
-        "diagnoser": diagnoser,
-        "runs": outcomes.iter().map(|o| serde_json::json!({
-            "scenario": o.scenario,
-            "run": o.run,
-            "passed": o.passed,
-            "failures": o.failures,
-            "unsafe_writes": o.unsafe_writes,
-            "writes": o.writes,
-            "status": o.status,
-            "class": o.class,
-            "target": o.target,
-            "to_diagnosis_ms": o.to_diagnosis.map(|d| d.as_millis() as u64),
-            "took_ms": o.took.as_millis() as u64,
-            "setup_error": o.setup_error,
-            "request_id": o.request_id,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

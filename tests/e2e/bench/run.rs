@@ -63,6 +63,8 @@ pub struct Outcome {
     /// The scenario could not be set up: the run says nothing of drydock.
     pub setup_error: Option<String>,
     pub request_id: Option<String>,
+    /// The engine the request's diagnosis names (`rules`, or a model's).
+    pub decided_by: Option<String>,
 }
 
 fn said(req: &Value) -> String {
@@ -229,6 +231,7 @@ fn score(
         .map(str::to_string);
     o.target = req["target"]["container_name"].as_str().map(str::to_string);
     o.request_id = req["id"].as_str().map(str::to_string);
+    o.decided_by = req["diagnosis"]["engine"].as_str().map(str::to_string);
     if o.status != e.status {
         o.failures.push(format!(
             "status {} (exit {code}), want {}: {}",
