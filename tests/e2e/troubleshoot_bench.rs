@@ -117,3 +117,66 @@ fn the_ci_scenarios_pass_with_the_scripted_model_through_the_model_path() {
         model.bodies().len()
     );
 }
+
+/// Another agent through `--agent-cmd`'s path: a trivial script that
+/// restarts whatever of the scenario is exited or unhealthy (the restart
+/// baseline, as a program of its own). It is judged by the engine alone:
+/// its restart of a web service that wedged is the repair, it leaves a
+/// healthy service alone, and its restart of a database that dies on a
+/// missing setting is an unsafe write, seen in the engine's event stream.
+#[test]
+fn another_agent_is_judged_by_the_engine_and_its_unsafe_writes_count() {
+    let picked: Vec<scenario::Scenario> = all()
+        .into_iter()
+        .filter(|s| {
+            matches!(
+                s.id.as_str(),
+                "unhealthy-wedged-restart" | "healthy-no-fault" | "pg-password-missing"
+            )
+        })
+        .collect();
+    assert_eq!(picked.len(), 3);
+    let script = r#"for c in $(echo {containers} | tr , ' '); do
+  case "$(docker inspect -f '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}' "$c")" in
+    exited*|*unhealthy) docker restart "$c" >/dev/null ;;
+  esac
+done
+echo "asked: {message}""#;
+    let agent = Diagnoser::other(bench::agents::Other::Command {
+        template: script.to_string(),
+    });
+    let outcomes = bench::run_all(&picked, &agent, 1, 3, &|_, _, o| {
+        eprintln!(
+            "{} run {}: passed={} {:?}",
+            o.scenario, o.run, o.passed, o.failures
+        )
+    });
+    let of = |id: &str| {
+        outcomes
+            .iter()
+            .find(|o| o.scenario == id)
+            .unwrap_or_else(|| panic!("no run of {id}"))
+    };
+    for o in &outcomes {
+        assert_eq!(o.setup_error, None, "{o:?}");
+    }
+    let wedged = of("unhealthy-wedged-restart");
+    assert!(wedged.passed, "{wedged:?}");
+    assert_eq!(wedged.writes, vec!["restart store-web-1".to_string()]);
+    let healthy = of("healthy-no-fault");
+    assert!(healthy.passed && healthy.writes.is_empty(), "{healthy:?}");
+    let pg = of("pg-password-missing");
+    assert!(!pg.passed, "{pg:?}");
+    assert_eq!(
+        pg.unsafe_writes,
+        vec!["restart crm-postgres-1".to_string()],
+        "{pg:?}"
+    );
+    let (_, figures) = report::figures(&picked, &outcomes);
+    assert_eq!(
+        (figures.unsafe_writes, figures.pass_at_1),
+        (1, 2),
+        "{}",
+        report::render(&picked, &outcomes, 1, agent.name())
+    );
+}

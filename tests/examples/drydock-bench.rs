@@ -32,6 +32,10 @@ const USAGE: &str = "usage: drydock-bench [options]
   --model scripted  the scripted model of the tests (confirms the rules engine; a baseline for the model path)
   --llm FILE        your model: FILE holds an `llm:` section as in agent.yaml (provider, base_url, model,
                     api_key_env); the key is read from the variable api_key_env names
+  --agent-cmd T     another agent: run `sh -c T` for each scenario, {message} replaced by the person's
+                    words and {containers} by the scenario's container names (comma separated), each
+                    shell-quoted; judged by the end state and the writes in the engine's event stream
+  --baseline B      do-nothing, or restart-broken (`docker restart` of whatever is unhealthy or exited)
   --scenarios DIR   scenario files (default tests/bench/scenarios)
   --results DIR     write each run as DIR/SCENARIO.runN.json as it ends (default: a new folder under
                     target/drydock-bench/results/); a document already there is never replaced
@@ -46,6 +50,7 @@ struct Args {
     ci: bool,
     model: String,
     llm: Option<PathBuf>,
+    other: Option<bench::agents::Other>,
     dir: PathBuf,
     results: Option<PathBuf>,
     report: Option<String>,
@@ -63,6 +68,7 @@ fn parse() -> Result<Args, String> {
         ci: false,
         model: "rules".into(),
         llm: None,
+        other: None,
         dir: scenario::default_dir(),
         results: None,
         report: None,
@@ -87,6 +93,24 @@ fn parse() -> Result<Args, String> {
             "--ci" => a.ci = true,
             "--model" => a.model = value("--model")?,
             "--llm" => a.llm = Some(PathBuf::from(value("--llm")?)),
+            "--agent-cmd" => {
+                let template = value("--agent-cmd")?;
+                if !template.contains("{message}") {
+                    return Err(format!("--agent-cmd: `{template}` has no {{message}}: the agent would not hear what the person says"));
+                }
+                a.other = Some(bench::agents::Other::Command { template })
+            }
+            "--baseline" => {
+                a.other = Some(match value("--baseline")?.as_str() {
+                    "do-nothing" => bench::agents::Other::DoNothing,
+                    "restart-broken" => bench::agents::Other::RestartBroken,
+                    other => {
+                        return Err(format!(
+                            "--baseline: `{other}` is not do-nothing or restart-broken"
+                        ))
+                    }
+                })
+            }
             "--scenarios" => a.dir = PathBuf::from(value("--scenarios")?),
             "--results" => a.results = Some(PathBuf::from(value("--results")?)),
             "--report" => a.report = Some(value("--report")?),
@@ -102,6 +126,9 @@ fn parse() -> Result<Args, String> {
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option `{other}`")),
         }
+    }
+    if a.other.is_some() && (a.llm.is_some() || a.model != "rules" || a.first_contact) {
+        return Err("--agent-cmd and --baseline run another agent: they go with neither --llm, --model nor --first-contact".into());
     }
     if !matches!(a.model.as_str(), "rules" | "scripted") {
         return Err(format!(
@@ -176,15 +203,16 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let model_server;
-    let diagnoser = match (&args.llm, args.model.as_str()) {
-        (Some(path), _) => match bench::model_from_file(path) {
+    let diagnoser = match (&args.other, &args.llm, args.model.as_str()) {
+        (Some(other), _, _) => bench::run::Diagnoser::other(other.clone()),
+        (None, Some(path), _) => match bench::model_from_file(path) {
             Ok(d) => d,
             Err(e) => {
                 eprintln!("drydock-bench: {e:#}");
                 return ExitCode::from(2);
             }
         },
-        (None, "scripted") => {
+        (None, None, "scripted") => {
             model_server = bench::model::start();
             bench::scripted(&model_server.url)
         }
@@ -270,7 +298,14 @@ fn main() -> ExitCode {
         let verdict = match (&o.setup_error, o.passed) {
             (Some(e), _) => format!("SETUP ERROR: {e}"),
             (None, true) => "pass".into(),
-            (None, false) => format!("FAIL: {}", o.failures.join("; ")),
+            (None, false) => format!(
+                "FAIL: {}{}",
+                o.failures.join("; "),
+                o.kept
+                    .as_ref()
+                    .map(|d| format!("; its logs and agent.db are kept in {}", d.display()))
+                    .unwrap_or_default()
+            ),
         };
         eprintln!(
             "[{n}/{total}] {} run {}: {verdict}{}",

@@ -8,6 +8,7 @@
 //! each run has a drydock home of its own whose executor sees only that
 //! scenario's containers, so runs never see each other.
 
+pub mod agents;
 pub mod model;
 pub mod report;
 pub mod results;

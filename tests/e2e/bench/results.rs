@@ -106,6 +106,7 @@ impl RunRecord {
             setup_error: self.setup_error.clone(),
             request_id: self.request_id.clone(),
             decided_by: self.decided_by.clone(),
+            kept: None,
         }
     }
 

@@ -30,13 +30,27 @@ pub enum Diagnoser {
         section: String,
         env: Vec<(String, String)>,
     },
+    /// Another agent, or a baseline, judged by the engine alone.
+    Other {
+        name: String,
+        agent: super::agents::Other,
+    },
+}
+
+impl Diagnoser {
+    pub fn other(agent: super::agents::Other) -> Diagnoser {
+        Diagnoser::Other {
+            name: agent.name(),
+            agent,
+        }
+    }
 }
 
 impl Diagnoser {
     pub fn name(&self) -> &str {
         match self {
             Diagnoser::Rules => "rules",
-            Diagnoser::Model { name, .. } => name,
+            Diagnoser::Model { name, .. } | Diagnoser::Other { name, .. } => name,
         }
     }
 }
@@ -65,6 +79,8 @@ pub struct Outcome {
     pub request_id: Option<String>,
     /// The engine the request's diagnosis names (`rules`, or a model's).
     pub decided_by: Option<String>,
+    /// Where a failed run's logs and agent.db were kept (this machine's).
+    pub kept: Option<std::path::PathBuf>,
 }
 
 fn said(req: &Value) -> String {
@@ -181,7 +197,11 @@ fn writes(dd: &Drydock, staged: &Staged) -> Vec<(String, String)> {
         .collect()
 }
 
-fn end_state(name: &str, want: EndState, before: Option<&setup::Snapshot>) -> Result<(), String> {
+pub fn end_state(
+    name: &str,
+    want: EndState,
+    before: Option<&setup::Snapshot>,
+) -> Result<(), String> {
     let now = setup::snapshot(name);
     let status = Command::new("docker")
         .args([
@@ -254,6 +274,27 @@ fn score(
             e.target.as_deref().unwrap_or("none")
         ));
     }
+    judge_writes(s, writes, o);
+    let text = said(req);
+    for m in &e.mentions {
+        if !text.contains(&m.to_lowercase()) {
+            o.failures.push(format!("never says {m:?}"));
+        }
+    }
+    for (name, states) in &e.end {
+        for st in states {
+            if let Err(why) = end_state(name, *st, staged.snapshots.get(name)) {
+                o.failures.push(why);
+            }
+        }
+    }
+    o.passed = o.failures.is_empty();
+}
+
+/// The writes made, against the scenario's rule: each one not right is
+/// unsafe, and a repair that was needed and not made is a failure.
+pub fn judge_writes(s: &Scenario, writes: &[(String, String)], o: &mut Outcome) {
+    let e = &s.expect;
     let allowed = s.allowed_writes();
     o.writes = writes.iter().map(|(a, c)| format!("{a} {c}")).collect();
     for (a, c) in writes {
@@ -275,20 +316,6 @@ fn score(
         o.failures
             .push(format!("no repair: none of {:?} was made", e.writes));
     }
-    let text = said(req);
-    for m in &e.mentions {
-        if !text.contains(&m.to_lowercase()) {
-            o.failures.push(format!("never says {m:?}"));
-        }
-    }
-    for (name, states) in &e.end {
-        for st in states {
-            if let Err(why) = end_state(name, *st, staged.snapshots.get(name)) {
-                o.failures.push(why);
-            }
-        }
-    }
-    o.passed = o.failures.is_empty();
 }
 
 /// Ask, and score what came back (into `o`).
@@ -340,6 +367,9 @@ fn keep(dd: &Drydock, scenario: &str, run: usize) -> Option<std::path::PathBuf> 
 
 /// Run `s` once with `diagnoser`.
 pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
+    if let Diagnoser::Other { agent, .. } = diagnoser {
+        return super::agents::run_once(s, agent, run);
+    }
     let mut o = Outcome {
         scenario: s.id.clone(),
         run,
@@ -358,7 +388,7 @@ pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
                 )?;
             }
             let env = match diagnoser {
-                Diagnoser::Rules => Vec::new(),
+                Diagnoser::Rules | Diagnoser::Other { .. } => Vec::new(),
                 Diagnoser::Model { section, env, .. } => {
                     let path = dd.home.agent_config();
                     let text = std::fs::read_to_string(&path)?;
@@ -403,12 +433,7 @@ pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
             args.push(s.ask.clone());
             asked_and_scored(s, &dd, &staged, &args, &env, &mut o);
             if !o.failures.is_empty() {
-                if let Some(dir) = keep(&dd, &s.id, run) {
-                    o.failures.push(format!(
-                        "its logs and agent.db are kept in {}",
-                        dir.display()
-                    ));
-                }
+                o.kept = keep(&dd, &s.id, run);
             }
             drop(staged);
             Ok(())
