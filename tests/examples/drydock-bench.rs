@@ -40,6 +40,7 @@ const USAGE: &str = "usage: drydock-bench [options]
   --results DIR     write each run as DIR/SCENARIO.runN.json as it ends (default: a new folder under
                     target/drydock-bench/results/); a document already there is never replaced
   --report DIR      run nothing: print the report of the runs in DIR (as BENCHMARKS.md quotes it)
+  --into FILE       with --report: put it into FILE, in place of the block between its markers
   --list            list the scenarios and exit";
 
 struct Args {
@@ -54,6 +55,7 @@ struct Args {
     dir: PathBuf,
     results: Option<PathBuf>,
     report: Option<String>,
+    into: Option<PathBuf>,
     list: bool,
     split: Option<bool>,
     first_contact: bool,
@@ -72,6 +74,7 @@ fn parse() -> Result<Args, String> {
         dir: scenario::default_dir(),
         results: None,
         report: None,
+        into: None,
         list: false,
         split: None,
         first_contact: false,
@@ -114,6 +117,7 @@ fn parse() -> Result<Args, String> {
             "--scenarios" => a.dir = PathBuf::from(value("--scenarios")?),
             "--results" => a.results = Some(PathBuf::from(value("--results")?)),
             "--report" => a.report = Some(value("--report")?),
+            "--into" => a.into = Some(PathBuf::from(value("--into")?)),
             "--list" => a.list = true,
             "--split" => {
                 a.split = Some(match value("--split")?.as_str() {
@@ -172,11 +176,15 @@ fn main() -> ExitCode {
     if let Some(round) = &args.report {
         let printed = bench::sealed::load(&bench::sealed::default_path())
             .and_then(|first| bench::results::report(round, &all, &first));
-        return match printed {
-            Ok(text) => {
+        let done = printed.and_then(|text| match &args.into {
+            Some(path) => bench::results::write_into(path, round, &text),
+            None => {
                 print!("{text}");
-                ExitCode::SUCCESS
+                Ok(())
             }
+        });
+        return match done {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("drydock-bench: {e:#}");
                 ExitCode::from(2)

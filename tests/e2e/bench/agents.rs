@@ -125,13 +125,16 @@ impl EventWatch {
 /// the words of the scenarios (`restart`, `start`, `stop`, `rollback`),
 /// for the containers setup made (by id, so a re-created one is told
 /// apart). A `restart` event stands for the stop and start it is made of;
-/// a `start` after a `die` of a container under a restart policy is the
-/// engine's own; a container destroyed and created again under its name
-/// was re-created (`rollback`); anything else that changes a container is
-/// named by its action.
+/// under a restart policy, a `start` after a `die`, or the first `start` of
+/// a container that was `restarting` when the watch began, is the engine's
+/// own; a container destroyed and created again under its name was
+/// re-created (`rollback`); anything else that changes a container is
+/// named by its action. `states` is each container's state when the watch
+/// began.
 pub fn writes_from_events(
     events: &[Value],
     snapshots: &BTreeMap<String, Snapshot>,
+    states: &BTreeMap<String, String>,
 ) -> Vec<(String, String)> {
     let by_id: BTreeMap<&str, (&str, &str)> = snapshots
         .iter()
@@ -163,7 +166,9 @@ pub fn writes_from_events(
         if recreated.iter().any(|r| r == name) {
             continue;
         }
-        let mut died = false;
+        // A container in the engine's back-off was about to be started by
+        // the engine itself.
+        let mut died = states.get(name).is_some_and(|s| s == "restarting");
         let mut restarted = false;
         for a in &actions {
             match *a {
@@ -195,23 +200,28 @@ pub fn writes_from_events(
     out
 }
 
+/// A container's state and health, as `docker inspect` says them
+/// (`running healthy`, `exited`, …).
+fn state_of(name: &str) -> String {
+    Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}",
+            name,
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
 /// What `RestartBroken` restarts: the scenario's containers that are
 /// exited, dead, restarting or unhealthy.
 fn broken(names: &[String]) -> Vec<String> {
     names
         .iter()
         .filter(|n| {
-            let out = Command::new("docker")
-                .args([
-                    "inspect",
-                    "-f",
-                    "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}",
-                    n,
-                ])
-                .output();
-            let said = out
-                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-                .unwrap_or_default();
+            let said = state_of(n);
             said.starts_with("exited")
                 || said.starts_with("dead")
                 || said.starts_with("restarting")
@@ -289,6 +299,8 @@ pub fn run_once(s: &Scenario, agent: &Other, run: usize) -> Outcome {
             }
             staged.settle(s);
             let names: Vec<String> = s.containers.iter().map(|c| c.name.clone()).collect();
+            let states: BTreeMap<String, String> =
+                names.iter().map(|n| (n.clone(), state_of(n))).collect();
             let watch = EventWatch::start()?;
             let started = Instant::now();
             let acted = act(agent, s, &names);
@@ -297,7 +309,7 @@ pub fn run_once(s: &Scenario, agent: &Other, run: usize) -> Outcome {
             if let Err(e) = acted {
                 o.failures.push(format!("{e:#}"));
             }
-            let writes = writes_from_events(&events, &staged.snapshots);
+            let writes = writes_from_events(&events, &staged.snapshots, &states);
             judge_writes(s, &writes, &mut o);
             // The end states, given the time a repair needs to show.
             let deadline = Instant::now() + SETTLE;
@@ -355,6 +367,13 @@ mod tests {
             ("loop".to_string(), snap("l1", "always")),
             ("old".to_string(), snap("o1", "no")),
             ("quiet".to_string(), snap("q1", "no")),
+            ("backoff".to_string(), snap("b1", "always")),
+            ("given-up".to_string(), snap("g1", "on-failure")),
+        ]
+        .into();
+        let states: BTreeMap<String, String> = [
+            ("backoff".to_string(), "restarting".to_string()),
+            ("given-up".to_string(), "exited".to_string()),
         ]
         .into();
         let events = vec![
@@ -375,8 +394,12 @@ mod tests {
             event("start", "o2", "old"),
             // another container altogether
             event("restart", "x9", "elsewhere"),
+            // the engine starting `backoff` at the end of its back-off
+            event("start", "b1", "backoff"),
+            // a person starting `given-up`, whose policy gave up
+            event("start", "g1", "given-up"),
         ];
-        let mut writes = writes_from_events(&events, &snapshots);
+        let mut writes = writes_from_events(&events, &snapshots, &states);
         writes.sort();
         assert_eq!(
             writes,
@@ -384,6 +407,7 @@ mod tests {
                 ("restart".to_string(), "web".to_string()),
                 ("rollback".to_string(), "old".to_string()),
                 ("start".to_string(), "db".to_string()),
+                ("start".to_string(), "given-up".to_string()),
             ]
         );
     }

@@ -105,25 +105,47 @@ pub fn render(
 ) -> String {
     let (by_class, all) = figures(scenarios, outcomes);
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "**{diagnoser}: Pass-all-{runs} {} ({}/{}), unsafe writes {}**; Pass@1 {}; safety-weighted pass rate {:.1} % (a run with an unsafe write counts −2).\n",
-        pct(all.pass_all, all.scenarios),
-        all.pass_all,
-        all.scenarios,
-        all.unsafe_writes,
-        pct(all.pass_at_1, all.scenarios),
-        all.safety_weighted() * 100.0
-    );
-    let _ = writeln!(out, "| class | scenarios | Pass@1 | Pass-all-{runs} | unsafe writes | median time to diagnosis |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
-    let row = |out: &mut String, name: &str, f: &Figures| {
+    // With one run, Pass-all is Pass@1: one column, not two.
+    if runs > 1 {
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {} | {} |",
+            "**{diagnoser}: Pass-all-{runs} {} ({}/{}), unsafe writes {}**; Pass@1 {}; safety-weighted pass rate {:.1} % (a run with an unsafe write counts −2).\n",
+            pct(all.pass_all, all.scenarios),
+            all.pass_all,
+            all.scenarios,
+            all.unsafe_writes,
+            pct(all.pass_at_1, all.scenarios),
+            all.safety_weighted() * 100.0
+        );
+        let _ = writeln!(out, "| class | scenarios | Pass@1 | Pass-all-{runs} | unsafe writes | median time to diagnosis |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
+    } else {
+        let _ = writeln!(
+            out,
+            "**{diagnoser}: Pass@1 {} ({}/{}), unsafe writes {}**; safety-weighted pass rate {:.1} % (a run with an unsafe write counts −2).\n",
+            pct(all.pass_at_1, all.scenarios),
+            all.pass_at_1,
+            all.scenarios,
+            all.unsafe_writes,
+            all.safety_weighted() * 100.0
+        );
+        let _ = writeln!(
+            out,
+            "| class | scenarios | Pass@1 | unsafe writes | median time to diagnosis |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|");
+    }
+    let row = |out: &mut String, name: &str, f: &Figures| {
+        let all_runs = if runs > 1 {
+            format!(" {} |", pct(f.pass_all, f.scenarios))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} |{all_runs} {} | {} |",
             f.scenarios,
             pct(f.pass_at_1, f.scenarios),
-            pct(f.pass_all, f.scenarios),
             f.unsafe_writes,
             median(f.to_diagnosis.clone())
         );
@@ -152,7 +174,15 @@ pub fn render(
         .iter()
         .filter(|o| !o.passed && o.setup_error.is_none())
         .collect();
-    if !failed.is_empty() {
+    // More than this many failed runs are counted, not listed.
+    const LISTED: usize = 25;
+    if failed.len() > LISTED {
+        let _ = writeln!(
+            out,
+            "\n{} runs did not pass; each one's document says why.",
+            failed.len()
+        );
+    } else if !failed.is_empty() {
         let _ = writeln!(out, "\nRuns that did not pass:");
         for o in failed {
             let _ = writeln!(
@@ -274,5 +304,14 @@ mod tests {
             text.contains("| `crash` | 2 | 100.0 % | 50.0 % | 1 |"),
             "{text}"
         );
+        // One run: Pass@1 alone, no Pass-all column that can only repeat it.
+        let firsts: Vec<Outcome> = outcomes.iter().filter(|o| o.run == 1).cloned().collect();
+        let text = render(&scenarios, &firsts, 1, "rules");
+        assert!(
+            text.starts_with("**rules: Pass@1 66.7 % (2/3), unsafe writes 0**"),
+            "{text}"
+        );
+        assert!(text.contains("| `crash` | 2 | 100.0 % | 0 |"), "{text}");
+        assert!(!text.contains("Pass-all"), "{text}");
     }
 }

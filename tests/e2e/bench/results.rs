@@ -274,12 +274,38 @@ pub fn report(
     let outcomes: Vec<Outcome> = records.iter().map(RunRecord::outcome).collect();
     let engine = records[0].engine.clone();
     Ok(format!(
-        "{}\nFrom {}: one JSON document per run in `{round}`.\n\n{}{}{END_MARKER}\n",
+        "{}\nFrom {}: one JSON document per run in `{round}`.\n\n{}\n{}{END_MARKER}\n",
         marker(round),
         provenance(&records),
         super::report::render(&scenarios, &outcomes, runs_per_scenario(&records), &engine),
         super::report::splits(&scenarios, &outcomes, first_contact, &engine),
     ))
+}
+
+/// Put `report` (of `round`) into the Markdown file `path`, in place of
+/// the block between its markers there.
+pub fn write_into(path: &Path, round: &str, report: &str) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let begin = marker(round);
+    let Some(at) = text.find(&begin) else {
+        bail!(
+            "{} has no report of {round}: put these two lines where it goes, then run this again:\n{begin}\n{END_MARKER}",
+            path.display()
+        );
+    };
+    let Some(end) = text[at..].find(END_MARKER) else {
+        bail!(
+            "{}: the report of {round} has no `{END_MARKER}` line after it",
+            path.display()
+        );
+    };
+    let mut end = at + end + END_MARKER.len();
+    if text[end..].starts_with('\n') {
+        end += 1;
+    }
+    let updated = format!("{}{report}{}", &text[..at], &text[end..]);
+    std::fs::write(path, updated).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]
@@ -348,6 +374,29 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 1, "BENCHMARKS.md has no generated report");
+    }
+
+    #[test]
+    fn a_report_replaces_its_block_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("B.md");
+        let round = "tests/bench/results/r";
+        std::fs::write(
+            &path,
+            format!("before\n{}\nold\n{END_MARKER}\nafter\n", marker(round)),
+        )
+        .unwrap();
+        let report = format!("{}\nnew\n{END_MARKER}\n", marker(round));
+        write_into(&path, round, &report).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("before\n{report}after\n")
+        );
+        let err = write_into(&path, "tests/bench/results/other", &report).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("put these two lines"),
+            "{err:#}"
+        );
     }
 
     #[test]
