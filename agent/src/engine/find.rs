@@ -159,15 +159,7 @@ impl Engine {
                 if !away.is_empty() && req.options.container.is_none() && c.score < 95 =>
             {
                 let outcome = partial_while_away(&c, &unreachable);
-                let cands = vec![c];
-                self.update(
-                    id,
-                    EventPayload::Candidates(CandidatesFound {
-                        candidates: cands.clone(),
-                    }),
-                    |r| r.candidates = cands,
-                )
-                .await?;
+                self.candidates(id, vec![c]).await?;
                 self.finish(id, Status::NeedsClarification, outcome).await?;
                 return Ok(Found::Ended);
             }
@@ -218,14 +210,7 @@ impl Engine {
                 away.join(", ")
             );
         }
-        self.update(
-            id,
-            EventPayload::Candidates(CandidatesFound {
-                candidates: cands.clone(),
-            }),
-            |r| r.candidates = cands,
-        )
-        .await?;
+        self.candidates(id, cands).await?;
         if self.config.llm.is_some() && req.options.container.is_none() {
             // A question ("which containers use the most memory?") names
             // no container: the model may answer it from evidence, or ask
@@ -248,6 +233,19 @@ impl Engine {
         }
         self.finish(id, Status::NeedsClarification, outcome).await?;
         Ok(Found::Ended)
+    }
+
+    /// Record the candidates a person is asked to choose from.
+    async fn candidates(&self, id: &str, cands: Vec<Candidate>) -> Result<(), Stop> {
+        self.update(
+            id,
+            EventPayload::Candidates(CandidatesFound {
+                candidates: cands.clone(),
+            }),
+            |r| r.candidates = cands,
+        )
+        .await?;
+        Ok(())
     }
 
     /// Containers that tie on the words of a message that describes a
