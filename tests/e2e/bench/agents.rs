@@ -173,7 +173,17 @@ pub fn writes_from_events(
         for a in &actions {
             match *a {
                 "restart" => {
-                    out.push(("restart".to_string(), name.to_string()));
+                    // `docker restart` of a container that was not running
+                    // starts it: the scenarios call that a start.
+                    let was_down = states.get(name).is_some_and(|s| {
+                        s.starts_with("exited") || s.starts_with("created") || s.starts_with("dead")
+                    });
+                    let action = if was_down && !restarted {
+                        "start"
+                    } else {
+                        "restart"
+                    };
+                    out.push((action.to_string(), name.to_string()));
                     restarted = true;
                 }
                 "die" => died = true,
@@ -374,6 +384,7 @@ mod tests {
         let states: BTreeMap<String, String> = [
             ("backoff".to_string(), "restarting".to_string()),
             ("given-up".to_string(), "exited".to_string()),
+            ("quiet".to_string(), "exited".to_string()),
         ]
         .into();
         let events = vec![
@@ -398,6 +409,9 @@ mod tests {
             event("start", "b1", "backoff"),
             // a person starting `given-up`, whose policy gave up
             event("start", "g1", "given-up"),
+            // `docker restart` of `quiet`, which had exited: a start
+            event("start", "q1", "quiet"),
+            event("restart", "q1", "quiet"),
         ];
         let mut writes = writes_from_events(&events, &snapshots, &states);
         writes.sort();
@@ -408,6 +422,7 @@ mod tests {
                 ("rollback".to_string(), "old".to_string()),
                 ("start".to_string(), "db".to_string()),
                 ("start".to_string(), "given-up".to_string()),
+                ("start".to_string(), "quiet".to_string()),
             ]
         );
     }

@@ -230,7 +230,10 @@ pub fn splits(
     commits.dedup();
     let unscored = sealed.len() - first.len();
     let mut out = String::new();
-    let _ = writeln!(
+    // An engine with no first contact recorded (another agent, a
+    // baseline) gets this run's figures only.
+    if !first.is_empty() {
+        let _ = writeln!(
         out,
         "**Sealed split, first contact ({engine}): {} ({passed}/{}), unsafe writes {unsafe_writes}** (scored before any code was changed for them, at {}{}).",
         pct(passed, first.len()),
@@ -238,6 +241,7 @@ pub fn splits(
         if commits.is_empty() { "no commit yet".into() } else { commits.join(", ") },
         if unscored > 0 { format!("; {unscored} not yet scored") } else { String::new() },
     );
+    }
     let line = |out: &mut String, name: &str, set: &[Scenario]| {
         let (_, f) = figures(set, outcomes);
         if f.scenarios > 0 {
