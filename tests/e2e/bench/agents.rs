@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::run::{end_state, judge_writes, Outcome};
-use super::scenario::Scenario;
+use super::scenario::{EndState, Scenario};
 use super::setup::{Snapshot, Staged};
 
 /// How long another agent may take.
@@ -324,18 +324,23 @@ pub fn run_once(s: &Scenario, agent: &Other, run: usize) -> Outcome {
             // The end states, given the time a repair needs to show.
             let deadline = Instant::now() + SETTLE;
             loop {
-                let missed: Vec<String> = s
+                let missed: Vec<(EndState, String)> = s
                     .expect
                     .end
                     .iter()
                     .flat_map(|(name, states)| {
-                        states
-                            .iter()
-                            .filter_map(|st| end_state(name, *st, staged.snapshots.get(name)).err())
+                        states.iter().filter_map(|st| {
+                            end_state(name, *st, staged.snapshots.get(name))
+                                .err()
+                                .map(|why| (*st, why))
+                        })
                     })
                     .collect();
-                if missed.is_empty() || Instant::now() >= deadline {
-                    o.failures.extend(missed);
+                // A container touched stays touched: waiting cannot help.
+                let for_good =
+                    !missed.is_empty() && missed.iter().all(|(st, _)| *st == EndState::Untouched);
+                if missed.is_empty() || for_good || Instant::now() >= deadline {
+                    o.failures.extend(missed.into_iter().map(|(_, why)| why));
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(500));
