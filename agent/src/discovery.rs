@@ -97,8 +97,10 @@ const STOPWORDS: &[&str] = &[
     "flapping",
 ];
 
+mod parts;
 mod roles;
-use roles::{PARTS, ROLES};
+use parts::another_part;
+use roles::ROLES;
 
 /// The outcome of discovery.
 #[derive(Debug, Clone, PartialEq)]
@@ -308,37 +310,6 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
         }
     }
     None
-}
-
-/// The row of `PARTS` a word names.
-fn part_of(word: &str) -> Option<usize> {
-    PARTS.iter().position(|row| row.contains(&word))
-}
-
-/// When the message names a part of a system ("walk api") and the
-/// container is plainly another part (its name, compose service or image
-/// says `db`): which part it was asked for and which the container is.
-fn another_part(message_words: &[String], c: &ContainerSummaryView) -> Option<(String, String)> {
-    let asked: Vec<(usize, &String)> = message_words
-        .iter()
-        .filter_map(|w| part_of(w).map(|p| (p, w)))
-        .collect();
-    let (_, first_asked) = asked.first()?;
-    let name = c.name.to_ascii_lowercase();
-    let service = c
-        .labels
-        .get(COMPOSE_SERVICE_LABEL)
-        .map(|s| s.to_ascii_lowercase());
-    let image = image_base(&c.image);
-    let is: Vec<(usize, String)> = name
-        .split(['-', '_', '.'])
-        .chain(service.iter().flat_map(|s| s.split(['-', '_', '.'])))
-        .chain([image.as_str()])
-        .filter_map(|w| part_of(w).map(|p| (p, w.to_string())))
-        .collect();
-    let (_, first_is) = is.first()?;
-    let overlap = asked.iter().any(|(a, _)| is.iter().any(|(i, _)| a == i));
-    (!overlap).then(|| (first_asked.to_string(), first_is.clone()))
 }
 
 /// A state a message describes: "web is unhealthy", "the api won't

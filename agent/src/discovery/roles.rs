@@ -110,32 +110,3 @@ pub(super) const ROLES: &[(&[&str], &[&str])] = &[
         &["worker", "workers", "sidekiq", "celery", "horizon", "queue"],
     ),
 ];
-
-/// The part of a system a word names: a message that names one part
-/// ("walk api") does not mean a container whose name, service or image
-/// says it is another part (`walk-db`), however much of the rest fits.
-/// Words of one row name the same part.
-pub(super) const PARTS: &[&[&str]] = &[
-    &["api", "apis", "backend", "backends", "server"],
-    &["web", "frontend", "front", "ui", "www"],
-    &[
-        "db",
-        "database",
-        "databases",
-        "sql",
-        "postgres",
-        "postgresql",
-        "pg",
-        "mysql",
-        "mariadb",
-        "mongo",
-        "mongodb",
-    ],
-    &["cache", "redis", "memcached", "valkey"],
-    &["worker", "workers", "consumer", "celery", "sidekiq"],
-    &[
-        "proxy", "gateway", "ingress", "lb", "nginx", "traefik", "haproxy",
-    ],
-    &["scheduler", "cron", "beat"],
-    &["queue", "broker", "rabbitmq", "kafka", "nats"],
-];
