@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::run::{end_state, judge_writes, Outcome};
+use super::run::{bounded, end_state, judge_writes, Outcome};
 use super::scenario::{EndState, Scenario};
 use super::setup::{Snapshot, Staged};
 
@@ -255,34 +255,10 @@ fn act(agent: &Other, s: &Scenario, names: &[String]) -> anyhow::Result<String> 
         }
         Other::Command { template } => {
             let line = command_line(template, &s.ask, names);
-            let mut child = Command::new("sh")
-                .args(["-c", &line])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            let started = Instant::now();
-            loop {
-                if child.try_wait()?.is_some() {
-                    break;
-                }
-                if started.elapsed() > AGENT_TIMEOUT {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    anyhow::bail!(
-                        "the agent gave no answer within {}s",
-                        AGENT_TIMEOUT.as_secs()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let out = child.wait_with_output()?;
-            Ok(format!(
-                "exit {}: {}{}",
-                out.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", &line]);
+            let (code, out, err) = bounded(cmd, AGENT_TIMEOUT, "the agent")?;
+            Ok(format!("exit {code}: {out}{err}"))
         }
     }
 }

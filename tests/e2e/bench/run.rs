@@ -106,12 +106,24 @@ fn ask(
     args: &[String],
     env: &[(String, String)],
 ) -> anyhow::Result<(i32, String, String)> {
-    let mut child = Command::new(bin("drydock"))
-        .args(args)
+    let mut cmd = Command::new(bin("drydock"));
+    cmd.args(args)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("DRYDOCK_HOME", &dd.home.root)
         .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
-        .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
+        .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"));
+    bounded(cmd, ASK_TIMEOUT, "drydock ask")
+}
+
+/// Run `cmd` for at most `timeout` (killed after it): its exit code,
+/// stdout and stderr, each read in a thread of its own so a chatty child
+/// never blocks on a full pipe.
+pub fn bounded(
+    mut cmd: Command,
+    timeout: Duration,
+    what: &str,
+) -> anyhow::Result<(i32, String, String)> {
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -135,13 +147,10 @@ fn ask(
         if let Some(status) = child.try_wait()? {
             break status.code().unwrap_or(-1);
         }
-        if started.elapsed() > ASK_TIMEOUT {
+        if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            anyhow::bail!(
-                "drydock ask gave no answer within {}s",
-                ASK_TIMEOUT.as_secs()
-            );
+            anyhow::bail!("{what} gave no answer within {}s", timeout.as_secs());
         }
         std::thread::sleep(Duration::from_millis(50));
     };
