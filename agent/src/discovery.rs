@@ -17,6 +17,8 @@ use crate::model::{
 
 const STOPWORDS: &[&str] = &[
     "the",
+    // Every container here runs on Docker: "the docker ones run fine".
+    "docker",
     "is",
     "are",
     "was",
@@ -252,6 +254,31 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
     }
     if segments.contains(&word) {
         return Some((80, format!("name `{}` contains `{word}`", c.name)));
+    }
+    // A name's parts written as one word ("fluentbit" for `fluent-bit`):
+    // the compose service spelled so is the service; adjacent parts of
+    // the name spelled so are those parts.
+    let compact = |s: &str| s.replace(['-', '_', '.'], "");
+    if word.len() >= 5 && !word.contains(['-', '_', '.']) {
+        if service
+            .as_deref()
+            .is_some_and(|s| s.contains(['-', '_', '.']) && compact(s) == word)
+        {
+            return Some((
+                90,
+                format!(
+                    "compose service `{}` written as `{word}`",
+                    service.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+        let joined = (2..=3).any(|n| segments.windows(n).any(|w| w.concat() == word));
+        if joined {
+            return Some((
+                80,
+                format!("name `{}` contains `{word}`, written as one word", c.name),
+            ));
+        }
     }
     let plural = |a: &str, b: &str| a.len() >= 3 && (format!("{a}s") == b || format!("{b}s") == a);
     if segments.iter().any(|seg| plural(seg, word))

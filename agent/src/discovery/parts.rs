@@ -33,6 +33,15 @@ const PARTS: &[&[&str]] = &[
     &["queue", "broker", "rabbitmq", "kafka", "nats"],
 ];
 
+/// Whether the message's word at `i` is part of the name of an error
+/// ("Internal Server Error", "API error"), which names no part of a
+/// system. `words` also holds adjacent pairs, joined; the plain words
+/// come first, in order.
+fn in_an_error_name(words: &[String], i: usize) -> bool {
+    let next = words.get(i + 1).map(String::as_str);
+    matches!(next, Some("error" | "errors" | "exception" | "timeout"))
+}
+
 /// The row of `PARTS` a word names.
 fn part_of(word: &str) -> Option<usize> {
     PARTS.iter().position(|row| row.contains(&word))
@@ -47,7 +56,9 @@ pub(super) fn another_part(
 ) -> Option<(String, String)> {
     let asked: Vec<(usize, &String)> = message_words
         .iter()
-        .filter_map(|w| part_of(w).map(|p| (p, w)))
+        .enumerate()
+        .filter(|(i, _)| !in_an_error_name(message_words, *i))
+        .filter_map(|(_, w)| part_of(w).map(|p| (p, w)))
         .collect();
     let (_, first_asked) = asked.first()?;
     let name = c.name.to_ascii_lowercase();

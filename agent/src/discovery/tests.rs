@@ -386,3 +386,99 @@ fn a_named_part_of_a_system_is_not_another_part_of_it() {
     // An exact name is never second-guessed.
     assert_eq!(found("walk-db api errors"), "walk-db");
 }
+
+#[test]
+fn an_error_s_name_is_no_part_and_docker_names_nothing() {
+    let fleet = vec![
+        c("fir-db-1", Some("db"), "postgres:10"),
+        c("fir-web-1", Some("web"), "odoo:12.0"),
+    ];
+    let found = |msg: &str, fleet: &[ContainerSummaryView]| match discover(msg, fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    // "Server" in the name of an HTTP error names no server.
+    assert_eq!(
+        found(
+            "odoo only shows \"Internal Server Error\" since this morning",
+            &fleet
+        ),
+        "fir-web-1"
+    );
+    // But the server asked for is still not the database.
+    assert!(matches!(
+        discover("the postgres server is down", &fleet),
+        Discovery::Found(c) if c.container_name == "fir-db-1"
+    ));
+    // "docker" is where everything runs, not a name.
+    let runners = vec![
+        c(
+            "fir-runner-docker-1",
+            Some("runner-docker"),
+            "gitlab/gitlab-runner:v13",
+        ),
+        c(
+            "fir-runner-shell-1",
+            Some("runner-shell"),
+            "gitlab/gitlab-runner:v13",
+        ),
+    ];
+    assert_eq!(
+        found(
+            "jobs tagged shell are stuck, the docker ones run fine",
+            &runners
+        ),
+        "fir-runner-shell-1"
+    );
+}
+
+#[test]
+fn a_name_written_as_one_word_is_found() {
+    let fleet = vec![
+        c("jay-loki-1", Some("loki"), "grafana/loki:2.6"),
+        c(
+            "jay-fluent-bit-node-1",
+            Some("fluent-bit-node"),
+            "fluent/fluent-bit:1.9",
+        ),
+        broken(
+            c(
+                "jay-fluent-bit-1",
+                Some("fluent-bit"),
+                "fluent/fluent-bit:1.9",
+            ),
+            'f',
+        ),
+    ];
+    assert!(
+        matches!(
+            discover("logs stopped arriving in loki after I changed fluentbit", &fleet),
+            Discovery::Found(c) if c.container_name == "jay-fluent-bit-1"
+        ),
+        "{:?}",
+        discover(
+            "logs stopped arriving in loki after I changed fluentbit",
+            &fleet
+        )
+    );
+    // Spelled so, it is the service, not its neighbour.
+    assert!(matches!(
+        discover("is fluentbit ok?", &fleet),
+        Discovery::Found(c) if c.container_name == "jay-fluent-bit-1"
+    ));
+    // Adjacent parts of a name, without a service to say so.
+    let plain = vec![c("jay-node-exporter-1", None, "prom/node-exporter:1")];
+    assert!(matches!(
+        discover("nodeexporter is down", &plain),
+        Discovery::Found(c) if c.container_name == "jay-node-exporter-1"
+    ));
+    // A search engine is found as the search.
+    let search = vec![
+        c("owl-morty-1", Some("morty"), "dalf/morty:latest"),
+        c("owl-searx-1", Some("searx"), "searx/searx:1.0.0"),
+    ];
+    assert!(matches!(
+        discover("the search page is blank", &search),
+        Discovery::Found(c) if c.container_name == "owl-searx-1"
+    ));
+}
