@@ -305,9 +305,24 @@ pub fn write_supported(
     }
     match class {
         FaultClass::Stopped => Ok("it was stopped, not failing".into()),
-        FaultClass::Unhealthy => match shape.ran_well() {
-            Some(why) => Ok(why),
-            None => Err("it has failed its healthcheck since it started, so a restart would start it the same way".into()),
+        // Unhealthy, and its logs name what a restart cannot change (its
+        // data corrupt, a setting, a full disk): it would come back the
+        // same, whatever it did before.
+        FaultClass::Unhealthy => match finding
+            .diagnosis
+            .causes
+            .iter()
+            .skip(1)
+            .find(|k| crate::rules::a_restart_cannot_fix(k.class))
+        {
+            Some(k) => Err(format!(
+                "its logs name a cause a restart cannot change ({}: {})",
+                k.class, k.reason
+            )),
+            None => match shape.ran_well() {
+                Some(why) => Ok(why),
+                None => Err("it has failed its healthcheck since it started, so a restart would start it the same way".into()),
+            },
         },
         FaultClass::DependencyUnavailable => dependency_support(finding, c, ctx),
         FaultClass::Unknown => Err("drydock cannot tell why it failed, and a write needs a cause".into()),

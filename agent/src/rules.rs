@@ -46,6 +46,7 @@ pub use past::PastDeath;
 pub use question::{asks_about_usage, is_question, AskedTime};
 pub use salient::Salient;
 pub use shape::Shape;
+pub use state::a_restart_cannot_fix;
 
 /// The facts diagnosis rests on, with the ids of their evidence records.
 pub struct Observation<'a> {
@@ -310,6 +311,17 @@ fn follow_objects(
             out.detail.get_or_insert_with(|| path.clone());
         }
     }
+    // A path the line says is missing that no mount holds: a device not
+    // given, or a mount meant to provide it that is not there.
+    if class == FaultClass::ConfigError && follow::says_missing(line) {
+        if let Some(path) = o.paths.iter().rev().find(|p| p.starts_with('/')) {
+            if let Some(fact) = follow::missing_path(path, c) {
+                out.confirms = true;
+                out.facts.push(fact);
+                out.detail.get_or_insert_with(|| path.clone());
+            }
+        }
+    }
     // A variable: set or not, by name; a near miss named.
     let variables: Vec<String> = detail
         .filter(|d| {
@@ -334,6 +346,15 @@ fn follow_objects(
             out.facts.push("it has no mounts".into());
         }
     }
+    // The program's own advice: the command its log says to run.
+    if matches!(class, FaultClass::ConfigError | FaultClass::HostConfig) {
+        let tail = f.lines.len().saturating_sub(40);
+        if let Some(cmd) = follow::suggested_command(f.lines[tail..].iter().map(String::as_str)) {
+            out.facts
+                .push(format!("its log says what to do: run `{cmd}`"));
+            out.detail.get_or_insert(cmd);
+        }
+    }
     // A host or port the line names is followed by the engine (other
     // containers); here it only becomes the detail.
     if out.detail.is_none() {
@@ -343,11 +364,13 @@ fn follow_objects(
                 .first()
                 .map(|(h, p)| p.map_or(h.clone(), |p| format!("{h}:{p}"))),
             FaultClass::PortConflict => o.ports.first().map(|p| p.to_string()),
+            // The innermost path: a wrapped error names the file that
+            // failed last ("loading /etc/a.conf: open /etc/certs/b.pem").
             _ => o
                 .modules
                 .first()
                 .cloned()
-                .or_else(|| o.paths.first().cloned()),
+                .or_else(|| o.paths.last().cloned()),
         };
     }
     out

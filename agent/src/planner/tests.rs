@@ -620,3 +620,40 @@ fn a_write_needs_evidence_that_it_helps() {
     );
     assert!(p.steps.is_empty(), "{:?}", p.steps);
 }
+
+#[test]
+fn an_unhealthy_target_whose_logs_name_what_a_restart_cannot_change_gets_no_restart() {
+    let running = ContainerView {
+        name: "search".into(),
+        running: true,
+        ..Default::default()
+    };
+    // It ran an hour: a restart is worth proposing on that alone.
+    let unhealthy = finding(FaultClass::Unhealthy, None);
+    assert!(write_supported(&unhealthy, &running, &Context::default()).is_ok());
+    // But its logs say its data is corrupt: it would come back the same.
+    let mut corrupt = unhealthy.clone();
+    corrupt.diagnosis.causes.push(Cause {
+        class: FaultClass::ConfigError,
+        reason: "its logs say: found its data corrupt".into(),
+        confidence: 0.6,
+        evidence_ids: vec!["ev".into()],
+    });
+    let refused = write_supported(&corrupt, &running, &Context::default());
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|w| w.contains("a restart cannot change") && w.contains("corrupt")),
+        "{refused:?}"
+    );
+    // A dependency the logs blame is no such cause: a restart after it
+    // returns may help.
+    let mut dep = unhealthy.clone();
+    dep.diagnosis.causes.push(Cause {
+        class: FaultClass::DependencyUnavailable,
+        reason: "its logs say: could not connect".into(),
+        confidence: 0.6,
+        evidence_ids: vec!["ev".into()],
+    });
+    assert!(write_supported(&dep, &running, &Context::default()).is_ok());
+}

@@ -62,6 +62,58 @@ pub fn path(path: &str, c: &ContainerView) -> PathFact {
     }
 }
 
+/// Whether `line` says a path it names is not there.
+pub fn says_missing(line: &str) -> bool {
+    static MISSING: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)no such file|not a directory|(?:does not|doesn't) exist|\bnot found\b|cannot find|could not find|\bENOENT\b|\bENOTDIR\b|FileNotFound|DirectoryNotFound",
+        )
+        .ok()
+    });
+    MISSING.as_ref().is_some_and(|r| r.is_match(line))
+}
+
+/// What a path the error says is missing tells, when no mount holds it:
+/// a device node the container was not given, or a file only the image
+/// could hold (a mount that was meant to provide it is not there).
+pub fn missing_path(path: &str, c: &ContainerView) -> Option<String> {
+    if !path.starts_with('/') || path.len() < 2 {
+        return None;
+    }
+    let p = self::path(path, c);
+    if p.mount.is_some() {
+        return None;
+    }
+    Some(if path.starts_with("/dev/") {
+        format!(
+            "{path} is a device node the container does not have: give it the device (`--device {path}`, compose `devices: [\"{path}:{path}\"]`) if the host has it"
+        )
+    } else {
+        format!(
+            "no mount of the container holds {path}, so only its image could provide it: a volume or bind mount meant to provide it is missing or mounted elsewhere"
+        )
+    })
+}
+
+/// The command a program's own log tells the reader to run ("To start a
+/// new installation, run 'app migrations bootstrap'", "Please run `tool
+/// db init`"), from the last lines of its run; the first one said.
+pub fn suggested_command<'l>(lines: impl IntoIterator<Item = &'l str>) -> Option<String> {
+    static SUGGESTION: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+                r#"(?i)\b(?:run|execute|try running|please run)\b:?\s+(?:the command\s+)?[`'"\u{2018}\u{201c}]([A-Za-z0-9_./][^`'"\u{2019}\u{201d}]{2,78})[`'"\u{2019}\u{201d}]"#,
+            )
+            .ok()
+    });
+    let re = SUGGESTION.as_ref()?;
+    lines.into_iter().find_map(|l| {
+        re.captures(l)
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().trim().to_string())
+            .filter(|cmd| cmd.contains(' ') && !cmd.contains("://"))
+    })
+}
+
 /// What the environment has of a variable the error names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VariableFact {
@@ -201,6 +253,48 @@ mod tests {
         let p = path("/tmp/cache", &ro_root);
         assert!(p.read_only && p.mount.is_none());
         assert!(p.said().contains("root filesystem"), "{}", p.said());
+    }
+
+    #[test]
+    fn a_missing_path_no_mount_holds_and_the_log_s_own_command() {
+        let c = container();
+        assert!(says_missing(
+            "DocumentRoot '/srv/www' is not a directory, or is not readable"
+        ));
+        assert!(says_missing("open /dev/net/tun: no such file or directory"));
+        assert!(!says_missing("open /data/x: permission denied"));
+        let dev = missing_path("/dev/net/tun", &c).unwrap();
+        assert!(dev.contains("--device /dev/net/tun"), "{dev}");
+        let file = missing_path("/srv/www/public", &c).unwrap();
+        assert!(
+            file.contains("no mount of the container holds /srv/www/public"),
+            "{file}"
+        );
+        // A path a mount holds is that mount's to explain; a relative one
+        // says nothing of where it is.
+        assert_eq!(missing_path("/etc/app/x.conf", &c), None);
+        assert_eq!(missing_path("conf/x", &c), None);
+        let lines = [
+            "Error: database needs bootstrapping.",
+            "To start a new installation from scratch, run 'app migrations bootstrap'.",
+            "Or use the 'app migrations up' command.",
+        ];
+        assert_eq!(
+            suggested_command(lines.iter().copied()).as_deref(),
+            Some("app migrations bootstrap")
+        );
+        assert_eq!(
+            suggested_command([
+                "ERROR: You need to initialize the database. Please run `tool db init`"
+            ])
+            .as_deref(),
+            Some("tool db init")
+        );
+        // A single word or a link is no command.
+        assert_eq!(
+            suggested_command(["run 'x'", "run \"https://example.com/a b\""]),
+            None
+        );
     }
 
     #[test]

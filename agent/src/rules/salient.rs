@@ -32,6 +32,7 @@ static LEVEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
         | \[(?P<bracket>(?i:debug|info|note|notice|warn|warning|error|crit|alert|emerg|fatal|system))\]
         | ^(?P<glog>[IWEF])\d{4}\s
         | ^(?P<dotnet>info|warn|fail|crit|dbug|trce):\s
+        | ^(?P<lead>(?i:warning|error|fatal)):\s
     "#)
 });
 /// No level given: the words of a failure.
@@ -65,7 +66,7 @@ static EXITING: LazyLock<Option<Regex>> = LazyLock::new(|| {
 
 fn level_of(line: &str) -> Option<Severity> {
     let caps = LEVEL.as_ref()?.captures(line)?;
-    let word = ["upper", "kv", "json", "bracket", "glog", "dotnet"]
+    let word = ["upper", "kv", "json", "bracket", "glog", "dotnet", "lead"]
         .iter()
         .find_map(|n| caps.name(n))?
         .as_str()
@@ -149,6 +150,16 @@ fn content_words(line: &str) -> usize {
 /// The line at `i`, with the lines after it when it is only a header.
 fn message_at(lines: &[&str], i: usize) -> String {
     let line = lines[i].trim();
+    // "Syntax error on line 267 of httpd.conf:" says where; the line
+    // after it says what.
+    if line.ends_with(':') {
+        if let Some(next) = lines
+            .get(i + 1)
+            .filter(|n| !n.trim().is_empty() && !is_frame(n))
+        {
+            return format!("{line} {}", next.trim());
+        }
+    }
     if content_words(line) >= 3 {
         return line.to_string();
     }

@@ -405,7 +405,7 @@ pub(super) fn named_by_logs(f: &Facts<'_, '_>) -> Option<LogCause> {
 
 /// Classes a start or restart cannot change: what the logs name of these
 /// is the cause even of a restart loop (which is its shape).
-pub(super) fn a_restart_cannot_fix(class: FaultClass) -> bool {
+pub fn a_restart_cannot_fix(class: FaultClass) -> bool {
     matches!(
         class,
         FaultClass::ConfigError

@@ -29,8 +29,10 @@ pub enum Family {
     Unreachable,
     TimedOut,
     LockHeld,
+    NeedsMigration,
     Incompatible,
     Corrupt,
+    InsecureDefault,
     MissingSetting,
     InvalidSetting,
     FileMissing,
@@ -107,7 +109,7 @@ const ROWS: &[Row] = &[
         family: Family::NameUnresolved,
         class: FaultClass::DependencyUnavailable,
         what: "could not resolve the name of a service it needs",
-        pattern: r#"(?i)\bENOTFOUND\b|\bEAI_AGAIN\b|\bEAI_NONAME\b|no such host|name or service not known|nodename nor servname|temporary failure in name resolution|name does not resolve|could not resolve (?:host|hostname|address)|could not translate host name|UnknownHostException|getaddrinfo (?:failed|ENOTFOUND|EAI_AGAIN)|unknown host|host not found|failed to lookup address|no address associated with hostname|server misbehaving|unable to resolve"#,
+        pattern: r#"(?i)\bENOTFOUND\b|\bEAI_AGAIN\b|\bEAI_NONAME\b|no such host|name or service not known|nodename nor servname|temporary failure in name resolution|name does not resolve|could not resolve (?:host|hostname|address)|could not translate host name|UnknownHostException|getaddrinfo (?:failed|ENOTFOUND|EAI_AGAIN)|unknown host|host not found|failed to lookup address|no address associated with hostname|server misbehaving|unable to resolve|\bnxdomain\b|non-existing domain|non-existent domain"#,
     },
     Row {
         family: Family::Refused,
@@ -134,6 +136,12 @@ const ROWS: &[Row] = &[
         pattern: r#"(?i)(?:unable|failed|cannot|could not) (?:to )?(?:obtain|acquire|get|take) (?:a |the |an exclusive )?lock|lock(?:file)? (?:is )?(?:held|already (?:held|taken|in use))|already locked|locked by another|in use by another (?:process|instance)|another (?:instance|process) (?:is )?(?:already )?(?:running|using)|LockObtainFailedException|database is locked|resource temporarily unavailable.*\block|\b(?:f?lock)\b[^\n]*(?:resource temporarily unavailable|EAGAIN|EWOULDBLOCK|already held|in use)|\.lock\b.*(?:exists|held|in use)|(?:waiting|wait) (?:indefinitely )?(?:to obtain|for) (?:the |a )?\w+ lock"#,
     },
     Row {
+        family: Family::NeedsMigration,
+        class: FaultClass::ConfigError,
+        what: "found its database not prepared for this version (its schema is to be initialised or migrated first)",
+        pattern: r#"(?i)\bneeds? (?:bootstrapping|migrating|initiali[sz]ing|to be (?:bootstrapped|initiali[sz]ed|migrated|upgraded))|(?:unapplied|pending|outstanding) (?:database )?migrations?|migrations? (?:are |is )?(?:pending|required|needed|missing|have not been (?:run|applied))|(?:database|schema|db) (?:is |has )?(?:not (?:yet )?(?:been )?(?:initiali[sz]ed|bootstrapped|migrated|created|up[- ]to[- ]date)|uninitiali[sz]ed)|schema (?:is )?(?:out of date|outdated|too old)|need to (?:initiali[sz]e|migrate|upgrade) (?:the |your )?(?:database|schema|db)|(?:run|apply) (?:the |your )?(?:database )?migrations\b"#,
+    },
+    Row {
         family: Family::Incompatible,
         class: FaultClass::ConfigError,
         what: "found data or a peer of an incompatible version or format",
@@ -146,6 +154,12 @@ const ROWS: &[Row] = &[
         pattern: r#"(?i)\bcorrupt(?:ed|ion)?\b|checksum (?:mismatch|failed|error|does not match)|bad magic|invalid magic|invalid page header|torn page|data (?:file|directory) (?:is )?damaged"#,
     },
     Row {
+        family: Family::InsecureDefault,
+        class: FaultClass::ConfigError,
+        what: "refused a secret left at its insecure default (a setting to change)",
+        pattern: r#"(?i)insecure (?:\w+ ){0,2}(?:secret|key|password|token)|(?:secret|key|password|token)\S* (?:is|was|has) (?:not (?:been )?changed|unchanged|still (?:set to )?the default)|default (?:secret|secret[_ ]key|key|password|token) (?:was |is )?(?:detected|used|in use|found)|(?:change|replace) the default (?:secret|key|password|token)"#,
+    },
+    Row {
         family: Family::MissingSetting,
         class: FaultClass::ConfigError,
         what: "was not given a setting it requires",
@@ -155,13 +169,13 @@ const ROWS: &[Row] = &[
         family: Family::InvalidSetting,
         class: FaultClass::ConfigError,
         what: "refused its configuration as invalid",
-        pattern: r#"(?i)invalid (?:value|configuration|config|setting|option|argument|parameter|syntax|directive)|unknown (?:option|directive|setting|field|key|parameter|flag|configuration)|unrecogni[sz]ed (?:option|argument|field|key|parameter)|bad (?:config|value|option|directive)|syntax error|parse error|failed to (?:parse|load|read) (?:config|configuration|settings)|(?:could not|cannot|unable to) (?:parse|load) (?:config|configuration|settings)|error (?:parsing|loading|reading) (?:config|configuration)|YAMLException|JSONDecodeError|ConfigurationException|(?:config|configuration) (?:error|is invalid|invalid)|validation (?:failed|error)"#,
+        pattern: r#"(?i)invalid (?:value|configuration|config|setting|option|argument|parameter|syntax|directive)|unknown (?:option|directive|setting|field|key|parameter|flag|configuration)|unrecogni[sz]ed (?:option|argument|field|key|parameter)|bad (?:config|value|option|directive)|syntax error|parse error|failed to (?:parse|load|read) (?:config|configuration|settings)|(?:could not|cannot|unable to) (?:parse|load) (?:config|configuration|settings)|error (?:parsing|loading|reading) (?:config|configuration)|YAMLException|JSONDecodeError|ConfigurationException|(?:config|configuration) (?:error|is invalid|invalid)|(?:config|configuration) (?:file )?(?:contains|has) errors|validation (?:failed|error)|unknown (?:plugin|extension|input|output|filter)\b|(?:plugin|extension)\b[^\n]*(?:doesn't|don't|does not|do not) exists?|(?:plugin|extension) (?:\S+ )?not (?:found|available|installed)"#,
     },
     Row {
         family: Family::FileMissing,
         class: FaultClass::ConfigError,
         what: "could not find a file or directory it needs",
-        pattern: r#"(?i)\bENOENT\b|no such file or directory|FileNotFoundException|FileNotFoundError|DirectoryNotFoundException|cannot find the (?:file|path)|could not find (?:file|a part of the path)|(?:file|directory|path) (?:\S+ )?(?:does not exist|not found)|could not open (?:file|configuration)|unable to open (?:file|configuration)"#,
+        pattern: r#"(?i)\bENOENT\b|no such file or directory|FileNotFoundException|FileNotFoundError|DirectoryNotFoundException|cannot find the (?:file|path)|could not find (?:file|a part of the path)|(?:file|directory|path) (?:\S+ )?(?:does not exist|not found)|could not open (?:file|configuration)|unable to open (?:file|configuration)|(?:^|[\s'"(])/[\w./-]+['"]? (?:does not|doesn't) exist|\bENOTDIR\b|\bnot a directory\b|NotADirectoryError"#,
     },
 ];
 
@@ -274,6 +288,23 @@ mod tests {
             ("FileNotFoundError: [Errno 2] No such file or directory: '/app/config.yml'", FileMissing),
             ("Could not find file '/app/appsettings.json'.", FileMissing),
             ("open /etc/app/app.toml: no such file or directory", FileMissing),
+            ("stat /srv/www/html: not a directory", FileMissing),
+            ("open device: /dev/fuse does not exist", FileMissing),
+            ("NotADirectoryError: [Errno 20] Not a directory: '/app/static'", FileMissing),
+            ("[error] [config] configuration file contains errors, aborting.", InvalidSetting),
+            ("Error: Unknown plugin \"foo\" in the pipeline configuration", InvalidSetting),
+            // A database to prepare: Django, Rails, Alembic-style tools, Kong-style.
+            ("You have 18 unapplied migration(s). Your project may not work properly until you apply the migrations", NeedsMigration),
+            ("ActiveRecord::PendingMigrationError: Migrations are pending. To resolve this issue, run: bin/rails db:migrate", NeedsMigration),
+            ("ERROR: You need to initialize the database. Please run `tool db init`", NeedsMigration),
+            ("Error: database needs bootstrapping; run 'app migrations bootstrap'", NeedsMigration),
+            ("FATAL: the schema is out of date (version 41, expected 43)", NeedsMigration),
+            // Secrets left at their defaults.
+            ("Refusing to start due to insecure SECRET_KEY", InsecureDefault),
+            ("ERROR: app.secret_key is not changed. Please use something else", InsecureDefault),
+            ("WARNING: default secret key detected, set APP_SECRET", InsecureDefault),
+            // Names in Erlang's and Elixir's words.
+            ("** (DBConnection.ConnectionError) tcp connect (db:5432): non-existing domain - :nxdomain", NameUnresolved),
             // Commands.
             ("exec: \"gunicorn\": executable file not found in $PATH", CommandNotFound),
             ("/bin/sh: 1: ./start.sh: not found", CommandNotFound),
