@@ -331,11 +331,18 @@ fn follow_objects(
         .map(|d| vec![d.to_string()])
         .unwrap_or_else(|| o.variables.clone());
     if class == FaultClass::ConfigError {
-        for v in variables.iter().take(2) {
-            let fact = follow::variable(v, c);
+        let facts: Vec<follow::VariableFact> = variables
+            .iter()
+            .take(2)
+            .map(|v| follow::variable(v, c))
+            .collect();
+        // The one the environment lacks is the one to name.
+        if let Some(v) = facts.iter().find(|f| !f.set).or(facts.first()) {
+            out.detail.get_or_insert_with(|| v.name.clone());
+        }
+        for fact in facts {
             out.confirms |= !fact.set;
             out.facts.push(fact.said());
-            out.detail.get_or_insert_with(|| v.clone());
         }
     }
     // A user: who it runs as, beside the path it was refused.

@@ -30,7 +30,7 @@ static LEVEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
         | level=(?P<kv>\w+)
         | "(?:level|severity|lvl)"\s*:\s*"(?P<json>\w+)"
         | \[(?P<bracket>(?i:debug|info|note|notice|warn|warning|error|crit|alert|emerg|fatal|system))\]
-        | ^(?P<glog>[IWEF])\d{4}\s
+        | ^(?P<glog>[IWEF])(?:\d{4})?\d{4}\s
         | ^(?P<dotnet>info|warn|fail|crit|dbug|trce):\s
         | ^(?P<lead>(?i:warning|error|fatal)):\s
     "#)
@@ -38,7 +38,7 @@ static LEVEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// No level given: the words of a failure.
 static FAILURE_WORDS: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r#"(?i)\berror\b|\bexception\b|\bfailed\b|\bfailure\b|\bcannot\b|\bcan't\b|\bunable to\b|\bcould not\b|\w+(?:Error|Exception)\b|\brefused\b|\bdenied\b|\babort(?:ed|ing)?\b|^Traceback"#,
+        r#"(?i)\berror\b|\bexception\b|\bfailed\b|\bfailure\b|\bcannot\b|\bcan't\b|\bunable to\b|\bcould not\b|\w+(?:Error|Exception)\b|\brefused\b|\brefus(?:e|es|ing) to\b|\bdenied\b|\babort(?:ed|ing)?\b|^Traceback"#,
     )
 });
 static FATAL_WORDS: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -102,8 +102,32 @@ pub fn severity(line: &str) -> Severity {
     }
 }
 
+/// An indented line that is a stack frame by its shape (`at …`,
+/// `File "…", line N`, `main.go:12`), not a wrapped message.
+static STACK_FRAME: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(r#"(?x)
+        ^\s+at\s | ^\s*at\s+[\w.$<>]+\( | ^\s+File\s".*",\s+line\s\d+
+        | ^\s*goroutine\s\d+ | ^\s*[\w./-]+\.go:\d+ | ^\s*created\sby\s
+        | ^\s*\.\.\.\s\d+\smore | ^\s*\#\d+\s | ^\s*\(\S+\s[\d.]+\)\s | \w\.\w+\(.*\)\s*$
+        | ^\s*[\w./-]+:\d+:
+    "#)
+});
+/// An indented line that starts with its own level (`    Error: …`):
+/// a message, however far it is indented.
+static LEVELLED: LazyLock<Option<Regex>> =
+    LazyLock::new(|| re(r"^\s+(?i:error|fatal|warning|warn|critical|exception|panic)\b[:!]"));
+
 fn is_frame(line: &str) -> bool {
     FRAME.as_ref().is_some_and(|r| r.is_match(line))
+        && !LEVELLED.as_ref().is_some_and(|r| r.is_match(line))
+}
+
+/// An indented line after a message that carries on its words (a message
+/// wrapped to a width, a box of advice), not a stack frame.
+fn carries_on(line: &str) -> bool {
+    line.starts_with(char::is_whitespace)
+        && !line.trim().is_empty()
+        && !STACK_FRAME.as_ref().is_some_and(|r| r.is_match(line))
 }
 
 fn is_exiting(line: &str) -> bool {
@@ -159,6 +183,20 @@ fn message_at(lines: &[&str], i: usize) -> String {
         {
             return format!("{line} {}", next.trim());
         }
+    }
+    // A message wrapped onto indented lines is read whole.
+    let wrapped: Vec<&str> = lines
+        .iter()
+        .skip(i + 1)
+        .take_while(|l| carries_on(l))
+        .take(6)
+        .map(|l| l.trim())
+        .collect();
+    if !wrapped.is_empty() && content_words(line) >= 3 {
+        return std::iter::once(line)
+            .chain(wrapped)
+            .collect::<Vec<_>>()
+            .join(" ");
     }
     if content_words(line) >= 3 {
         return line.to_string();
@@ -231,6 +269,8 @@ pub fn salient(lines: &[&str]) -> Option<Salient> {
     let chosen = first_named
         .or_else(|| newest(&|c| c.1 == Severity::Fatal))
         .or_else(|| newest(&|c| c.1 == Severity::Error))
+        // A warning that names a failure outranks one that does not.
+        .or_else(|| newest(&|c| c.1 == Severity::Warn && c.2.is_some()))
         .or_else(|| newest(&|c| c.1 == Severity::Warn || c.2.is_some()))
         .or_else(|| {
             candidates
@@ -381,5 +421,47 @@ mod tests {
         ];
         let s = salient(&lines).unwrap();
         assert_eq!(s.family.map(|f| f.family), Some(Family::ReadOnly));
+    }
+
+    #[test]
+    fn wrapped_messages_are_read_whole_and_a_named_warning_outranks_a_bare_one() {
+        // A message indented and wrapped to a width: its own level makes
+        // it a message, and its wrapped lines are part of it.
+        let lines = [
+            "User settings loaded from: /home/app/config",
+            "    Error: Failed to start worker because of missing encryption key. Please ",
+            "    set the `APP_ENCRYPTION_KEY` env var when starting the worker.",
+        ];
+        let s = salient(&lines).unwrap();
+        assert_eq!(s.index, 1, "{s:?}");
+        assert!(s.message.contains("APP_ENCRYPTION_KEY"), "{s:?}");
+        assert_eq!(s.family.map(|f| f.family), Some(Family::MissingSetting));
+        // A box of advice under its header.
+        let lines = [
+            "ERROR: the server will no longer run without an admin",
+            "       account. You *MUST* specify an admin user and",
+            "       password with -e DB_USER and -e DB_PASSWORD.",
+        ];
+        let s = salient(&lines).unwrap();
+        assert!(s.message.contains("DB_PASSWORD"), "{s:?}");
+        // Stack frames are never part of a message.
+        let lines = [
+            "java.lang.IllegalStateException: no route",
+            "\tat com.example.App.main(App.java:12)",
+        ];
+        assert_eq!(
+            salient(&lines).unwrap().message,
+            "java.lang.IllegalStateException: no route"
+        );
+        // glog with a year; a warning that names a failure outranks the
+        // newer one that does not.
+        let lines = [
+            "I20230419 17:35:24.041591   601 raft.h:60] Peer refresh succeeded!",
+            "W20230419 17:35:34.088055   590 store.h:349] snapshot failed: Corruption: block checksum mismatch",
+            "W20230419 17:35:44.087615   454 node.cpp:866] node is in state ERROR, can't reset_peer",
+        ];
+        let s = salient(&lines).unwrap();
+        assert_eq!(s.severity, Severity::Warn);
+        assert_eq!(s.family.map(|f| f.family), Some(Family::Corrupt), "{s:?}");
     }
 }

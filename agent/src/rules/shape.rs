@@ -88,7 +88,7 @@ fn signal_name(n: i64) -> &'static str {
 
 fn signal_meaning(name: &str) -> &'static str {
     match name {
-        "SIGILL" => " (an illegal instruction: a binary built for another CPU, or corrupt)",
+        "SIGILL" => " (an illegal instruction: a binary built for a newer or another CPU than this host's, such as one that needs AVX or AVX2, or a corrupt binary)",
         "SIGABRT" => " (it aborted itself: a failed assertion, an uncaught C++ exception)",
         "SIGSEGV" => " (a segmentation fault)",
         "SIGBUS" | "SIGFPE" => " (a crash of the binary)",

@@ -23,6 +23,7 @@ pub enum Family {
     AccessDenied,
     AddressInUse,
     NoSpace,
+    TooLittleMemory,
     NoMemory,
     NameUnresolved,
     Refused,
@@ -100,6 +101,12 @@ const ROWS: &[Row] = &[
         pattern: r#"(?i)\bENOSPC\b|no space left on device|\bdisk (?:is )?full|not enough (?:free )?(?:disk )?space|insufficient (?:disk )?space|out of disk space|DiskFull"#,
     },
     Row {
+        family: Family::TooLittleMemory,
+        class: FaultClass::ConfigError,
+        what: "needs more memory than it was given (its heap setting or the container's memory limit)",
+        pattern: r#"(?i)requires? (?:a minimum of |at least )?\d+ ?[KMGT]i?B? (?:of )?(?:RAM|memory|heap)|(?:RAM|memory|heap) (?:of )?(?:at least|a minimum of) \d+ ?[KMGT]i?B|(?:not enough|insufficient) (?:RAM|memory|heap)\b|minimum (?:of )?\d+ ?[KMGT]i?B (?:of )?(?:RAM|memory|heap)"#,
+    },
+    Row {
         family: Family::NoMemory,
         class: FaultClass::OomKilled,
         what: "ran out of memory",
@@ -163,13 +170,13 @@ const ROWS: &[Row] = &[
         family: Family::MissingSetting,
         class: FaultClass::ConfigError,
         what: "was not given a setting it requires",
-        pattern: r#"(?i)please (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)"#,
+        pattern: r#"(?i)(?:please|must)\*? (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)"#,
     },
     Row {
         family: Family::InvalidSetting,
         class: FaultClass::ConfigError,
         what: "refused its configuration as invalid",
-        pattern: r#"(?i)invalid (?:value|configuration|config|setting|option|argument|parameter|syntax|directive)|unknown (?:option|directive|setting|field|key|parameter|flag|configuration)|unrecogni[sz]ed (?:option|argument|field|key|parameter)|bad (?:config|value|option|directive)|syntax error|parse error|failed to (?:parse|load|read) (?:config|configuration|settings)|(?:could not|cannot|unable to) (?:parse|load) (?:config|configuration|settings)|error (?:parsing|loading|reading) (?:config|configuration)|YAMLException|JSONDecodeError|ConfigurationException|(?:config|configuration) (?:error|is invalid|invalid)|(?:config|configuration) (?:file )?(?:contains|has) errors|validation (?:failed|error)|unknown (?:plugin|extension|input|output|filter)\b|(?:plugin|extension)\b[^\n]*(?:doesn't|don't|does not|do not) exists?|(?:plugin|extension) (?:\S+ )?not (?:found|available|installed)"#,
+        pattern: r#"(?i)invalid (?:value|configuration|config|setting|option|argument|parameter|syntax|directive)|unknown (?:option|directive|setting|field|key|parameter|flag|configuration)|unrecogni[sz]ed (?:option|argument|field|key|parameter)|bad (?:config|value|option|directive)|syntax error|parse error|failed to (?:parse|load|read) (?:config|configuration|settings)|(?:could not|cannot|unable to) (?:parse|load) (?:config|configuration|settings)|error (?:parsing|loading|reading) (?:config|configuration)|YAMLException|JSONDecodeError|ConfigurationException|(?:config|configuration) (?:error|is invalid|invalid)|(?:config|configuration) (?:file )?(?:contains|has) errors|error (?:initiali[sz]ing|loading|parsing|reading) (?:the )?(?:config|configuration)|invalid (?:path|file ?name)\b|validation (?:failed|error)|unknown (?:plugin|extension|input|output|filter)\b|(?:plugin|extension)\b[^\n]*(?:doesn't|don't|does not|do not) exists?|(?:plugin|extension) (?:\S+ )?not (?:found|available|installed)"#,
     },
     Row {
         family: Family::FileMissing,
@@ -213,11 +220,32 @@ pub fn of(family: Family) -> Option<FamilyMatch> {
         })
 }
 
-/// The family of `line`, the first row (narrowest) that matches.
+/// Whether the words at `start` of `line` are spoken of as a possibility
+/// ("data can be corrupted", "may fail"), not as what happened.
+fn hypothetical(line: &str, start: usize) -> bool {
+    let before = line[..start].to_ascii_lowercase();
+    let words: Vec<&str> = before
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let modal =
+        |w: Option<&&str>| w.is_some_and(|w| matches!(*w, "can" | "may" | "might" | "could"));
+    match words.as_slice() {
+        [.., m, "be" | "get" | "become"] => modal(Some(m)),
+        [.., m] => modal(Some(m)),
+        [] => false,
+    }
+}
+
+/// The family of `line`, the first row (narrowest) that matches as what
+/// happened (not as a possibility).
 pub fn family(line: &str) -> Option<FamilyMatch> {
     compiled()
         .iter()
-        .find(|(re, _)| re.is_match(line))
+        .find(|(re, _)| {
+            re.find(line)
+                .is_some_and(|m| !hypothetical(line, m.start()))
+        })
         .map(|(_, r)| FamilyMatch {
             family: r.family,
             class: r.class,
@@ -305,11 +333,21 @@ mod tests {
             ("WARNING: default secret key detected, set APP_SECRET", InsecureDefault),
             // Names in Erlang's and Elixir's words.
             ("** (DBConnection.ConnectionError) tcp connect (db:5432): non-existing domain - :nxdomain", NameUnresolved),
+            ("ERROR: app requires a minimum of 4GB RAM (heap). Cannot continue.", TooLittleMemory),
+            ("Error: insufficient memory for the Java Runtime Environment to continue", TooLittleMemory),
+            ("error initializing configuration '/etc/proxy.yaml': Invalid path: /etc/certs/a.pem", InvalidSetting),
+            ("You MUST specify an admin user and password", MissingSetting),
+            ("mode. You *MUST* specify an admin user and password", MissingSetting),
             // Commands.
             ("exec: \"gunicorn\": executable file not found in $PATH", CommandNotFound),
             ("/bin/sh: 1: ./start.sh: not found", CommandNotFound),
             ("exec /entrypoint.sh: permission denied", NotExecutable),
         ];
+        // A possibility is not what happened.
+        assert_eq!(
+            family("WARNING: in this mode data can be corrupted if the host shuts down uncleanly"),
+            None
+        );
         for (line, want) in table {
             let got = family(line).map(|m| m.family);
             assert_eq!(got, Some(*want), "{line}");
