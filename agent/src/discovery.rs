@@ -308,7 +308,13 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
             return Some((70, format!("the {word}: it runs `{}`", c.image)));
         }
     }
-    if image_base == word {
+    // What it runs, by its image's name or a part of it
+    // (`paperless-ngx` runs paperless).
+    let image_parts: Vec<&str> = image_base
+        .split(['-', '_', '.'])
+        .filter(|p| p.len() >= 4)
+        .collect();
+    if image_base == word || image_parts.contains(&word) {
         return Some((60, format!("image `{}`", c.image)));
     }
     if word.len() >= 3 && name.contains(word) {
@@ -330,6 +336,7 @@ fn score(c: &ContainerSummaryView, word: &str) -> Option<(u32, String)> {
             .copied()
             .chain(service.as_deref())
             .chain(std::iter::once(name.as_str()))
+            .chain(image_parts.iter().copied())
             .filter(|s| s.len() >= 4)
             .find(|s| edits(s, word) <= budget);
         if let Some(close) = close {

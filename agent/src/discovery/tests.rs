@@ -472,6 +472,28 @@ fn a_name_written_as_one_word_is_found() {
         discover("nodeexporter is down", &plain),
         Discovery::Found(c) if c.container_name == "jay-node-exporter-1"
     ));
+    // What it runs, by a part of its image's name, typos and all.
+    let docs = vec![
+        c("wren-broker-1", Some("broker"), "redis:7"),
+        broken(
+            c(
+                "wren-webserver-1",
+                Some("webserver"),
+                "ghcr.io/paperless-ngx/paperless-ngx:2.11",
+            ),
+            'p',
+        ),
+    ];
+    for msg in ["paperless is down", "paperles is down since the reboot"] {
+        assert!(
+            matches!(
+                discover(msg, &docs),
+                Discovery::Found(c) if c.container_name == "wren-webserver-1"
+            ),
+            "{msg}: {:?}",
+            discover(msg, &docs)
+        );
+    }
     // A search engine is found as the search.
     let search = vec![
         c("owl-morty-1", Some("morty"), "dalf/morty:latest"),

@@ -261,10 +261,19 @@ pub fn salient(lines: &[&str]) -> Option<Salient> {
         })
         .filter(meaningful)
         .collect();
+    // Said as an error first; else a warning of the burst that names a
+    // failure the error after it does not (PHP's "Warning: require(…):
+    // No such file or directory" before its "Fatal error: require()").
     let first_named = burst
         .iter()
         .rev()
         .find(|c| c.1 >= Severity::Error && c.2.is_some())
+        .or_else(|| {
+            burst
+                .iter()
+                .rev()
+                .find(|c| c.1 == Severity::Warn && c.2.is_some())
+        })
         .map(|c| **c);
     let chosen = first_named
         .or_else(|| newest(&|c| c.1 == Severity::Fatal))
@@ -421,6 +430,25 @@ mod tests {
         ];
         let s = salient(&lines).unwrap();
         assert_eq!(s.family.map(|f| f.family), Some(Family::ReadOnly));
+    }
+
+    #[test]
+    fn a_warning_of_the_final_burst_that_names_the_failure_is_its_cause() {
+        let lines = [
+            "",
+            "Warning: require(/app/vendor/autoload.php): failed to open stream: No such file or directory in /app/artisan on line 18",
+            "",
+            "Fatal error: require(): Failed opening required '/app/vendor/autoload.php' in /app/artisan on line 18",
+        ];
+        let s = salient(&lines).unwrap();
+        assert_eq!(s.index, 1, "{s:?}");
+        assert_eq!(s.family.map(|f| f.family), Some(Family::FileMissing));
+        // An error that names a failure still comes first.
+        let lines = [
+            "WARN connection refused, retrying",
+            "ERROR invalid configuration: unknown key `listen`",
+        ];
+        assert_eq!(salient(&lines).unwrap().index, 1);
     }
 
     #[test]
