@@ -583,6 +583,9 @@ fn run_with_events(c: &ContainerView, events: &[crate::model::ContainerEvent]) -
 /// A running container and what it logged before one of its deaths.
 mod history;
 
+/// What a line names, followed into the definition.
+mod following;
+
 /// One quote must not decide: a Python traceback ending in a KeyError for
 /// a variable-shaped name, quoted or not, and an error line in words no
 /// rule knows that names a setting the environment lacks, are all a
@@ -743,78 +746,5 @@ fn an_error_code_is_not_an_unset_variable() {
         FaultClass::ConfigError,
         "{}",
         f.diagnosis.causes[0].reason
-    );
-}
-
-#[test]
-fn what_a_line_names_is_followed_to_a_missing_mount_a_device_and_the_log_s_advice() {
-    let mut c = view();
-    c.running = false;
-    c.status = "exited".into();
-    c.exit_code = 1;
-    // A header ending in a colon is read with the line that says what.
-    let f = run(
-        &c,
-        &[
-            "AH00526: Syntax error on line 12 of /etc/httpd/httpd.conf:",
-            "DocumentRoot '/srv/site/public' is not a directory, or is not readable",
-        ],
-    );
-    let primary = &f.diagnosis.causes[0];
-    assert_eq!(primary.class, FaultClass::ConfigError, "{primary:?}");
-    assert!(
-        primary
-            .reason
-            .contains("No mount of the container holds /srv/site/public"),
-        "{}",
-        primary.reason
-    );
-    assert_eq!(f.detail.as_deref(), Some("/srv/site/public"));
-    // A device node: the container was not given it.
-    let f = run(
-        &c,
-        &["ERROR: CreateTUN(\"tun0\") failed; /dev/net/tun does not exist"],
-    );
-    assert!(
-        f.diagnosis.causes[0]
-            .reason
-            .contains("--device /dev/net/tun"),
-        "{:?}",
-        f.diagnosis.causes[0]
-    );
-    // A database to prepare, and the command its own log names.
-    let f = run(
-        &c,
-        &[
-            "Error: the database needs bootstrapping.",
-            "To start a new installation, run 'app migrations bootstrap'.",
-            "Error: init failed: database needs bootstrapping",
-        ],
-    );
-    let primary = &f.diagnosis.causes[0];
-    assert_eq!(primary.class, FaultClass::ConfigError, "{primary:?}");
-    assert!(
-        primary.reason.contains("run `app migrations bootstrap`"),
-        "{}",
-        primary.reason
-    );
-    // A launcher's "Warning:" lines do not hide the permission before them.
-    let f = run(
-        &c,
-        &[
-            "mkdir: cannot create directory '../work/log': Permission denied",
-            "Warning:  Cannot open log file: ../work/log/jvm.log",
-            "Warning:  Forcing option -XX:LogFile=/tmp/jvm.log",
-            "VM warning: Cannot open file ../work/log/jvm.log due to No such file or directory",
-            "",
-            "java.io.FileNotFoundException: ../work/tmp/a.lock (Permission denied)",
-            "        at java.io.RandomAccessFile.open0(Native Method)",
-        ],
-    );
-    assert_eq!(
-        f.diagnosis.causes[0].class,
-        FaultClass::PermissionDenied,
-        "{:?}",
-        f.diagnosis.causes[0]
     );
 }
