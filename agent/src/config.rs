@@ -233,6 +233,21 @@ pub enum LlmProvider {
     Anthropic,
 }
 
+/// When the model investigates with no rules answer to confirm.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Investigate {
+    /// Openly when the rules are unsure (`unknown`, or below the
+    /// confidence a write needs); else it is asked to confirm or refute
+    /// the rules' answer.
+    #[default]
+    WhenUnsure,
+    /// Always openly: the model never sees the rules' answer, and the
+    /// rules' class never vetoes its writes (the evidence gate still
+    /// does). What a fair measure of a model runs.
+    Open,
+}
+
 /// The `llm:` section. The API key itself never appears here: only the name
 /// of the environment variable that holds it, read once at start.
 #[derive(Debug, Clone, Deserialize)]
@@ -251,6 +266,8 @@ pub struct LlmConfig {
     pub max_retries: u32,
     #[serde(default = "default_llm_max_invalid")]
     pub max_invalid_answers: u32,
+    #[serde(default)]
+    pub investigate: Investigate,
 }
 
 impl LlmConfig {

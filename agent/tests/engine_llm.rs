@@ -119,6 +119,15 @@ struct World {
 }
 
 async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
+    world_with(logs, replies, max_retries, false).await
+}
+
+async fn world_with(
+    logs: &[&str],
+    replies: Vec<Reply>,
+    max_retries: u32,
+    always_open: bool,
+) -> World {
     let dir = tempfile::tempdir().unwrap();
     let executor = Arc::new(executor(logs));
     let (url, script) = serve(replies).await;
@@ -134,6 +143,7 @@ async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
             ..Limits::default()
         },
         max_invalid_answers: 2,
+        always_open,
         runbook: Arc::new(Runbook::default()),
         logs_tail: 200,
         context_budget: 60_000,
@@ -466,4 +476,30 @@ async fn invalid_plans_past_the_budget_leave_planning_to_the_rules_planner() {
         "{steps:?}"
     );
     assert!(w.executor.rpcs().iter().all(|c| !c.starts_with("WRITE")));
+}
+
+#[tokio::test]
+async fn with_investigate_open_the_model_never_sees_the_rules_answer() {
+    // The rules are sure of this one (a refused connection to db): asked
+    // to confirm by default, investigated openly when configured so.
+    let logs = ["FATAL: connection refused (db:5432)"];
+    for always_open in [false, true] {
+        let replies = vec![Reply::With(diagnose_citing_evidence), plan("start", "web")];
+        let w = world_with(&logs, replies, 1, always_open).await;
+        let req = w
+            .engine
+            .create("web is down".into(), RequestOptions::default())
+            .await
+            .unwrap();
+        let r = settle(&w.engine, &req.id).await;
+        let d = r.diagnosis.clone().unwrap();
+        assert_eq!(d.engine, "llm:test-model", "{:?}", r.outcome);
+        let first = w.script.sent(0);
+        assert_eq!(
+            first.contains("Analyzer results (rules engine)"),
+            !always_open,
+            "always_open={always_open}: {first}"
+        );
+        assert_eq!(d.model.map(|m| m.open), Some(always_open));
+    }
 }

@@ -167,6 +167,7 @@ fn setup(base_url: &str, provider: &str, limits: Limits) -> Setup {
         provider: Provider::new(&config, ApiKey::new(KEY.into())).unwrap(),
         limits,
         max_invalid_answers: 2,
+        always_open: false,
         runbook: Arc::new(Runbook::default()),
         logs_tail: 200,
         context_budget: 60_000,

@@ -152,8 +152,9 @@ impl Engine {
         .await?;
         let mut cancel = self.control(id).cancel.subscribe();
         let journal = EngineJournal { engine: self, id };
-        // A target the rules are unsure of is investigated openly.
-        let open = req.target.is_some() && Self::unsure(analyzer.as_ref());
+        // A target the rules are unsure of is investigated openly, and
+        // every target when the configuration says so.
+        let open = req.target.is_some() && (setup.always_open || Self::unsure(analyzer.as_ref()));
         let started = std::time::Instant::now();
         let report = investigate::investigate(
             setup,

@@ -31,6 +31,9 @@ pub struct Setup {
     pub provider: Provider,
     pub limits: Limits,
     pub max_invalid_answers: u32,
+    /// Every investigation is open (`llm.investigate: open`), not only
+    /// those the rules are unsure of.
+    pub always_open: bool,
     pub runbook: Arc<Runbook>,
     pub logs_tail: u32,
     /// Estimated tokens (chars/4) the conversation may hold before older
