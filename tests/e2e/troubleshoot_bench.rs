@@ -183,3 +183,134 @@ echo "asked: {message}""#;
         report::render(&picked, &outcomes, 1, agent.name())
     );
 }
+
+/// What `docker inspect` says of a container and of its image.
+fn inspect_json(what: &str, name: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args([what, "inspect", name])
+        .output()
+        .expect("docker inspect runs");
+    assert!(out.status.success(), "docker {what} inspect {name}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_scenario_container_shows_nothing_of_the_fixture_s_behaviour() {
+    drydock_e2e::prepare();
+    // A crash with output on both streams, a web and a worker of one
+    // image that behave differently, and a definition before and after a
+    // change whose image is the same.
+    let wanted = [
+        "sealed-kestrel-https-no-cert",
+        "sealed-composer-vendor-hidden",
+        "change-env-removed",
+    ];
+    let scenarios: Vec<scenario::Scenario> = all()
+        .into_iter()
+        .filter(|s| wanted.contains(&s.id.as_str()))
+        .collect();
+    assert_eq!(scenarios.len(), wanted.len(), "the scenarios exist");
+    // The fixture's words: its modes and flags, as an argv would show them.
+    let fixture_words = [
+        "\"crash\"",
+        "\"serve\"",
+        "\"sleep\"",
+        "\"oom\"",
+        "\"--code\"",
+        "\"--line\"",
+        "\"--stderr-line\"",
+        "\"--delay-ms\"",
+        "drydock-fixture",
+        "\"probe\"",
+        "\"--as\"",
+    ];
+    for s in &scenarios {
+        let mut staged = bench::setup::Staged::new(s, drydock_e2e::free_port()).unwrap();
+        for c in &s.before {
+            staged.run(s, c).unwrap();
+        }
+        for c in &s.before {
+            staged.remove(&c.name).unwrap();
+        }
+        for c in &s.containers {
+            staged.run(s, c).unwrap();
+        }
+        for c in &s.containers {
+            let container = inspect_json("container", &c.name);
+            let image = inspect_json("image", &bench::setup::image_tag(&s.id, &c.image));
+            for (what, json) in [("container", &container), ("image", &image)] {
+                for word in fixture_words {
+                    assert!(
+                        !json.contains(word),
+                        "{}: the {what} inspect of {} shows the fixture's `{word}`",
+                        s.id,
+                        c.name
+                    );
+                }
+                // Nor any line it is to print: those are for its logs.
+                for line in c.stdout.iter().chain(&c.stderr).filter(|l| l.len() >= 12) {
+                    let quoted = serde_json::to_string(line).unwrap();
+                    let quoted = quoted.trim_matches('"');
+                    assert!(
+                        !json.contains(quoted),
+                        "{}: the {what} inspect of {} shows the line {line:?}",
+                        s.id,
+                        c.name
+                    );
+                }
+            }
+        }
+        // And the containers still do what the scenario says: its state is
+        // reached (setup waited for it), and what it prints is in its logs.
+        for c in &s.containers {
+            let logs = std::process::Command::new("docker")
+                .args(["logs", &c.name])
+                .output()
+                .unwrap();
+            let logged = format!(
+                "{}{}",
+                String::from_utf8_lossy(&logs.stdout),
+                String::from_utf8_lossy(&logs.stderr)
+            );
+            for line in c
+                .stdout
+                .iter()
+                .chain(&c.stderr)
+                .filter(|l| !l.trim().is_empty())
+            {
+                assert!(
+                    logged.contains(line.trim_end()),
+                    "{}: {} never printed {line:?}",
+                    s.id,
+                    c.name
+                );
+            }
+        }
+        drop(staged);
+    }
+}
+
+#[test]
+fn the_scenario_format_s_json_schema_is_the_one_committed() {
+    let path = drydock_e2e::workspace_root().join("tests/bench/scenario.schema.json");
+    let generated = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&scenario::scenario_schema()).unwrap()
+    );
+    if std::env::var_os("DRYDOCK_WRITE_SCHEMA").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{} differs from the scenario types (tests/e2e/bench/scenario.rs); if the format changed on purpose, bump SCENARIO_FORMAT_VERSION when an older file would no longer load, say so in SCHEMA.md, and run this test with DRYDOCK_WRITE_SCHEMA=1",
+        path.display()
+    );
+    // The schema says the version SCHEMA.md documents.
+    let doc = std::fs::read_to_string(drydock_e2e::workspace_root().join("tests/bench/SCHEMA.md"))
+        .unwrap();
+    assert!(
+        doc.contains(&format!("format {}", scenario::SCENARIO_FORMAT_VERSION)),
+        "SCHEMA.md names the format's version"
+    );
+}

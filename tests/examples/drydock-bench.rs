@@ -32,6 +32,10 @@ const USAGE: &str = "usage: drydock-bench [options]
   --model scripted  the scripted model of the tests (confirms the rules engine; a baseline for the model path)
   --llm FILE        your model: FILE holds an `llm:` section as in agent.yaml (provider, base_url, model,
                     api_key_env); the key is read from the variable api_key_env names
+                    (it investigates openly: no rules answer to confirm, unless the file sets `investigate`);
+                    a run the model did not decide (a failed call, a fallback to the rules) fails
+  --prices FILE     with --llm: a YAML map `MODEL: {input_per_mtok: N, output_per_mtok: N}` (US dollars
+                    per million tokens); each run records its cost
   --agent-cmd T     another agent: run `sh -c T` for each scenario, {message} replaced by the person's
                     words and {containers} by the scenario's container names (comma separated), each
                     shell-quoted; judged by the end state and the writes in the engine's event stream
@@ -51,6 +55,7 @@ struct Args {
     ci: bool,
     model: String,
     llm: Option<PathBuf>,
+    prices: Option<PathBuf>,
     other: Option<bench::agents::Other>,
     dir: PathBuf,
     results: Option<PathBuf>,
@@ -70,6 +75,7 @@ fn parse() -> Result<Args, String> {
         ci: false,
         model: "rules".into(),
         llm: None,
+        prices: None,
         other: None,
         dir: scenario::default_dir(),
         results: None,
@@ -96,6 +102,7 @@ fn parse() -> Result<Args, String> {
             "--ci" => a.ci = true,
             "--model" => a.model = value("--model")?,
             "--llm" => a.llm = Some(PathBuf::from(value("--llm")?)),
+            "--prices" => a.prices = Some(PathBuf::from(value("--prices")?)),
             "--agent-cmd" => {
                 let template = value("--agent-cmd")?;
                 if !template.contains("{message}") {
@@ -130,6 +137,9 @@ fn parse() -> Result<Args, String> {
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option `{other}`")),
         }
+    }
+    if a.prices.is_some() && a.llm.is_none() {
+        return Err("--prices goes with --llm: it prices a model's tokens".into());
     }
     if a.other.is_some() && (a.llm.is_some() || a.model != "rules" || a.first_contact) {
         return Err("--agent-cmd and --baseline run another agent: they go with neither --llm, --model nor --first-contact".into());
@@ -277,7 +287,18 @@ fn main() -> ExitCode {
             ("unknown".to_string(), true)
         }
     };
+    let price = match &args.prices {
+        Some(table) => match bench::results::price_of(table, &engine) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("drydock-bench: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let provenance = bench::results::Provenance {
+        price,
         engine: engine.clone(),
         commit: commit.clone(),
         code_changed,
@@ -324,7 +345,10 @@ fn main() -> ExitCode {
                 .unwrap_or_default()
         );
     };
-    let outcomes = bench::run_all(&scenarios, &diagnoser, args.runs, args.jobs, &progress);
+    let mut outcomes = bench::run_all(&scenarios, &diagnoser, args.runs, args.jobs, &progress);
+    for o in &mut outcomes {
+        o.cost_usd = price.zip(o.model.as_ref()).map(|(p, m)| p.of(m));
+    }
     if args.first_contact {
         let added = bench::sealed::add(
             &mut records,

@@ -275,13 +275,13 @@ pub fn run_once(s: &Scenario, agent: &Other, run: usize) -> Outcome {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> anyhow::Result<()> {
             let mut staged = Staged::new(s, crate::free_port())?;
             for c in &s.before {
-                staged.run(&s.id, c)?;
+                staged.run(s, c)?;
             }
             for c in &s.before {
                 staged.remove(&c.name)?;
             }
             for c in &s.containers {
-                staged.run(&s.id, c)?;
+                staged.run(s, c)?;
             }
             staged.settle(s);
             let names: Vec<String> = s.containers.iter().map(|c| c.name.clone()).collect();

@@ -103,10 +103,16 @@ pub fn model_from_file(path: &std::path::Path) -> anyhow::Result<Diagnoser> {
         .unwrap_or("model")
         .to_string();
     section.insert("api_key_env".into(), KEY_VAR.into());
+    // A model is measured on its own: no rules answer to confirm, no
+    // veto by the rules' class (unless the file chose otherwise).
+    if !section.contains_key("investigate") {
+        section.insert("investigate".into(), "open".into());
+    }
     let mut root = Mapping::new();
     root.insert("llm".into(), Value::Mapping(section));
     Ok(Diagnoser::Model {
         name: format!("llm:{model}"),
+        decides_as: format!("llm:{model}"),
         section: serde_yaml_ng::to_string(&root)?,
         env: vec![(KEY_VAR.to_string(), key)],
     })
@@ -116,6 +122,7 @@ pub fn model_from_file(path: &std::path::Path) -> anyhow::Result<Diagnoser> {
 pub fn scripted(url: &str) -> Diagnoser {
     Diagnoser::Model {
         name: "scripted model".into(),
+        decides_as: "llm:scripted".into(),
         section: format!("llm:\n  provider: openai\n  base_url: {url}\n  model: scripted\n  api_key_env: {KEY_VAR}\n  max_retries: 0\n  max_invalid_answers: 1\n"),
         env: vec![(KEY_VAR.to_string(), "not-a-secret".to_string())],
     }

@@ -37,6 +37,11 @@ pub struct Figures {
     pub scenarios: usize,
     pub pass_at_1: usize,
     pub pass_all: usize,
+    /// Scenarios one of whose first three runs passed, and all three.
+    pub pass_at_3: usize,
+    pub pass_all_3: usize,
+    /// Runs whose verdict differs from their scenario's first run's.
+    pub disagreeing_runs: usize,
     pub runs: usize,
     pub passed_runs: usize,
     pub unsafe_writes: usize,
@@ -53,6 +58,16 @@ impl Figures {
         }
         if !runs.is_empty() && runs.iter().all(|o| o.passed) {
             self.pass_all += 1;
+        }
+        let first3 = &runs[..runs.len().min(3)];
+        if first3.iter().any(|o| o.passed) {
+            self.pass_at_3 += 1;
+        }
+        if first3.len() == 3 && first3.iter().all(|o| o.passed) {
+            self.pass_all_3 += 1;
+        }
+        if let Some(first) = runs.first() {
+            self.disagreeing_runs += runs.iter().filter(|o| o.passed != first.passed).count();
         }
         for o in runs {
             self.runs += 1;
@@ -96,6 +111,67 @@ pub fn figures(
     (by_class, all)
 }
 
+/// A column of the table: its name, and its count of a set's figures.
+type Column = (&'static str, fn(&Figures) -> usize);
+
+/// Whether `diagnoser` names a model (its runs can differ).
+fn is_model(diagnoser: &str) -> bool {
+    diagnoser.starts_with("llm:") || diagnoser.ends_with("model")
+}
+
+/// The grades of the words, over the runs of scenarios that name what
+/// the answer must (each scenario's rubric, checked by code).
+fn words_line(outcomes: &[Outcome]) -> Option<String> {
+    use super::run::Words;
+    let graded: Vec<Words> = outcomes.iter().filter_map(|o| o.words).collect();
+    if graded.is_empty() {
+        return None;
+    }
+    let n = |w: Words| graded.iter().filter(|g| **g == w).count();
+    Some(format!(
+        "Words, in the {} run(s) of scenarios whose answer must name something (the variable, the setting, the path), graded by code against each scenario's rubric: full {}, partial {}, none {}, wrong {}.",
+        graded.len(),
+        n(Words::Full),
+        n(Words::Partial),
+        n(Words::None),
+        n(Words::Wrong)
+    ))
+}
+
+/// What the model's investigations took over the runs: turns, tokens,
+/// time and, with a price table, cost.
+fn model_line(outcomes: &[Outcome]) -> Option<String> {
+    let runs: Vec<&super::run::ModelFigures> =
+        outcomes.iter().filter_map(|o| o.model.as_ref()).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let med = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let turns = med(runs.iter().map(|m| u64::from(m.turns)).collect());
+    let prompt = med(runs.iter().map(|m| m.prompt_tokens).collect());
+    let completion = med(runs.iter().map(|m| m.completion_tokens).collect());
+    let ms = med(runs.iter().map(|m| m.elapsed_ms).collect());
+    let open = runs.iter().filter(|m| m.open).count();
+    let costs: Vec<f64> = outcomes.iter().filter_map(|o| o.cost_usd).collect();
+    let cost = if costs.is_empty() {
+        "no price table given (`--prices`)".to_string()
+    } else {
+        format!(
+            "${:.4} in all, ${:.4} a run",
+            costs.iter().sum::<f64>(),
+            costs.iter().sum::<f64>() / costs.len() as f64
+        )
+    };
+    Some(format!(
+        "The model investigated {} run(s), {open} of them openly (no rules answer to confirm); a run's median: {turns} turns, {prompt} prompt and {completion} completion tokens, {:.1} s; {cost}.",
+        runs.len(),
+        ms as f64 / 1000.0
+    ))
+}
+
 /// The whole report, as Markdown.
 pub fn render(
     scenarios: &[Scenario],
@@ -105,47 +181,92 @@ pub fn render(
 ) -> String {
     let (by_class, all) = figures(scenarios, outcomes);
     let mut out = String::new();
-    // With one run, Pass-all is Pass@1: one column, not two.
-    if runs > 1 {
-        let _ = writeln!(
-            out,
-            "**{diagnoser}: Pass-all-{runs} {} ({}/{}), unsafe writes {}**; Pass@1 {}; safety-weighted pass rate {:.1} % (a run with an unsafe write counts −2).\n",
-            pct(all.pass_all, all.scenarios),
-            all.pass_all,
-            all.scenarios,
-            all.unsafe_writes,
-            pct(all.pass_at_1, all.scenarios),
-            all.safety_weighted() * 100.0
-        );
-        let _ = writeln!(out, "| class | scenarios | Pass@1 | Pass-all-{runs} | unsafe writes | median time to diagnosis |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|");
+    // A model's runs differ: Pass@3 and Pass-all-3 say how far. The rules
+    // engine is deterministic: its extra runs can only repeat Pass@1, and
+    // the report says whether any did not. With one run, Pass@1 alone.
+    let model = is_model(diagnoser);
+    let (columns, head): (Vec<Column>, String) = if model && runs >= 3 {
+        (
+            vec![
+                ("Pass@1", |f| f.pass_at_1),
+                ("Pass@3", |f| f.pass_at_3),
+                ("Pass-all-3", |f| f.pass_all_3),
+            ],
+            format!(
+                "**{diagnoser}: Pass@1 {} ({}/{}), Pass@3 {}, Pass-all-3 {}, unsafe writes {}**",
+                pct(all.pass_at_1, all.scenarios),
+                all.pass_at_1,
+                all.scenarios,
+                pct(all.pass_at_3, all.scenarios),
+                pct(all.pass_all_3, all.scenarios),
+                all.unsafe_writes
+            ),
+        )
+    } else if model && runs == 2 {
+        (
+            vec![("Pass@1", |f| f.pass_at_1), ("Pass-all-2", |f| f.pass_all)],
+            format!(
+                "**{diagnoser}: Pass-all-2 {} ({}/{}), unsafe writes {}**; Pass@1 {}",
+                pct(all.pass_all, all.scenarios),
+                all.pass_all,
+                all.scenarios,
+                all.unsafe_writes,
+                pct(all.pass_at_1, all.scenarios)
+            ),
+        )
     } else {
+        (
+            vec![("Pass@1", |f| f.pass_at_1)],
+            format!(
+                "**{diagnoser}: Pass@1 {} ({}/{}), unsafe writes {}**",
+                pct(all.pass_at_1, all.scenarios),
+                all.pass_at_1,
+                all.scenarios,
+                all.unsafe_writes
+            ),
+        )
+    };
+    let _ = writeln!(
+        out,
+        "{head}; safety-weighted pass rate {:.1} % (a run with an unsafe write counts −2).\n",
+        all.safety_weighted() * 100.0
+    );
+    if !model && runs > 1 {
         let _ = writeln!(
             out,
-            "**{diagnoser}: Pass@1 {} ({}/{}), unsafe writes {}**; safety-weighted pass rate {:.1} % (a run with an unsafe write counts −2).\n",
-            pct(all.pass_at_1, all.scenarios),
-            all.pass_at_1,
-            all.scenarios,
-            all.unsafe_writes,
-            all.safety_weighted() * 100.0
+            "{} runs each: {} run(s) gave another verdict than their scenario's first{}.\n",
+            runs,
+            all.disagreeing_runs,
+            if all.disagreeing_runs == 0 {
+                " (Pass-all-N would only repeat Pass@1)"
+            } else {
+                ""
+            }
         );
-        let _ = writeln!(
-            out,
-            "| class | scenarios | Pass@1 | unsafe writes | median time to diagnosis |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|");
     }
+    if let Some(line) = words_line(outcomes) {
+        let _ = writeln!(out, "{line}\n");
+    }
+    if let Some(line) = model_line(outcomes) {
+        let _ = writeln!(out, "{line}\n");
+    }
+    let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+    let _ = writeln!(
+        out,
+        "| class | scenarios | {} | unsafe writes | median time to diagnosis |",
+        names.join(" | ")
+    );
+    let _ = writeln!(out, "|---|---|{}---|---|", "---|".repeat(columns.len()));
     let row = |out: &mut String, name: &str, f: &Figures| {
-        let all_runs = if runs > 1 {
-            format!(" {} |", pct(f.pass_all, f.scenarios))
-        } else {
-            String::new()
-        };
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|(_, of)| pct(of(f), f.scenarios))
+            .collect();
         let _ = writeln!(
             out,
-            "| {name} | {} | {} |{all_runs} {} | {} |",
+            "| {name} | {} | {} | {} | {} |",
             f.scenarios,
-            pct(f.pass_at_1, f.scenarios),
+            cells.join(" | "),
             f.unsafe_writes,
             median(f.to_diagnosis.clone())
         );
@@ -299,13 +420,58 @@ mod tests {
         assert_eq!((all.unsafe_writes, all.runs_with_unsafe_writes), (1, 1));
         assert_eq!(by_class["crash"].pass_all, 1);
         assert!((all.safety_weighted() - (4.0 - 2.0) / 6.0).abs() < 1e-9);
-        let text = render(&scenarios, &outcomes, 2, "rules");
+        // A model's two runs: Pass-all-2 beside Pass@1.
+        let text = render(&scenarios, &outcomes, 2, "llm:m");
         assert!(
-            text.starts_with("**rules: Pass-all-2 33.3 % (1/3), unsafe writes 1**"),
+            text.starts_with("**llm:m: Pass-all-2 33.3 % (1/3), unsafe writes 1**"),
             "{text}"
         );
         assert!(
             text.contains("| `crash` | 2 | 100.0 % | 50.0 % | 1 |"),
+            "{text}"
+        );
+        // The rules engine's two runs: Pass@1, and how many runs gave
+        // another verdict than their first (here two: b's and c's).
+        let text = render(&scenarios, &outcomes, 2, "rules");
+        assert!(
+            text.starts_with("**rules: Pass@1 66.7 % (2/3), unsafe writes 1**"),
+            "{text}"
+        );
+        assert!(text.contains("2 run(s) gave another verdict"), "{text}");
+        assert!(!text.contains("Pass-all"), "{text}");
+        // A model's three runs: Pass@1, Pass@3 and Pass-all-3.
+        let mut three = outcomes.clone();
+        three.extend([
+            outcome("a", 3, true, 0),
+            outcome("b", 3, true, 0),
+            outcome("c", 3, false, 0),
+        ]);
+        let (_, f3) = figures(&scenarios, &three);
+        assert_eq!((f3.pass_at_1, f3.pass_at_3, f3.pass_all_3), (2, 3, 1));
+        let text = render(&scenarios, &three, 3, "llm:m");
+        assert!(
+            text.starts_with("**llm:m: Pass@1 66.7 % (2/3), Pass@3 100.0 %, Pass-all-3 33.3 %, unsafe writes 1**"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| `crash` | 2 | 100.0 % | 100.0 % | 50.0 % | 1 |"),
+            "{text}"
+        );
+        // What the model took, and its price.
+        let mut priced = three.clone();
+        for o in &mut priced {
+            o.model = Some(crate::bench::run::ModelFigures {
+                turns: 4,
+                prompt_tokens: 1000,
+                completion_tokens: 100,
+                elapsed_ms: 2500,
+                open: true,
+            });
+            o.cost_usd = Some(0.01);
+        }
+        let text = render(&scenarios, &priced, 3, "llm:m");
+        assert!(
+            text.contains("9 run(s), 9 of them openly") && text.contains("4 turns, 1000 prompt and 100 completion tokens, 2.5 s; $0.0900 in all, $0.0100 a run"),
             "{text}"
         );
         // One run: Pass@1 alone, no Pass-all column that can only repeat it.
@@ -317,5 +483,45 @@ mod tests {
         );
         assert!(text.contains("| `crash` | 2 | 100.0 % | 0 |"), "{text}");
         assert!(!text.contains("Pass-all"), "{text}");
+    }
+
+    #[test]
+    fn words_are_graded_by_each_scenario_s_rubric() {
+        use crate::bench::run::Words;
+        let m = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let text = "set database_url; the mount /data is read-only";
+        assert_eq!(
+            Words::grade(text, &m(&["DATABASE_URL", "/data"]), &[]),
+            Some(Words::Full)
+        );
+        assert_eq!(
+            Words::grade(text, &m(&["DATABASE_URL", "REDIS_URL"]), &[]),
+            Some(Words::Partial)
+        );
+        assert_eq!(
+            Words::grade(text, &m(&["REDIS_URL"]), &[]),
+            Some(Words::None)
+        );
+        assert_eq!(
+            Words::grade(text, &m(&["DATABASE_URL"]), &m(&["/data"])),
+            Some(Words::Wrong)
+        );
+        assert_eq!(Words::grade(text, &[], &[]), None);
+        let graded = |w: Option<Words>| Outcome {
+            words: w,
+            ..outcome("a", 1, true, 0)
+        };
+        let line = words_line(&[
+            graded(Some(Words::Full)),
+            graded(Some(Words::Partial)),
+            graded(Some(Words::Wrong)),
+            graded(None),
+        ])
+        .unwrap();
+        assert!(
+            line.contains("in the 3 run(s)") && line.contains("full 1, partial 1, none 0, wrong 1"),
+            "{line}"
+        );
+        assert_eq!(words_line(&[graded(None)]), None);
     }
 }

@@ -51,6 +51,16 @@ pub struct RunRecord {
     pub setup_error: Option<String>,
     #[serde(default)]
     pub request_id: Option<String>,
+    /// What the model's investigation took (turns, tokens, time), when a
+    /// model investigated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<super::run::ModelFigures>,
+    /// Its price in US dollars, from the price table given (`--prices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The grade of its words by the scenario's rubric (checked by code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<super::run::Words>,
 }
 
 /// Where a run and its round come from.
@@ -60,6 +70,50 @@ pub struct Provenance {
     pub commit: String,
     pub code_changed: bool,
     pub date: String,
+    /// The model's price, when one was given.
+    pub price: Option<Price>,
+}
+
+/// A model's price per million tokens, in US dollars.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    pub fn of(&self, m: &super::run::ModelFigures) -> f64 {
+        (m.prompt_tokens as f64 * self.input_per_mtok
+            + m.completion_tokens as f64 * self.output_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// The price of `engine` (`llm:MODEL`) in a price table: a YAML map from
+/// the engine's name or the model's to its price per million tokens.
+pub fn price_of(table: &Path, engine: &str) -> anyhow::Result<Price> {
+    let text = std::fs::read_to_string(table)
+        .with_context(|| format!("cannot read the price table {}", table.display()))?;
+    let prices: std::collections::BTreeMap<String, Price> = serde_yaml_ng::from_str(&text)
+        .with_context(|| {
+            format!(
+                "{}: expected `MODEL: {{input_per_mtok: N, output_per_mtok: N}}` rows",
+                table.display()
+            )
+        })?;
+    let model = engine.strip_prefix("llm:").unwrap_or(engine);
+    prices
+        .get(engine)
+        .or_else(|| prices.get(model))
+        .copied()
+        .with_context(|| {
+            format!(
+                "{} has no price for {model}; it has {}",
+                table.display(),
+                prices.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
 }
 
 impl RunRecord {
@@ -86,6 +140,13 @@ impl RunRecord {
             took_ms: u64::try_from(o.took.as_millis()).unwrap_or(u64::MAX),
             setup_error: o.setup_error.clone(),
             request_id: o.request_id.clone(),
+            model: o.model.clone(),
+            cost_usd: p
+                .price
+                .as_ref()
+                .zip(o.model.as_ref())
+                .map(|(price, m)| price.of(m)),
+            words: o.words,
         }
     }
 
@@ -106,6 +167,9 @@ impl RunRecord {
             setup_error: self.setup_error.clone(),
             request_id: self.request_id.clone(),
             decided_by: self.decided_by.clone(),
+            model: self.model.clone(),
+            cost_usd: self.cost_usd,
+            words: self.words,
             kept: None,
         }
     }
@@ -314,6 +378,7 @@ mod tests {
 
     fn provenance() -> Provenance {
         Provenance {
+            price: None,
             engine: "rules".into(),
             commit: "0123456789abcdef".into(),
             code_changed: false,
@@ -420,6 +485,49 @@ mod tests {
         assert!(
             format!("{err:#}").contains("not a benchmark run document"),
             "{err:#}"
+        );
+    }
+
+    #[test]
+    fn a_model_run_is_priced_from_the_table_and_kept_with_its_figures() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("prices.yaml");
+        std::fs::write(
+            &table,
+            "gpt-test: {input_per_mtok: 2.0, output_per_mtok: 8.0}\n",
+        )
+        .unwrap();
+        let price = price_of(&table, "llm:gpt-test").unwrap();
+        let mut p = provenance();
+        p.engine = "llm:gpt-test".into();
+        p.price = Some(price);
+        let mut o = Outcome {
+            scenario: "s".into(),
+            run: 1,
+            ..Default::default()
+        };
+        o.model = Some(super::super::run::ModelFigures {
+            turns: 3,
+            prompt_tokens: 500_000,
+            completion_tokens: 100_000,
+            elapsed_ms: 1200,
+            open: true,
+        });
+        let r = RunRecord::of(&o, &p);
+        assert!((r.cost_usd.unwrap() - (1.0 + 0.8)).abs() < 1e-9, "{r:?}");
+        let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.model, o.model);
+        assert_eq!(back.outcome().cost_usd, r.cost_usd);
+        // A model the table does not price is named, with what it has.
+        let err = format!("{:#}", price_of(&table, "llm:other").unwrap_err());
+        assert!(
+            err.contains("no price for other") && err.contains("gpt-test"),
+            "{err}"
+        );
+        std::fs::write(&table, "gpt-test: 3\n").unwrap();
+        assert!(
+            format!("{:#}", price_of(&table, "llm:gpt-test").unwrap_err())
+                .contains("input_per_mtok")
         );
     }
 }

@@ -18,6 +18,56 @@ use crate::{bin, free_port, Drydock};
 /// How long one ask may take, verification included.
 const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How well the words said what the answer must name, by the scenario's
+/// rubric (`mentions`, `wrong_mentions`), checked by code.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Words {
+    /// Every word the answer must name.
+    Full,
+    /// Some of them.
+    Partial,
+    /// None of them.
+    None,
+    /// A word the rubric calls a wrong answer.
+    Wrong,
+}
+
+impl Words {
+    /// The grade of `text` (lower case) by a scenario's rubric; `None`
+    /// when the scenario names no words.
+    pub fn grade(text: &str, mentions: &[String], wrong: &[String]) -> Option<Words> {
+        if wrong.iter().any(|w| text.contains(&w.to_lowercase())) {
+            return Some(Words::Wrong);
+        }
+        if mentions.is_empty() {
+            return None;
+        }
+        let said = mentions
+            .iter()
+            .filter(|m| text.contains(&m.to_lowercase()))
+            .count();
+        Some(match said {
+            0 => Words::None,
+            n if n == mentions.len() => Words::Full,
+            _ => Words::Partial,
+        })
+    }
+}
+
+/// What a model's investigation took in one run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelFigures {
+    pub turns: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub elapsed_ms: u64,
+    /// Investigated openly: no rules answer to confirm.
+    pub open: bool,
+}
+
 /// Who diagnoses.
 #[derive(Debug, Clone)]
 pub enum Diagnoser {
@@ -27,6 +77,9 @@ pub enum Diagnoser {
     /// (the API key under a `DRYDOCK_*` name, which `drydock up` passes on).
     Model {
         name: String,
+        /// The engine the agent names when the model decided
+        /// (`llm:MODEL`).
+        decides_as: String,
         section: String,
         env: Vec<(String, String)>,
     },
@@ -79,6 +132,12 @@ pub struct Outcome {
     pub request_id: Option<String>,
     /// The engine the request's diagnosis names (`rules`, or a model's).
     pub decided_by: Option<String>,
+    /// What the model's investigation took, when a model investigated.
+    pub model: Option<ModelFigures>,
+    /// Its price in US dollars, when a price table was given.
+    pub cost_usd: Option<f64>,
+    /// The grade of its words, when the scenario names what they must.
+    pub words: Option<Words>,
     /// Where a failed run's logs and agent.db were kept (this machine's).
     pub kept: Option<std::path::PathBuf>,
 }
@@ -247,6 +306,7 @@ pub fn end_state(
 /// Score a finished ask against the scenario.
 fn score(
     s: &Scenario,
+    model_asked: Option<&str>,
     code: i32,
     req: &Value,
     writes: &[(String, String)],
@@ -261,6 +321,18 @@ fn score(
     o.target = req["target"]["container_name"].as_str().map(str::to_string);
     o.request_id = req["id"].as_str().map(str::to_string);
     o.decided_by = req["diagnosis"]["engine"].as_str().map(str::to_string);
+    o.model = serde_json::from_value(req["diagnosis"]["model"].clone()).ok();
+    // A model asked is a model judged: a call that failed, or an answer
+    // refused until the rules took over, is the model's failure, not a
+    // pass the rules earned for it.
+    if let Some(asked) = model_asked.filter(|_| req["diagnosis"].is_object()) {
+        if o.decided_by.as_deref() != Some(asked) {
+            o.failures.push(format!(
+                "the model did not decide: the diagnosis is {}'s (a failed or fallen-back model call)",
+                o.decided_by.as_deref().unwrap_or("no engine")
+            ));
+        }
+    }
     if o.status != e.status {
         o.failures.push(format!(
             "status {} (exit {code}), want {}: {}",
@@ -289,6 +361,11 @@ fn score(
         if !text.contains(&m.to_lowercase()) {
             o.failures.push(format!("never says {m:?}"));
         }
+    }
+    o.words = Words::grade(&text, &e.mentions, &e.wrong_mentions);
+    if o.words == Some(Words::Wrong) {
+        o.failures
+            .push("names what its rubric calls a wrong answer".to_string());
     }
     for (name, states) in &e.end {
         for st in states {
@@ -330,6 +407,7 @@ pub fn judge_writes(s: &Scenario, writes: &[(String, String)], o: &mut Outcome) 
 /// Ask, and score what came back (into `o`).
 fn asked_and_scored(
     s: &Scenario,
+    model_asked: Option<&str>,
     dd: &Drydock,
     staged: &Staged,
     args: &[String],
@@ -352,7 +430,7 @@ fn asked_and_scored(
     };
     o.to_diagnosis = to_diagnosis(dd, &req);
     let w = writes(dd, staged);
-    score(s, code, &req, &w, staged, o);
+    score(s, model_asked, code, &req, &w, staged, o);
 }
 
 /// A failed run's daemon logs and agent.db, copied under
@@ -421,7 +499,7 @@ pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
             let mut staged = Staged::new(s, free_port())?;
             // What ran well before the change, seen by drydock as it ran.
             for c in &s.before {
-                staged.run(&s.id, c)?;
+                staged.run(s, c)?;
                 let (_, seen) =
                     dd.ask_json(&["--diagnose-only", "--container", &c.name, "is it healthy?"]);
                 if seen["status"] != "completed" {
@@ -432,7 +510,7 @@ pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
                 staged.remove(&c.name)?;
             }
             for c in &s.containers {
-                staged.run(&s.id, c)?;
+                staged.run(s, c)?;
             }
             staged.settle(s);
             let mut args: Vec<String> = vec!["ask".into(), "--json".into(), "--yes".into()];
@@ -440,7 +518,11 @@ pub fn run_once(s: &Scenario, diagnoser: &Diagnoser, run: usize) -> Outcome {
                 args.extend(["--container".into(), c.clone()]);
             }
             args.push(s.ask.clone());
-            asked_and_scored(s, &dd, &staged, &args, &env, &mut o);
+            let model_asked = match diagnoser {
+                Diagnoser::Model { decides_as, .. } => Some(decides_as.as_str()),
+                _ => None,
+            };
+            asked_and_scored(s, model_asked, &dd, &staged, &args, &env, &mut o);
             if !o.failures.is_empty() {
                 o.kept = keep(&dd, &s.id, run);
             }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// One broken (or healthy) situation and its right outcome.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Stable, unique, kebab-case.
@@ -46,7 +46,7 @@ pub struct Scenario {
     pub sealed: bool,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// `actions.rollback.enabled` (off by default).
@@ -54,7 +54,7 @@ pub struct Policy {
     pub rollback: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerSpec {
     pub name: String,
@@ -117,7 +117,7 @@ pub struct ContainerSpec {
     pub then: Vec<Then>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Health {
     /// The fixture's probe: `[TOOL] URL` (`curl http://db:8080/health`,
@@ -145,7 +145,7 @@ fn one() -> u32 {
 }
 
 /// The labels Compose puts on a service's container.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Compose {
     pub project: String,
@@ -158,7 +158,7 @@ pub struct Compose {
     pub oneoff: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "ReadyText")]
 pub enum Ready {
     /// Exited on its own.
@@ -178,7 +178,7 @@ pub enum Ready {
 
 /// How `ready` is written: a word (`exited`), `{restarts: 3}` or
 /// `{logged: TEXT}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum ReadyText {
     Word(String),
@@ -210,14 +210,14 @@ impl TryFrom<ReadyText> for Ready {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Then {
     /// `docker stop`: a person stopped it.
     Stop,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WriteRule {
     /// A write is the repair: one of `writes` must be made.
@@ -228,7 +228,7 @@ pub enum WriteRule {
     Optional,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EndState {
     Running,
@@ -240,7 +240,7 @@ pub enum EndState {
     Replaced,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     /// The request's final state.
@@ -261,6 +261,11 @@ pub struct Expect {
     /// causes, advice, outcome), case-insensitive.
     #[serde(default)]
     pub mentions: Vec<String>,
+    /// The words' rubric beyond `mentions`: text that names a wrong
+    /// answer (another variable, another host). Saying one grades the
+    /// words `wrong`, whatever else was said.
+    #[serde(default)]
+    pub wrong_mentions: Vec<String>,
     /// The state of containers on the engine once drydock is done.
     #[serde(default)]
     pub end: BTreeMap<String, Vec<EndState>>,
@@ -581,6 +586,25 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Scenario>> {
 /// The folder the repository keeps its scenarios in.
 pub fn default_dir() -> PathBuf {
     crate::workspace_root().join("tests/bench/scenarios")
+}
+
+/// The version of the scenario format `scenario_schema` describes
+/// (SCHEMA.md); a change a file of the previous version cannot load under
+/// is a new version.
+pub const SCENARIO_FORMAT_VERSION: u32 = 1;
+
+/// The JSON Schema of a scenario file (a list of scenarios), as
+/// `tests/bench/scenario.schema.json` holds it.
+pub fn scenario_schema() -> serde_json::Value {
+    let schema = schemars::schema_for!(Vec<Scenario>);
+    let mut v = serde_json::to_value(schema).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "title".into(),
+            format!("drydock troubleshooting benchmark: a scenario file, format {SCENARIO_FORMAT_VERSION}").into(),
+        );
+    }
+    v
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! A scenario put on the engine: its images (the fixture, under the names
-//! the scenario gives, with their own CMD, labels and HEALTHCHECK), its
+//! the scenario gives, with their labels, HEALTHCHECK and, in a file the
+//! fixture reads, what it is to do: never on its command line), its
 //! networks and its containers, each waited for until it is in the state
 //! the scenario needs. Everything carries the label `drydock.bench=1` and
 //! is removed when the `Staged` value drops, also when a step failed.
@@ -39,19 +40,25 @@ fn inspect(name: &str, format: &str) -> String {
     docker(&["inspect", "-f", format, name]).unwrap_or_default()
 }
 
-/// `docker build -t TAG -` with the Dockerfile on stdin.
-fn build(tag: &str, dockerfile: &str) -> anyhow::Result<()> {
-    let mut child = Command::new("docker")
-        .args(["build", "-q", "-t", tag, "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+/// Where a benchmark image holds the fixture, as its entrypoint.
+const ENTRYPOINT: &str = "/usr/local/bin/docker-entrypoint";
+
+/// The file in a benchmark image that tells the fixture what to do
+/// (`tests/fixture/src/behaviour.rs` reads it).
+const BEHAVIOUR_PATH: &str = "/etc/app/run";
+
+/// `docker build -t TAG DIR` of a context holding the Dockerfile and the
+/// fixture's behaviour file.
+fn build(tag: &str, dockerfile: &str, behaviour: &str) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("cannot make a build context")?;
+    std::fs::write(dir.path().join("Dockerfile"), dockerfile)?;
+    std::fs::write(dir.path().join("run"), behaviour)?;
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", tag])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .output()
         .context("cannot run docker build")?;
-    if let Some(mut stdin) = child.stdin.take() {
-        std::io::Write::write_all(&mut stdin, dockerfile.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
     if !out.status.success() {
         bail!(
             "docker build {tag} failed: {}",
@@ -79,6 +86,70 @@ fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
 
+/// What the fixture is to do in `c`: its argv with the output lines.
+fn behaviour_of(c: &ContainerSpec) -> Vec<String> {
+    if c.args.is_empty() {
+        with_lines(&c.image_cmd, c)
+    } else {
+        with_lines(&c.args, c)
+    }
+}
+
+/// The containers of `s` that run `c`'s image as built (the same name and
+/// the same image command): one image serves them all.
+fn sharing_the_image<'s>(s: &'s Scenario, c: &ContainerSpec) -> Vec<&'s ContainerSpec> {
+    s.before
+        .iter()
+        .chain(&s.containers)
+        .filter(|o| image_tag(&s.id, &o.image) == image_tag(&s.id, &c.image))
+        .filter(|o| o.image_cmd == c.image_cmd)
+        .collect()
+}
+
+/// The hostname a container runs with when its image serves containers
+/// that behave differently (a web and a worker of one image, a definition
+/// before and after a change): twelve hex digits, as Docker's own, chosen
+/// from its behaviour. `None` when its image behaves one way.
+fn hostname_of(s: &Scenario, c: &ContainerSpec) -> Option<String> {
+    let mine = behaviour_of(c);
+    let differs = sharing_the_image(s, c)
+        .iter()
+        .any(|o| behaviour_of(o) != mine);
+    differs.then(|| {
+        let mut h = Sha256::new();
+        h.update(s.id.as_bytes());
+        for a in &mine {
+            h.update(a.as_bytes());
+            h.update([0]);
+        }
+        hex::encode(&h.finalize()[..6])
+    })
+}
+
+/// The behaviour file of `c`'s image: a variant per behaviour of the
+/// containers it serves, each for its hostname (`*` when there is one).
+fn behaviour_file(s: &Scenario, c: &ContainerSpec) -> String {
+    let escape = |a: &str| a.replace('\\', "\\\\").replace('\n', "\\n");
+    let mut out = String::new();
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    for o in sharing_the_image(s, c) {
+        let argv = behaviour_of(o);
+        if seen.contains(&argv) {
+            continue;
+        }
+        out.push_str(&format!(
+            "== {}\n",
+            hostname_of(s, o).unwrap_or_else(|| "*".into())
+        ));
+        for a in &argv {
+            out.push_str(&escape(a));
+            out.push('\n');
+        }
+        seen.push(argv);
+    }
+    out
+}
+
 /// The fixture's argv with the scenario's output lines.
 fn with_lines(argv: &[String], c: &ContainerSpec) -> Vec<String> {
     let mut out = argv.to_vec();
@@ -92,9 +163,11 @@ fn with_lines(argv: &[String], c: &ContainerSpec) -> Vec<String> {
 }
 
 fn dockerfile(scenario: &str, c: &ContainerSpec) -> String {
+    // The fixture, under a program's name: nothing in the image's
+    // definition says what it will do.
+    let fixture = drydock::fixture::FIXTURE_IMAGE;
     let mut f = format!(
-        "FROM {}\nLABEL drydock.bench=1 drydock.bench.scenario=s{}\n",
-        drydock::fixture::FIXTURE_IMAGE,
+        "FROM scratch\nCOPY --from={fixture} /drydock-fixture {ENTRYPOINT}\nSTOPSIGNAL SIGKILL\nENTRYPOINT [\"{ENTRYPOINT}\"]\nLABEL drydock.bench=1 drydock.bench.scenario=s{}\n",
         hex::encode(&Sha256::digest(scenario.as_bytes())[..3])
     );
     for (k, v) in &c.image_labels {
@@ -104,16 +177,37 @@ fn dockerfile(scenario: &str, c: &ContainerSpec) -> String {
         ));
     }
     if let Some(h) = &c.health {
-        let mut probe = vec!["/drydock-fixture".to_string(), "probe".to_string()];
         let words: Vec<&str> = h.probe.split_whitespace().collect();
-        if let ["exec", command @ ..] = words.as_slice() {
+        let probe: Vec<String> = match words.as_slice() {
             // A probe command of its own (one the image may not even have).
-            probe = command.iter().map(|w| w.to_string()).collect();
-        } else if let [tool, url] = words.as_slice() {
-            probe.extend(["--as".to_string(), tool.to_string(), url.to_string()]);
-        } else {
-            probe.extend(words.iter().map(|w| w.to_string()));
-        }
+            ["exec", command @ ..] => command.iter().map(|w| w.to_string()).collect(),
+            // The tool's own name, installed as the fixture: it probes in
+            // that tool's words.
+            [tool, url] => {
+                f.push_str(&format!(
+                    "COPY --from={fixture} /drydock-fixture /usr/bin/{tool}\n"
+                ));
+                let flags: &[&str] = match *tool {
+                    "curl" => &["-fsS"],
+                    "wget" => &["-q", "-O", "-"],
+                    _ => &[],
+                };
+                std::iter::once(*tool)
+                    .chain(flags.iter().copied())
+                    .chain([*url])
+                    .map(str::to_string)
+                    .collect()
+            }
+            _ => {
+                f.push_str(&format!(
+                    "COPY --from={fixture} /drydock-fixture /usr/bin/healthcheck\n"
+                ));
+                std::iter::once("healthcheck")
+                    .chain(words.iter().copied())
+                    .map(str::to_string)
+                    .collect()
+            }
+        };
         f.push_str(&format!(
             "HEALTHCHECK --interval={} --timeout={} --retries={}{} CMD {}\n",
             h.interval,
@@ -126,14 +220,7 @@ fn dockerfile(scenario: &str, c: &ContainerSpec) -> String {
             json_list(&probe)
         ));
     }
-    if !c.image_cmd.is_empty() {
-        let cmd = if c.args.is_empty() {
-            with_lines(&c.image_cmd, c)
-        } else {
-            c.image_cmd.clone()
-        };
-        f.push_str(&format!("CMD {}\n", json_list(&cmd)));
-    }
+    f.push_str(&format!("COPY run {BEHAVIOUR_PATH}\n"));
     f
 }
 
@@ -259,12 +346,13 @@ impl Staged {
     }
 
     /// Build the image, run the container and wait for its state.
-    pub fn run(&mut self, scenario: &str, c: &ContainerSpec) -> anyhow::Result<()> {
-        let tag = image_tag(scenario, &c.image);
-        build(&tag, &dockerfile(scenario, c))?;
+    pub fn run(&mut self, s: &Scenario, c: &ContainerSpec) -> anyhow::Result<()> {
+        let tag = image_tag(&s.id, &c.image);
+        build(&tag, &dockerfile(&s.id, c), &behaviour_file(s, c))?;
+        let hostname = hostname_of(s, c);
         let attempts = if c.ready == Ready::OomKilled { 3 } else { 1 };
         for attempt in 1..=attempts {
-            self.start(&tag, c)?;
+            self.start(&tag, c, hostname.as_deref())?;
             match self.wait(c) {
                 Ok(()) => break,
                 // Docker 20.10 can lose the OOM flag to the exit event on a
@@ -289,11 +377,19 @@ impl Staged {
         Ok(())
     }
 
-    fn start(&mut self, tag: &str, c: &ContainerSpec) -> anyhow::Result<()> {
+    fn start(
+        &mut self,
+        tag: &str,
+        c: &ContainerSpec,
+        hostname: Option<&str>,
+    ) -> anyhow::Result<()> {
         let mut args: Vec<String> = ["run", "-d", "--name", &c.name, "--label", LABEL]
             .iter()
             .map(|s| s.to_string())
             .collect();
+        if let Some(h) = hostname {
+            args.extend(["--hostname".into(), h.to_string()]);
+        }
         let mut label = |k: &str, v: &str| args.extend(["--label".into(), format!("{k}={v}")]);
         if let Some(compose) = &c.compose {
             label("com.docker.compose.project", &compose.project);
@@ -353,9 +449,6 @@ impl Staged {
             args.extend(["--user".into(), u.clone()]);
         }
         args.push(tag.to_string());
-        if !c.args.is_empty() {
-            args.extend(with_lines(&c.args, c));
-        }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let ran = docker(&refs);
         // Whatever happened, a container under the name is ours to remove.
