@@ -174,6 +174,17 @@ async fn world_with(
 }
 
 /// Wait until the request leaves the automatic states.
+/// "web is down", asked and settled.
+async fn web_is_down(w: &World) -> (Request, Request) {
+    let req = w
+        .engine
+        .create("web is down".into(), RequestOptions::default())
+        .await
+        .unwrap();
+    let r = settle(&w.engine, &req.id).await;
+    (req, r)
+}
+
 async fn settle(engine: &Engine, id: &str) -> Request {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -220,12 +231,7 @@ async fn injected_stop_is_refused_and_only_the_validated_plan_is_put_up_for_appr
         plan("start", "web"),
     ];
     let w = world(&logs, replies, 1).await;
-    let req = w
-        .engine
-        .create("web is down".into(), RequestOptions::default())
-        .await
-        .unwrap();
-    let r = settle(&w.engine, &req.id).await;
+    let (req, r) = web_is_down(&w).await;
     assert_eq!(r.status, Status::WaitingApproval, "{:?}", r.outcome);
     let d = r.diagnosis.clone().unwrap();
     assert_eq!(d.engine, "llm:test-model");
@@ -280,12 +286,7 @@ async fn an_unavailable_model_falls_back_to_the_rules_engine_and_says_so() {
     let logs = ["FATAL: connection refused (db:5432)"];
     let replies = (0..5).map(|_| Reply::Status(503, None)).collect();
     let w = world(&logs, replies, 1).await;
-    let req = w
-        .engine
-        .create("web is down".into(), RequestOptions::default())
-        .await
-        .unwrap();
-    let r = settle(&w.engine, &req.id).await;
+    let (req, r) = web_is_down(&w).await;
     let d = r.diagnosis.clone().unwrap();
     assert_eq!(d.engine, "rules");
     assert!(
@@ -453,12 +454,7 @@ async fn invalid_plans_past_the_budget_leave_planning_to_the_rules_planner() {
         plan("stop", "db"),
     ];
     let w = world(&["FATAL: connection refused (db:5432)"], replies, 1).await;
-    let req = w
-        .engine
-        .create("web is down".into(), RequestOptions::default())
-        .await
-        .unwrap();
-    let r = settle(&w.engine, &req.id).await;
+    let (req, r) = web_is_down(&w).await;
     let d = r.diagnosis.clone().unwrap();
     assert_eq!(d.engine, "llm:test-model");
     assert!(
@@ -486,12 +482,7 @@ async fn with_investigate_open_the_model_never_sees_the_rules_answer() {
     for always_open in [false, true] {
         let replies = vec![Reply::With(diagnose_citing_evidence), plan("start", "web")];
         let w = world_with(&logs, replies, 1, always_open).await;
-        let req = w
-            .engine
-            .create("web is down".into(), RequestOptions::default())
-            .await
-            .unwrap();
-        let r = settle(&w.engine, &req.id).await;
+        let (_, r) = web_is_down(&w).await;
         let d = r.diagnosis.clone().unwrap();
         assert_eq!(d.engine, "llm:test-model", "{:?}", r.outcome);
         let first = w.script.sent(0);
