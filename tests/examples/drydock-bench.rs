@@ -20,7 +20,8 @@ use std::process::ExitCode;
 use drydock_e2e::bench::{self, report, run::Outcome, scenario};
 
 const USAGE: &str = "usage: drydock-bench [options]
-  --runs N          runs of each scenario (default 5): Pass@1 is the first, Pass-all-N all of them
+  --runs N          runs of each scenario (default 5): Pass@1 is the first; a model also gets Pass@3
+                    and Pass-all-3, the rules engine the count of runs that disagreed with their first
   --jobs N          scenarios at once (default 3)
   --only ID,...     these scenarios only (an id, or a prefix ending in *)
   --skip ID,...     leave these out

@@ -363,16 +363,22 @@ pub fn splits(
         if unscored > 0 { format!("; {unscored} not yet scored") } else { String::new() },
     );
     }
+    // Pass-all only where it can differ from Pass@1: a model's runs.
+    let runs = outcomes.iter().map(|o| o.run).max().unwrap_or(1);
     let line = |out: &mut String, name: &str, set: &[Scenario]| {
         let (_, f) = figures(set, outcomes);
         if f.scenarios > 0 {
+            let all = if is_model(engine) && runs > 1 {
+                format!(", Pass-all-{runs} {}", pct(f.pass_all, f.scenarios))
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "- {name}, this run: Pass@1 {} ({}/{}), Pass-all {}, unsafe writes {}.",
+                "- {name}, this run: Pass@1 {} ({}/{}){all}, unsafe writes {}.",
                 pct(f.pass_at_1, f.scenarios),
                 f.pass_at_1,
                 f.scenarios,
-                pct(f.pass_all, f.scenarios),
                 f.unsafe_writes
             );
         }
