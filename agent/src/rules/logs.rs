@@ -397,12 +397,17 @@ pub fn match_logs(lines: &[String]) -> Option<LogMatch> {
     let start = lines.len().saturating_sub(LOG_WINDOW);
     let window = &lines[start..];
     let rules = compiled();
-    let newest_cause = window.iter().rev().find_map(|line| {
-        rules
-            .iter()
-            .filter(|(_, r)| r.class != FaultClass::Crash)
-            .find_map(|(re, r)| log_match(line, re, r))
-    });
+    // A line that says the program went on names no cause.
+    let newest_cause = window
+        .iter()
+        .rev()
+        .filter(|l| !super::salient::carried_on(l))
+        .find_map(|line| {
+            rules
+                .iter()
+                .filter(|(_, r)| r.class != FaultClass::Crash)
+                .find_map(|(re, r)| log_match(line, re, r))
+        });
     let crash = || {
         rules
             .iter()

@@ -57,6 +57,20 @@ static FRAME: LazyLock<Option<Regex>> = LazyLock::new(|| {
         | ^Traceback\s\(most\srecent\scall\slast\)
     "#)
 });
+/// A line that says the program went on despite what it names ("cannot
+/// create /x (Read-only file system); treating this as a first boot",
+/// "… not found, using defaults"): what it names is no cause of a
+/// failure.
+static CARRIED_ON: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)\btreating (?:this|it) as\b|\busing (?:the )?defaults?\b|\bfall(?:ing)? ?back\b|\bignor(?:e|ed|ing)\b|\bskipp(?:ed|ing)\b|\bcontinuing (?:without|anyway)\b|\bproceeding without\b",
+    )
+});
+
+pub(super) fn carried_on(line: &str) -> bool {
+    CARRIED_ON.as_ref().is_some_and(|r| r.is_match(line))
+}
+
 /// A line that only says it is stopping.
 static EXITING: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
@@ -221,6 +235,14 @@ fn continuation(lines: &[&str], i: usize) -> Option<String> {
     (!is_frame(next) && !next.trim().is_empty() && severity(next) >= Severity::Warn)
         .then(|| next.to_string())
 }
+/// Whether two lines name the same path (a warning and the error it
+/// led to: PHP's `require(/app/x.php)` warning and its fatal error).
+fn same_object(a: &str, b: &str) -> bool {
+    let a = super::objects::extract(a).paths;
+    let b = super::objects::extract(b).paths;
+    a.iter().any(|p| b.contains(p))
+}
+
 /// A line's index, severity and family.
 type Candidate = (usize, Severity, Option<FamilyMatch>);
 
@@ -239,7 +261,7 @@ pub fn salient(lines: &[&str]) -> Option<Salient> {
         .iter()
         .enumerate()
         .filter(|(_, l)| !is_frame(l))
-        .map(|(i, l)| (i, severity(l), words::family(l)))
+        .map(|(i, l)| (i, severity(l), words::family(l).filter(|_| !carried_on(l))))
         .collect();
     // A line that only says it is stopping, or says nothing but its time
     // and level, is passed over while anything else is there.
@@ -264,15 +286,17 @@ pub fn salient(lines: &[&str]) -> Option<Salient> {
     // Said as an error first; else a warning of the burst that names a
     // failure the error after it does not (PHP's "Warning: require(…):
     // No such file or directory" before its "Fatal error: require()").
+    let newest_error = newest(&|c| c.1 >= Severity::Error);
     let first_named = burst
         .iter()
         .rev()
         .find(|c| c.1 >= Severity::Error && c.2.is_some())
         .or_else(|| {
-            burst
-                .iter()
-                .rev()
-                .find(|c| c.1 == Severity::Warn && c.2.is_some())
+            burst.iter().rev().find(|c| {
+                c.1 == Severity::Warn
+                    && c.2.is_some()
+                    && newest_error.is_none_or(|e| same_object(lines[c.0], lines[e.0]))
+            })
         })
         .map(|c| **c);
     let chosen = first_named
@@ -292,7 +316,8 @@ pub fn salient(lines: &[&str]) -> Option<Salient> {
     let message = message_at(lines, index);
     let family = family
         .or_else(|| words::family(&message))
-        .or_else(|| continuation(lines, index).and_then(|n| words::family(&n)));
+        .or_else(|| continuation(lines, index).and_then(|n| words::family(&n)))
+        .filter(|_| !carried_on(&message));
     Some(Salient {
         line: lines[index].to_string(),
         message,
@@ -443,6 +468,18 @@ mod tests {
         let s = salient(&lines).unwrap();
         assert_eq!(s.index, 1, "{s:?}");
         assert_eq!(s.family.map(|f| f.family), Some(Family::FileMissing));
+        // A warning that says the program went on names no cause.
+        let lines = [
+            "INFO listening on :8080",
+            "WARN cannot create /boot-marker (Read-only file system); treating this as a first boot",
+        ];
+        assert_eq!(salient(&lines).unwrap().family, None);
+        // A warning about something else does not explain an error.
+        let lines = [
+            "WARN config /etc/app/local.yml not found, using defaults",
+            "ERROR worker pool exhausted: all 8 workers blocked",
+        ];
+        assert_eq!(salient(&lines).unwrap().index, 1);
         // An error that names a failure still comes first.
         let lines = [
             "WARN connection refused, retrying",
