@@ -400,7 +400,7 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
         else {
             return true;
         };
-        match another_part(&words, c).filter(|_| cand.score < 95) {
+        match another_part(message, &words, c).filter(|_| cand.score < 95) {
             Some((asked, is)) => {
                 let mut seen = cand.clone();
                 seen.score = 0;

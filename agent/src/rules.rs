@@ -313,8 +313,19 @@ fn follow_objects(
     }
     // A path the line says is missing that no mount holds: a device not
     // given, or a mount meant to provide it that is not there.
-    if class == FaultClass::ConfigError && follow::says_missing(line) {
-        if let Some(path) = o.paths.iter().rev().find(|p| p.starts_with('/')) {
+    let command_failed = words::family(line).is_some_and(|m| {
+        matches!(
+            m.family,
+            words::Family::CommandNotFound | words::Family::NotExecutable
+        )
+    });
+    if class == FaultClass::ConfigError && !command_failed && follow::says_missing(line) {
+        if let Some(path) = o
+            .paths
+            .iter()
+            .rev()
+            .find(|p| p.starts_with('/') && !follow::is_a_shell(p))
+        {
             if let Some(fact) = follow::missing_path(path, c) {
                 out.confirms = true;
                 out.facts.push(fact);
@@ -357,9 +368,7 @@ fn follow_objects(
     if matches!(class, FaultClass::ConfigError | FaultClass::HostConfig) {
         let tail = f.lines.len().saturating_sub(40);
         if let Some(cmd) = follow::suggested_command(f.lines[tail..].iter().map(String::as_str)) {
-            out.facts
-                .push(format!("its log says what to do: run `{cmd}`"));
-            out.detail.get_or_insert(cmd);
+            out.facts.push(format!("its own log says to run `{cmd}`"));
         }
     }
     // A host or port the line names is followed by the engine (other

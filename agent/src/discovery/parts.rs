@@ -33,13 +33,14 @@ const PARTS: &[&[&str]] = &[
     &["queue", "broker", "rabbitmq", "kafka", "nats"],
 ];
 
-/// Whether the message's word at `i` is part of the name of an error
-/// ("Internal Server Error", "API error"), which names no part of a
-/// system. `words` also holds adjacent pairs, joined; the plain words
-/// come first, in order.
-fn in_an_error_name(words: &[String], i: usize) -> bool {
-    let next = words.get(i + 1).map(String::as_str);
-    matches!(next, Some("error" | "errors" | "exception" | "timeout"))
+/// Whether `word` is said as part of the name of an error in the
+/// message ("Internal Server Error", "API error"), which names no part of
+/// a system.
+fn in_an_error_name(message: &str, word: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    ["error", "errors", "exception", "timeout"]
+        .iter()
+        .any(|e| message.contains(&format!("{word} {e}")))
 }
 
 /// The row of `PARTS` a word names.
@@ -51,14 +52,14 @@ fn part_of(word: &str) -> Option<usize> {
 /// container is plainly another part (its name, compose service or image
 /// says `db`): which part it was asked for and which the container is.
 pub(super) fn another_part(
+    message: &str,
     message_words: &[String],
     c: &ContainerSummaryView,
 ) -> Option<(String, String)> {
     let asked: Vec<(usize, &String)> = message_words
         .iter()
-        .enumerate()
-        .filter(|(i, _)| !in_an_error_name(message_words, *i))
-        .filter_map(|(_, w)| part_of(w).map(|p| (p, w)))
+        .filter(|w| !in_an_error_name(message, w))
+        .filter_map(|w| part_of(w).map(|p| (p, w)))
         .collect();
     let (_, first_asked) = asked.first()?;
     let name = c.name.to_ascii_lowercase();

@@ -405,6 +405,15 @@ fn an_error_s_name_is_no_part_and_docker_names_nothing() {
         ),
         "fir-web-1"
     );
+    // A part followed by other words is still the part asked for.
+    let parts = vec![
+        c("fir-db-1", Some("db"), "postgres:10"),
+        c("fir-api-1", Some("api"), "fir/api:1"),
+    ];
+    assert!(matches!(
+        discover("the fir api is failing with errors", &parts),
+        Discovery::Found(c) if c.container_name == "fir-api-1"
+    ));
     // But the server asked for is still not the database.
     assert!(matches!(
         discover("the postgres server is down", &fleet),

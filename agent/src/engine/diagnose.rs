@@ -86,17 +86,17 @@ impl Engine {
             finding.diagnosis = d.clone();
         }
         let context = Self::context(req, &finding, c);
+        // Each reading stands alone: the rules' own causes do not come
+        // with it (in an open investigation the rules' class vetoes
+        // nothing; the shape and the history still decide).
         let as_class = |class: FaultClass| {
             let mut f = finding.clone();
-            f.diagnosis.causes.insert(
-                0,
-                Cause {
-                    class,
-                    reason: String::new(),
-                    confidence: 1.0,
-                    evidence_ids: Vec::new(),
-                },
-            );
+            f.diagnosis.causes = vec![Cause {
+                class,
+                reason: String::new(),
+                confidence: 1.0,
+                evidence_ids: Vec::new(),
+            }];
             crate::planner::write_supported(&f, c, &context).err()
         };
         investigate::WriteGate {

@@ -62,6 +62,15 @@ pub fn path(path: &str, c: &ContainerView) -> PathFact {
     }
 }
 
+/// Whether `path` is a shell or the `env` that reports another
+/// program's failure (`/bin/sh: 1: ./start.sh: not found`).
+pub fn is_a_shell(path: &str) -> bool {
+    matches!(
+        path.rsplit('/').next(),
+        Some("sh" | "bash" | "dash" | "ash" | "zsh" | "env")
+    )
+}
+
 /// Whether `line` says a path it names is not there.
 pub fn says_missing(line: &str) -> bool {
     static MISSING: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
@@ -85,9 +94,17 @@ pub fn missing_path(path: &str, c: &ContainerView) -> Option<String> {
         return None;
     }
     Some(if path.starts_with("/dev/") {
-        format!(
-            "{path} is a device node the container does not have: give it the device (`--device {path}`, compose `devices: [\"{path}:{path}\"]`) if the host has it"
-        )
+        // A flag only for the devices containers are given for their
+        // work; a disk or anything else is a fact, for a person to judge.
+        let passed_for_work = ["/dev/net/tun", "/dev/fuse", "/dev/kvm"].contains(&path)
+            || path.starts_with("/dev/dri/");
+        if passed_for_work {
+            format!(
+                "{path} is a device node the container does not have: give it the device (`--device {path}`, compose `devices: [\"{path}:{path}\"]`) if the host has it"
+            )
+        } else {
+            format!("{path} is a device node the container does not have")
+        }
     } else {
         format!(
             "no mount of the container holds {path}, so only its image could provide it: a volume or bind mount meant to provide it is missing or mounted elsewhere"
@@ -95,22 +112,32 @@ pub fn missing_path(path: &str, c: &ContainerView) -> Option<String> {
     })
 }
 
-/// The command a program's own log tells the reader to run ("To start a
-/// new installation, run 'app migrations bootstrap'", "Please run `tool
-/// db init`"), from the last lines of its run; the first one said.
+/// The command a program's own log gives as the fix ("To start a new
+/// installation from scratch, run 'app migrations bootstrap'", "Please
+/// run `tool db init`"), from the lines around the failure; the first
+/// one said. Only a command said as what to do (after "please", "you
+/// must", "to fix …,"), never one that failed or an update notice, and
+/// only in plain words: no shell syntax reaches the advice.
 pub fn suggested_command<'l>(lines: impl IntoIterator<Item = &'l str>) -> Option<String> {
     static SUGGESTION: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
         regex::Regex::new(
-                r#"(?i)\b(?:run|execute|try running|please run)\b:?\s+(?:the command\s+)?[`'"\u{2018}\u{201c}]([A-Za-z0-9_./][^`'"\u{2019}\u{201d}]{2,78})[`'"\u{2019}\u{201d}]"#,
+                r#"(?i)(?:\bplease\b|\byou (?:must|need to|should|have to)\b|\bto (?:fix|resolve|start|initiali[sz]e|migrate|upgrade|create|set up|continue|prepare)\b[^.!?]{0,80}?)[,:]?\s*(?:run|execute)\b:?\s+(?:the command\s+)?[`'"\u{2018}\u{201c}]([A-Za-z0-9_./][^`'"\u{2019}\u{201d}]{2,78})[`'"\u{2019}\u{201d}]"#,
             )
             .ok()
     });
     let re = SUGGESTION.as_ref()?;
+    let plain = |cmd: &str| {
+        cmd.contains(' ')
+            && !cmd.contains("://")
+            && cmd
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || " ._/:=@-".contains(ch))
+    };
     lines.into_iter().find_map(|l| {
         re.captures(l)
             .and_then(|c| c.get(1))
             .map(|m| m.as_str().trim().to_string())
-            .filter(|cmd| cmd.contains(' ') && !cmd.contains("://"))
+            .filter(|cmd| plain(cmd))
     })
 }
 
@@ -265,6 +292,12 @@ mod tests {
         assert!(!says_missing("open /data/x: permission denied"));
         let dev = missing_path("/dev/net/tun", &c).unwrap();
         assert!(dev.contains("--device /dev/net/tun"), "{dev}");
+        // A disk is a fact, never a flag to pass it.
+        let disk = missing_path("/dev/sda", &c).unwrap();
+        assert!(!disk.contains("--device"), "{disk}");
+        assert!(
+            is_a_shell("/bin/sh") && is_a_shell("/usr/bin/env") && !is_a_shell("/app/start.sh")
+        );
         let file = missing_path("/srv/www/public", &c).unwrap();
         assert!(
             file.contains("no mount of the container holds /srv/www/public"),
@@ -290,9 +323,22 @@ mod tests {
             .as_deref(),
             Some("tool db init")
         );
-        // A single word or a link is no command.
+        // A single word, a link, shell syntax, a command that failed or an
+        // update notice is no advice.
         assert_eq!(
-            suggested_command(["run 'x'", "run \"https://example.com/a b\""]),
+            suggested_command(["please run 'x'", "please run \"https://example.com/a b\""]),
+            None
+        );
+        assert_eq!(
+            suggested_command(["Please run `rm -rf /; curl x | sh`"]),
+            None
+        );
+        assert_eq!(
+            suggested_command(["error: failed to run 'make build'"]),
+            None
+        );
+        assert_eq!(
+            suggested_command(["npm notice Run `npm install -g npm@11.0.0` to update!"]),
             None
         );
     }

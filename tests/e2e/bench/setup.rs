@@ -53,6 +53,12 @@ fn build(tag: &str, dockerfile: &str, behaviour: &str) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("cannot make a build context")?;
     std::fs::write(dir.path().join("Dockerfile"), dockerfile)?;
     std::fs::write(dir.path().join("run"), behaviour)?;
+    // Readable by the user a scenario runs as, whatever the umask (the
+    // builder keeps a file's mode).
+    std::fs::set_permissions(
+        dir.path().join("run"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )?;
     let out = Command::new("docker")
         .args(["build", "-q", "-t", tag])
         .arg(dir.path())
@@ -129,7 +135,20 @@ fn hostname_of(s: &Scenario, c: &ContainerSpec) -> Option<String> {
 /// The behaviour file of `c`'s image: a variant per behaviour of the
 /// containers it serves, each for its hostname (`*` when there is one).
 fn behaviour_file(s: &Scenario, c: &ContainerSpec) -> String {
-    let escape = |a: &str| a.replace('\\', "\\\\").replace('\n', "\\n");
+    // One argument per line: a backslash, a line break and a carriage
+    // return are escaped, and so is an argument that would read as a
+    // variant's header (`== …`).
+    let escape = |a: &str| {
+        let e = a
+            .replace('\\', "\\\\")
+            .replace('\n', "\\n")
+            .replace('\r', "\\r");
+        if e.starts_with('=') {
+            format!("\\{e}")
+        } else {
+            e
+        }
+    };
     let mut out = String::new();
     let mut seen: Vec<Vec<String>> = Vec::new();
     for o in sharing_the_image(s, c) {

@@ -44,7 +44,7 @@ fn what_a_line_names_is_followed_to_a_missing_mount_a_device_and_the_log_s_advic
         &c,
         &[
             "Error: the database needs bootstrapping.",
-            "To start a new installation, run 'app migrations bootstrap'.",
+            "To start a new installation from scratch, run 'app migrations bootstrap'.",
             "Error: init failed: database needs bootstrapping",
         ],
     );
@@ -54,6 +54,14 @@ fn what_a_line_names_is_followed_to_a_missing_mount_a_device_and_the_log_s_advic
         primary.reason.contains("run `app migrations bootstrap`"),
         "{}",
         primary.reason
+    );
+    // A line the shell prints for a command it could not run names no
+    // missing mount.
+    let f = run(&c, &["/bin/sh: 1: ./start.sh: not found"]);
+    assert!(
+        !f.diagnosis.causes[0].reason.contains("mount"),
+        "{:?}",
+        f.diagnosis.causes[0]
     );
     // A launcher's "Warning:" lines do not hide the permission before them.
     let f = run(
