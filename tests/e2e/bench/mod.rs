@@ -10,6 +10,7 @@
 
 pub mod agents;
 pub mod model;
+pub mod neighbourhood;
 pub mod report;
 pub mod results;
 pub mod run;

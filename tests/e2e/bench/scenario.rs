@@ -44,6 +44,23 @@ pub struct Scenario {
     /// was changed for it, and scored once then (`first-contact.json`).
     #[serde(default)]
     pub sealed: bool,
+    /// What of the neighbourhood (`tests/bench/neighbourhood.yaml`) the
+    /// scenario runs without, each with the reason.
+    #[serde(default)]
+    pub without: Without,
+}
+
+/// A scenario runs among bystanders and with log noise unless it says why
+/// it cannot.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Without {
+    /// Why no bystanders stand beside it.
+    #[serde(default)]
+    pub bystanders: Option<String>,
+    /// Why its target prints no noise before its own lines.
+    #[serde(default)]
+    pub noise: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
@@ -391,6 +408,14 @@ fn problems(s: &Scenario) -> Vec<String> {
     if s.containers.is_empty() {
         bad("containers", "none given".into());
     }
+    for (field, reason) in [
+        ("without.bystanders", &s.without.bystanders),
+        ("without.noise", &s.without.noise),
+    ] {
+        if reason.as_ref().is_some_and(|r| r.trim().is_empty()) {
+            bad(field, "say why the scenario cannot run with it".into());
+        }
+    }
     let names: BTreeSet<&str> = s.containers.iter().map(|c| c.name.as_str()).collect();
     if names.len() != s.containers.len() {
         bad("containers", "two have the same name".into());
@@ -527,10 +552,25 @@ fn problems(s: &Scenario) -> Vec<String> {
     out
 }
 
-/// Read every `*.yaml` of `dir` (sorted), and check the whole set: each
-/// scenario, unique ids, and container and network names no two scenarios
-/// share (so any two can run at once on one engine).
+/// Read every `*.yaml` of `dir` (sorted), each scenario in its
+/// neighbourhood (bystanders and noise, unless it opted out), and check
+/// the whole set: each scenario, unique ids, and container and network
+/// names no two scenarios share (so any two can run at once on one
+/// engine).
 pub fn load(dir: &Path) -> anyhow::Result<Vec<Scenario>> {
+    let n = super::neighbourhood::shared()?;
+    load_with(dir, Some(&n))
+}
+
+/// The scenarios as their files give them, without the neighbourhood.
+pub fn load_as_written(dir: &Path) -> anyhow::Result<Vec<Scenario>> {
+    load_with(dir, None)
+}
+
+fn load_with(
+    dir: &Path,
+    neighbourhood: Option<&super::neighbourhood::Neighbourhood>,
+) -> anyhow::Result<Vec<Scenario>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("cannot read the scenarios folder {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -557,6 +597,10 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Scenario>> {
             for p in problems(&s) {
                 errors.push(format!("{} ({}): {p}", file.display(), s.id));
             }
+            let s = match neighbourhood {
+                Some(n) => super::neighbourhood::around(s, n),
+                None => s,
+            };
             let claims = std::iter::once(format!("scenario id {}", s.id))
                 .chain(s.names().into_iter().map(|n| format!("container {n}")))
                 .chain(s.networks.iter().map(|n| format!("network {n}")))

@@ -300,6 +300,11 @@ pub struct Staged {
     pub snapshots: BTreeMap<String, Snapshot>,
     /// The free port `{port}` stood for.
     pub port: u16,
+    /// What each image tag was last built from (its Dockerfile and
+    /// behaviour file): the same build is not made twice, so a container
+    /// started earlier keeps running the image its tag names (a tag moves
+    /// only when the scenario changes the image).
+    built: BTreeMap<String, (String, String)>,
 }
 
 impl Drop for Staged {
@@ -366,6 +371,7 @@ impl Staged {
             volumes: Vec::new(),
             snapshots: BTreeMap::new(),
             port,
+            built: Default::default(),
         };
         for n in &s.networks {
             docker(&["network", "create", "--label", LABEL, n])?;
@@ -381,7 +387,11 @@ impl Staged {
     /// Build the image, run the container and wait for its state.
     pub fn run(&mut self, s: &Scenario, c: &ContainerSpec) -> anyhow::Result<()> {
         let tag = image_tag(&s.id, &c.image);
-        build(&tag, &dockerfile(&s.id, c), &behaviour_file(s, c))?;
+        let from = (dockerfile(&s.id, c), behaviour_file(s, c));
+        if self.built.get(&tag) != Some(&from) {
+            build(&tag, &from.0, &from.1)?;
+            self.built.insert(tag.clone(), from);
+        }
         let hostname = hostname_of(s, c);
         let attempts = if c.ready == Ready::OomKilled { 3 } else { 1 };
         for attempt in 1..=attempts {
