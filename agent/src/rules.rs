@@ -20,6 +20,7 @@ mod logs;
 pub mod objects;
 pub mod past;
 pub mod question;
+mod recovered;
 pub mod salient;
 pub mod shape;
 pub mod swarm;
@@ -49,6 +50,7 @@ pub use shape::Shape;
 pub use state::a_restart_cannot_fix;
 
 /// The facts diagnosis rests on, with the ids of their evidence records.
+#[derive(Clone, Copy)]
 pub struct Observation<'a> {
     pub container: &'a ContainerView,
     pub container_evidence: &'a str,
@@ -403,7 +405,17 @@ fn upper_first(s: &str) -> String {
 /// Diagnose one container: the first state rule that fires names the
 /// primary cause; what the logs, a past death and the engine's events add
 /// follows it.
-pub fn diagnose<'a>(obs: &Observation<'a>) -> Finding {
+pub fn diagnose(obs: &Observation<'_>) -> Finding {
+    // What the program said it recovered from is read as past, not as a
+    // cause.
+    let settled = recovered::without_recovered(obs.logs);
+    diagnose_settled(&Observation {
+        logs: &settled,
+        ..*obs
+    })
+}
+
+fn diagnose_settled<'a>(obs: &Observation<'a>) -> Finding {
     let c = obs.container;
     let ins = obs.container_evidence;
     let logs_ev = obs.logs_evidence;

@@ -81,7 +81,10 @@ fn executor(logs: &[&str]) -> Scripted {
                 "panic: lost the cache connection",
                 *DB_DIED_NANOS - 1_000_000,
             ),
-            line("INFO after-the-death line", *DB_DIED_NANOS + 1_000_000),
+            // Written before it died, timed by Docker a moment after.
+            line("ERROR cache gone for good", *DB_DIED_NANOS + 1_000_000),
+            // The run the restart began.
+            line("INFO after-the-death line", *DB_DIED_NANOS + 401_000_000),
         ],
     );
     let event = |action: EventAction, time_nanos: i64, exit_code: Option<i64>| ContainerEvent {
@@ -381,8 +384,17 @@ async fn a_question_about_a_restart_shows_the_model_the_lines_before_the_death()
     assert_eq!(r.status, Status::Completed, "{:?}", r.outcome);
     assert!(r.plan.is_none() && r.approvals.is_empty());
     let rpcs = w.executor.rpcs();
-    let until = *DB_DIED_NANOS / 1_000_000_000;
-    assert!(rpcs.contains(&format!("logs db until {until}")), "{rpcs:?}");
+    // Read up to a moment after the death (Docker may time a run's last
+    // lines after its die event); the lines kept stop before the next run.
+    let died = *DB_DIED_NANOS / 1_000_000_000;
+    let until: Vec<i64> = rpcs
+        .iter()
+        .filter_map(|r| r.strip_prefix("logs db until ")?.parse().ok())
+        .collect();
+    assert!(
+        matches!(until.as_slice(), [u] if (died..=died + 2).contains(u)),
+        "{rpcs:?}"
+    );
     let (death, death_id) = r
         .latest_cited::<drydock_agent::model::kind::DeathLogs>()
         .expect("the lines before the death are evidence");
@@ -392,9 +404,10 @@ async fn a_question_about_a_restart_shows_the_model_the_lines_before_the_death()
         texts.contains("panic: lost the cache connection"),
         "{texts}"
     );
+    assert!(texts.contains("cache gone for good"), "{texts}");
     assert!(
         !texts.contains("after-the-death"),
-        "cut at the death: {texts}"
+        "cut at the next start: {texts}"
     );
     let sent = w.script.sent(0);
     assert!(sent.contains("what it logged before it died at"), "{sent}");

@@ -13,6 +13,8 @@ use crate::model::*;
 const EVENTS_LOOKBACK_SECS: i64 = 7 * 86_400 - 60;
 /// What a container logged in the hour before a death is what explains it.
 const DEATH_LOGS_WINDOW_SECS: i64 = 3600;
+/// How long after a die event its run's last lines may be timed.
+const LAST_LINES_SLACK_NANOS: i64 = 1_000_000_000;
 
 /// What finding the target left for the reads that follow.
 pub(super) enum Found {
@@ -377,10 +379,28 @@ impl Engine {
         let die =
             crate::rules::events::past_death(&read.events, read.container.running, read.asked)?;
         let died = die.time_nanos.div_euclid(1_000_000_000);
+        // Docker times a line as it reads the pipe, which can be after the
+        // die event for the last lines a program wrote: lines up to a
+        // moment after it, never into the run that a start began.
+        let next_start = read
+            .events
+            .iter()
+            .filter(|e| e.action == EventAction::Start && e.time_nanos > die.time_nanos)
+            .map(|e| e.time_nanos)
+            .min();
+        let until = next_start.map_or(die.time_nanos + LAST_LINES_SLACK_NANOS, |s| {
+            s.min(die.time_nanos + LAST_LINES_SLACK_NANOS)
+        });
         let cid = &read.container.id;
         let mut logs = match self
             .exec(&req.id)
-            .logs_window(&req.id, cid, read.tail, died - DEATH_LOGS_WINDOW_SECS, died)
+            .logs_window(
+                &req.id,
+                cid,
+                read.tail,
+                died - DEATH_LOGS_WINDOW_SECS,
+                until.div_euclid(1_000_000_000) + 1,
+            )
             .await
         {
             Ok(logs) => logs,
@@ -389,7 +409,7 @@ impl Engine {
                 return None;
             }
         };
-        logs.lines.retain(|l| l.time_unix_nanos <= die.time_nanos);
+        logs.lines.retain(|l| l.time_unix_nanos < until);
         let summary = format!(
             "{} lines before it died at {}{}",
             logs.lines.len(),

@@ -21,6 +21,7 @@ fn quoted(line: &str) -> String {
 }
 
 /// A past death and the evidence about it.
+#[derive(Clone, Copy)]
 pub struct PastDeath<'a> {
     pub logs: &'a DeathLogs,
     pub evidence: &'a str,
@@ -46,12 +47,11 @@ pub fn cause_of(
         |code| format!("exit {code}"),
     );
     let (oom, stop) = events::before_death(events, die);
-    let lines: Vec<String> = death
-        .logs
-        .logs
+    // What it recovered from before it died is no cause of the death.
+    let lines: Vec<String> = super::recovered::without_recovered(&death.logs.logs)
         .lines
-        .iter()
-        .map(|l| l.text.clone())
+        .into_iter()
+        .map(|l| l.text)
         .collect();
     let found =
         match_logs(&lines).filter(|m| m.class != FaultClass::Crash || die.exit_code != Some(0));

@@ -255,7 +255,8 @@ type Candidate = (usize, Severity, Option<FamilyMatch>);
 /// warnings or worse, with frames and "exiting" lines passed over), the
 /// earliest error whose words belong to a family is salient. Without one,
 /// the newest fatal line, else the newest error, else the newest warning
-/// or line of a family, else the last line that says anything.
+/// of a family, else a bare warning of the final burst, else the newest
+/// line of a family, else the last line that says anything.
 pub fn salient(lines: &[&str]) -> Option<Salient> {
     let candidates: Vec<Candidate> = lines
         .iter()
@@ -304,7 +305,10 @@ pub fn salient(lines: &[&str]) -> Option<Salient> {
         .or_else(|| newest(&|c| c.1 == Severity::Error))
         // A warning that names a failure outranks one that does not.
         .or_else(|| newest(&|c| c.1 == Severity::Warn && c.2.is_some()))
-        .or_else(|| newest(&|c| c.1 == Severity::Warn || c.2.is_some()))
+        // A bare warning only where nothing but warnings came after it: one
+        // the program went on from is not what it died of.
+        .or_else(|| burst.first().filter(|c| c.1 == Severity::Warn).map(|c| **c))
+        .or_else(|| newest(&|c| c.2.is_some()))
         .or_else(|| {
             candidates
                 .iter()
@@ -528,5 +532,20 @@ mod tests {
         let s = salient(&lines).unwrap();
         assert_eq!(s.severity, Severity::Warn);
         assert_eq!(s.family.map(|f| f.family), Some(Family::Corrupt), "{s:?}");
+    }
+
+    #[test]
+    fn a_bare_warning_the_program_went_on_from_is_not_its_last_word() {
+        let lines = [
+            r#"level=info msg="starting" version=3.4.1"#,
+            r#"level=warn msg="GOMAXPROCS not set, using all 2 CPUs""#,
+            "Processing configuration file '/etc/clickhouse-server/config.xml'.",
+            "Logging errors to /var/log/clickhouse-server/clickhouse-server.err.log",
+        ];
+        let s = salient(&lines).unwrap();
+        assert_eq!(s.index, 3, "{s:?}");
+        // At the end, a bare warning is what it said last.
+        let s = salient(&lines[..2]).unwrap();
+        assert_eq!(s.index, 1, "{s:?}");
     }
 }

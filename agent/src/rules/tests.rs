@@ -324,6 +324,36 @@ fn an_unhealthy_cause_quotes_the_newest_error_line() {
 }
 
 #[test]
+fn an_error_the_program_recovered_from_is_no_cause() {
+    let c = ContainerView {
+        health_status: "unhealthy".into(),
+        failing_streak: 9,
+        ..view()
+    };
+    let f = run(
+        &c,
+        &[
+            r#"level=info msg="starting" version=3.4.1"#,
+            r#"level=error msg="failed to refresh license cache" err="dial tcp 10.96.0.15:443: i/o timeout""#,
+            r#"level=info msg="license cache refreshed" entries=1"#,
+            "ERROR worker pool exhausted: all 8 workers blocked waiting for lock (deadlock?)",
+        ],
+    );
+    let classes: Vec<FaultClass> = f.diagnosis.causes.iter().map(|c| c.class).collect();
+    assert_eq!(classes[0], FaultClass::Unhealthy, "{:?}", f.diagnosis);
+    assert!(
+        !classes.contains(&FaultClass::DependencyUnavailable),
+        "{:?}",
+        f.diagnosis
+    );
+    assert!(
+        !f.diagnosis.summary.contains("10.96.0.15"),
+        "{}",
+        f.diagnosis.summary
+    );
+}
+
+#[test]
 fn state_rules_table() {
     let exited = |code: i64| ContainerView {
         running: false,
