@@ -525,9 +525,98 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                     );
                     Discovery::Found(found)
                 }
+                // None is broken: a copy named for another environment
+                // (`shop-staging-api-1`) is not what a person means by
+                // "the api" when exactly one is not such a copy.
+                [] => match the_only_production_one(message, &tied, containers) {
+                    Some(found) => Discovery::Found(found),
+                    None => Discovery::Ambiguous(tied),
+                },
                 _ => Discovery::Ambiguous(tied),
             }
         }
+    }
+}
+
+/// Words that mark a copy for another environment than production.
+const OTHER_ENVIRONMENTS: &[&str] = &[
+    "staging",
+    "stage",
+    "stg",
+    "dev",
+    "devel",
+    "development",
+    "test",
+    "testing",
+    "qa",
+    "uat",
+    "preview",
+    "sandbox",
+    "demo",
+];
+
+/// The environment words in a container's name or compose project.
+fn environments_of(c: &ContainerSummaryView) -> Vec<String> {
+    std::iter::once(c.name.as_str())
+        .chain(c.labels.get(COMPOSE_PROJECT_LABEL).map(String::as_str))
+        .flat_map(|s| {
+            s.to_ascii_lowercase()
+                .split(['-', '_', '.'])
+                .filter(|part| OTHER_ENVIRONMENTS.contains(part))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Among tied candidates none of which is broken, the environment the
+/// message means: the only one marked with an environment it names
+/// ("the api on staging"), or, when it names none, the only one not
+/// marked as a copy for another environment.
+fn the_only_production_one(
+    message: &str,
+    tied: &[Candidate],
+    containers: &[ContainerSummaryView],
+) -> Option<Candidate> {
+    let lower = message.to_lowercase();
+    let named: Vec<&str> = lower
+        .split(|ch: char| !ch.is_alphanumeric())
+        .filter(|w| OTHER_ENVIRONMENTS.contains(w))
+        .collect();
+    let fits = |t: &&Candidate| {
+        containers
+            .iter()
+            .find(|c| c.id == t.container_id)
+            .is_some_and(|c| {
+                let envs = environments_of(c);
+                if named.is_empty() {
+                    envs.is_empty()
+                } else {
+                    envs.iter().any(|e| named.contains(&e.as_str()))
+                }
+            })
+    };
+    let meant: Vec<&Candidate> = tied.iter().filter(fits).collect();
+    match meant.as_slice() {
+        [only] => {
+            let mut found = (*only).clone();
+            found.why = if named.is_empty() {
+                format!(
+                    "{}; of {} that fit, the others are copies for another environment (staging, dev, test)",
+                    found.why,
+                    tied.len()
+                )
+            } else {
+                format!(
+                    "{}; of {} that fit, the only one for {}, as the message says",
+                    found.why,
+                    tied.len(),
+                    named.join(", ")
+                )
+            };
+            Some(found)
+        }
+        _ => None,
     }
 }
 

@@ -32,7 +32,12 @@ fn discovery_table() {
     assert_eq!(found("why is the cache broken?", &fleet), "cache");
     assert_eq!(found("redis keeps restarting", &fleet), "cache");
     assert_eq!(found("postgres is slow", &fleet), "shop-prod-db-1");
-    assert!(matches!(discover("backend is down", &fleet), Discovery::Ambiguous(v) if v.len() == 2));
+    // Of two that fit equally, neither broken, the staging copy is not
+    // what "the backend" means.
+    assert_eq!(found("backend is down", &fleet), "shop-prod-backend-1");
+    assert!(
+        matches!(discover("backend is down", &[fleet[0].clone(), c("shop-prod2-backend-1", Some("backend"), "shop/backend:1")]), Discovery::Ambiguous(v) if v.len() == 2)
+    );
     assert_eq!(
         found("shop-prod-backend-1 is down", &fleet),
         "shop-prod-backend-1"
@@ -512,4 +517,51 @@ fn a_name_written_as_one_word_is_found() {
         discover("the search page is blank", &search),
         Discovery::Found(c) if c.container_name == "owl-searx-1"
     ));
+}
+
+#[test]
+fn a_healthy_twin_in_a_neighbouring_project_is_not_the_one_that_wont_start() {
+    let image = "drydock-bench/s8f614d/docker.elastic.co/elasticsearch/elasticsearch:8.11.0";
+    let mut down = c("search-es-1", Some("es"), image);
+    down = broken(down, 'a');
+    down.status = "Exited (78) 5 seconds ago".into();
+    let twin = c("search-staging-es-1", Some("es"), image);
+    let fleet = vec![down, twin];
+    match discover("elasticsearch won't start", &fleet) {
+        Discovery::Found(c) => assert_eq!(c.container_name, "search-es-1", "{c:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn of_equals_none_broken_the_one_not_marked_for_another_environment_is_meant() {
+    let with_project = |name: &str, project: &str| {
+        let mut c = c(name, Some("searx"), "searx/searx:1.1");
+        c.labels
+            .insert(COMPOSE_PROJECT_LABEL.to_string(), project.to_string());
+        c.id = format!("{:0<64}", name);
+        c
+    };
+    let fleet = vec![
+        with_project("nightjar-searx-1", "nightjar"),
+        with_project("nightjar-staging-searx-1", "nightjar-staging"),
+    ];
+    match discover("searx shows an error page", &fleet) {
+        Discovery::Found(c) => {
+            assert_eq!(c.container_name, "nightjar-searx-1");
+            assert!(c.why.contains("another environment"), "{}", c.why);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Saying the environment names it.
+    assert!(matches!(
+        discover("searx on staging shows an error page", &fleet),
+        Discovery::Found(c) if c.container_name == "nightjar-staging-searx-1"
+    ));
+    // Two production copies are still a question.
+    let two = vec![
+        with_project("a-searx-1", "a"),
+        with_project("b-searx-1", "b"),
+    ];
+    assert!(matches!(discover("searx is slow", &two), Discovery::Ambiguous(v) if v.len() == 2));
 }
