@@ -69,7 +69,8 @@ fn target(s: &Scenario) -> Option<&ContainerSpec> {
 }
 
 /// The port a probe checks when it checks the container itself
-/// (`127.0.0.1` or `localhost`), `None` when it probes another one.
+/// (`127.0.0.1` or `localhost`) on a path the fixture answers, `None`
+/// when it probes another one or a path only the real program serves.
 fn own_probe_port(probe: &str) -> Option<u16> {
     // A probe command of its own may be one the image does not have.
     if probe.split_whitespace().next() == Some("exec") {
@@ -77,7 +78,16 @@ fn own_probe_port(probe: &str) -> Option<u16> {
     }
     let url = probe.split_whitespace().last()?;
     let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    // The fixture answers its root and the health paths real programs
+    // use (tests/fixture's `is_health_path`); any other is a 404.
+    let last = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if !matches!(
+        last,
+        "" | "health" | "healthz" | "healthy" | "ready" | "readyz" | "livez"
+    ) {
+        return None;
+    }
     let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "80"));
     matches!(host, "127.0.0.1" | "localhost")
         .then(|| port.parse().ok())
@@ -347,6 +357,8 @@ mod tests {
         assert_eq!(own_probe_port("http://localhost/"), Some(80));
         assert_eq!(own_probe_port("curl http://db:8080/"), None);
         assert_eq!(own_probe_port("exec curl -f http://127.0.0.1:80/"), None);
+        assert_eq!(own_probe_port("curl http://127.0.0.1:8161/console"), None);
+        assert_eq!(own_probe_port("wget http://127.0.0.1:3000/api/health"), Some(3000));
     }
 
     #[test]
