@@ -358,7 +358,10 @@ mod tests {
         assert_eq!(own_probe_port("curl http://db:8080/"), None);
         assert_eq!(own_probe_port("exec curl -f http://127.0.0.1:80/"), None);
         assert_eq!(own_probe_port("curl http://127.0.0.1:8161/console"), None);
-        assert_eq!(own_probe_port("wget http://127.0.0.1:3000/api/health"), Some(3000));
+        assert_eq!(
+            own_probe_port("wget http://127.0.0.1:3000/api/health"),
+            Some(3000)
+        );
     }
 
     #[test]
