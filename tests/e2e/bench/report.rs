@@ -114,9 +114,13 @@ pub fn figures(
 /// A column of the table: its name, and its count of a set's figures.
 type Column = (&'static str, fn(&Figures) -> usize);
 
-/// Whether `diagnoser` names a model (its runs can differ).
+/// Whether `diagnoser`'s runs can differ: a model's, or another agent's
+/// driven by `--agent-cmd` (which may be one). The rules engine and the
+/// baselines are deterministic.
 fn is_model(diagnoser: &str) -> bool {
-    diagnoser.starts_with("llm:") || diagnoser.ends_with("model")
+    diagnoser.starts_with("llm:")
+        || diagnoser.ends_with("model")
+        || diagnoser.starts_with("agent-cmd:")
 }
 
 /// The grades of the words, over the runs of scenarios that name what
@@ -463,6 +467,11 @@ mod tests {
             text.contains("| `crash` | 2 | 100.0 % | 100.0 % | 50.0 % | 1 |"),
             "{text}"
         );
+        // Another agent's runs can differ as a model's do.
+        let text = render(&scenarios, &three, 3, "agent-cmd: my-agent {message}");
+        assert!(text.contains("Pass@3 100.0 %, Pass-all-3 33.3 %"), "{text}");
+        let text = render(&scenarios, &three, 3, "baseline: do nothing");
+        assert!(!text.contains("Pass@3"), "{text}");
         // What the model took, and its price.
         let mut priced = three.clone();
         for o in &mut priced {
