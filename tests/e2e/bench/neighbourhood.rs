@@ -107,13 +107,42 @@ fn port_of(c: &ContainerSpec) -> u16 {
         .unwrap_or(8080)
 }
 
-fn healthy_spec(name: String, image: &str, port: u16, compose: Option<Compose>) -> ContainerSpec {
+/// A neighbour's name and compose labels: `PROJECT-SERVICE-1` in the
+/// neighbouring project, or `FALLBACK` with no labels when the target has
+/// no project.
+fn placed(project: Option<&str>, service: &str, fallback: String) -> (String, Option<Compose>) {
+    match project {
+        Some(p) => (
+            format!("{p}-{service}-1"),
+            Some(Compose {
+                project: p.to_string(),
+                service: service.to_string(),
+                depends_on: Vec::new(),
+                oneoff: false,
+            }),
+        ),
+        None => (fallback, None),
+    }
+}
+
+/// A container that serves `port` and, with a probe, waits until healthy.
+fn healthy_spec(
+    (name, compose): (String, Option<Compose>),
+    image: &str,
+    port: u16,
+    health: Option<Health>,
+) -> ContainerSpec {
     ContainerSpec {
         name,
         image: image.to_string(),
         image_cmd: Vec::new(),
         image_labels: Default::default(),
-        health: None,
+        ready: if health.is_some() {
+            Ready::Healthy
+        } else {
+            Ready::Running
+        },
+        health,
         args: vec!["serve".into(), "--port".into(), port.to_string()],
         stdout: Vec::new(),
         stderr: Vec::new(),
@@ -128,7 +157,6 @@ fn healthy_spec(name: String, image: &str, port: u16, compose: Option<Compose>) 
         volumes: Vec::new(),
         read_only: false,
         user: None,
-        ready: Ready::Running,
         then: Vec::new(),
     }
 }
@@ -141,54 +169,34 @@ fn twin(t: &ContainerSpec, project: Option<&str>) -> Option<ContainerSpec> {
         Some(h) => own_probe_port(&h.probe)?,
         None => port_of(t),
     };
-    let (name, compose) = match (project, &t.compose) {
-        (Some(p), Some(c)) => (
-            format!("{p}-{}-1", c.service),
-            Some(Compose {
-                project: p.to_string(),
-                service: c.service.clone(),
-                depends_on: Vec::new(),
-                oneoff: false,
-            }),
-        ),
-        _ => (format!("{}-staging", t.name), None),
-    };
-    let mut spec = healthy_spec(name, &t.image, port, compose);
+    let service = t.compose.as_ref().map(|c| c.service.as_str());
+    let place = placed(
+        project.filter(|_| service.is_some()),
+        service.unwrap_or(""),
+        format!("{}-staging", t.name),
+    );
+    let mut spec = healthy_spec(place, &t.image, port, t.health.clone());
     // Built as the target's image is (one tag serves both).
     spec.image_cmd = t.image_cmd.clone();
     spec.image_labels = t.image_labels.clone();
-    spec.health = t.health.clone();
-    if t.health.is_some() {
-        spec.ready = Ready::Healthy;
-    }
     Some(spec)
 }
 
 fn bystander(b: &Bystander, t: &ContainerSpec, project: Option<&str>) -> ContainerSpec {
-    let (name, compose) = match project {
-        Some(p) => (
-            format!("{p}-{}-1", b.service),
-            Some(Compose {
-                project: p.to_string(),
-                service: b.service.clone(),
-                depends_on: Vec::new(),
-                oneoff: false,
-            }),
-        ),
-        None => (format!("{}-staging-{}", t.name, b.service), None),
-    };
-    let mut spec = healthy_spec(name, &b.image, b.port, compose);
+    let place = placed(
+        project,
+        &b.service,
+        format!("{}-staging-{}", t.name, b.service),
+    );
+    let health = b.health.as_ref().map(|probe| Health {
+        probe: probe.clone(),
+        interval: "1s".into(),
+        retries: 1,
+        timeout: "2s".into(),
+        start_period: None,
+    });
+    let mut spec = healthy_spec(place, &b.image, b.port, health);
     spec.stdout = b.stdout.clone();
-    if let Some(probe) = &b.health {
-        spec.health = Some(Health {
-            probe: probe.clone(),
-            interval: "1s".into(),
-            retries: 1,
-            timeout: "2s".into(),
-            start_period: None,
-        });
-        spec.ready = Ready::Healthy;
-    }
     spec
 }
 
