@@ -83,10 +83,17 @@ pub fn without_recovered(logs: &LogsView) -> LogsView {
 /// said it recovered from.
 pub fn recovered(lines: &[&str]) -> Vec<bool> {
     let severities: Vec<Severity> = lines.iter().map(|l| severity(l)).collect();
-    let says_recovered = |l: &str| {
-        RECOVERY.as_ref().is_some_and(|r| r.is_match(l))
-            && NEGATED.as_ref().is_some_and(|r| !r.is_match(l))
-    };
+    // Each line that says something recovered, with its words: read once.
+    let recoveries: Vec<Option<BTreeSet<String>>> = lines
+        .iter()
+        .zip(&severities)
+        .map(|(l, sev)| {
+            let says = *sev == Severity::Info
+                && RECOVERY.as_ref().is_some_and(|r| r.is_match(l))
+                && NEGATED.as_ref().is_some_and(|r| !r.is_match(l));
+            says.then(|| subject_words(l))
+        })
+        .collect();
     lines
         .iter()
         .enumerate()
@@ -95,23 +102,13 @@ pub fn recovered(lines: &[&str]) -> Vec<bool> {
                 return false;
             }
             let about = subject_words(line);
-            if about.is_empty() {
-                return false;
-            }
-            lines
-                .iter()
-                .enumerate()
-                .skip(i + 1)
-                .take(WITHIN)
-                .any(|(j, later)| {
-                    severities[j] == Severity::Info
-                        && says_recovered(later)
-                        && subject_words(later)
-                            .iter()
-                            .filter(|w| about.contains(*w))
-                            .count()
-                            >= SHARED
-                })
+            !about.is_empty()
+                && recoveries
+                    .iter()
+                    .skip(i + 1)
+                    .take(WITHIN)
+                    .flatten()
+                    .any(|later| later.intersection(&about).count() >= SHARED)
         })
         .collect()
 }
