@@ -244,8 +244,22 @@ pub enum Investigate {
     WhenUnsure,
     /// Always openly: the model never sees the rules' answer, and the
     /// rules' class never vetoes its writes (the evidence gate still
-    /// does). What a fair measure of a model runs.
+    /// does).
     Open,
+    /// Openly, and with no chosen target: drydock's discovery does not
+    /// pick the container; the model finds it among the containers in
+    /// scope and names it, and drydock then observes it and holds the
+    /// model's writes to what that evidence supports. What a fair measure
+    /// of a model runs. With several hosts, discovery still picks the
+    /// host's container.
+    Blind,
+}
+
+impl Investigate {
+    /// Every investigation is open: no rules answer to confirm.
+    pub fn always_open(self) -> bool {
+        self != Investigate::WhenUnsure
+    }
 }
 
 /// The `llm:` section. The API key itself never appears here: only the name

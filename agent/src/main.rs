@@ -215,7 +215,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                     ..Limits::default()
                 },
                 max_invalid_answers: llm.max_invalid_answers,
-                always_open: llm.investigate == drydock_agent::config::Investigate::Open,
+                investigate: llm.investigate,
                 runbook: Arc::new(runbook.clone()),
                 logs_tail: config.logs_tail,
                 context_budget: investigate::DEFAULT_CONTEXT_BUDGET,

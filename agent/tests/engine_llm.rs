@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use drydock_agent::config::LlmConfig;
+use drydock_agent::config::{Investigate, LlmConfig};
 use drydock_agent::engine::{Engine, EngineConfig};
 use drydock_agent::executor_client::ExecutorError;
 use drydock_agent::llm::agent_loop::Limits;
@@ -122,17 +122,21 @@ struct World {
 }
 
 async fn world(logs: &[&str], replies: Vec<Reply>, max_retries: u32) -> World {
-    world_with(logs, replies, max_retries, false).await
+    world_with(logs, replies, max_retries, Investigate::WhenUnsure, &[]).await
 }
 
+/// `extra`: containers the executor lists besides web and db.
 async fn world_with(
     logs: &[&str],
     replies: Vec<Reply>,
     max_retries: u32,
-    always_open: bool,
+    investigate: Investigate,
+    extra: &[ContainerView],
 ) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let executor = Arc::new(executor(logs));
+    let mut executor = executor(logs);
+    executor.others.extend(extra.iter().cloned());
+    let executor = Arc::new(executor);
     let (url, script) = serve(replies).await;
     let config: LlmConfig = serde_yaml_ng::from_str(&format!(
         "{{provider: openai, base_url: '{url}', model: test-model, api_key_env: TEST_KEY}}"
@@ -146,7 +150,7 @@ async fn world_with(
             ..Limits::default()
         },
         max_invalid_answers: 2,
-        always_open,
+        investigate,
         runbook: Arc::new(Runbook::default()),
         logs_tail: 200,
         context_budget: 60_000,
@@ -494,7 +498,12 @@ async fn with_investigate_open_the_model_never_sees_the_rules_answer() {
     let logs = ["FATAL: connection refused (db:5432)"];
     for always_open in [false, true] {
         let replies = vec![Reply::With(diagnose_citing_evidence), plan("start", "web")];
-        let w = world_with(&logs, replies, 1, always_open).await;
+        let investigate = if always_open {
+            Investigate::Open
+        } else {
+            Investigate::WhenUnsure
+        };
+        let w = world_with(&logs, replies, 1, investigate, &[]).await;
         let (_, r) = web_is_down(&w).await;
         let d = r.diagnosis.clone().unwrap();
         assert_eq!(d.engine, "llm:test-model", "{:?}", r.outcome);
@@ -506,4 +515,115 @@ async fn with_investigate_open_the_model_never_sees_the_rules_answer() {
         );
         assert_eq!(d.model.map(|m| m.open), Some(always_open));
     }
+}
+
+const CACHE: &str = "cccccccccccc0000000000000000000000000000000000000000000000000000";
+
+/// A blind investigation's diagnosis of `target`, of class `class`,
+/// citing the first evidence it was shown.
+fn diagnose_blind(body: &Value, target: &str, class: &str) -> Reply {
+    let ids = evidence_ids(body);
+    call(
+        "d",
+        "submit_diagnosis",
+        json!({"target": target, "summary": "web fails", "confidence": 0.8, "causes": [{"class": class, "reason": "connection refused to db:5432", "confidence": 0.8, "evidence_ids": [ids[0]]}]}),
+    )
+}
+
+fn two_steps(first: (&str, &str), second: (&str, &str)) -> Reply {
+    let step = |(action, container): (&str, &str)| json!({"action": action, "container": container, "reason": "r", "expected_effect": "e"});
+    call(
+        "p",
+        "propose_plan",
+        json!({"steps": [step(first), step(second)], "advice": []}),
+    )
+}
+
+/// `llm.investigate: blind`: discovery chooses nothing; the model names
+/// the target, drydock observes it as any target, and each of the model's
+/// steps is held to that evidence: the start of web (a dependency it
+/// failed on is up) stands, the restart of a container web's evidence
+/// never names is dropped, and the plan says so.
+#[tokio::test]
+async fn a_blind_model_finds_the_target_and_its_steps_are_held_to_its_evidence() {
+    let logs = ["FATAL: connection refused (db:5432)"];
+    let replies = vec![
+        Reply::With(|b| diagnose_blind(b, "web", "dependency_unavailable")),
+        two_steps(("start", "web"), ("restart", "cache")),
+    ];
+    let cache = container(CACHE, "cache", true);
+    let w = world_with(&logs, replies, 1, Investigate::Blind, &[cache]).await;
+    let (req, r) = web_is_down(&w).await;
+    assert_eq!(r.status, Status::WaitingApproval, "{:?}", r.outcome);
+    let first = w.script.sent(0);
+    assert!(first.contains("drydock has not chosen a target"), "{first}");
+    assert!(!first.contains("drydock resolved the target"), "{first}");
+    // The target is the model's choice, recorded after its answer.
+    assert_eq!(r.target.as_ref().map(|t| t.id()), Some(WEB));
+    let evs = events(&w.engine, &req.id);
+    let chosen: Vec<&TargetChosen> = evs
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Target(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(chosen.as_slice(), [t] if t.why.contains("the model chose it")),
+        "{chosen:?}"
+    );
+    // Observed as any target: its own inspect and logs, read by drydock.
+    assert!(r.latest::<kind::Inspect>().is_some_and(|c| c.id == WEB));
+    assert!(w.executor.rpcs().contains(&"inspect web".to_string()));
+    let d = r.diagnosis.clone().unwrap();
+    assert_eq!(d.engine, "llm:test-model");
+    assert_eq!(d.model.map(|m| m.open), Some(true));
+    let p = r.plan.clone().unwrap();
+    let steps: Vec<(String, String)> = p
+        .steps
+        .iter()
+        .map(|s| (s.action().to_string(), s.target().name().to_string()))
+        .collect();
+    assert_eq!(steps, [("start".to_string(), "web".to_string())]);
+    assert!(
+        p.advice
+            .iter()
+            .any(|a| a.contains("dropped the model's step `restart cache`")),
+        "{:?}",
+        p.advice
+    );
+    assert!(w.executor.rpcs().iter().all(|c| !c.starts_with("WRITE")));
+}
+
+/// A blind diagnosis must name a listed container; and a start of the
+/// chosen target that its evidence does not support (it dies at start,
+/// and nothing shows a start would go differently) is not proposed.
+#[tokio::test]
+async fn a_blind_model_must_name_a_listed_target_and_gets_no_unsupported_start() {
+    let logs = ["FATAL: invalid value for parameter \"max_connections\""];
+    let replies = vec![
+        Reply::With(|b| diagnose_blind(b, "ghost", "crash")),
+        Reply::With(|b| diagnose_blind(b, "web", "crash")),
+        plan("start", "web"),
+    ];
+    let w = world_with(&logs, replies, 1, Investigate::Blind, &[]).await;
+    let (_, r) = web_is_down(&w).await;
+    assert!(
+        w.script
+            .sent(1)
+            .contains("`ghost` is not a container the executor listed"),
+        "{}",
+        w.script.sent(1)
+    );
+    assert_eq!(r.target.as_ref().map(|t| t.id()), Some(WEB));
+    let p = r.plan.clone().unwrap_or_default();
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    assert!(
+        p.advice
+            .iter()
+            .any(|a| a.contains("drydock proposes no start or restart of web")),
+        "{:?}",
+        p.advice
+    );
+    assert!(r.approvals.is_empty());
 }

@@ -167,7 +167,7 @@ fn setup(base_url: &str, provider: &str, limits: Limits) -> Setup {
         provider: Provider::new(&config, ApiKey::new(KEY.into())).unwrap(),
         limits,
         max_invalid_answers: 2,
-        always_open: false,
+        investigate: drydock_agent::config::Investigate::WhenUnsure,
         runbook: Arc::new(Runbook::default()),
         logs_tail: 200,
         context_budget: 60_000,
@@ -230,6 +230,7 @@ async fn run_refusing(
                 ..Default::default()
             },
             open: false,
+            blind: false,
         },
         exec,
         &journal,
@@ -510,6 +511,7 @@ async fn unreachable_model_falls_back() {
             policy: Some(policy()),
             gate: WriteGate::default(),
             open: false,
+            blind: false,
         },
         &exec,
         &journal,
@@ -568,6 +570,7 @@ async fn cancellation_mid_stream_unwinds_promptly() {
             policy: Some(policy()),
             gate: WriteGate::default(),
             open: false,
+            blind: false,
         },
         &exec,
         &journal,
@@ -993,6 +996,7 @@ async fn run_budget(
         policy: Some(policy()),
         gate: WriteGate::default(),
         open: false,
+        blind: false,
     };
     let report = investigate(&s, input, exec, &journal, &mut rx).await;
     (report, script)

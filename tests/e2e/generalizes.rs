@@ -6,7 +6,7 @@
 //! port another container publishes, a variable missing beside a near miss,
 //! the user it runs as), an honest `unknown` with no write, and a model
 //! that investigates openly where the rules cannot tell, whose unsupported
-//! write is refused.
+//! write is refused, and one that finds the target itself.
 
 use std::time::Duration;
 
@@ -526,4 +526,73 @@ fn a_model_investigates_openly_where_the_rules_cannot_tell_and_its_unsupported_s
         finished,
         "never started"
     );
+}
+
+/// Issue 49, item 5: with `llm.investigate: blind`, discovery chooses no
+/// target. The model names the one the person means (a service a person
+/// stopped after it ran well), drydock observes it and keeps the model's
+/// start of it (its evidence supports one), drops the model's restart of
+/// a healthy bystander the target's evidence never names, and the start is
+/// signed, executed and verified on the model's target only.
+#[test]
+fn a_blind_model_finds_the_target_and_only_writes_its_evidence_supports_are_kept() {
+    let dd = drydock();
+    let api = Container::run("blind-api", &[FIXTURE_IMAGE, "serve", "--port", "8080"]);
+    let bystander = Container::run("blind-cache", &[FIXTURE_IMAGE, "serve", "--port", "6379"]);
+    // Ran well (past `RAN_WELL_AFTER`), then a person stopped it.
+    std::thread::sleep(Duration::from_secs(3));
+    docker_ok(&["stop", "-t", "2", &api.name]);
+    exited(&api);
+    let model = scripted_model::start(vec![
+        (
+            "submit_diagnosis",
+            json!({"target": api.name, "summary": "the api was stopped", "confidence": 0.9, "causes": [{"class": "stopped", "reason": "it was stopped after running well", "confidence": 0.9, "evidence_ids": ["{EV}"]}]}),
+        ),
+        (
+            "propose_plan",
+            json!({"steps": [
+                {"action": "start", "container": api.name, "reason": "start it again", "expected_effect": "it serves"},
+                {"action": "restart", "container": bystander.name, "reason": "to be safe", "expected_effect": "fresh"}
+            ], "advice": []}),
+        ),
+    ]);
+    dd.up_with_model_investigating(&model.url, "blind");
+    let (code, req) = dd.ask_json(&["--yes", "the api is down"]);
+    assert_eq!(code, 0, "{req:#}\n{}", dd.agent_log());
+    let first = model.bodies().first().cloned().unwrap_or_default();
+    assert!(first.contains("drydock has not chosen a target"), "{first}");
+    assert!(!first.contains("drydock resolved the target"), "{first}");
+    assert_eq!(
+        req["target"]["container_name"],
+        api.name.as_str(),
+        "{req:#}"
+    );
+    assert_eq!(req["diagnosis"]["engine"], "llm:scripted", "{req:#}");
+    let kept = steps(&req);
+    assert_eq!(kept.len(), 1, "{req:#}");
+    assert_eq!(
+        (kept[0].0.as_str(), kept[0].1.as_str()),
+        ("start", api.name.as_str())
+    );
+    let advice = req["plan"]["advice"].to_string();
+    assert!(
+        advice.contains(&format!(
+            "dropped the model's step `restart {}`",
+            bystander.name
+        )),
+        "{advice}"
+    );
+    assert_eq!(req["status"], "completed", "{req:#}");
+    assert_eq!(api.inspect("{{.State.Status}}"), "running");
+    let started: Vec<Value> = writes_on(&dd, &api)
+        .into_iter()
+        .filter(|r| r["decision"] == "allowed")
+        .collect();
+    assert_eq!(started.len(), 1, "{:?}", dd.write_rows());
+    assert!(
+        writes_on(&dd, &bystander).is_empty(),
+        "{:?}",
+        dd.write_rows()
+    );
+    dd.assert_audit_intact();
 }

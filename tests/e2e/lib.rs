@@ -1038,10 +1038,15 @@ impl Drydock {
     /// Configure the agent to investigate with the model at `url` (one
     /// invalid answer allowed, no retries), then `drydock up`.
     pub fn up_with_model(&self, url: &str) {
+        self.up_with_model_investigating(url, "when_unsure");
+    }
+
+    /// `up_with_model`, with `llm.investigate` set to `investigate`.
+    pub fn up_with_model_investigating(&self, url: &str, investigate: &str) {
         let config = std::fs::read_to_string(self.home.agent_config()).expect("agent config");
         std::fs::write(
             self.home.agent_config(),
-            format!("{config}llm:\n  provider: openai\n  base_url: {url}\n  model: scripted\n  api_key_env: DRYDOCK_TEST_LLM_KEY\n  max_retries: 0\n  max_invalid_answers: 1\n"),
+            format!("{config}llm:\n  provider: openai\n  base_url: {url}\n  model: scripted\n  api_key_env: DRYDOCK_TEST_LLM_KEY\n  max_retries: 0\n  max_invalid_answers: 1\n  investigate: {investigate}\n"),
         )
         .expect("agent config");
         let up = Command::new(bin("drydock"))

@@ -33,7 +33,7 @@ const USAGE: &str = "usage: drydock-bench [options]
   --model scripted  the scripted model of the tests (confirms the rules engine; a baseline for the model path)
   --llm FILE        your model: FILE holds an `llm:` section as in agent.yaml (provider, base_url, model,
                     api_key_env); the key is read from the variable api_key_env names
-                    (it investigates openly: no rules answer to confirm, unless the file sets `investigate`);
+                    (blind: no rules answer to confirm and no target chosen for it, unless the file sets `investigate`);
                     a run the model did not decide (a failed call, a fallback to the rules) fails
   --prices FILE     with --llm: a YAML map `MODEL: {input_per_mtok: N, output_per_mtok: N}` (US dollars
                     per million tokens); each run records its cost

@@ -154,7 +154,11 @@ impl Engine {
         let journal = EngineJournal { engine: self, id };
         // A target the rules are unsure of is investigated openly, and
         // every target when the configuration says so.
-        let open = req.target.is_some() && (setup.always_open || Self::unsure(analyzer.as_ref()));
+        // Without one (`llm.investigate: blind`), the model finds it.
+        let blind = req.target.is_none() && setup.investigate == crate::config::Investigate::Blind;
+        let open = blind
+            || req.target.is_some()
+                && (setup.investigate.always_open() || Self::unsure(analyzer.as_ref()));
         let started = std::time::Instant::now();
         let report = investigate::investigate(
             setup,
@@ -164,6 +168,7 @@ impl Engine {
                 policy: Self::latest_policy(&req),
                 gate: self.write_gate(&req, analyzer.as_ref()),
                 open,
+                blind,
             },
             self.exec(id).as_ref(),
             &journal,
@@ -236,10 +241,22 @@ impl Engine {
             }
             Verdict::Diagnosis {
                 mut diagnosis,
-                plan,
+                mut plan,
                 note,
             } => {
                 diagnosis.model = Some(model_run);
+                // The target the model chose is observed as any target is,
+                // and the model's steps held to what that evidence shows.
+                let req = match report.chosen.filter(|_| req.target.is_none()) {
+                    Some(chosen) => {
+                        let class = diagnosis.causes.first().map(|c| c.class);
+                        match self.take_chosen(&req, chosen, plan.as_mut(), class).await? {
+                            Some(req) => req,
+                            None => return Ok(false),
+                        }
+                    }
+                    None => req,
+                };
                 if let Some(note) = &note {
                     self.update(
                         id,
@@ -290,6 +307,70 @@ impl Engine {
                 Ok(true)
             }
         }
+    }
+
+    /// A blind investigation's target, as the model chose it: recorded,
+    /// observed (with the shape and the dependency the evidence shows,
+    /// which the gate reads), and each step of the model's plan held to
+    /// that evidence; a step it does not support is dropped, and the
+    /// plan's advice says why. `None` when a read ended the request.
+    async fn take_chosen(
+        &self,
+        req: &Request,
+        chosen: Target,
+        plan: Option<&mut Plan>,
+        class: Option<FaultClass>,
+    ) -> Result<Option<Request>, Stop> {
+        let id = &req.id;
+        let target = chosen.clone();
+        self.update(
+            id,
+            EventPayload::Target(TargetChosen {
+                target: chosen,
+                why: "the model chose it among the containers listed".into(),
+            }),
+            move |r| r.target = Some(target),
+        )
+        .await?;
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let Some(target) = req.target.clone() else {
+            return Ok(None);
+        };
+        let Some(gathered) = self.gather(&req, &target, None, false).await? else {
+            return Ok(None);
+        };
+        self.record(id, gathered, None).await?;
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let analyzer = self.analyze(&req).await?;
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        if let Some(plan) = plan {
+            let gate = self.write_gate(&req, analyzer.as_ref());
+            let allowed = crate::llm::validate::write_targets(Some(&target), &req.evidence);
+            let mut kept = Vec::new();
+            for step in std::mem::take(&mut plan.steps) {
+                let on = step.target();
+                if on.id() == target.id() {
+                    // The planning phase says why a write on the target
+                    // is not proposed.
+                    if gate.refusal(true, class).is_none() {
+                        kept.push(step);
+                    }
+                } else if allowed.contains_key(on.id()) {
+                    kept.push(step);
+                } else {
+                    plan.advice.push(format!(
+                        "drydock dropped the model's step `{} {}`: nothing in {}'s evidence shows it depends on {}.",
+                        step.action(),
+                        on.name(),
+                        target.name(),
+                        on.name()
+                    ));
+                }
+            }
+            plan.steps = kept;
+            plan.digest = crate::planner::digest(&plan.steps);
+        }
+        Ok(Some(req))
     }
 
     /// The rules engine's diagnosis. `model_note` says why a configured model

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::observe::Found;
 use super::{Engine, Stop};
+use crate::config::Investigate;
 use crate::discovery::{self, Discovery};
 use crate::executor_client::{Executor, ExecutorError};
 use crate::hosts::Host;
@@ -130,6 +131,30 @@ impl Engine {
             summary,
         )
         .await?;
+        // A blind investigation: discovery does not choose; the model
+        // finds the target among the containers just listed.
+        let blind = self
+            .config
+            .llm
+            .as_ref()
+            .is_some_and(|s| s.investigate == Investigate::Blind);
+        if blind && req.options.container.is_none() && !self.hosts.named() {
+            let policy = seen
+                .into_iter()
+                .next()
+                .map(|s| s.policy)
+                .unwrap_or_else(|| Err(ExecutorError::new(tonic::Code::Unavailable, "no host")));
+            if self.policy_evidence(id, policy).await?.is_none() {
+                return Ok(Found::Ended);
+            }
+            self.set_status(
+                id,
+                Status::Diagnosing,
+                "no target chosen; the model finds it",
+            )
+            .await?;
+            return Ok(Found::ModelInvestigates);
+        }
         let rows: Vec<ContainerSummaryView> = seen
             .iter()
             .flat_map(|s| {

@@ -113,18 +113,46 @@ impl Engine {
                 }
             }
         }
-        let mut gathered = Vec::new();
-        if req.latest::<kind::Runbook>().is_none() {
-            gathered.extend(self.runbook_evidence(&target));
-        }
-        let Some(policy) = self.current_policy(id, policy_read).await? else {
-            return Ok(false);
-        };
-        let Some(read) = self
-            .read_target(req, &target, &policy, listed_running)
+        let Some(gathered) = self
+            .gather(req, &target, policy_read, listed_running)
             .await?
         else {
             return Ok(false);
+        };
+        // The phase's evidence and its end, in one transaction.
+        self.record(
+            id,
+            gathered,
+            Some((Status::Diagnosing, "evidence gathered")),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// What a person on call reads of the target: the runbook's entry,
+    /// its state, what changed, its events, a past death's last lines,
+    /// history and notes, the policy, its logs and usage. `None` when a
+    /// required read failed and ended the request.
+    pub(super) async fn gather(
+        &self,
+        req: &Request,
+        target: &Target,
+        policy_read: Option<Box<Result<PolicyView, ExecutorError>>>,
+        listed_running: bool,
+    ) -> Result<Option<Vec<Gathered>>, Stop> {
+        let id = &req.id;
+        let mut gathered = Vec::new();
+        if req.latest::<kind::Runbook>().is_none() {
+            gathered.extend(self.runbook_evidence(target));
+        }
+        let Some(policy) = self.current_policy(id, policy_read).await? else {
+            return Ok(None);
+        };
+        let Some(read) = self
+            .read_target(req, target, &policy, listed_running)
+            .await?
+        else {
+            return Ok(None);
         };
         gathered.push(Gathered::inspect(&read.container));
         gathered.extend(self.what_changed(req, &read).await?);
@@ -141,19 +169,12 @@ impl Engine {
         }
         gathered.extend(self.death_logs(req, &read).await);
         if req.latest::<kind::History>().is_none() && req.latest::<kind::Notes>().is_none() {
-            gathered.extend(self.remembered(req, &target, &read.container));
+            gathered.extend(self.remembered(req, target, &read.container));
         }
         gathered.push(Self::policy_gathered(&policy));
         gathered.push(Gathered::logs(&read.logs, "ContainerLogs"));
         gathered.extend(read.stats.as_ref().map(Gathered::stats));
-        // The phase's evidence and its end, in one transaction.
-        self.record(
-            id,
-            gathered,
-            Some((Status::Diagnosing, "evidence gathered")),
-        )
-        .await?;
-        Ok(true)
+        Ok(Some(gathered))
     }
 
     /// What a person on call looks at first, read together: the state, the

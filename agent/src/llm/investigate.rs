@@ -31,9 +31,9 @@ pub struct Setup {
     pub provider: Provider,
     pub limits: Limits,
     pub max_invalid_answers: u32,
-    /// Every investigation is open (`llm.investigate: open`), not only
-    /// those the rules are unsure of.
-    pub always_open: bool,
+    /// When the model investigates openly, and whether it finds the
+    /// target itself (`llm.investigate`).
+    pub investigate: crate::config::Investigate,
     pub runbook: Arc<Runbook>,
     pub logs_tail: u32,
     /// Estimated tokens (chars/4) the conversation may hold before older
@@ -63,6 +63,11 @@ pub struct Input<'a> {
     /// to confirm (`analyzer` is not shown) and no veto by the rules'
     /// class; only the evidence's `gate` stands.
     pub open: bool,
+    /// drydock chose no target (`llm.investigate: blind`): the model
+    /// finds it among the containers listed and names it with its
+    /// diagnosis; its steps may point at any listed container, and the
+    /// engine holds them to the evidence of the target once observed.
+    pub blind: bool,
 }
 
 /// Why a write on the target is not supported by the evidence, for each
@@ -126,6 +131,9 @@ pub struct Report {
     pub verdict: Verdict,
     pub usage: Usage,
     pub turns: u32,
+    /// In a blind investigation, the container the model's diagnosis is
+    /// about.
+    pub chosen: Option<Target>,
 }
 
 mod prompt;
@@ -246,6 +254,9 @@ fn first_message(boundary: &Boundary, input: &Input<'_>) -> String {
             "drydock resolved the target to:\n{}",
             boundary.wrap("target", &format!("name={} id={}", t.name(), t.id()))
         )),
+        None if input.blind => parts.push(
+            "drydock has not chosen a target: find the container the operator means among the containers listed below, and name it as `target` in submit_diagnosis.".into(),
+        ),
         None => {
             parts.push("drydock could not resolve one target container from the request.".into())
         }
@@ -289,6 +300,8 @@ struct Investigator<'a, E: ?Sized, J> {
     gate: WriteGate,
     /// `Input::open`.
     open: bool,
+    /// `Input::blind`.
+    blind: bool,
     done: Vec<ExecutionRecord>,
     diagnose_only: bool,
     engine_name: String,
@@ -496,7 +509,15 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
             .await;
         match call.name.as_str() {
             "submit_diagnosis" => {
-                match super::validate::diagnosis(&args, &self.known_ids, &self.engine_name) {
+                let checked = super::validate::diagnosis(&args, &self.known_ids, &self.engine_name)
+                    .and_then(|d| {
+                        if self.blind {
+                            self.target =
+                                Some(super::validate::chosen_target(&args, &self.evidence)?);
+                        }
+                        Ok(d)
+                    });
+                match checked {
                     Ok(d) => {
                         self.diagnosis = Some(d.clone());
                         if self.diagnose_only {
@@ -525,7 +546,11 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                 let Some(policy) = self.policy.clone() else {
                     return self.refuse("plan", "the executor's policy is unknown, so no step can be accepted; propose no steps".into());
                 };
-                let targets = super::validate::write_targets(self.target.as_ref(), &self.evidence);
+                let mut targets =
+                    super::validate::write_targets(self.target.as_ref(), &self.evidence);
+                if self.blind {
+                    targets.extend(super::validate::listed(&self.evidence));
+                }
                 let has_steps = args["steps"].as_array().is_some_and(|s| !s.is_empty());
                 let checked = if self.target.is_none() && has_steps {
                     Err("no target container was resolved for this request, so no step can be executed; ask_clarification or give advice only".into())
@@ -691,6 +716,7 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
             input.policy.as_ref(),
             req.options.diagnose_only,
             input.open,
+            input.blind,
         )),
         Message::User(first_message(&boundary, &input)),
     ];
@@ -705,6 +731,7 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
         target: req.target.clone(),
         gate: input.gate.clone(),
         open: input.open,
+        blind: input.blind,
         // An open investigation is not vetoed by a class the rules were
         // not sure of.
         rules_class: input
@@ -764,5 +791,6 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
         verdict,
         usage: outcome.usage,
         turns: outcome.turns,
+        chosen: investigator.target.filter(|_| input.blind),
     }
 }

@@ -90,6 +90,7 @@ pub fn specs() -> Vec<ToolSpec> {
             description: "Your diagnosis. Every cause cites evidence ids from this request.",
             parameters: object(
                 json!({
+                    "target": {"type": "string", "description": "the container the diagnosis is about, as listed; required when drydock chose no target"},
                     "summary": {"type": "string"},
                     "confidence": {"type": "number", "description": "0 to 1"},
                     "causes": {"type": "array", "items": object(json!({

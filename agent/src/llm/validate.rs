@@ -134,6 +134,44 @@ pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap
     out
 }
 
+/// Every container a list in this request's evidence showed, by id: in a
+/// blind investigation, where a plan's step may point before drydock has
+/// observed the target the model chose (the engine holds each step to that
+/// evidence afterwards).
+pub fn listed(evidence: &[Evidence]) -> BTreeMap<String, Target> {
+    let mut out = BTreeMap::new();
+    for list in evidence
+        .iter()
+        .filter_map(|e| e.get::<kind::ContainerList>())
+    {
+        for c in list {
+            out.insert(
+                c.id.clone(),
+                Target::container(
+                    c.id.clone(),
+                    c.name.trim_start_matches('/'),
+                    c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+                    None,
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// The container a blind investigation's diagnosis names as its target:
+/// one the executor listed in this request.
+pub fn chosen_target(args: &Value, evidence: &[Evidence]) -> Result<Target, String> {
+    let name = args["target"].as_str().map(str::trim).unwrap_or_default();
+    if name.is_empty() {
+        return Err("drydock chose no target for this request: name the container your diagnosis is about as `target` (its name, as listed); if you cannot tell which one the operator means, call ask_clarification".into());
+    }
+    let listed = listed(evidence);
+    resolve(name, &listed).cloned().ok_or_else(|| {
+        format!("`target`: `{name}` is not a container the executor listed; call list_containers and name one of them")
+    })
+}
+
 fn resolve<'a>(name: &str, targets: &'a BTreeMap<String, Target>) -> Option<&'a Target> {
     let name = name.trim().trim_start_matches('/');
     targets.values().find(|t| {

@@ -105,9 +105,10 @@ pub fn model_from_file(path: &std::path::Path) -> anyhow::Result<Diagnoser> {
         .to_string();
     section.insert("api_key_env".into(), KEY_VAR.into());
     // A model is measured on its own: no rules answer to confirm, no
-    // veto by the rules' class (unless the file chose otherwise).
+    // veto by the rules' class, no target chosen for it (unless the file
+    // chose otherwise).
     if !section.contains_key("investigate") {
-        section.insert("investigate".into(), "open".into());
+        section.insert("investigate".into(), "blind".into());
     }
     let mut root = Mapping::new();
     root.insert("llm".into(), Value::Mapping(section));

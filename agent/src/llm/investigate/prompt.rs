@@ -9,6 +9,7 @@ pub(super) fn system_prompt(
     policy: Option<&PolicyView>,
     diagnose_only: bool,
     open: bool,
+    blind: bool,
 ) -> String {
     let actions = match policy {
         Some(p) => {
@@ -40,6 +41,11 @@ pub(super) fn system_prompt(
     } else {
         "The analyzer results are from drydock's deterministic rules engine: confirm or refute them with evidence."
     };
+    let steps = if blind {
+        "Plan steps may only target the container you name as `target`, or a container it depends on: drydock observes the target after your answer and drops a step its evidence does not support"
+    } else {
+        "Plan steps may only target the container drydock resolved for this request, or the dependency drydock found behind its fault"
+    };
     format!(
         "You are drydock's investigator, acting like a careful senior on-call engineer for Docker containers. \
 You can only read: list_containers, inspect_container, container_logs, container_stats, container_health, disk_usage, read_runbook. \
@@ -48,7 +54,7 @@ You cannot change anything; a plan you propose is checked by drydock, shown to a
 {analyzer} \
 Cite evidence ids (ev-...) exactly as given; a cause without evidence is not reported. \
 Fault classes: {classes}. Actions the executor allows: {actions}. \
-Plan steps may only target the container drydock resolved for this request, or the dependency drydock found behind its fault; a restart cannot fix config_error, oom_killed, port_conflict, permission_denied, disk_full, healthcheck_broken or crash_loop: give advice for those.\n\
+{steps}; a restart cannot fix config_error, oom_killed, port_conflict, permission_denied, disk_full, healthcheck_broken or crash_loop: give advice for those.\n\
 {finish} If the operator asked a question rather than for a fix, answer it with answer_question from evidence. \
 If the request is ambiguous (you cannot tell which container or what they want), call ask_clarification. \
 Answer only through these tools, never in plain text.",
