@@ -456,6 +456,20 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                 30,
                 "no container is named, and it is the only broken one in scope",
             )),
+            // Several are down, but only one failed of itself: the others
+            // were stopped (exit 0, or a stop's signal), and are what the
+            // diagnosis of the one that failed may find behind it.
+            broken if broken.iter().filter(|c| failed_of_itself(c)).count() == 1 => {
+                let failed = broken.iter().find(|c| failed_of_itself(c)).copied();
+                match failed {
+                    Some(c) => Discovery::Found(candidate(
+                        c,
+                        30,
+                        "no container is named; of those that are down, the only one that failed of itself (the others were stopped)",
+                    )),
+                    None => Discovery::NoMatch(Vec::new()),
+                }
+            }
             _ => Discovery::NoMatch(
                 containers
                     .iter()
@@ -464,7 +478,7 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                     .collect(),
             ),
         },
-        [only] => Discovery::Found(only.clone()),
+        [only] => Discovery::Found(or_failed_neighbour(message, only, containers)),
         // The best match is fine, and exactly one other container the
         // message names is broken: "influx keeps restarting, telegraf
         // can't write" is about influx.
@@ -488,7 +502,9 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             );
             Discovery::Found(found)
         }
-        [first, second, ..] if first.score > second.score => Discovery::Found(first.clone()),
+        [first, second, ..] if first.score > second.score => {
+            Discovery::Found(or_failed_neighbour(message, first, containers))
+        }
         _ => {
             let top = ranked[0].score;
             let tied: Vec<Candidate> = ranked.into_iter().filter(|c| c.score == top).collect();
@@ -535,6 +551,86 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                 _ => Discovery::Ambiguous(tied),
             }
         }
+    }
+}
+
+/// Failed of itself: restarting, unhealthy, or exited with a code of its
+/// own (not 0, and not the SIGKILL or SIGTERM of a stop).
+fn failed_of_itself(c: &ContainerSummaryView) -> bool {
+    let unhealthy = c.state == ContainerState::Running && c.health() == HealthStatus::Unhealthy;
+    let own_exit = c.state.is_down() && !matches!(exit_code_of(c), None | Some(0 | 137 | 143));
+    c.restarting() || unhealthy || own_exit
+}
+
+/// Words of a person reporting that something is wrong (not asking
+/// whether it might be).
+fn reports_a_failure(message: &str) -> bool {
+    let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
+    const SAID: &[&str] = &[
+        " down",
+        "broken",
+        "quits",
+        "quit ",
+        "dies",
+        "died",
+        "dead",
+        "crash",
+        "won't",
+        "can't",
+        "cannot",
+        "not working",
+        "doesn't work",
+        "stopped working",
+        "fails",
+        "failing",
+        "failed",
+        "error",
+        " 500",
+        " 502",
+        " 503",
+        " 504",
+        "unreachable",
+        "white page",
+        "blank page",
+    ];
+    !described(message).is_empty() || SAID.iter().any(|w| m.contains(w))
+}
+
+/// The container the message names, unless it runs well while the
+/// message reports a failure and exactly one other container of its
+/// compose project failed of itself: then that one is what the person's
+/// words describe ("element says it can't reach the homeserver": element
+/// is fine, the homeserver exited).
+fn or_failed_neighbour(
+    message: &str,
+    named: &Candidate,
+    containers: &[ContainerSummaryView],
+) -> Candidate {
+    let Some(c) = containers.iter().find(|c| c.id == named.container_id) else {
+        return named.clone();
+    };
+    let project = c.labels.get(COMPOSE_PROJECT_LABEL);
+    let runs_well = c.state == ContainerState::Running
+        && c.health() != HealthStatus::Unhealthy
+        && !c.restarting();
+    if !runs_well || project.is_none() || !reports_a_failure(message) {
+        return named.clone();
+    }
+    let failed: Vec<&ContainerSummaryView> = containers
+        .iter()
+        .filter(|o| o.id != c.id && o.labels.get(COMPOSE_PROJECT_LABEL) == project)
+        .filter(|o| failed_of_itself(o))
+        .collect();
+    match failed.as_slice() {
+        [only] => candidate(
+            only,
+            named.score,
+            format!(
+                "{}, but it runs well; {} of the same compose project failed, and the message reports a failure",
+                named.why, only.name
+            ),
+        ),
+        _ => named.clone(),
     }
 }
 

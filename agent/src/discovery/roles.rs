@@ -109,6 +109,44 @@ pub(super) const ROLES: &[(&[&str], &[&str])] = &[
         &["prometheus", "alertmanager", "victoriametrics", "grafana"],
     ),
     (
+        &["analytics", "stats", "statistics", "visitors", "pageviews"],
+        &[
+            "umami",
+            "plausible",
+            "matomo",
+            "posthog",
+            "fathom",
+            "goatcounter",
+        ],
+    ),
+    (
+        &[
+            "budget",
+            "budgeting",
+            "finance",
+            "finances",
+            "money",
+            "expenses",
+            "accounting",
+        ],
+        &[
+            "firefly",
+            "firefly-iii",
+            "actual",
+            "akaunting",
+            "ihatemoney",
+        ],
+    ),
+    (
+        &["tv", "series", "episodes"],
+        &["sonarr", "medusa", "sickchill"],
+    ),
+    (&["movies", "movie", "films", "film"], &["radarr"]),
+    (
+        &["api", "rest"],
+        &["postgrest", "hasura", "graphql-engine", "postgraphile"],
+    ),
+    (
         &["jobs", "job", "tasks", "background"],
         &["worker", "workers", "sidekiq", "celery", "horizon", "queue"],
     ),

@@ -565,3 +565,104 @@ fn of_equals_none_broken_the_one_not_marked_for_another_environment_is_meant() {
     ];
     assert!(matches!(discover("searx is slow", &two), Discovery::Ambiguous(v) if v.len() == 2));
 }
+
+#[test]
+fn a_named_container_that_runs_well_points_to_its_project_s_failed_one() {
+    let fleet = vec![
+        in_state(
+            "ermine-element-1",
+            "ermine",
+            "running",
+            "Up 2 minutes (healthy)",
+        ),
+        in_state(
+            "ermine-synapse-1",
+            "ermine",
+            "exited",
+            "Exited (2) 1 minute ago",
+        ),
+        in_state("ermine-db-1", "ermine", "running", "Up 2 minutes"),
+        in_state("other-api-1", "other", "exited", "Exited (1) 1 minute ago"),
+    ];
+    let found = |msg: &str, fleet: &[ContainerSummaryView]| match discover(msg, fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    // Element is named, but it runs well, and the message reports a
+    // failure: the project's one failed container is meant.
+    assert_eq!(
+        found(
+            "the server quits and element says it can't reach it",
+            &fleet
+        ),
+        "ermine-synapse-1"
+    );
+    // A question that reports nothing wrong stays with the one named.
+    assert_eq!(
+        found("element prints a warning at start, is that ok?", &fleet),
+        "ermine-element-1"
+    );
+    // A sibling a person stopped (SIGKILL's 137) failed of nothing.
+    let mut stopped = fleet.clone();
+    stopped[1].status = "Exited (137) 1 minute ago".into();
+    assert_eq!(found("element is down", &stopped), "ermine-element-1");
+    // Two failed siblings: the words decide nothing more, the named one stands.
+    let mut two = fleet.clone();
+    two[2] = in_state("ermine-db-1", "ermine", "exited", "Exited (1) 1 minute ago");
+    assert_eq!(found("element is down", &two), "ermine-element-1");
+}
+
+#[test]
+fn of_several_down_and_none_named_the_one_that_failed_of_itself_is_meant() {
+    let fleet = vec![
+        in_state(
+            "lemur-umami-1",
+            "lemur",
+            "exited",
+            "Exited (1) 1 minute ago",
+        ),
+        in_state("lemur-db-1", "lemur", "exited", "Exited (137) 2 hours ago"),
+        in_state("lemur-web-1", "lemur", "running", "Up 2 hours"),
+    ];
+    assert!(matches!(
+        discover("the dashboard has been down since yesterday", &fleet),
+        Discovery::Found(c) if c.container_name == "lemur-umami-1"
+    ));
+    let mut both = fleet.clone();
+    both[1].status = "Exited (1) 2 hours ago".into();
+    assert!(matches!(
+        discover("the dashboard has been down since yesterday", &both),
+        Discovery::NoMatch(_)
+    ));
+}
+
+#[test]
+fn what_well_known_software_does_names_it() {
+    let fleet = vec![
+        c("vole-app-1", Some("app"), "jc5/firefly-iii:release-4.8.0"),
+        c("vole-db-1", Some("db"), "mariadb:10.3"),
+        c(
+            "lemur-umami-1",
+            Some("umami"),
+            "ghcr.io/umami-software/umami:postgresql-latest",
+        ),
+        c(
+            "yak-sonarr-1",
+            Some("sonarr"),
+            "linuxserver/sonarr:2.0.0.4645",
+        ),
+        c(
+            "jackal-postgrest-1",
+            Some("postgrest"),
+            "postgrest/postgrest:v9.0.0",
+        ),
+    ];
+    let found = |msg: &str| match discover(msg, &fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(found("the budget thing shows a white page"), "vole-app-1");
+    assert_eq!(found("website stats are gone"), "lemur-umami-1");
+    assert_eq!(found("no new tv episodes get fetched"), "yak-sonarr-1");
+    assert_eq!(found("the rest api answers 503"), "jackal-postgrest-1");
+}

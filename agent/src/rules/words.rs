@@ -23,11 +23,14 @@ pub enum Family {
     AccessDenied,
     AddressInUse,
     NoSpace,
+    WriteRefused,
     TooLittleMemory,
     NoMemory,
+    KernelLacks,
     NameUnresolved,
     Refused,
     Unreachable,
+    NotReady,
     TimedOut,
     LockHeld,
     NeedsMigration,
@@ -100,6 +103,14 @@ const ROWS: &[Row] = &[
         what: "could not write: the disk is full",
         pattern: r#"(?i)\bENOSPC\b|no space left on device|\bdisk (?:is )?full|not enough (?:free )?(?:disk )?space|insufficient (?:disk )?space|out of disk space|DiskFull"#,
     },
+    // After the full disk and the read-only mount: a write refused with
+    // neither named is the owner or mode of the path.
+    Row {
+        family: Family::WriteRefused,
+        class: FaultClass::PermissionDenied,
+        what: "could not write where it keeps its files (the owner or mode of the path, for the user it runs as)",
+        pattern: r#"(?i)(?:cannot|can't|could not|couldn't|unable to|failed to) (?:write|create (?:directory|dir|file))(?: to| into| in)? ['"]?/"#,
+    },
     Row {
         family: Family::TooLittleMemory,
         class: FaultClass::ConfigError,
@@ -111,6 +122,12 @@ const ROWS: &[Row] = &[
         class: FaultClass::OomKilled,
         what: "ran out of memory",
         pattern: r#"(?i)\bENOMEM\b|cannot allocate memory|out of memory|OutOfMemory|\bMemoryError\b|std::bad_alloc|memory exhausted|allocation (?:of \d+ bytes )?failed|failed to allocate"#,
+    },
+    Row {
+        family: Family::KernelLacks,
+        class: FaultClass::HostConfig,
+        what: "needs a kernel feature the host does not offer (a system call, a module or a setting of the host's kernel)",
+        pattern: r#"(?i)\bENOSYS\b|function not implemented|(?:system call|syscall|io_?uring|kernel (?:module|feature|support)|seccomp|cgroups? v?\d?)\b[^\n]*\b(?:is |are )?(?:not supported|unsupported|not implemented|not available|unavailable|disabled)|(?:not supported|unsupported|not available) (?:by|in|on) (?:the |this |your )?(?:host'?s? )?kernel|kernel (?:is )?too old|requires? (?:a )?(?:linux )?kernel (?:version )?\d"#,
     },
     Row {
         family: Family::NameUnresolved,
@@ -129,6 +146,12 @@ const ROWS: &[Row] = &[
         class: FaultClass::DependencyUnavailable,
         what: "could not reach the service it needs: no route to it",
         pattern: r#"(?i)\bEHOSTUNREACH\b|\bENETUNREACH\b|no route to host|network is unreachable|host is unreachable|no (?:servers?|brokers?|hosts?|nodes?|replicas?|endpoints?|upstreams?|seeds?) (?:are |is )?(?:available|reachable)|NoHostAvailable|all (?:servers|brokers|hosts|nodes) (?:are )?(?:down|unavailable)"#,
+    },
+    Row {
+        family: Family::NotReady,
+        class: FaultClass::DependencyUnavailable,
+        what: "found the service it needs still starting (not ready to serve yet)",
+        pattern: r#"(?i)the database system is (?:starting up|shutting down|in recovery mode|not yet accepting connections)|(?:database|server|service|node|cluster|broker|backend) (?:is )?(?:still )?(?:starting up|not (?:yet )?ready|initiali[sz]ing)\b|not yet accepting connections|\bLOADING\b \S+ is loading the dataset|is loading the dataset in memory"#,
     },
     Row {
         family: Family::TimedOut,
@@ -170,7 +193,7 @@ const ROWS: &[Row] = &[
         family: Family::MissingSetting,
         class: FaultClass::ConfigError,
         what: "was not given a setting it requires",
-        pattern: r#"(?i)(?:please|must)\*? (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)"#,
+        pattern: r#"(?i)(?:please|must)\*? (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)|\b(?:addr(?:ess)?|url|uri|host ?name|ip|port|path|dir(?:ectory)?|secret|token|password) (?:was |is |were )?not (?:provided|specified|given|configured)\b"#,
     },
     Row {
         family: Family::InvalidSetting,
@@ -330,6 +353,22 @@ mod tests {
             ("error initializing configuration '/etc/proxy.yaml': Invalid path: /etc/certs/a.pem", InvalidSetting),
             ("You MUST specify an admin user and password", MissingSetting),
             ("mode. You *MUST* specify an admin user and password", MissingSetting),
+            // A write refused with no reason given: Solr's entrypoint,
+            // Python, Go.
+            ("Cannot write to /var/solr as 8983:8983", WriteRefused),
+            ("ERROR: could not create directory '/data/cache'", WriteRefused),
+            ("failed to write to /var/lib/app/state.json", WriteRefused),
+            ("write /data/wal/000001: no space left on device; cannot write to /data", NoSpace),
+            // The host's kernel: Dragonfly, Go runtimes, seccomp.
+            ("E20220927 dfly_main.cc:239] iouring system call interface is not supported. Exiting...", KernelLacks),
+            ("io_uring_setup: Function not implemented", KernelLacks),
+            ("clone3: ENOSYS", KernelLacks),
+            ("fatal: this feature is not supported by the host kernel", KernelLacks),
+            // A dependency still starting: Postgres, Redis.
+            ("connection to server at \"postgres\" (172.27.0.7), port 5432 failed: FATAL:  the database system is starting up", NotReady),
+            ("LOADING Redis is loading the dataset in memory", NotReady),
+            // A setting not given, in Go's clustering words.
+            ("create memberlist: Failed to get final advertise address: No private IP address found, and explicit IP not provided", MissingSetting),
             // Commands.
             ("exec: \"gunicorn\": executable file not found in $PATH", CommandNotFound),
             ("/bin/sh: 1: ./start.sh: not found", CommandNotFound),
