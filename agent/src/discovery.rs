@@ -459,24 +459,25 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             // Several are down, but only one failed of itself: the others
             // were stopped (exit 0, or a stop's signal), and are what the
             // diagnosis of the one that failed may find behind it.
-            broken if broken.iter().filter(|c| failed_of_itself(c)).count() == 1 => {
-                let failed = broken.iter().find(|c| failed_of_itself(c)).copied();
-                match failed {
-                    Some(c) => Discovery::Found(candidate(
-                        c,
-                        30,
-                        "no container is named; of those that are down, the only one that failed of itself (the others were stopped)",
-                    )),
-                    None => Discovery::NoMatch(Vec::new()),
-                }
-            }
-            _ => Discovery::NoMatch(
-                containers
-                    .iter()
-                    .take(20)
-                    .map(|c| candidate(c, 0, "exists"))
-                    .collect(),
-            ),
+            broken => match broken
+                .iter()
+                .filter(|c| failed_of_itself(c) && reports_a_failure(message))
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                [only] => Discovery::Found(candidate(
+                    only,
+                    30,
+                    "no container is named; of those that are down, the only one that failed of itself (the others were stopped)",
+                )),
+                _ => Discovery::NoMatch(
+                    containers
+                        .iter()
+                        .take(20)
+                        .map(|c| candidate(c, 0, "exists"))
+                        .collect(),
+                ),
+            },
         },
         [only] => Discovery::Found(or_failed_neighbour(message, only, containers)),
         // The best match is fine, and exactly one other container the
@@ -562,38 +563,68 @@ fn failed_of_itself(c: &ContainerSummaryView) -> bool {
     c.restarting() || unhealthy || own_exit
 }
 
-/// Words of a person reporting that something is wrong (not asking
-/// whether it might be).
+/// Words of a person reporting that something is wrong, as whole words
+/// (not asking whether it might be: a message that opens as a question
+/// reports nothing).
 fn reports_a_failure(message: &str) -> bool {
     let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
-    const SAID: &[&str] = &[
-        " down",
+    let words: Vec<&str> = m
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    const ASKING: &[&str] = &[
+        "is", "are", "does", "do", "did", "can", "could", "should", "will", "would", "why", "when",
+        "what", "how", "who", "was", "were", "has", "have",
+    ];
+    if words.first().is_some_and(|w| ASKING.contains(w)) {
+        return false;
+    }
+    const WORDS: &[&str] = &[
+        "down",
         "broken",
         "quits",
-        "quit ",
+        "quit",
         "dies",
         "died",
         "dead",
         "crash",
-        "won't",
-        "can't",
-        "cannot",
-        "not working",
-        "doesn't work",
-        "stopped working",
+        "crashed",
+        "crashes",
+        "crashing",
         "fails",
         "failing",
         "failed",
         "error",
-        " 500",
-        " 502",
-        " 503",
-        " 504",
+        "errors",
+        "500",
+        "502",
+        "503",
+        "504",
         "unreachable",
+    ];
+    const PHRASES: &[&str] = &[
+        "can't reach",
+        "cannot reach",
+        "can't connect",
+        "cannot connect",
+        "won't load",
+        "not working",
+        "doesn't work",
+        "stopped working",
         "white page",
         "blank page",
     ];
-    !described(message).is_empty() || SAID.iter().any(|w| m.contains(w))
+    !described(message).is_empty()
+        || words.iter().any(|w| WORDS.contains(w))
+        || PHRASES.iter().any(|p| m.contains(p))
+}
+
+/// Failed within the last hours as `docker ps` words it (a failure days
+/// old is no news a person reports now).
+fn failed_lately(c: &ContainerSummaryView) -> bool {
+    !["days ago", "weeks ago", "months ago", "years ago"]
+        .iter()
+        .any(|old| c.status.contains(old))
 }
 
 /// The container the message names, unless it runs well while the
@@ -613,18 +644,24 @@ fn or_failed_neighbour(
     let runs_well = c.state == ContainerState::Running
         && c.health() != HealthStatus::Unhealthy
         && !c.restarting();
-    if !runs_well || project.is_none() || !reports_a_failure(message) {
+    // A person who says it restarts knows better than a list that shows
+    // it up between two restarts.
+    let says_restarting = described(message).contains(&Described::Restarting);
+    if !runs_well || says_restarting || project.is_none() || !reports_a_failure(message) {
         return named.clone();
     }
     let failed: Vec<&ContainerSummaryView> = containers
         .iter()
-        .filter(|o| o.id != c.id && o.labels.get(COMPOSE_PROJECT_LABEL) == project)
-        .filter(|o| failed_of_itself(o))
+        .filter(|o| o.id != c.id && o.host == c.host)
+        .filter(|o| o.labels.get(COMPOSE_PROJECT_LABEL) == project)
+        .filter(|o| failed_of_itself(o) && failed_lately(o))
         .collect();
     match failed.as_slice() {
+        // Below the score of a name, id or service given exactly: a
+        // neighbour is never taken for what a person named outright.
         [only] => candidate(
             only,
-            named.score,
+            named.score.min(90),
             format!(
                 "{}, but it runs well; {} of the same compose project failed, and the message reports a failure",
                 named.why, only.name

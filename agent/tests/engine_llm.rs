@@ -627,3 +627,55 @@ async fn a_blind_model_must_name_a_listed_target_and_gets_no_unsupported_start()
     );
     assert!(r.approvals.is_empty());
 }
+
+/// A blind model that names a container which runs well by drydock's
+/// own reading (a bystander a log line might have pointed it at) gets no
+/// write on it.
+#[tokio::test]
+async fn a_blind_model_gets_no_write_on_a_container_that_runs_well() {
+    let replies = vec![
+        Reply::With(|b| diagnose_blind(b, "cache", "unhealthy")),
+        plan("restart", "cache"),
+    ];
+    let cache = container(CACHE, "cache", true);
+    let w = world_with(&["INFO serving"], replies, 1, Investigate::Blind, &[cache]).await;
+    let (_, r) = web_is_down(&w).await;
+    assert_eq!(r.target.as_ref().map(|t| t.id()), Some(CACHE));
+    let p = r.plan.clone().unwrap_or_default();
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    assert!(
+        p.advice.iter().any(|a| a.contains(
+            "dropped the model's step `restart cache`: by its own evidence it runs and is healthy"
+        )),
+        "{:?}",
+        p.advice
+    );
+    assert!(r.approvals.is_empty());
+}
+
+/// When a blind model gives no answer, the rules diagnose what discovery
+/// would have chosen, and the request says the model did not decide.
+#[tokio::test]
+async fn a_blind_model_that_fails_leaves_discovery_s_choice_to_the_rules() {
+    let logs = ["FATAL: connection refused (db:5432)"];
+    let replies = (0..3).map(|_| Reply::Status(503, None)).collect();
+    let w = world_with(&logs, replies, 0, Investigate::Blind, &[]).await;
+    let (req, r) = web_is_down(&w).await;
+    assert_eq!(
+        r.target.as_ref().map(|t| t.id()),
+        Some(WEB),
+        "{:?}",
+        r.outcome
+    );
+    let d = r.diagnosis.clone().expect("the rules' diagnosis");
+    assert_eq!(d.engine, "rules");
+    assert!(
+        d.summary.contains("diagnosed by the rules engine"),
+        "{}",
+        d.summary
+    );
+    assert!(events(&w.engine, &req.id)
+        .iter()
+        .any(|e| e.kind() == EventKind::LlmFallback));
+    assert!(r.latest::<kind::Inspect>().is_some_and(|c| c.id == WEB));
+}

@@ -109,7 +109,7 @@ pub(super) const ROLES: &[(&[&str], &[&str])] = &[
         &["prometheus", "alertmanager", "victoriametrics", "grafana"],
     ),
     (
-        &["analytics", "stats", "statistics", "visitors", "pageviews"],
+        &["analytics", "statistics", "visitors", "pageviews"],
         &[
             "umami",
             "plausible",
@@ -137,13 +137,10 @@ pub(super) const ROLES: &[(&[&str], &[&str])] = &[
             "ihatemoney",
         ],
     ),
-    (
-        &["tv", "series", "episodes"],
-        &["sonarr", "medusa", "sickchill"],
-    ),
+    (&["tv", "episodes"], &["sonarr", "medusa", "sickchill"]),
     (&["movies", "movie", "films", "film"], &["radarr"]),
     (
-        &["api", "rest"],
+        &["api"],
         &["postgrest", "hasura", "graphql-engine", "postgraphile"],
     ),
     (

@@ -606,6 +606,19 @@ fn a_named_container_that_runs_well_points_to_its_project_s_failed_one() {
     let mut stopped = fleet.clone();
     stopped[1].status = "Exited (137) 1 minute ago".into();
     assert_eq!(found("element is down", &stopped), "ermine-element-1");
+    // A question, a restart the person reports, a failure days old, or
+    // a neighbour on another host: the named one stands.
+    assert_eq!(found("is element down?", &fleet), "ermine-element-1");
+    assert_eq!(
+        found("element keeps restarting", &fleet),
+        "ermine-element-1"
+    );
+    let mut old = fleet.clone();
+    old[1].status = "Exited (2) 3 days ago".into();
+    assert_eq!(found("element is down", &old), "ermine-element-1");
+    let mut elsewhere = fleet.clone();
+    elsewhere[1].host = Some("host-b".into());
+    assert_eq!(found("element is down", &elsewhere), "ermine-element-1");
     // Two failed siblings: the words decide nothing more, the named one stands.
     let mut two = fleet.clone();
     two[2] = in_state("ermine-db-1", "ermine", "exited", "Exited (1) 1 minute ago");
@@ -662,7 +675,7 @@ fn what_well_known_software_does_names_it() {
         other => format!("{other:?}"),
     };
     assert_eq!(found("the budget thing shows a white page"), "vole-app-1");
-    assert_eq!(found("website stats are gone"), "lemur-umami-1");
+    assert_eq!(found("website analytics are gone"), "lemur-umami-1");
     assert_eq!(found("no new tv episodes get fetched"), "yak-sonarr-1");
-    assert_eq!(found("the rest api answers 503"), "jackal-postgrest-1");
+    assert_eq!(found("the api answers 503"), "jackal-postgrest-1");
 }

@@ -6,6 +6,7 @@ use super::{Engine, EngineJournal, Stop};
 use crate::llm::investigate::{self, Verdict};
 use crate::model::*;
 use crate::rules;
+use crate::store::StoreError;
 
 impl Engine {
     /// The rules engine's reading of the target's newest evidence, with the
@@ -136,9 +137,14 @@ impl Engine {
         setup: &investigate::Setup,
     ) -> Result<bool, Stop> {
         let id = &req.id;
+        // Without a target (`llm.investigate: blind`), the model finds it.
+        let blind = self.blind(req);
         // The analyzer's view, as the rules path would have it, including
-        // the dependency's state.
-        let analyzer = self.analyze(req).await?;
+        // the dependency's state; none before there is a target.
+        let analyzer = match blind {
+            true => None,
+            false => self.analyze(req).await?,
+        };
         let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
         let rules_view = analyzer.clone();
         self.update(
@@ -154,8 +160,6 @@ impl Engine {
         let journal = EngineJournal { engine: self, id };
         // A target the rules are unsure of is investigated openly, and
         // every target when the configuration says so.
-        // Without one (`llm.investigate: blind`), the model finds it.
-        let blind = req.target.is_none() && setup.investigate == crate::config::Investigate::Blind;
         let open = blind
             || req.target.is_some()
                 && (setup.investigate.always_open() || Self::unsure(analyzer.as_ref()));
@@ -232,6 +236,28 @@ impl Engine {
                     |_| {},
                 )
                 .await?;
+                // A blind investigation that failed: discovery's one
+                // candidate, if it found one, is diagnosed by the rules.
+                let found = match req.candidates.as_slice() {
+                    [one] if blind && one.score > 0 => Some(one.clone()),
+                    _ => None,
+                };
+                if let Some(c) = found {
+                    let target = Target::container(
+                        c.container_id.clone(),
+                        c.container_name.clone(),
+                        c.service.clone(),
+                        c.host.clone(),
+                    );
+                    let why = format!(
+                        "{} (discovery's choice, as the model gave no answer)",
+                        c.why
+                    );
+                    return match self.adopt_target(&req, target, why).await? {
+                        Some(req) => self.diagnose_with_rules(&req, Some(reason), None).await,
+                        None => Ok(false),
+                    };
+                }
                 if req.target.is_none() {
                     let outcome = Self::clarification(&req, &req.candidates);
                     self.finish(id, Status::NeedsClarification, outcome).await?;
@@ -321,30 +347,26 @@ impl Engine {
         plan: Option<&mut Plan>,
         class: Option<FaultClass>,
     ) -> Result<Option<Request>, Stop> {
-        let id = &req.id;
-        let target = chosen.clone();
-        self.update(
-            id,
-            EventPayload::Target(TargetChosen {
-                target: chosen,
-                why: "the model chose it among the containers listed".into(),
-            }),
-            move |r| r.target = Some(target),
-        )
-        .await?;
-        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let why = "the model chose it among the containers listed".to_string();
+        let Some(req) = self.adopt_target(req, chosen, why).await? else {
+            return Ok(None);
+        };
         let Some(target) = req.target.clone() else {
             return Ok(None);
         };
-        let Some(gathered) = self.gather(&req, &target, None, false).await? else {
-            return Ok(None);
-        };
-        self.record(id, gathered, None).await?;
-        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
-        let analyzer = self.analyze(&req).await?;
-        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let analyzer = req.rules_diagnosis.clone();
         if let Some(plan) = plan {
             let gate = self.write_gate(&req, analyzer.as_ref());
+            // A container that runs well by drydock's own reading is no
+            // target of a write, whatever the model made of it.
+            let well = Self::observed(&req).is_some_and(|o| {
+                o.container.running
+                    && o.container.health_status != HealthStatus::Unhealthy
+                    && !o.container.restarting
+            }) && analyzer
+                .as_ref()
+                .and_then(|d| d.causes.first())
+                .is_none_or(|c| c.class == FaultClass::Healthy);
             let allowed = crate::llm::validate::write_targets(Some(&target), &req.evidence);
             let mut kept = Vec::new();
             for step in std::mem::take(&mut plan.steps) {
@@ -352,7 +374,13 @@ impl Engine {
                 if on.id() == target.id() {
                     // The planning phase says why a write on the target
                     // is not proposed.
-                    if gate.refusal(true, class).is_none() {
+                    if well {
+                        plan.advice.push(format!(
+                            "drydock dropped the model's step `{} {}`: by its own evidence it runs and is healthy.",
+                            step.action(),
+                            on.name()
+                        ));
+                    } else if gate.refusal(true, class).is_none() {
                         kept.push(step);
                     }
                 } else if allowed.contains_key(on.id()) {
@@ -371,6 +399,57 @@ impl Engine {
             plan.digest = crate::planner::digest(&plan.steps);
         }
         Ok(Some(req))
+    }
+
+    /// A target found without discovery's choice (a blind investigation's):
+    /// recorded with `why`, observed as any target, and read by the rules
+    /// (its shape, the dependency its logs name), their reading kept as
+    /// `rules_diagnosis`. `None` when a read ended the request.
+    async fn adopt_target(
+        &self,
+        req: &Request,
+        target: Target,
+        why: String,
+    ) -> Result<Option<Request>, Stop> {
+        let id = &req.id;
+        let chosen = target.clone();
+        self.update(
+            id,
+            EventPayload::Target(TargetChosen { target, why }),
+            move |r| r.target = Some(chosen),
+        )
+        .await?;
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let Some(target) = req.target.clone() else {
+            return Ok(None);
+        };
+        let Some(gathered) = self.gather(&req, &target, None, false).await? else {
+            return Ok(None);
+        };
+        self.record(id, gathered, None).await?;
+        let req = self.store.get(id)?.ok_or(Stop::Canceled)?;
+        let analyzer = self.analyze(&req).await?;
+        self.update_with_events::<StoreError>(id, Vec::new(), |r| {
+            r.rules_diagnosis = analyzer;
+            Ok(())
+        })
+        .await?;
+        Ok(Some(self.store.get(id)?.ok_or(Stop::Canceled)?))
+    }
+
+    /// A blind investigation (`llm.investigate: blind`): a person's
+    /// request, naming no container, on one host; the model finds the
+    /// target. Requests a watch, an alert or a schedule opened keep
+    /// discovery's choice, so no grant ever acts on a model's.
+    pub(super) fn blind(&self, req: &Request) -> bool {
+        self.config
+            .llm
+            .as_ref()
+            .is_some_and(|s| s.investigate == crate::config::Investigate::Blind)
+            && req.target.is_none()
+            && req.options.container.is_none()
+            && req.source == RequestSource::Ask
+            && !self.hosts.named()
     }
 
     /// The rules engine's diagnosis. `model_note` says why a configured model

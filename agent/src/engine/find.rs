@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use super::observe::Found;
 use super::{Engine, Stop};
-use crate::config::Investigate;
 use crate::discovery::{self, Discovery};
 use crate::executor_client::{Executor, ExecutorError};
 use crate::hosts::Host;
@@ -132,13 +131,16 @@ impl Engine {
         )
         .await?;
         // A blind investigation: discovery does not choose; the model
-        // finds the target among the containers just listed.
-        let blind = self
-            .config
-            .llm
-            .as_ref()
-            .is_some_and(|s| s.investigate == Investigate::Blind);
-        if blind && req.options.container.is_none() && !self.hosts.named() {
+        // finds the target among the containers just listed. What
+        // discovery would have found is kept for the person (never shown
+        // to the model), for the rules should the model give no answer.
+        if self.blind(req) {
+            let rows = discovery::rows_with_services(&containers, &[]);
+            let cands = match discovery::discover(&req.question(), &rows) {
+                Discovery::Found(c) => vec![c],
+                Discovery::Ambiguous(c) | Discovery::NoMatch(c) => c,
+            };
+            self.candidates(id, cands).await?;
             let policy = seen
                 .into_iter()
                 .next()

@@ -302,6 +302,10 @@ struct Investigator<'a, E: ?Sized, J> {
     open: bool,
     /// `Input::blind`.
     blind: bool,
+    /// In a blind investigation, the target the model's diagnosis names.
+    /// Kept apart from `target`: what the model reads stays related
+    /// evidence until drydock has observed the container itself.
+    chosen: Option<Target>,
     done: Vec<ExecutionRecord>,
     diagnose_only: bool,
     engine_name: String,
@@ -447,6 +451,34 @@ impl<E: Reads + ?Sized, J: Journal> Investigator<'_, E, J> {
                 .map_err(|e| e.to_string()),
             "read_runbook" => {
                 let service = args["service"].as_str().unwrap_or_default();
+                // The engine reads a runbook entry as the target's (its
+                // dependencies, its HTTP check): only the target's own is
+                // recorded; another service's is shown, not kept.
+                let targets_entry = self.target.as_ref().and_then(|t| {
+                    self.runbook
+                        .lookup(t.compose_service(), t.name())
+                        .map(|(svc, _)| svc.to_string())
+                });
+                let asked = self
+                    .runbook
+                    .lookup(Some(service), service)
+                    .map(|(svc, _)| svc.to_string());
+                if asked.is_some() && asked != targets_entry {
+                    return match self.runbook.lookup(Some(service), service) {
+                        Some((svc, notes)) => format!(
+                            "runbook entry `{svc}` (not the target's, so not evidence to cite):\n{}",
+                            self.boundary.wrap(
+                                name,
+                                &serde_json::json!({"depends_on": notes.depends_on, "http_check": notes.http_check, "notes": notes.notes}).to_string()
+                            )
+                        ),
+                        None => format!(
+                            "error: {}",
+                            self.boundary
+                                .wrap(name, &format!("the runbook has no entry for `{service}`"))
+                        ),
+                    };
+                }
                 match self.runbook.lookup(Some(service), service) {
                     Some((svc, notes)) => {
                         let entry = RunbookEntry {
@@ -512,7 +544,7 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                 let checked = super::validate::diagnosis(&args, &self.known_ids, &self.engine_name)
                     .and_then(|d| {
                         if self.blind {
-                            self.target =
+                            self.chosen =
                                 Some(super::validate::chosen_target(&args, &self.evidence)?);
                         }
                         Ok(d)
@@ -546,13 +578,13 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                 let Some(policy) = self.policy.clone() else {
                     return self.refuse("plan", "the executor's policy is unknown, so no step can be accepted; propose no steps".into());
                 };
-                let mut targets =
-                    super::validate::write_targets(self.target.as_ref(), &self.evidence);
+                let target = self.target.as_ref().or(self.chosen.as_ref());
+                let mut targets = super::validate::write_targets(target, &self.evidence);
                 if self.blind {
                     targets.extend(super::validate::listed(&self.evidence));
                 }
                 let has_steps = args["steps"].as_array().is_some_and(|s| !s.is_empty());
-                let checked = if self.target.is_none() && has_steps {
+                let checked = if target.is_none() && has_steps {
                     Err("no target container was resolved for this request, so no step can be executed; ask_clarification or give advice only".into())
                 } else {
                     super::validate::plan(&args, &targets, &policy, &self.done)
@@ -569,9 +601,7 @@ impl<E: Reads + ?Sized, J: Journal> Handler for Investigator<'_, E, J> {
                         .chain(self.rules_class)
                         .any(crate::planner::restart_cannot_fix);
                     let on_target = |s: &crate::model::PlanStep| {
-                        self.target
-                            .as_ref()
-                            .is_some_and(|t| t.id() == s.target().id())
+                        target.is_some_and(|t| t.id() == s.target().id())
                     };
                     let model_class = diagnosis.causes.first().map(|c| c.class);
                     if cannot_fix && p.steps.iter().any(on_target) {
@@ -732,6 +762,7 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
         gate: input.gate.clone(),
         open: input.open,
         blind: input.blind,
+        chosen: None,
         // An open investigation is not vetoed by a class the rules were
         // not sure of.
         rules_class: input
@@ -791,6 +822,6 @@ pub async fn investigate<E: Reads + ?Sized, J: Journal>(
         verdict,
         usage: outcome.usage,
         turns: outcome.turns,
-        chosen: investigator.target.filter(|_| input.blind),
+        chosen: investigator.chosen,
     }
 }

@@ -151,7 +151,7 @@ pub fn listed(evidence: &[Evidence]) -> BTreeMap<String, Target> {
                     c.id.clone(),
                     c.name.trim_start_matches('/'),
                     c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-                    None,
+                    c.host.clone(),
                 ),
             );
         }

@@ -103,14 +103,6 @@ const ROWS: &[Row] = &[
         what: "could not write: the disk is full",
         pattern: r#"(?i)\bENOSPC\b|no space left on device|\bdisk (?:is )?full|not enough (?:free )?(?:disk )?space|insufficient (?:disk )?space|out of disk space|DiskFull"#,
     },
-    // After the full disk and the read-only mount: a write refused with
-    // neither named is the owner or mode of the path.
-    Row {
-        family: Family::WriteRefused,
-        class: FaultClass::PermissionDenied,
-        what: "could not write where it keeps its files (the owner or mode of the path, for the user it runs as)",
-        pattern: r#"(?i)(?:cannot|can't|could not|couldn't|unable to|failed to) (?:write|create (?:directory|dir|file))(?: to| into| in)? ['"]?/"#,
-    },
     Row {
         family: Family::TooLittleMemory,
         class: FaultClass::ConfigError,
@@ -127,7 +119,7 @@ const ROWS: &[Row] = &[
         family: Family::KernelLacks,
         class: FaultClass::HostConfig,
         what: "needs a kernel feature the host does not offer (a system call, a module or a setting of the host's kernel)",
-        pattern: r#"(?i)\bENOSYS\b|function not implemented|(?:system call|syscall|io_?uring|kernel (?:module|feature|support)|seccomp|cgroups? v?\d?)\b[^\n]*\b(?:is |are )?(?:not supported|unsupported|not implemented|not available|unavailable|disabled)|(?:not supported|unsupported|not available) (?:by|in|on) (?:the |this |your )?(?:host'?s? )?kernel|kernel (?:is )?too old|requires? (?:a )?(?:linux )?kernel (?:version )?\d"#,
+        pattern: r#"(?i)\bENOSYS\b|function not implemented|(?:system call|syscall|io_?uring)\b[^\n]{0,40}?\b(?:is |are )?(?:not supported|unsupported|not implemented)|(?:not supported|unsupported|not available) (?:by|in|on) (?:the |this |your )?(?:host'?s? )?kernel|kernel (?:is )?too old|requires? (?:a )?(?:linux )?kernel (?:version )?\d"#,
     },
     Row {
         family: Family::NameUnresolved,
@@ -151,7 +143,7 @@ const ROWS: &[Row] = &[
         family: Family::NotReady,
         class: FaultClass::DependencyUnavailable,
         what: "found the service it needs still starting (not ready to serve yet)",
-        pattern: r#"(?i)the database system is (?:starting up|shutting down|in recovery mode|not yet accepting connections)|(?:database|server|service|node|cluster|broker|backend) (?:is )?(?:still )?(?:starting up|not (?:yet )?ready|initiali[sz]ing)\b|not yet accepting connections|\bLOADING\b \S+ is loading the dataset|is loading the dataset in memory"#,
+        pattern: r#"(?i)(?:failed|connect(?:ion)?|pq):\s+(?:FATAL:\s+)?the database system is starting up|\b57P03\b|CannotConnectNow|\bLOADING\b \S+ is loading the dataset"#,
     },
     Row {
         family: Family::TimedOut,
@@ -193,7 +185,7 @@ const ROWS: &[Row] = &[
         family: Family::MissingSetting,
         class: FaultClass::ConfigError,
         what: "was not given a setting it requires",
-        pattern: r#"(?i)(?:please|must)\*? (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)|\b(?:addr(?:ess)?|url|uri|host ?name|ip|port|path|dir(?:ectory)?|secret|token|password) (?:was |is |were )?not (?:provided|specified|given|configured)\b"#,
+        pattern: r#"(?i)(?:please|must)\*? (?:specify|set|provide|configure|define)\b|\bno (?:\w+ ){0,2}(?:setting|value|option|configuration|parameter|variable|key)s? (?:was |were |is |has been )?(?:specified|configured|provided|set|given)\b|\bno (?:\w+ ){0,2}(?:was|were|is|has been) (?:specified|configured|provided|set|given)\b|(?:run (?:it )?again|re-?run|restart) with (?:the )?--[\w-]+|(?:missing|required|not set|not defined|undefined|unset|no value|not provided|must be (?:set|provided|specified|defined|enabled)|is empty|cannot be empty|must not be empty|mandatory)\b.*\b(?:environment|env|variable|setting|option|parameter|config|configuration|property|key|argument|secret|flag)|\b(?:required|mandatory) (?:\w+ )?(?:flag|option|setting|feature flag|plugin|extension) (?:is )?not (?:enabled|set|given|installed)|\b(?:environment variable|env var|setting|option|parameter|key)\b.*\b(?:missing|required|not set|not defined|undefined|must be (?:set|provided|specified|defined)|is empty|cannot be empty|not provided)|\b(?:addr(?:ess)?|url|uri|host ?name|ip|port|path|dir(?:ectory)?) (?:was |is |were )?not (?:provided|specified|given|configured)\b"#,
     },
     Row {
         family: Family::InvalidSetting,
@@ -206,6 +198,15 @@ const ROWS: &[Row] = &[
         class: FaultClass::ConfigError,
         what: "could not find a file or directory it needs",
         pattern: r#"(?i)\bENOENT\b|no such file or directory|FileNotFoundException|FileNotFoundError|DirectoryNotFoundException|cannot find the (?:file|path)|could not find (?:file|a part of the path)|(?:file|directory|path) (?:\S+ )?(?:does not exist|not found)|could not open (?:file|configuration)|unable to open (?:file|configuration)|(?:^|[\s'"(])/[\w./-]+['"]? (?:does not|doesn't) exist|\bENOTDIR\b|\bnot a directory\b|NotADirectoryError"#,
+    },
+    // Last: a write to a path refused with no reason named (a full
+    // disk, a read-only mount, a missing directory would have matched
+    // above) is the owner or mode of the path.
+    Row {
+        family: Family::WriteRefused,
+        class: FaultClass::PermissionDenied,
+        what: "could not write where it keeps its files (the owner or mode of the path, for the user it runs as)",
+        pattern: r#"(?i)(?:cannot|can't|could not|couldn't|unable to|failed to) (?:write|create (?:directory|dir|file))(?: to| into| in)? ['"]?/[^\s'"]*['"]?(?: as \S+)?\.?\s*$"#,
     },
 ];
 
@@ -374,6 +375,21 @@ mod tests {
             ("/bin/sh: 1: ./start.sh: not found", CommandNotFound),
             ("exec /entrypoint.sh: permission denied", NotExecutable),
         ];
+        // Not these: a server's own startup and fallbacks, a refused
+        // request, a missing directory.
+        for line in [
+            "LOG:  the database system is starting up",
+            "[2024-01-01][WARN ][o.e.b.JNANatives] unable to install syscall filter: seccomp unavailable",
+            "INFO io_uring disabled, using epoll",
+            "level=error msg=\"token not provided\" path=/api/v1/me",
+        ] {
+            assert_eq!(family(line).map(|m| m.family), None, "{line}");
+        }
+        assert_eq!(
+            family("could not create directory \"/data/x\": No such file or directory")
+                .map(|m| m.family),
+            Some(FileMissing)
+        );
         // A possibility is not what happened; a month is no modal verb.
         assert_eq!(
             family("1:M 12 May 2024 10:00:00.000 # Out Of Memory allocating 1024 bytes!")
