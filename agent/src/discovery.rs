@@ -509,6 +509,33 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
         _ => {
             let top = ranked[0].score;
             let tied: Vec<Candidate> = ranked.into_iter().filter(|c| c.score == top).collect();
+            // One the message says is fine ("the movies one is fine") is
+            // the comparison, not the complaint.
+            let lower = message.to_lowercase();
+            let (fine, tied): (Vec<Candidate>, Vec<Candidate>) = tied.into_iter().partition(|t| {
+                containers
+                    .iter()
+                    .find(|c| c.id == t.container_id)
+                    .is_some_and(|c| {
+                        words
+                            .iter()
+                            .filter(|w| score(c, w).is_some_and(|(s, _)| s == top))
+                            .any(|w| said_fine(&lower, w))
+                    })
+            });
+            if let ([only], false) = (tied.as_slice(), fine.is_empty()) {
+                let mut found = only.clone();
+                found.why = format!(
+                    "{}; the message says {} is fine",
+                    found.why,
+                    fine.iter()
+                        .map(|f| f.container_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                return Discovery::Found(found);
+            }
+            let tied = if tied.is_empty() { fine } else { tied };
             // Several fit equally: the one in the state the message
             // describes is meant ("the shop is unhealthy").
             if let Some((one, state)) = the_one_described(message, &tied, containers) {
@@ -617,6 +644,31 @@ fn reports_a_failure(message: &str) -> bool {
     !described(message).is_empty()
         || words.iter().any(|w| WORDS.contains(w))
         || PHRASES.iter().any(|p| m.contains(p))
+}
+
+/// Whether the message says what `word` names is fine ("the movies one is
+/// fine", "db works"), in the words after it up to the clause's end.
+fn said_fine(lower: &str, word: &str) -> bool {
+    lower.match_indices(word).any(|(i, _)| {
+        let whole_before = lower[..i]
+            .chars()
+            .last()
+            .is_none_or(|c| !c.is_alphanumeric());
+        let rest = &lower[i + word.len()..];
+        let whole_after = rest.chars().next().is_none_or(|c| !c.is_alphanumeric());
+        let clause: String = rest
+            .chars()
+            .take_while(|c| !matches!(c, ',' | '.' | ';' | '!' | '?'))
+            .take(24)
+            .collect();
+        let negated = clause.contains("not ") || clause.contains("n't") || clause.contains(" no ");
+        whole_before
+            && whole_after
+            && !negated
+            && [" fine", " ok", " okay", " works", " working", " healthy"]
+                .iter()
+                .any(|f| clause.contains(f))
+    })
 }
 
 /// Failed within the last hours as `docker ps` words it (a failure days

@@ -679,3 +679,34 @@ fn what_well_known_software_does_names_it() {
     assert_eq!(found("no new tv episodes get fetched"), "yak-sonarr-1");
     assert_eq!(found("the api answers 503"), "jackal-postgrest-1");
 }
+
+#[test]
+fn of_two_that_fit_the_one_said_to_be_fine_is_not_meant() {
+    let mut fleet = vec![
+        c(
+            "yak-sonarr-1",
+            Some("sonarr"),
+            "linuxserver/sonarr:2.0.0.4645",
+        ),
+        c(
+            "yak-radarr-1",
+            Some("radarr"),
+            "linuxserver/radarr:0.2.0.995",
+        ),
+    ];
+    fleet[0].id = "s".repeat(64);
+    fleet[1].id = "r".repeat(64);
+    let found = |msg: &str| match discover(msg, &fleet) {
+        Discovery::Found(c) => c.container_name,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(
+        found("the tv app won't load anymore, the movies one is fine"),
+        "yak-sonarr-1"
+    );
+    // "not working" is no "working".
+    assert!(matches!(
+        discover("tv and movies are not working", &fleet),
+        Discovery::Ambiguous(v) if v.len() == 2
+    ));
+}
