@@ -9,7 +9,7 @@ use crate::model::{ContainerSummaryView, COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_
 pub struct DependencyRef {
     pub host: String,
     pub port: Option<u16>,
-    /// `log` or `runbook`.
+    /// `log`, `setting` or `runbook`.
     pub source: &'static str,
 }
 
@@ -44,6 +44,52 @@ pub fn parse(text: &str, source: &'static str) -> Option<DependencyRef> {
         port,
         source,
     })
+}
+
+/// Every host a line names (a URL's, `host:port`, `server "db"`), names
+/// before addresses: `Get "http://keycloak:8080/…": dial tcp
+/// 172.22.0.2:8080` is keycloak first.
+pub fn all_in_line(line: &str) -> Vec<DependencyRef> {
+    let mut endpoints = crate::rules::objects::extract(line).endpoints;
+    endpoints.sort_by_key(|(h, _)| h.parse::<std::net::IpAddr>().is_ok());
+    endpoints
+        .into_iter()
+        .filter_map(|(host, port)| {
+            let text = match port {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            };
+            parse(&text, "log")
+        })
+        .collect()
+}
+
+/// The hosts the container's settings point at: a variable named for a
+/// host, an address or a URL (`DB_HOST=maria-db`,
+/// `DATABASE_URL=postgres://app@db:5432/app`), as the environment holds it.
+pub fn from_env(env: &[String]) -> Vec<DependencyRef> {
+    const ENDINGS: &[&str] = &[
+        "_HOST",
+        "_HOSTNAME",
+        "_ADDR",
+        "_ADDRESS",
+        "_SERVER",
+        "_URL",
+        "_URI",
+        "_DSN",
+    ];
+    env.iter()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| ENDINGS.iter().any(|e| k.to_ascii_uppercase().ends_with(e)))
+        .filter_map(|(_, v)| {
+            // `scheme://user:password@host:port/path?query`: the host and port.
+            let rest = v.split_once("://").map_or(v, |(_, r)| r);
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            let authority = rest.split(['/', '?', ',']).next().unwrap_or("");
+            parse(authority, "setting")
+        })
+        .filter(|r| r.host != "localhost" && r.host.parse::<std::net::IpAddr>().is_err())
+        .collect()
 }
 
 /// Find `host:port` or a quoted host name in a dependency error line.
@@ -158,6 +204,44 @@ pub fn find<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_host_a_line_names_comes_names_first_and_no_date_is_one() {
+        let hosts = |line: &str| -> Vec<String> {
+            all_in_line(line)
+                .iter()
+                .map(DependencyRef::display)
+                .collect()
+        };
+        assert_eq!(
+            hosts(
+                r#"error performing request: Get "http://keycloak:8080/realms/x/.well-known/openid-configuration": dial tcp 172.22.0.2:8080: connect: connection refused"#
+            ),
+            ["keycloak:8080", "172.22.0.2:8080"]
+        );
+        let libpq = r#"{"detail":{"internal":"connection to server at \"postgres\" (172.27.0.7), port 5432 failed: FATAL:  the database system is starting up\n"},"timestamp":"2023-08-03T16:57:36.983+0000"}"#;
+        let found = hosts(libpq);
+        assert!(found.iter().all(|h| !h.starts_with("2023-")), "{found:?}");
+        assert!(found.iter().any(|h| h.starts_with("postgres")), "{found:?}");
+    }
+
+    #[test]
+    fn the_hosts_a_container_s_settings_point_at() {
+        let env: Vec<String> = [
+            "DB_HOST=maria-db",
+            "DB_PORT=3306",
+            "DATABASE_URL=postgres://app:secret@db:5432/app?sslmode=disable",
+            "REDIS_URL=redis://cache",
+            "LISTEN_ADDR=0.0.0.0:8080",
+            "API_HOST=localhost",
+            "PATH=/usr/bin",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let hosts: Vec<String> = from_env(&env).iter().map(DependencyRef::display).collect();
+        assert_eq!(hosts, ["maria-db", "db:5432", "cache"]);
+    }
 
     #[test]
     fn names_from_log_lines() {

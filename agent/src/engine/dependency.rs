@@ -34,30 +34,43 @@ impl Engine {
             .and_then(|r| r.depends_on.first().cloned());
         let containers = Self::containers_on_host(req);
         // The compose file's own graph first: a dependency it names that is
-        // down; then what the logs name; then the runbook.
-        let named = dependency::broken_compose_dependency(&c.labels, &containers)
-            .or_else(|| {
-                finding
-                    .detail
-                    .as_deref()
-                    .and_then(|d| dependency::parse(d, "log"))
-            })
-            .or_else(|| {
-                finding
-                    .matched_line
-                    .as_deref()
-                    .and_then(dependency::from_line)
-            })
-            .or_else(|| {
-                runbook_dep
-                    .as_deref()
-                    .and_then(|d| dependency::parse(d, "runbook"))
-            });
-        let Some(named) = named else { return Ok(None) };
+        // down; then what the logs name (the detail, every host the line
+        // names, names before addresses); then the hosts its settings point
+        // at; then the runbook. The first that
+        // is a container is the one; with none, the first named is said.
+        let line = finding.matched_line.as_deref();
+        let named_in_line = line.map(dependency::all_in_line).unwrap_or_default();
+        let candidates: Vec<dependency::DependencyRef> =
+            dependency::broken_compose_dependency(&c.labels, &containers)
+                .into_iter()
+                .chain(
+                    finding
+                        .detail
+                        .as_deref()
+                        .and_then(|d| dependency::parse(d, "log")),
+                )
+                .chain(named_in_line)
+                .chain(line.and_then(dependency::from_line))
+                .chain(dependency::from_env(&c.env))
+                .chain(
+                    runbook_dep
+                        .as_deref()
+                        .and_then(|d| dependency::parse(d, "runbook")),
+                )
+                .collect();
         let project = c.labels.get(COMPOSE_PROJECT_LABEL).map(String::as_str);
-        let found = dependency::find(&named, project, &containers)
-            .filter(|d| d.id != c.id)
-            .cloned();
+        let resolved = candidates.iter().find_map(|named| {
+            dependency::find(named, project, &containers)
+                .filter(|d| d.id != c.id)
+                .map(|d| (named.clone(), d.clone()))
+        });
+        let (named, found) = match resolved {
+            Some((named, d)) => (named, Some(d)),
+            None => match candidates.into_iter().next() {
+                Some(named) => (named, None),
+                None => return Ok(None),
+            },
+        };
         let container = match &found {
             Some(summary) => match self.exec(id).inspect(id, &summary.id).await {
                 Ok(view) => Some(view),

@@ -44,7 +44,7 @@ static HOST_PORT: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 static NAMED_HOST: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r#"(?i)\b(?:host(?:name)?|server|upstream|address|lookup|resolve|ENOTFOUND|EAI_AGAIN|UnknownHostException:?)\s*[=:]?\s*["'`]?([A-Za-z][A-Za-z0-9._-]*[A-Za-z0-9])["'`]?"#,
+        r#"(?i)\b(?:host(?:name)?|server|upstream|address|lookup|resolve|ENOTFOUND|EAI_AGAIN|UnknownHostException:?)(?:\s+at)?\s*[=:]?\s*\\?["'`]?([A-Za-z][A-Za-z0-9._-]*[A-Za-z0-9])\\?["'`]?"#,
     )
 });
 static PORT_WORD: LazyLock<Option<Regex>> =
@@ -170,6 +170,19 @@ fn host_ok(host: &str) -> bool {
         && !h.chars().all(|c| c.is_ascii_digit())
         // A version (`1.2`) or a time is not a host.
         && !h.split('.').all(|p| p.chars().all(|c| c.is_ascii_digit()) && p.len() <= 2)
+        // Nor is a date (`2023-08-03T16:57:36`).
+        && !is_date(h)
+}
+
+/// `2023-08-03`, `2023-08-03t16`: a date, with or without its hour.
+fn is_date(h: &str) -> bool {
+    let b = h.as_bytes();
+    b.len() >= 10
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'-'
+        && b[8..10].iter().all(u8::is_ascii_digit)
 }
 
 /// The objects `line` names.

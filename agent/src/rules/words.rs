@@ -32,6 +32,7 @@ pub enum Family {
     Unreachable,
     NotReady,
     TimedOut,
+    ConnectFailed,
     LockHeld,
     NeedsMigration,
     Incompatible,
@@ -150,6 +151,14 @@ const ROWS: &[Row] = &[
         class: FaultClass::DependencyUnavailable,
         what: "gave up waiting for a service it needs (a timeout)",
         pattern: r#"(?i)\bETIMEDOUT\b|connection timed out|connect timed out|timed out (?:while |after |waiting|connecting)|timeout expired|i/o timeout|deadline exceeded|TimeoutException|connect(?:ion)? timeout"#,
+    },
+    // Last of the dependency families: a connection that failed with no
+    // reason given.
+    Row {
+        family: Family::ConnectFailed,
+        class: FaultClass::DependencyUnavailable,
+        what: "could not connect to a service it needs",
+        pattern: r#"(?i)(?:unable to|could not|couldn't|can't|cannot|failed to) (?:connect|establish (?:a )?connection)(?: to| with)\b"#,
     },
     Row {
         family: Family::LockHeld,
@@ -368,6 +377,9 @@ mod tests {
             // A dependency still starting: Postgres, Redis.
             ("connection to server at \"postgres\" (172.27.0.7), port 5432 failed: FATAL:  the database system is starting up", NotReady),
             ("LOADING Redis is loading the dataset in memory", NotReady),
+            // A connection that failed, no reason given: Umami, JDBC.
+            ("✗ Unable to connect to the database.", ConnectFailed),
+            ("Could not connect to server db:5432", ConnectFailed),
             // A setting not given, in Go's clustering words.
             ("create memberlist: Failed to get final advertise address: No private IP address found, and explicit IP not provided", MissingSetting),
             // Commands.
