@@ -158,7 +158,7 @@ const ROWS: &[Row] = &[
         family: Family::ConnectFailed,
         class: FaultClass::DependencyUnavailable,
         what: "could not connect to a service it needs",
-        pattern: r#"(?i)(?:unable to|could not|couldn't|can't|cannot|failed to) (?:connect|establish (?:a )?connection)(?: to| with)\b"#,
+        pattern: r#"(?i)(?:unable to|could not|couldn't|can't|cannot|failed to) (?:connect|establish (?:a )?connection) (?:to|with) (?:the |a |an )?(?:[a-z\[]|[1-9])"#,
     },
     Row {
         family: Family::LockHeld,
@@ -401,6 +401,11 @@ mod tests {
             family("could not create directory \"/data/x\": No such file or directory")
                 .map(|m| m.family),
             Some(FileMissing)
+        );
+        // A server's own bind, in gunicorn's words, is no dependency.
+        assert_ne!(
+            family("[ERROR] Can't connect to ('0.0.0.0', 8000)").map(|m| m.family),
+            Some(ConnectFailed)
         );
         // A possibility is not what happened; a month is no modal verb.
         assert_eq!(
