@@ -46,24 +46,6 @@ pub fn parse(text: &str, source: &'static str) -> Option<DependencyRef> {
     })
 }
 
-/// Every host a line names (a URL's, `host:port`, `server "db"`), names
-/// before addresses: `Get "http://keycloak:8080/…": dial tcp
-/// 172.22.0.2:8080` is keycloak first.
-pub fn all_in_line(line: &str) -> Vec<DependencyRef> {
-    let mut endpoints = crate::rules::objects::extract(line).endpoints;
-    endpoints.sort_by_key(|(h, _)| h.parse::<std::net::IpAddr>().is_ok());
-    endpoints
-        .into_iter()
-        .filter_map(|(host, port)| {
-            let text = match port {
-                Some(p) => format!("{host}:{p}"),
-                None => host,
-            };
-            parse(&text, "log")
-        })
-        .collect()
-}
-
 /// The hosts the container's settings point at: a variable named for a
 /// host, an address or a URL (`DB_HOST=maria-db`,
 /// `DATABASE_URL=postgres://app@db:5432/app`), as the environment holds it.
@@ -204,26 +186,6 @@ pub fn find<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_host_a_line_names_comes_names_first_and_no_date_is_one() {
-        let hosts = |line: &str| -> Vec<String> {
-            all_in_line(line)
-                .iter()
-                .map(DependencyRef::display)
-                .collect()
-        };
-        assert_eq!(
-            hosts(
-                r#"error performing request: Get "http://keycloak:8080/realms/x/.well-known/openid-configuration": dial tcp 172.22.0.2:8080: connect: connection refused"#
-            ),
-            ["keycloak:8080", "172.22.0.2:8080"]
-        );
-        let libpq = r#"{"detail":{"internal":"connection to server at \"postgres\" (172.27.0.7), port 5432 failed: FATAL:  the database system is starting up\n"},"timestamp":"2023-08-03T16:57:36.983+0000"}"#;
-        let found = hosts(libpq);
-        assert!(found.iter().all(|h| !h.starts_with("2023-")), "{found:?}");
-        assert!(found.iter().any(|h| h.starts_with("postgres")), "{found:?}");
-    }
 
     #[test]
     fn the_hosts_a_container_s_settings_point_at() {

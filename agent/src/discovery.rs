@@ -438,13 +438,7 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
     match ranked.as_slice() {
         // Nothing is named, but one container in scope is broken: a person
         // saying "the blog is down" means the one that is down.
-        [] if names_something_unseen => Discovery::NoMatch(
-            containers
-                .iter()
-                .take(20)
-                .map(|c| candidate(c, 0, "exists"))
-                .collect(),
-        ),
+        [] if names_something_unseen => nothing_matches(containers),
         [] => match containers
             .iter()
             .filter(|c| c.is_broken())
@@ -470,13 +464,7 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
                     30,
                     "no container is named; of those that are down, the only one that failed of itself (the others were stopped)",
                 )),
-                _ => Discovery::NoMatch(
-                    containers
-                        .iter()
-                        .take(20)
-                        .map(|c| candidate(c, 0, "exists"))
-                        .collect(),
-                ),
+                _ => nothing_matches(containers),
             },
         },
         [only] => Discovery::Found(or_failed_neighbour(message, only, containers)),
@@ -580,6 +568,17 @@ pub fn discover(message: &str, containers: &[ContainerSummaryView]) -> Discovery
             }
         }
     }
+}
+
+/// No container matches: the first 20 that exist, for a person to choose.
+fn nothing_matches(containers: &[ContainerSummaryView]) -> Discovery {
+    Discovery::NoMatch(
+        containers
+            .iter()
+            .take(20)
+            .map(|c| candidate(c, 0, "exists"))
+            .collect(),
+    )
 }
 
 /// Failed of itself: restarting, unhealthy, or exited with a code of its
@@ -907,13 +906,7 @@ pub fn exact(name: &str, containers: &[ContainerSummaryView]) -> Discovery {
         .collect();
     match hits.len() {
         1 => Discovery::Found(hits[0].clone()),
-        0 => Discovery::NoMatch(
-            containers
-                .iter()
-                .take(20)
-                .map(|c| candidate(c, 0, "exists"))
-                .collect(),
-        ),
+        0 => nothing_matches(containers),
         _ => Discovery::Ambiguous(hits),
     }
 }

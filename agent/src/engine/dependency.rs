@@ -39,7 +39,7 @@ impl Engine {
         // at; then the runbook. The first that
         // is a container is the one; with none, the first named is said.
         let line = finding.matched_line.as_deref();
-        let named_in_line = line.map(dependency::all_in_line).unwrap_or_default();
+        let named_in_line = line.map(all_in_line).unwrap_or_default();
         let candidates: Vec<dependency::DependencyRef> =
             dependency::broken_compose_dependency(&c.labels, &containers)
                 .into_iter()
@@ -160,5 +160,48 @@ impl Engine {
             }
         }
         None
+    }
+}
+
+/// Every host a line names (a URL's, `host:port`, `server "db"`), names
+/// before addresses: `Get "http://keycloak:8080/…": dial tcp
+/// 172.22.0.2:8080` is keycloak first.
+fn all_in_line(line: &str) -> Vec<dependency::DependencyRef> {
+    let mut endpoints = crate::rules::objects::extract(line).endpoints;
+    endpoints.sort_by_key(|(h, _)| h.parse::<std::net::IpAddr>().is_ok());
+    endpoints
+        .into_iter()
+        .filter_map(|(host, port)| {
+            let text = match port {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            };
+            dependency::parse(&text, "log")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_host_a_line_names_comes_names_first_and_no_date_is_one() {
+        let hosts = |line: &str| -> Vec<String> {
+            all_in_line(line)
+                .iter()
+                .map(dependency::DependencyRef::display)
+                .collect()
+        };
+        assert_eq!(
+            hosts(
+                r#"error performing request: Get "http://keycloak:8080/realms/x/.well-known/openid-configuration": dial tcp 172.22.0.2:8080: connect: connection refused"#
+            ),
+            ["keycloak:8080", "172.22.0.2:8080"]
+        );
+        let libpq = r#"{"detail":{"internal":"connection to server at \"postgres\" (172.27.0.7), port 5432 failed: FATAL:  the database system is starting up\n"},"timestamp":"2023-08-03T16:57:36.983+0000"}"#;
+        let found = hosts(libpq);
+        assert!(found.iter().all(|h| !h.starts_with("2023-")), "{found:?}");
+        assert!(found.iter().any(|h| h.starts_with("postgres")), "{found:?}");
     }
 }

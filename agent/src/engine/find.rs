@@ -141,21 +141,9 @@ impl Engine {
                 Discovery::Ambiguous(c) | Discovery::NoMatch(c) => c,
             };
             self.candidates(id, cands).await?;
-            let policy = seen
-                .into_iter()
-                .next()
-                .map(|s| s.policy)
-                .unwrap_or_else(|| Err(ExecutorError::new(tonic::Code::Unavailable, "no host")));
-            if self.policy_evidence(id, policy).await?.is_none() {
-                return Ok(Found::Ended);
-            }
-            self.set_status(
-                id,
-                Status::Diagnosing,
-                "no target chosen; the model finds it",
-            )
-            .await?;
-            return Ok(Found::ModelInvestigates);
+            return self
+                .to_the_model(id, seen, "no target chosen; the model finds it")
+                .await;
         }
         let rows: Vec<ContainerSummaryView> = seen
             .iter()
@@ -242,24 +230,28 @@ impl Engine {
             // A question ("which containers use the most memory?") names
             // no container: the model may answer it from evidence, or ask
             // its own question.
-            let policy = seen
-                .into_iter()
-                .next()
-                .map(|s| s.policy)
-                .unwrap_or_else(|| Err(ExecutorError::new(tonic::Code::Unavailable, "no host")));
-            if self.policy_evidence(id, policy).await?.is_none() {
-                return Ok(Found::Ended);
-            }
-            self.set_status(
-                id,
-                Status::Diagnosing,
-                "no single target; the model investigates",
-            )
-            .await?;
-            return Ok(Found::ModelInvestigates);
+            return self
+                .to_the_model(id, seen, "no single target; the model investigates")
+                .await;
         }
         self.finish(id, Status::NeedsClarification, outcome).await?;
         Ok(Found::Ended)
+    }
+
+    /// A request with no target goes to the model: the first host's
+    /// policy recorded (or the request ended when it cannot be read), and
+    /// diagnosis begins, saying `why`.
+    async fn to_the_model(&self, id: &str, seen: Vec<HostSeen>, why: &str) -> Result<Found, Stop> {
+        let policy = seen
+            .into_iter()
+            .next()
+            .map(|s| s.policy)
+            .unwrap_or_else(|| Err(ExecutorError::new(tonic::Code::Unavailable, "no host")));
+        if self.policy_evidence(id, policy).await?.is_none() {
+            return Ok(Found::Ended);
+        }
+        self.set_status(id, Status::Diagnosing, why).await?;
+        Ok(Found::ModelInvestigates)
     }
 
     /// Record the candidates a person is asked to choose from.

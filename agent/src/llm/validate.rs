@@ -110,6 +110,22 @@ pub fn diagnosis(
     })
 }
 
+/// A container as a write target: its id, its name as Docker lists it
+/// (without the leading `/`), its compose service.
+fn as_target(
+    id: &str,
+    name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    host: Option<String>,
+) -> Target {
+    Target::container(
+        id,
+        name.trim_start_matches('/'),
+        labels.get(COMPOSE_SERVICE_LABEL).cloned(),
+        host,
+    )
+}
+
 /// The containers a model's plan may write to: the request's target, and
 /// the dependency that the engine (not the model) found behind the cause,
 /// recorded as `dependency` evidence.
@@ -120,15 +136,7 @@ pub fn write_targets(target: Option<&Target>, evidence: &[Evidence]) -> BTreeMap
     }
     for d in evidence.iter().filter_map(|e| e.get::<kind::Dependency>()) {
         if let Some(c) = d.container.as_ref().filter(|c| !c.id.is_empty()) {
-            out.insert(
-                c.id.clone(),
-                Target::container(
-                    c.id.clone(),
-                    c.name.trim_start_matches('/'),
-                    c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-                    None,
-                ),
-            );
+            out.insert(c.id.clone(), as_target(&c.id, &c.name, &c.labels, None));
         }
     }
     out
@@ -147,12 +155,7 @@ pub fn listed(evidence: &[Evidence]) -> BTreeMap<String, Target> {
         for c in list {
             out.insert(
                 c.id.clone(),
-                Target::container(
-                    c.id.clone(),
-                    c.name.trim_start_matches('/'),
-                    c.labels.get(COMPOSE_SERVICE_LABEL).cloned(),
-                    c.host.clone(),
-                ),
+                as_target(&c.id, &c.name, &c.labels, c.host.clone()),
             );
         }
     }
