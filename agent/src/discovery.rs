@@ -670,6 +670,39 @@ fn said_fine(lower: &str, word: &str) -> bool {
     })
 }
 
+/// Whether the message reports that something died or will not run (not
+/// that it is slow or answers with an error, which a container that runs
+/// well can be) in a clause that does not name the container `naming`
+/// words match: "the server quits and element says it can't reach it"
+/// reports a death of something other than element; "orders is down"
+/// reports one of orders itself.
+fn reports_a_death_elsewhere(message: &str, naming: &[String]) -> bool {
+    if !reports_a_failure(message) {
+        return false;
+    }
+    const WORDS: &[&str] = &[
+        "down", "quits", "quit", "dies", "died", "dead", "crash", "crashed", "crashes", "crashing",
+        "exited", "exits",
+    ];
+    let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
+    let clauses = m
+        .split([',', ';', '.', '!', '?'])
+        .flat_map(|c| c.split(" and "))
+        .flat_map(|c| c.split(" but "))
+        .flat_map(|c| c.split(" while "));
+    clauses.into_iter().any(|clause| {
+        let words: Vec<&str> = clause
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let death = words.iter().any(|w| WORDS.contains(w))
+            || described(clause)
+                .iter()
+                .any(|d| matches!(d, Described::Crashed | Described::WontStart));
+        death && !words.iter().any(|w| naming.iter().any(|n| n == w))
+    })
+}
+
 /// Failed within the last hours as `docker ps` words it (a failure days
 /// old is no news a person reports now).
 fn failed_lately(c: &ContainerSummaryView) -> bool {
@@ -679,7 +712,7 @@ fn failed_lately(c: &ContainerSummaryView) -> bool {
 }
 
 /// The container the message names, unless it runs well while the
-/// message reports a failure and exactly one other container of its
+/// message reports a death and exactly one other container of its
 /// compose project failed of itself: then that one is what the person's
 /// words describe ("element says it can't reach the homeserver": element
 /// is fine, the homeserver exited).
@@ -698,7 +731,15 @@ fn or_failed_neighbour(
     // A person who says it restarts knows better than a list that shows
     // it up between two restarts.
     let says_restarting = described(message).contains(&Described::Restarting);
-    if !runs_well || says_restarting || project.is_none() || !reports_a_failure(message) {
+    let naming: Vec<String> = words(message)
+        .into_iter()
+        .filter(|w| score(c, w).is_some())
+        .collect();
+    if !runs_well
+        || says_restarting
+        || project.is_none()
+        || !reports_a_death_elsewhere(message, &naming)
+    {
         return named.clone();
     }
     let failed: Vec<&ContainerSummaryView> = containers
