@@ -262,6 +262,11 @@ impl WriteOp {
                     ContainerStep::Rollback { to_image, .. } => ContainerWrite::Rollback {
                         to_image: to_image.clone(),
                     },
+                    // `PlanStep::new` and the wire check the digest; a step
+                    // whose digest did not parse cannot exist.
+                    ContainerStep::Update { digest, .. } => ContainerWrite::Update {
+                        digest: digest.clone(),
+                    },
                 },
             },
             StepWrite::Service(w) => WriteOp::Service {

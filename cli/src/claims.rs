@@ -138,8 +138,18 @@ pub fn describe(c: &ApprovalClaims) -> String {
             safe(&c.approval_id)
         );
     }
-    let images = match (&c.from_image_id, &c.image_id) {
-        (Some(from), Some(to)) => format!(" from image {} to image {}", safe(from), safe(to)),
+    let images = match (&c.from_image_id, &c.image_id, &c.update) {
+        (Some(from), Some(to), _) => format!(" from image {} to image {}", safe(from), safe(to)),
+        (Some(from), None, Some(u)) => format!(
+            " following tag {} from image {}{} to the registry's manifest {} (put back unless it runs healthy through the executor's window)",
+            safe(&u.reference),
+            safe(from),
+            u.from_version
+                .as_ref()
+                .map(|v| format!(" (version {})", safe(v)))
+                .unwrap_or_default(),
+            safe(&u.digest)
+        ),
         _ => String::new(),
     };
     format!(
@@ -177,6 +187,7 @@ mod tests {
             from_image_id: None,
             service: None,
             host: Some("host-a".into()),
+            update: None,
         }
     }
 

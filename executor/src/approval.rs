@@ -74,6 +74,10 @@ pub enum ApprovalError {
     ServiceImageMoved { signed: String, actual: String },
     #[error("approval returns the service to image {signed}, but its previous spec runs {actual}")]
     WrongPreviousImage { signed: String, actual: String },
+    #[error("approval is for an update to {signed}, but {requested} was asked for")]
+    WrongDigest { signed: String, requested: String },
+    #[error("approval updates the tag {signed}, but the container runs {actual}")]
+    WrongReference { signed: String, actual: String },
 }
 
 /// Caller-supplied text in an error: bounded and printable.
@@ -212,6 +216,37 @@ impl ApprovalVerifier {
                 return Err(ApprovalError::WrongImage {
                     signed,
                     requested: requested.to_string(),
+                });
+            }
+            let from = claims.from_image_id.clone().unwrap_or_default();
+            if from != target.image_id {
+                return Err(ApprovalError::ImageMoved {
+                    signed: from,
+                    actual: target.image_id.clone(),
+                });
+            }
+        }
+        // An update's claims name the tag, the digest and the image the
+        // container runs (decoding refuses an update without them).
+        if let Some(requested) = write.digest() {
+            let update = claims
+                .update
+                .clone()
+                .unwrap_or(drydock_proto::approval::UpdateClaims {
+                    reference: String::new(),
+                    digest: String::new(),
+                    from_version: None,
+                });
+            if update.digest != requested.as_str() {
+                return Err(ApprovalError::WrongDigest {
+                    signed: shown(&update.digest, 80),
+                    requested: requested.to_string(),
+                });
+            }
+            if update.reference != target.image_ref {
+                return Err(ApprovalError::WrongReference {
+                    signed: shown(&update.reference, 256),
+                    actual: shown(&target.image_ref, 256),
                 });
             }
             let from = claims.from_image_id.clone().unwrap_or_default();
@@ -536,6 +571,7 @@ mod tests {
             from_image_id: None,
             service: None,
             host: None,
+            update: None,
         }
     }
 

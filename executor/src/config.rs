@@ -62,6 +62,11 @@ pub struct Config {
     /// carry (one agent may drive executors on several hosts).
     #[serde(default)]
     pub host: Option<HostConfig>,
+    /// The registries an update may pull from, with their credentials.
+    #[serde(default)]
+    pub registries: Vec<crate::registry::RegistryConfig>,
+    #[serde(default)]
+    pub update: crate::registry::UpdateConfig,
 }
 
 /// `host`: the name approvals and grants for this executor must carry.
@@ -258,6 +263,10 @@ pub struct ActionsConfig {
     /// operator turns it on, and never under a grant.
     #[serde(default = "disabled")]
     pub service_rollback: ActionToggle,
+    /// T2: pulls a newer image of the container's tag and re-creates it;
+    /// off unless the operator turns it on, and never under a grant.
+    #[serde(default = "disabled")]
+    pub update: ActionToggle,
 }
 
 impl Default for ActionsConfig {
@@ -269,6 +278,7 @@ impl Default for ActionsConfig {
             rollback: disabled(),
             force_update: enabled(),
             service_rollback: disabled(),
+            update: disabled(),
         }
     }
 }

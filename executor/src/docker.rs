@@ -396,6 +396,7 @@ impl DockerAdapter {
                 labels: details.labels.clone(),
                 stop_timeout_secs: details.stop_timeout_secs,
                 image_id: details.image_id.clone(),
+                image_ref: details.image.clone(),
             },
             details,
         })
@@ -665,12 +666,14 @@ mod rollback;
 mod stats;
 mod swarm;
 mod transport;
+mod update;
 pub use disk::{DiskUsage, EngineDisk, MountUsage};
 pub use events::{
     is_image_event, RawEvent, EVENT_ACTIONS, IMAGE_EVENT_ACTIONS, MAX_CONTAINER_EVENTS,
 };
 pub use logs::{LogQuery, LogStream, RawLogLine};
 pub use swarm::{NodeInfo, ServiceInfo, TaskInfo, UpdatePolicy, MAX_TASKS};
+pub use update::{UpdatePlan, Updated};
 
 #[cfg(test)]
 mod tests;

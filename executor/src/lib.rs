@@ -16,6 +16,7 @@ pub mod policy;
 pub mod prehandler;
 pub mod ratelimit;
 pub mod redact;
+pub mod registry;
 pub mod revocations;
 pub mod server;
 pub mod service;

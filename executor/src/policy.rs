@@ -70,6 +70,8 @@ pub struct ResolvedTarget {
     pub stop_timeout_secs: Option<u32>,
     /// The image it runs, by content (`sha256:…`).
     pub image_id: String,
+    /// The reference it was created from (`Config.Image`).
+    pub image_ref: String,
 }
 
 /// A Swarm service as the engine reports it at call time.
@@ -123,6 +125,9 @@ pub enum Stop {}
 /// Re-creating one container with another image (T2).
 #[derive(Debug)]
 pub enum Rollback {}
+/// Re-creating one container with a newer image of its tag, pulled (T2).
+#[derive(Debug)]
+pub enum Update {}
 /// Replacing a Swarm service's tasks with the same spec (T1).
 #[derive(Debug)]
 pub enum ForceUpdate {}
@@ -143,7 +148,8 @@ allows!(
     Start = Tier::Change,
     Restart = Tier::Change,
     Stop = Tier::Disruptive,
-    Rollback = Tier::Disruptive
+    Rollback = Tier::Disruptive,
+    Update = Tier::Disruptive
 );
 
 mod sealed_service {
@@ -281,6 +287,11 @@ pub enum WritePermit {
         permit: Permit<Rollback>,
         to_image: ImageId,
     },
+    /// An update carries the manifest digest it pulls.
+    Update {
+        permit: Permit<Update>,
+        digest: ImageId,
+    },
 }
 
 impl WritePermit {
@@ -290,6 +301,7 @@ impl WritePermit {
             WritePermit::Restart(_) => ContainerAction::Restart,
             WritePermit::Stop(_) => ContainerAction::Stop,
             WritePermit::Rollback { .. } => ContainerAction::Rollback,
+            WritePermit::Update { .. } => ContainerAction::Update,
         }
     }
 
@@ -299,6 +311,7 @@ impl WritePermit {
             WritePermit::Restart(p) => p.to_read(),
             WritePermit::Stop(p) => p.to_read(),
             WritePermit::Rollback { permit, .. } => permit.to_read(),
+            WritePermit::Update { permit, .. } => permit.to_read(),
         }
     }
 }
@@ -327,6 +340,7 @@ impl Policy {
             WriteAction::Rollback => self.actions.rollback.enabled,
             WriteAction::ForceUpdate => self.actions.force_update.enabled,
             WriteAction::ServiceRollback => self.actions.service_rollback.enabled,
+            WriteAction::Update => self.actions.update.enabled,
         }
     }
 
@@ -339,6 +353,7 @@ impl Policy {
             WriteAction::Rollback => <Rollback as Allows>::TIER,
             WriteAction::ForceUpdate => <ForceUpdate as AllowsService>::TIER,
             WriteAction::ServiceRollback => <ServiceRollback as AllowsService>::TIER,
+            WriteAction::Update => <Update as Allows>::TIER,
         }
     }
 
@@ -472,6 +487,10 @@ impl Policy {
             ContainerWrite::Rollback { to_image } => WritePermit::Rollback {
                 permit: Permit::new(target),
                 to_image: to_image.clone(),
+            },
+            ContainerWrite::Update { digest } => WritePermit::Update {
+                permit: Permit::new(target),
+                digest: digest.clone(),
             },
         })
     }

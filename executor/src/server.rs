@@ -132,6 +132,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
                 allow: config.redact.env_allow.iter().cloned().collect(),
             },
         },
+        registries: crate::registry::Registries::load(&config.registries)?,
+        update: config.update.clone(),
     });
     let mut allowed = service.allowed_clients();
     allowed.extend(config.tls.health_clients.iter().cloned());

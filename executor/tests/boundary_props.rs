@@ -102,6 +102,7 @@ fn claims() -> impl Strategy<Value = ApprovalClaims> {
                     from_image_id: None,
                     service: None,
                     host,
+                    update: None,
                 }
             },
         )
@@ -378,6 +379,7 @@ proptest! {
             labels: BTreeMap::new(),
             stop_timeout_secs: None,
             image_id: String::new(),
+            image_ref: String::new(),
         };
         let mut request = c.request_id.clone();
         let (mut signer, mut key_id) = (key(), "op");
@@ -460,7 +462,7 @@ proptest! {
             && allow_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && (projects.is_empty() || labels.get(COMPOSE_PROJECT_LABEL).is_some_and(|p| projects.contains(p)));
         prop_assert_eq!(got, expected, "globs {:?} name {:?}", targets_patterns(&globs), shown);
-        let target = ResolvedTarget { id: "f".repeat(64), name: shown, labels, stop_timeout_secs: None, image_id: String::new() };
+        let target = ResolvedTarget { id: "f".repeat(64), name: shown, labels, stop_timeout_secs: None, image_id: String::new(), image_ref: String::new() };
         prop_assert_eq!(policy.permit_read(&target).is_ok(), expected);
         prop_assert_eq!(policy.permit_write(&ContainerWrite::Restart, &target).is_ok(), expected);
     }

@@ -78,16 +78,22 @@ pub enum WriteAction {
     /// Return a Swarm service to its previous spec
     /// (`docker service rollback`).
     ServiceRollback,
+    /// Re-create the container from its own definition with the image its
+    /// tag names now in an allowed registry, pulled by the manifest digest
+    /// the claims name (`update`), and put the old one back unless the new
+    /// one runs healthy for the executor's health window.
+    Update,
 }
 
 impl WriteAction {
-    pub const ALL: [WriteAction; 6] = [
+    pub const ALL: [WriteAction; 7] = [
         WriteAction::Start,
         WriteAction::Restart,
         WriteAction::Stop,
         WriteAction::Rollback,
         WriteAction::ForceUpdate,
         WriteAction::ServiceRollback,
+        WriteAction::Update,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -98,6 +104,7 @@ impl WriteAction {
             WriteAction::Rollback => "rollback",
             WriteAction::ForceUpdate => "force_update",
             WriteAction::ServiceRollback => "service_rollback",
+            WriteAction::Update => "update",
         }
     }
 
@@ -134,6 +141,7 @@ impl WriteAction {
             WriteAction::Rollback => ActionOn::Container(ContainerAction::Rollback),
             WriteAction::ForceUpdate => ActionOn::Service(ServiceAction::ForceUpdate),
             WriteAction::ServiceRollback => ActionOn::Service(ServiceAction::Rollback),
+            WriteAction::Update => ActionOn::Container(ContainerAction::Update),
         }
     }
 }
@@ -152,6 +160,7 @@ pub enum ContainerAction {
     Restart,
     Stop,
     Rollback,
+    Update,
 }
 
 /// The writes on one Swarm service.
@@ -168,6 +177,7 @@ impl From<ContainerAction> for WriteAction {
             ContainerAction::Restart => WriteAction::Restart,
             ContainerAction::Stop => WriteAction::Stop,
             ContainerAction::Rollback => WriteAction::Rollback,
+            ContainerAction::Update => WriteAction::Update,
         }
     }
 }
@@ -188,6 +198,7 @@ impl ContainerAction {
             ContainerAction::Restart => "restart",
             ContainerAction::Stop => "stop",
             ContainerAction::Rollback => "rollback",
+            ContainerAction::Update => "update",
         }
     }
 }
@@ -256,6 +267,11 @@ pub enum ContainerWrite {
     Rollback {
         to_image: ImageId,
     },
+    /// Re-create the container with the image of the manifest `digest`,
+    /// pulled from the registry of the tag it runs.
+    Update {
+        digest: ImageId,
+    },
 }
 
 impl ContainerWrite {
@@ -265,6 +281,15 @@ impl ContainerWrite {
             ContainerWrite::Restart => ContainerAction::Restart,
             ContainerWrite::Stop => ContainerAction::Stop,
             ContainerWrite::Rollback { .. } => ContainerAction::Rollback,
+            ContainerWrite::Update { .. } => ContainerAction::Update,
+        }
+    }
+
+    /// The manifest digest an update pulls.
+    pub fn digest(&self) -> Option<&ImageId> {
+        match self {
+            ContainerWrite::Update { digest } => Some(digest),
+            _ => None,
         }
     }
 
@@ -362,6 +387,27 @@ pub struct ApprovalClaims {
     /// version 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// For an update: the tag the container runs and the manifest digest
+    /// it names in the registry now, which is what is pulled. Absent for
+    /// every other action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateClaims>,
+}
+
+/// What an update's approval binds besides the container and the image it
+/// runs now (`from_image_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UpdateClaims {
+    /// The image reference the container runs (`registry/repo:tag`); the
+    /// executor refuses unless the container still runs this reference.
+    pub reference: String,
+    /// The manifest digest to pull and run (`sha256:` and 64 hex digits).
+    pub digest: String,
+    /// Shown to the human: the running image's version label, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_version: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -402,6 +448,7 @@ impl ApprovalClaims {
             .map_err(|e| ApprovalFormatError::Malformed(e.to_string()))?;
         check_host_version(claims.version, claims.host.as_deref())?;
         claims.check_images()?;
+        claims.check_update()?;
         claims.check_service()?;
         Ok(claims)
     }
@@ -447,10 +494,41 @@ impl ApprovalClaims {
         }
     }
 
-    /// A rollback names both images by content id; no other action names
-    /// any.
+    /// An update names the tag, the digest and the image it runs now; no
+    /// other action names an update.
+    fn check_update(&self) -> Result<(), ApprovalFormatError> {
+        let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
+        match (&self.update, self.action) {
+            (Some(u), WriteAction::Update) => {
+                if !is_image_id(&u.digest) {
+                    return malformed("an update's digest is sha256: and 64 hex digits".into());
+                }
+                if u.reference.is_empty() || u.reference.len() > 255 {
+                    return malformed("an update names the image reference it follows".into());
+                }
+                match &self.from_image_id {
+                    Some(from) if is_image_id(from) && self.image_id.is_none() => Ok(()),
+                    _ => malformed(
+                        "an update names from_image_id (sha256: and 64 hex digits) and no image_id"
+                            .into(),
+                    ),
+                }
+            }
+            (None, WriteAction::Update) => {
+                malformed("an update names its reference and digest".into())
+            }
+            (Some(_), other) => malformed(format!("a {other} names no update")),
+            (None, _) => Ok(()),
+        }
+    }
+
+    /// A rollback names both images by content id; no other action but an
+    /// update (`check_update`) names any.
     fn check_images(&self) -> Result<(), ApprovalFormatError> {
         let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
+        if self.action == WriteAction::Update {
+            return Ok(());
+        }
         match (&self.image_id, &self.from_image_id) {
             (Some(to), Some(from)) if self.action.names_images() => {
                 if !is_image_id(to) || !is_image_id(from) {
@@ -576,7 +654,45 @@ mod tests {
             from_image_id: None,
             service: None,
             host: None,
+            update: None,
         }
+    }
+
+    #[test]
+    fn an_update_names_its_reference_digest_and_current_image_only() {
+        let mut c = claims();
+        c.action = WriteAction::Update;
+        c.from_image_id = Some(format!("sha256:{}", "1".repeat(64)));
+        c.update = Some(UpdateClaims {
+            reference: "127.0.0.1:5000/shop/api:stable".into(),
+            digest: format!("sha256:{}", "2".repeat(64)),
+            from_version: Some("1.4.2".into()),
+        });
+        assert_eq!(ApprovalClaims::decode(&c.encode()), Ok(c.clone()));
+        let refused = |c: &ApprovalClaims| {
+            matches!(
+                ApprovalClaims::decode(&c.encode()),
+                Err(ApprovalFormatError::Malformed(_))
+            )
+        };
+        let mut no_update = c.clone();
+        no_update.update = None;
+        assert!(refused(&no_update));
+        let mut bad_digest = c.clone();
+        if let Some(u) = bad_digest.update.as_mut() {
+            u.digest = "latest".into();
+        }
+        assert!(refused(&bad_digest));
+        let mut no_from = c.clone();
+        no_from.from_image_id = None;
+        assert!(refused(&no_from));
+        let mut with_image = c.clone();
+        with_image.image_id = Some(format!("sha256:{}", "3".repeat(64)));
+        assert!(refused(&with_image));
+        let mut restart_with_update = c.clone();
+        restart_with_update.action = WriteAction::Restart;
+        restart_with_update.from_image_id = None;
+        assert!(refused(&restart_with_update));
     }
 
     #[test]

@@ -363,6 +363,7 @@ mod tests {
             from_image_id: None,
             service: None,
             host: Some("host-a".into()),
+            update: None,
         }
         .encode();
         let approval_sig = approval::sign(&claims, &key);

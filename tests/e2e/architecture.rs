@@ -151,8 +151,9 @@ const CLI_LAYERS: &[&[&str]] = &[
 /// on each other.
 const EXECUTOR_LAYERS: &[&[&str]] = &[
     // Plain helpers with no executor state: redaction, the peer's
-    // identity, the revocation list's format, one bounded HTTP GET.
-    &["redact", "tls", "revocations", "http_check"],
+    // identity, the revocation list's format, one bounded HTTP GET, the
+    // registries' entries and image references.
+    &["redact", "tls", "revocations", "http_check", "registry"],
     // `executor.yaml`.
     &["config"],
     // Policy (selectors and permits) and the audit store.

@@ -758,6 +758,7 @@ pub mod approvals {
             from_image_id: None,
             service: None,
             host: None,
+            update: None,
         }
     }
 

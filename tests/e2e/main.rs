@@ -38,6 +38,7 @@ mod swarm_deploy;
 mod swarm_repairs;
 mod troubleshoot_bench;
 mod ui;
+mod update;
 mod upgrade;
 mod webhooks;
 mod writes_in_doubt;

@@ -413,9 +413,10 @@ impl ActionsView {
 pub const fn default_tier(action: WriteAction) -> Tier {
     match action {
         WriteAction::Start | WriteAction::Restart | WriteAction::ForceUpdate => Tier::Change,
-        WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback => {
-            Tier::Disruptive
-        }
+        WriteAction::Stop
+        | WriteAction::Rollback
+        | WriteAction::ServiceRollback
+        | WriteAction::Update => Tier::Disruptive,
     }
 }
 

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{Evidence, FaultClass, ServiceClaims, WriteAction};
-use drydock_proto::approval::ImageId;
+use drydock_proto::approval::{ImageId, UpdateClaims};
 
 /// Where a request stands. The lifecycle (which state follows which) is the
 /// agent's (`engine::lifecycle`); the words are here.
@@ -413,6 +413,15 @@ pub enum ContainerStep {
         to_image: ImageId,
         from_image: ImageId,
     },
+    /// Re-create the container with the image its tag (`reference`) names
+    /// now in its registry, the manifest `digest`; it runs `from_image`
+    /// (labelled `from_version`) now.
+    Update {
+        from_image: ImageId,
+        digest: ImageId,
+        reference: String,
+        from_version: Option<String>,
+    },
 }
 
 /// A Swarm service's write as planned: bound to the spec version and the
@@ -444,6 +453,7 @@ impl ContainerStep {
             ContainerStep::Restart => WriteAction::Restart,
             ContainerStep::Stop => WriteAction::Stop,
             ContainerStep::Rollback { .. } => WriteAction::Rollback,
+            ContainerStep::Update { .. } => WriteAction::Update,
         }
     }
 }
@@ -575,6 +585,27 @@ impl PlanStep {
             _ => None,
         }
     }
+
+    /// An update's claims (tag, digest, version shown), and the image the
+    /// container runs now.
+    pub fn update(&self) -> Option<(UpdateClaims, &ImageId)> {
+        match &self.write {
+            StepWrite::Container(ContainerStep::Update {
+                from_image,
+                digest,
+                reference,
+                from_version,
+            }) => Some((
+                UpdateClaims {
+                    reference: reference.clone(),
+                    digest: digest.to_string(),
+                    from_version: from_version.clone(),
+                },
+                from_image,
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// A plan step on the wire and in stored plans, as it always was (the
@@ -595,6 +626,10 @@ pub struct PlanStepWire {
     /// approval will name them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceClaims>,
+    /// An update's tag and the manifest digest it pulls, exactly as the
+    /// approval will name them (with `from_image_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateClaims>,
     pub reason: String,
     /// The executor's tier for the action: `T1` (change), `T2` (disruptive).
     pub risk: crate::container::Tier,
@@ -625,6 +660,19 @@ impl TryFrom<PlanStepWire> for PlanStep {
                 to_image: image("image_id", w.image_id.clone())?,
                 from_image: image("from_image_id", w.from_image_id.clone())?,
             }),
+            WriteAction::Update => {
+                let u = w
+                    .update
+                    .clone()
+                    .ok_or("an update step names its reference and manifest digest")?;
+                StepWrite::Container(ContainerStep::Update {
+                    from_image: image("from_image_id", w.from_image_id.clone())?,
+                    digest: ImageId::parse(&u.digest)
+                        .ok_or("an update step's digest is sha256: and 64 hex digits")?,
+                    reference: u.reference,
+                    from_version: u.from_version,
+                })
+            }
             WriteAction::ForceUpdate => {
                 let s = service(&w)?;
                 StepWrite::Service(ServiceStep::ForceUpdate {
@@ -658,16 +706,19 @@ impl TryFrom<PlanStepWire> for PlanStep {
 impl From<PlanStep> for PlanStepWire {
     fn from(s: PlanStep) -> PlanStepWire {
         let service = s.service_claims();
-        let (image_id, from_image_id) = match s.images() {
-            Some((to, from)) => (Some(to.to_string()), Some(from.to_string())),
-            None => (None, None),
+        let (image_id, from_image_id) = match (s.images(), s.update()) {
+            (Some((to, from)), _) => (Some(to.to_string()), Some(from.to_string())),
+            (None, Some((_, from))) => (None, Some(from.to_string())),
+            (None, None) => (None, None),
         };
+        let update = s.update().map(|(u, _)| u);
         PlanStepWire {
             action: s.action(),
             target: s.target,
             image_id,
             from_image_id,
             service,
+            update,
             reason: s.reason,
             risk: s.risk,
             expected_effect: s.expected_effect,

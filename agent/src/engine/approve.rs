@@ -50,9 +50,13 @@ impl Engine {
                     nonce: ApprovalClaims::new_nonce(),
                     // A rollback's person signs both images.
                     image_id: s.images().map(|(to, _)| to.to_string()),
-                    from_image_id: s.images().map(|(_, from)| from.to_string()),
+                    from_image_id: s
+                        .images()
+                        .map(|(_, from)| from.to_string())
+                        .or(s.update().map(|(_, from)| from.to_string())),
                     service: s.service_claims(),
                     host: host.map(str::to_string),
+                    update: s.update().map(|(u, _)| u),
                 };
                 ApprovalRecord {
                     id: claims.approval_id.clone(),

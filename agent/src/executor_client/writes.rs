@@ -87,6 +87,22 @@ impl ExecutorClient {
                     })
                     .await?
             }
+            ContainerWrite::Update { digest } => {
+                let Some(approval) = req.approval else {
+                    return Err(ExecutorError::new(
+                        tonic::Code::FailedPrecondition,
+                        "an update needs a person's approval naming the digest; a grant does not cover it",
+                    ));
+                };
+                client
+                    .update_container(pb::UpdateRequest {
+                        request_id: req.request_id,
+                        container: req.container,
+                        digest: digest.to_string(),
+                        approval: Some(approval),
+                    })
+                    .await?
+            }
         }
         .into_inner();
         Ok(Written {

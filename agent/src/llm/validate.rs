@@ -214,6 +214,13 @@ pub fn plan(
             }
             // A Swarm service's writes bind its spec version, which only
             // drydock's planner reads from the evidence.
+            // An update follows a person's request, from the registry's
+            // digest that drydock read itself.
+            WriteAction::Update => {
+                return Err(format!(
+                    "{at}: `update` is not an action you propose; a person asks for an update (`drydock update`)"
+                ))
+            }
             WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
                 return Err(format!(
                     "{at}: `{action}` is not an action you propose; drydock plans a Swarm service's writes itself"

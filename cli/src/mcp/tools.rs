@@ -537,6 +537,7 @@ mod tests {
                 from_image_id: None,
                 service: None,
                 host: Some("host-a".into()),
+                update: None,
             };
             B64.encode(c.encode())
         };

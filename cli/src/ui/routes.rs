@@ -306,6 +306,9 @@ async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
                 // A rollback's images, from the claims themselves.
                 "from_image_id": c.from_image_id,
                 "image_id": c.image_id,
+                // An update's tag, the digest it pulls and the version
+                // it runs now.
+                "update": c.update,
                 // A Swarm service's write: the service, its spec version
                 // and images.
                 "service": c.service,

@@ -20,7 +20,18 @@ pub(super) const CHECKS: &[Check] = &[
     check_automation,
     check_http_checks,
     check_host,
+    check_registries,
 ];
+
+/// `registries` and `update`.
+fn check_registries(c: &Config) -> Result<(), ConfigError> {
+    crate::registry::check(&c.registries)?;
+    let window = c.update.health_window;
+    if window.is_zero() || window > Duration::from_secs(3600) {
+        return Err(invalid("update.health_window", "must be in (0, 1h]"));
+    }
+    Ok(())
+}
 
 /// `host.name`: a name approvals and grants can carry, and one the
 /// executor's own certificate names (an agent dialling that name then

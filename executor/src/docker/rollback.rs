@@ -28,11 +28,11 @@ use bollard::query_parameters::{
 };
 
 use super::{classify, DockerAdapter, DockerError};
-use crate::policy::{Permit, Rollback};
+use crate::policy::{Allows, Permit, Rollback};
 
 /// Removing a container during a rollback never removes a volume: the
 /// container that stays uses them.
-fn keep_volumes() -> Option<RemoveContainerOptions> {
+pub(super) fn keep_volumes() -> Option<RemoveContainerOptions> {
     Some(RemoveContainerOptions {
         v: false,
         force: true,
@@ -212,13 +212,24 @@ pub fn definition(
     }
 }
 
+/// Unique enough for the two names of one swap.
+pub(super) fn swap_suffix() -> String {
+    format!(
+        "{:08x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+            .unwrap_or(0)
+    )
+}
+
 /// What has been done so far, so a failure can be undone.
 #[derive(Default)]
-struct Progress {
-    new_id: Option<String>,
-    stopped_old: bool,
-    old_aside: Option<String>,
-    new_named: bool,
+pub(super) struct Progress {
+    pub(super) new_id: Option<String>,
+    pub(super) stopped_old: bool,
+    pub(super) old_aside: Option<String>,
+    pub(super) new_named: bool,
 }
 
 impl DockerAdapter {
@@ -250,14 +261,7 @@ impl DockerAdapter {
         };
         let was_running = old.state.as_ref().and_then(|s| s.running).unwrap_or(false);
         let definition = definition(&old, old_image.as_ref(), image_id);
-        // Unique enough for the two names of one swap.
-        let suffix = format!(
-            "{:08x}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
-                .unwrap_or(0)
-        );
+        let suffix = swap_suffix();
         let mut done = Progress::default();
         let result = self
             .swap(permit, &name, &suffix, was_running, definition, &mut done)
@@ -294,7 +298,7 @@ impl DockerAdapter {
     }
 
     /// One engine call under the write timeout.
-    async fn step<T>(
+    pub(super) async fn step<T>(
         &self,
         operation: &'static str,
         call: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
@@ -321,9 +325,9 @@ impl DockerAdapter {
 
     /// Create, stop, swap the names, start, check it runs. The error names
     /// the step.
-    async fn swap(
+    pub(super) async fn swap<A: Allows>(
         &self,
-        permit: &Permit<Rollback>,
+        permit: &Permit<A>,
         name: &str,
         suffix: &str,
         was_running: bool,
@@ -443,7 +447,7 @@ impl DockerAdapter {
     /// Undo what `swap` did, in reverse: the new container goes (its
     /// volumes are the old one's and stay), the old one gets its name back
     /// and is started again if it was running.
-    async fn restore(
+    pub(super) async fn restore(
         &self,
         old_id: &str,
         name: &str,

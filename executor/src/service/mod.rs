@@ -15,6 +15,7 @@ mod images;
 mod reads;
 mod shape;
 mod swarm;
+mod updates;
 pub mod validate;
 mod writes;
 
@@ -58,6 +59,9 @@ pub enum ExecError {
     Grant(#[from] GrantRefusal),
     #[error(transparent)]
     Docker(#[from] DockerError),
+    /// A container whose image is not a tag of an allowed registry.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryRefusal),
     #[error("audit log unavailable: {0}")]
     Audit(#[from] AuditError),
     /// A container outside the selectors: reported exactly like a missing
@@ -88,7 +92,7 @@ impl ExecError {
         match self {
             ExecError::Unauthenticated(_) => Code::Unauthenticated,
             ExecError::InvalidArgument(_) => Code::InvalidArgument,
-            ExecError::Policy(_) => Code::PermissionDenied,
+            ExecError::Policy(_) | ExecError::Registry(_) => Code::PermissionDenied,
             ExecError::Approval(_) | ExecError::Grant(_) => Code::FailedPrecondition,
             ExecError::Docker(DockerError::NotFound(_)) => Code::NotFound,
             ExecError::Docker(DockerError::Timeout { .. }) => Code::DeadlineExceeded,
@@ -150,6 +154,9 @@ pub struct ExecutorService {
     shutdown: tokio::sync::watch::Receiver<bool>,
     /// Which environment values an inspect shows (`redact.env`).
     env_policy: redact::EnvPolicy,
+    /// The registries an update may pull from, and how it is held.
+    registries: Arc<crate::registry::Registries>,
+    update: crate::registry::UpdateConfig,
     /// The key of the environment values' keyed hashes, read from the
     /// audit store at first use (its HMAC state is computed once).
     env_key: std::sync::OnceLock<ring::hmac::Key>,
@@ -231,6 +238,8 @@ pub struct ServiceParts {
     pub rate: Arc<RateLimiter>,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub env_policy: redact::EnvPolicy,
+    pub registries: crate::registry::Registries,
+    pub update: crate::registry::UpdateConfig,
 }
 
 impl ExecutorService {
@@ -249,6 +258,8 @@ impl ExecutorService {
             streams: Arc::default(),
             shutdown: p.shutdown,
             env_policy: p.env_policy,
+            registries: Arc::new(p.registries),
+            update: p.update,
             env_key: std::sync::OnceLock::new(),
         }
     }
@@ -629,6 +640,22 @@ impl pb::executor_server::Executor for ExecutorService {
         request: Request<pb::RollbackRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         self.rollback_rpc(request).await
+    }
+
+    async fn registry_digest(
+        &self,
+        request: Request<pb::ContainerRequest>,
+    ) -> Result<Response<pb::RegistryDigestResponse>, Status> {
+        let mut call = self.begin(&request, "registry_digest", Tier::Read);
+        let result = self.registry_digest(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn update_container(
+        &self,
+        request: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        self.update_rpc(request).await
     }
 
     async fn inspect_image(

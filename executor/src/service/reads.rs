@@ -91,7 +91,7 @@ impl ExecutorService {
 
     /// A read permit, with the inspect that resolving made (so a read that
     /// needs the inspect makes no second engine call).
-    async fn permit_read_resolved(
+    pub(super) async fn permit_read_resolved(
         &self,
         call: &mut Call,
         container: &str,

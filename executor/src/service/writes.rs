@@ -57,6 +57,10 @@ impl ExecutorService {
             truncate_for_audit(&approved.claims.plan_digest),
             approved.claims.expires_at
         );
+        let update = match write.digest() {
+            Some(digest) => Some(self.update_job(call, &target, digest)?),
+            None => None,
+        };
         if let Some(image) = write.to_image() {
             call.entry.input.push_str(&format!(
                 " image_id={image} from_image_id={}",
@@ -83,9 +87,10 @@ impl ExecutorService {
                 action: action.as_str().into(),
                 approval_id: approved.claims.approval_id,
                 grant_id: String::new(),
-                new_container_id: String::new(),
+                ..Default::default()
             },
             recheck_state: false,
+            update,
         })
     }
 
@@ -149,9 +154,10 @@ impl ExecutorService {
                 action: action.as_str().into(),
                 approval_id: String::new(),
                 grant_id: claims.grant_id.clone(),
-                new_container_id: String::new(),
+                ..Default::default()
             },
             recheck_state: true,
+            update: None,
         })
     }
 
@@ -271,6 +277,7 @@ impl ExecutorService {
                 action,
                 mut response,
                 recheck_state,
+                update,
             } = write;
             let still_broken = if recheck_state {
                 match docker.inspect(&permit.to_read()).await {
@@ -292,6 +299,13 @@ impl ExecutorService {
                         WritePermit::Rollback { permit, to_image } => {
                             docker.rollback(permit, to_image.as_str()).await.map(Some)
                         }
+                        WritePermit::Update { permit, digest } => match &update {
+                            Some(job) => job.run(&docker, permit, digest, &mut response).await,
+                            None => Err(DockerError::Rejected {
+                                operation: "update",
+                                message: "no registry was checked for this update".into(),
+                            }),
+                        },
                     };
                     done.map_err(ExecError::from).map(|new_id| {
                         let action = action.as_str();
@@ -299,6 +313,18 @@ impl ExecutorService {
                             Some(id) => format!("{action} done: new container {id}"),
                             None => format!("{action} done"),
                         };
+                        if !response.new_image_id.is_empty() {
+                            call.entry.result.push_str(&format!(
+                                " running {} ({}; held {}s)",
+                                response.new_image_id,
+                                if response.pulled {
+                                    "pulled"
+                                } else {
+                                    "already on the engine"
+                                },
+                                response.watched_secs
+                            ));
+                        }
                         response.new_container_id = new_id.unwrap_or_default();
                         response
                     })
@@ -322,6 +348,8 @@ pub(super) struct AuthorizedWrite {
     /// Under a grant: the state is checked once more right before Docker is
     /// called (it may have recovered, or Docker restarted it, meanwhile).
     recheck_state: bool,
+    /// An update's registry, reference and window.
+    update: Option<super::updates::UpdateJob>,
 }
 
 /// A spawned write's answer; a task that died (a panic) is an internal

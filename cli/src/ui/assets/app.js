@@ -252,6 +252,10 @@ function approvalCard(a, now, after) {
       ...(a.image_id ? [
         el("dt", { text: "From image" }), el("dd", { class: "mono", text: a.from_image_id || "" }),
         el("dt", { text: "To image" }), el("dd", { class: "mono", text: a.image_id })] : []),
+      ...(a.update ? [
+        el("dt", { text: "Tag" }), el("dd", { class: "mono", text: a.update.reference }),
+        el("dt", { text: "Runs now" }), el("dd", { class: "mono", text: (a.update.from_version ? "version " + a.update.from_version + ", " : "") + (a.from_image_id || "") }),
+        el("dt", { text: "Will run" }), el("dd", { class: "mono", text: a.update.digest + " (the manifest the tag names in its registry; kept only if it runs healthy through the executor's window)" })] : []),
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
       el("dt", { text: "Issued" }), el("dd", { class: a.issued_ahead ? "warn" : "", text: when(a.issued_at, now) + (a.issued_ahead ? " (ahead of this machine's clock)" : "") }),
       el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),

@@ -1,0 +1,156 @@
+//! `RegistryDigest` and what an `UpdateContainer` needs beyond the write
+//! path: the container's tag must be in an allowed registry (checked
+//! before the approval is spent), and the job carries the registry's
+//! limits and credentials into the write's own task.
+
+use super::*;
+use crate::docker::UpdatePlan;
+use crate::policy::Update;
+use crate::registry::{Credentials, ImageRef};
+
+/// How long the registry may take to name a tag's digest (it is further
+/// away than the engine).
+const REGISTRY_READ: Duration = Duration::from_secs(30);
+
+/// An update's registry side, decided before the approval is spent.
+pub(super) struct UpdateJob {
+    reference: ImageRef,
+    credentials: Option<Credentials>,
+    pull_timeout: Duration,
+    max_image_bytes: u64,
+    window: Duration,
+}
+
+impl UpdateJob {
+    /// Pull, swap, hold; the answer's new container and image.
+    pub(super) async fn run(
+        &self,
+        docker: &DockerAdapter,
+        permit: &Permit<Update>,
+        digest: &ImageId,
+        response: &mut pb::WriteResponse,
+    ) -> Result<Option<String>, DockerError> {
+        let plan = UpdatePlan {
+            reference: &self.reference,
+            digest: digest.as_str(),
+            credentials: self.credentials.as_ref(),
+            pull_timeout: self.pull_timeout,
+            max_image_bytes: self.max_image_bytes,
+            window: self.window,
+        };
+        let done = docker.update(permit, plan).await?;
+        response.new_image_id = done.image_id;
+        response.watched_secs = done.watched.as_secs();
+        response.pulled = done.pulled;
+        Ok(Some(done.new_container_id))
+    }
+}
+
+impl ExecutorService {
+    /// The registry entry for `target`'s tag, or why it has none. Recorded
+    /// in the call's input either way.
+    pub(super) fn update_job(
+        &self,
+        call: &mut Call,
+        target: &ResolvedTarget,
+        digest: &ImageId,
+    ) -> Result<UpdateJob, ExecError> {
+        call.entry.input = format!(
+            "reference={} digest={digest} from_image_id={}",
+            truncate_for_audit(&redact::neutralise_controls(&target.image_ref)),
+            target.image_id
+        );
+        let (reference, registry, credentials) = self.registries.allowed(&target.image_ref)?;
+        Ok(UpdateJob {
+            reference,
+            credentials: credentials.cloned(),
+            pull_timeout: registry.pull_timeout,
+            max_image_bytes: registry.max_image_bytes,
+            window: self.update.health_window,
+        })
+    }
+
+    /// `RegistryDigest`: a visible container's tag, its registry's digest
+    /// for it now, and the digests of the image it runs.
+    pub(super) async fn registry_digest(
+        &self,
+        call: &mut Call,
+        req: pb::ContainerRequest,
+    ) -> Result<pb::RegistryDigestResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let (permit, details) = self.permit_read_resolved(call, &req.container).await?;
+        let details = match details {
+            Some(d) => d,
+            None => self.docker.inspect(&permit).await?,
+        };
+        let (reference, registry, credentials) = self.registries.allowed(&details.image)?;
+        call.entry.input = format!(
+            "reference={}",
+            truncate_for_audit(&redact::neutralise_controls(&details.image))
+        );
+        let digest = self
+            .docker
+            .registry_digest(
+                &reference,
+                credentials,
+                registry.pull_timeout.min(REGISTRY_READ),
+            )
+            .await?;
+        let running = self.docker.repo_digests(&details.image_id).await?;
+        let name = reference.name();
+        let update_available = !running.iter().any(|d| {
+            d.split_once('@')
+                .is_some_and(|(n, d2)| n == name && d2 == digest)
+        });
+        let labels = self
+            .docker
+            .image(&details.image_id)
+            .await?
+            .map(|i| i.oci_labels)
+            .unwrap_or_default();
+        let text = |t: &str| redact::redact_text(&redact::neutralise_controls(t)).0;
+        call.entry.result = format!(
+            "digest={digest} {}",
+            if update_available {
+                "update available"
+            } else {
+                "up to date"
+            }
+        );
+        Ok(pb::RegistryDigestResponse {
+            container_id: details.id,
+            reference: text(&details.image),
+            registry_digest: digest,
+            image_id: details.image_id,
+            running_digests: running.iter().map(|d| text(d)).collect(),
+            oci_labels: labels.into_iter().map(|(k, v)| (k, text(&v))).collect(),
+            update_available,
+        })
+    }
+
+    /// `UpdateContainer`: the write path with the digest the approval must
+    /// name; approval only.
+    pub(super) async fn update_rpc(
+        &self,
+        request: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let digest = ImageId::parse(&request.get_ref().digest).ok_or_else(|| {
+            ExecError::InvalidArgument(format!(
+                "digest `{}` is not a manifest digest (sha256: and 64 hex digits); an update names what it pulls by content, never by tag",
+                truncate_for_audit(&redact::neutralise_controls(&request.get_ref().digest))
+            ))
+        });
+        let request = request.map(|req| pb::WriteRequest {
+            request_id: req.request_id,
+            container: req.container,
+            approval: req.approval,
+            grant: None,
+            fault_class: String::new(),
+        });
+        let write = digest.map(|digest| ContainerWrite::Update { digest });
+        self.write_rpc(request, ContainerAction::Update, write)
+            .await
+    }
+}
