@@ -226,6 +226,9 @@ struct CreateBody {
     /// `container` of `NAME@HOST` says the same.
     #[serde(default)]
     host: Option<String>,
+    /// Update the target to the image its tag names now in its registry.
+    #[serde(default)]
+    update: bool,
 }
 
 /// The host a request is asked about: `host`, or the `@HOST` of
@@ -272,7 +275,7 @@ async fn create_request(
     State(s): State<AppState>,
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
-    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"utc_offset_minutes\"?: int, \"host\"?: \"...\"}}")))?;
+    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"update\"?: bool, \"utc_offset_minutes\"?: int, \"host\"?: \"...\"}}")))?;
     let message = body.message.trim().to_string();
     if message.is_empty() || message.len() > MAX_MESSAGE_LEN {
         return Err(Problem::new(
@@ -308,6 +311,15 @@ async fn create_request(
             format!("utc_offset_minutes {off} must be between -{max} and {max} (UTC+01:00 is 60)"),
         ));
     }
+    // "update the api" asks for an update as `update: true` does.
+    let update = body.update || crate::rules::asks_for_update(&message);
+    if update && body.diagnose_only {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid request",
+            "an update changes the container and diagnose_only forbids any change; ask for one or the other",
+        ));
+    }
     let req = s
         .engine
         .create(
@@ -319,6 +331,7 @@ async fn create_request(
                 // A question ("why did search restart at 3 am?") gets an
                 // answer from the evidence, not a plan.
                 diagnose_only: body.diagnose_only || crate::rules::is_question(&body.message),
+                update,
             },
         )
         .await?;

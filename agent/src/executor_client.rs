@@ -20,7 +20,7 @@ use crate::model::{
     ActionPolicy, ActionsView, ApproverView, ContainerEvent, ContainerState, ContainerSummaryView,
     ContainerView, DiskUsageView, EngineDiskView, EventAction, HealthProbeView, HealthStatus,
     HealthcheckView, HttpCheckView, ImageView, LogLineView, LogsView, MountUsageView, NodeView,
-    PolicyView, ServiceSummaryView, ServiceView, StatsView, TaskView, Tier,
+    PolicyView, RegistryView, ServiceSummaryView, ServiceView, StatsView, TaskView, Tier,
 };
 
 mod health;
@@ -160,6 +160,14 @@ pub trait Reads: Send + Sync {
     /// Whether an image (by content id) is on the engine, and its OCI
     /// labels.
     fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView>;
+    /// The container's tag and the manifest digest its registry names by
+    /// it now (PERMISSION_DENIED for a registry the executor does not
+    /// allow).
+    fn registry_digest<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+    ) -> Call<'a, RegistryView>;
     /// The Swarm services in scope (FAILED_PRECONDITION on an engine that
     /// is not a Swarm manager).
     fn services<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<ServiceSummaryView>>;
@@ -687,6 +695,31 @@ impl ExecutorClient {
             latency_ms: r.latency_ms,
             error: r.error,
             body_snippet: r.body_snippet,
+        })
+    }
+
+    async fn registry_digest(
+        &self,
+        request_id: &str,
+        container: &str,
+    ) -> Result<RegistryView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .registry_digest(pb::ContainerRequest {
+                request_id: request_id.into(),
+                container: container.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(RegistryView {
+            container_id: r.container_id,
+            reference: r.reference,
+            registry_digest: r.registry_digest,
+            image_id: r.image_id,
+            running_digests: r.running_digests,
+            oci_labels: r.oci_labels.into_iter().collect(),
+            update_available: r.update_available,
         })
     }
 

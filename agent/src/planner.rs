@@ -694,3 +694,4 @@ pub mod host;
 pub mod swarm;
 #[cfg(test)]
 mod tests;
+pub mod update;

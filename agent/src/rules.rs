@@ -44,7 +44,7 @@ use state::*;
 
 pub use logs::{match_logs, LogMatch};
 pub use past::PastDeath;
-pub use question::{asks_about_usage, is_question, AskedTime};
+pub use question::{asks_about_usage, asks_for_update, is_question, AskedTime};
 pub use salient::Salient;
 pub use shape::Shape;
 pub use state::a_restart_cannot_fix;

@@ -66,6 +66,10 @@ pub struct Scripted {
     pub write: WriteScript,
     /// Images on the engine.
     pub images: Vec<String>,
+    /// What `RegistryDigest` answers (none: the registry is not allowed),
+    /// and after a write, when set.
+    pub registry: Option<RegistryView>,
+    pub registry_after: Option<RegistryView>,
     /// A Swarm manager's answers (none: not a manager).
     pub swarm: Mutex<Option<SwarmScript>>,
     /// How many service reads still show an update the engine is
@@ -99,6 +103,8 @@ impl Scripted {
             failing: HashMap::new(),
             write,
             images: Vec::new(),
+            registry: None,
+            registry_after: None,
             swarm: Mutex::new(None),
             settling: Mutex::new(0),
             calls: Mutex::new(Vec::new()),
@@ -312,6 +318,24 @@ impl Reads for Scripted {
             Ok(self.events_of.get(&c.name).cloned().unwrap_or_default())
         })
     }
+    fn registry_digest<'a>(&'a self, _: &'a str, name: &'a str) -> Call<'a, RegistryView> {
+        Box::pin(async move {
+            self.note("registry_digest", name, "");
+            self.answer("registry_digest", || ())?;
+            let after = self.writes() > 0 && self.registry_after.is_some();
+            let answer = if after {
+                &self.registry_after
+            } else {
+                &self.registry
+            };
+            answer.clone().ok_or_else(|| {
+                ExecutorError::new(
+                    Code::PermissionDenied,
+                    "registry docker.io (repository library/x) is not in `registries` of executor.yaml",
+                )
+            })
+        })
+    }
     fn image<'a>(&'a self, _: &'a str, image_id: &'a str) -> Call<'a, ImageView> {
         Box::pin(async move {
             self.answer("image", || ImageView {
@@ -384,7 +408,7 @@ impl Executor for Scripted {
                 return swarm_write(self, action);
             }
             self.write.answer.clone().map(|()| Written {
-                new_container_id: (action == WriteAction::Rollback)
+                new_container_id: matches!(action, WriteAction::Rollback | WriteAction::Update)
                     .then(|| self.write.after.id.clone()),
                 service_version: None,
             })

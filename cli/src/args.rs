@@ -114,6 +114,22 @@ pub enum Command {
         #[arg(required = true, num_args = 1..)]
         message: Vec<String>,
     },
+    /// Update a container to the image its tag names now in its registry:
+    /// shown with both versions, signed by you, pulled by digest, and put
+    /// back by the executor unless it runs healthy through its window.
+    Update {
+        /// The container (name or id); `NAME@HOST` on one of several hosts.
+        container: String,
+        /// Look on this host only (a name from the agent's `hosts:`).
+        #[arg(long)]
+        host: Option<String>,
+        /// Approve the update without asking (still signed with the local approver key).
+        #[arg(long)]
+        yes: bool,
+        /// Print only the final request as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Follow an existing request until it finishes.
     Follow {
         #[arg(value_parser = crate::text::plain_id)]

@@ -23,6 +23,8 @@ pub struct AskOptions {
     pub container: Option<String>,
     pub host: Option<String>,
     pub diagnose_only: bool,
+    /// `drydock update`: update the container to its tag's newest image.
+    pub update: bool,
     pub yes: bool,
     pub json: bool,
     /// `--to REQ`: a follow-up on that request instead of a new one.
@@ -218,9 +220,13 @@ pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult
     let created = agent
         .create(
             &opts.message,
-            opts.container.as_deref(),
-            opts.host.as_deref(),
-            opts.diagnose_only,
+            drydock_vocab::RequestOptions {
+                container: opts.container.clone(),
+                host: opts.host.clone(),
+                diagnose_only: opts.diagnose_only,
+                update: opts.update,
+                utc_offset_minutes: None,
+            },
         )
         .await?;
     let id = created.id;

@@ -329,26 +329,16 @@ impl AgentClient {
         Self::read(path, self.post(path, body).await?)
     }
 
-    pub async fn create(
-        &self,
-        message: &str,
-        container: Option<&str>,
-        host: Option<&str>,
-        diagnose_only: bool,
-    ) -> anyhow::Result<Request> {
-        let options = RequestOptions {
-            container: container.map(str::to_string),
-            diagnose_only,
-            utc_offset_minutes: Some(local_utc_offset_minutes()),
-            host: host.map(str::to_string),
-        };
+    /// Open a request; the asker's clock is this machine's.
+    pub async fn create(&self, message: &str, options: RequestOptions) -> anyhow::Result<Request> {
         self.post_as(
             "/api/v1/requests",
             json!({
                 "message": message,
                 "container": options.container,
                 "diagnose_only": options.diagnose_only,
-                "utc_offset_minutes": options.utc_offset_minutes,
+                "update": options.update,
+                "utc_offset_minutes": Some(local_utc_offset_minutes()),
                 "host": options.host,
             }),
         )

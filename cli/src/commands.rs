@@ -71,9 +71,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 container,
                 host,
                 diagnose_only,
+                update: false,
                 yes,
                 json,
                 to,
+            };
+            Ok(ask::ask(&home.load_cli_config()?, &options)
+                .await?
+                .exit_code)
+        }
+        Command::Update {
+            container,
+            host,
+            yes,
+            json,
+        } => {
+            let options = AskOptions {
+                message: format!("update {container}"),
+                container: Some(container),
+                host,
+                diagnose_only: false,
+                update: true,
+                yes,
+                json,
+                to: None,
             };
             Ok(ask::ask(&home.load_cli_config()?, &options)
                 .await?

@@ -39,6 +39,7 @@ mod swarm_repairs;
 mod troubleshoot_bench;
 mod ui;
 mod update;
+mod update_flow;
 mod upgrade;
 mod webhooks;
 mod writes_in_doubt;

@@ -21,14 +21,14 @@ use tonic::Code;
 
 /// A registry of its own on a free loopback port, with its storage in a
 /// temporary directory.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     _dir: tempfile::TempDir,
 }
 
 impl Registry {
-    fn start() -> Registry {
+    pub(crate) fn start() -> Registry {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -67,7 +67,7 @@ impl Registry {
         }
     }
 
-    fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 }
@@ -80,15 +80,15 @@ impl Drop for Registry {
 }
 
 /// A compose project whose api service runs `<registry>/<project>/api:stable`.
-struct Project {
-    name: String,
+pub(crate) struct Project {
+    pub(crate) name: String,
     dir: tempfile::TempDir,
-    tag: String,
+    pub(crate) tag: String,
     images: Vec<String>,
 }
 
 impl Project {
-    fn new(test: &str, registry: &Registry) -> Project {
+    pub(crate) fn new(test: &str, registry: &Registry) -> Project {
         let name = unique(test);
         let tag = format!("{}/{name}/api:stable", registry.host());
         Project {
@@ -101,7 +101,7 @@ impl Project {
 
     /// Build `version` of the fixture web image under the tag, push it, and
     /// return (image id, manifest digest).
-    fn push(&mut self, version: &str, cmd: &str) -> (String, String) {
+    pub(crate) fn push(&mut self, version: &str, cmd: &str) -> (String, String) {
         build_image(
             &self.tag,
             &format!(
@@ -129,12 +129,12 @@ impl Project {
 
     /// As on a host that pulled `image` under the tag and nothing since:
     /// the newer image is only in the registry.
-    fn only_in_registry(&self, newer: &str, keep: &str) {
+    pub(crate) fn only_in_registry(&self, newer: &str, keep: &str) {
         docker_ok(&["rmi", "-f", newer]);
         docker_ok(&["tag", keep, &self.tag]);
     }
 
-    fn write_compose(&self) {
+    pub(crate) fn write_compose(&self) {
         let yaml = format!(
             "version: \"2.4\"\nservices:\n  api:\n    image: {}\n    environment:\n      DATABASE_URL: postgres://db:5432/shop\n    volumes:\n      - data:/named\n      - /anon\nvolumes:\n  data: {{}}\n",
             self.tag
@@ -146,7 +146,7 @@ impl Project {
         self.dir.path().join("docker-compose.yml")
     }
 
-    fn compose(&self, args: &[&str]) -> Output {
+    pub(crate) fn compose(&self, args: &[&str]) -> Output {
         Command::new("docker-compose")
             .arg("-p")
             .arg(&self.name)
@@ -158,13 +158,13 @@ impl Project {
             .unwrap_or_else(|e| panic!("cannot run docker-compose: {e}"))
     }
 
-    fn api_id(&self) -> String {
+    pub(crate) fn api_id(&self) -> String {
         let out = self.compose(&["ps", "-q", "api"]);
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    fn api_name(&self) -> String {
+    pub(crate) fn api_name(&self) -> String {
         format!("{}_api_1", self.name)
     }
 }
@@ -179,11 +179,11 @@ impl Drop for Project {
     }
 }
 
-fn inspect(container: &str, format: &str) -> String {
+pub(crate) fn inspect(container: &str, format: &str) -> String {
     docker_ok(&["inspect", "-f", format, container])
 }
 
-fn wait(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
         assert!(started.elapsed() < timeout, "timed out waiting for {what}");
@@ -191,20 +191,20 @@ fn wait(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn file_size(container: &str, path: &str) -> usize {
+pub(crate) fn file_size(container: &str, path: &str) -> usize {
     let out = docker(&["cp", &format!("{container}:{path}"), "-"]);
     assert!(out.status.success(), "docker cp {path}: {out:?}");
     out.stdout.len()
 }
 
-const SERVE: &str = "[\"serve\", \"--port\", \"8080\"]";
-const UNHEALTHY: &str = "[\"serve\", \"--port\", \"8080\", \"--wedge-after-secs\", \"1\", \"--line\", \"v3: listening on :8080\"]";
+pub(crate) const SERVE: &str = "[\"serve\", \"--port\", \"8080\"]";
+pub(crate) const UNHEALTHY: &str = "[\"serve\", \"--port\", \"8080\", \"--wedge-after-secs\", \"1\", \"--line\", \"v3: listening on :8080\"]";
 /// What the credentials file holds; it must appear nowhere.
 const PASSWORD: &str = "registry-pa55word-never-shown";
 
 /// The executor's config with updates on, the registry allowed for the
 /// project's repositories, its credentials file, and a short window.
-fn with_registry(yaml: String, host: &str, prefix: &str, credentials: &str) -> String {
+pub(crate) fn with_registry(yaml: String, host: &str, prefix: &str, credentials: &str) -> String {
     format!(
         "{}registries:\n  - host: \"{host}\"\n    prefix: {prefix}\n    credentials: {credentials}\n    pull_timeout: 2m\nupdate:\n  health_window: 6s\n",
         yaml.replace("update: {enabled: false}", "update: {enabled: true}")

@@ -562,6 +562,35 @@ pub struct HttpCheckView {
 pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
 pub use drydock_proto::grant::COMPOSE_PROJECT_LABEL;
 
+/// A container's tag and what its registry names by it now
+/// (`RegistryDigest`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+pub struct RegistryView {
+    pub container_id: String,
+    /// The reference the container runs (`registry/repo:tag`).
+    pub reference: String,
+    /// The manifest digest the registry names by that tag now.
+    pub registry_digest: String,
+    /// The image the container runs, and its manifest digests.
+    pub image_id: String,
+    #[serde(default)]
+    pub running_digests: Vec<String>,
+    /// The running image's OCI labels.
+    #[serde(default)]
+    pub oci_labels: BTreeMap<String, String>,
+    /// The registry's digest is none of the running image's.
+    pub update_available: bool,
+}
+
+impl RegistryView {
+    /// The running image's `org.opencontainers.image.version`, if any.
+    pub fn version(&self) -> Option<&str> {
+        self.oci_labels
+            .get("org.opencontainers.image.version")
+            .map(String::as_str)
+    }
+}
+
 /// An image as `InspectImage` says it (named by content id only).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct ImageView {

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::change::Change;
 use crate::container::{
     ContainerEvent, ContainerSummaryView, ContainerView, DeathLogs, DiskUsageView, HttpCheckView,
-    LogsView, PolicyView, StatsView,
+    LogsView, PolicyView, RegistryView, StatsView,
 };
 use crate::request::{Status, Target};
 use crate::swarm::{NodeView, ServiceSummaryView, ServiceView, TaskView};
@@ -500,6 +500,8 @@ evidence! {
     Dependency(DependencyState) = "dependency",
     /// Where the target's disk space goes.
     DiskUsage(DiskUsageView) = "disk_usage",
+    /// The target's tag and the digest its registry names by it now.
+    Registry(RegistryView) = "registry",
     /// A Swarm service's inspect.
     Service(ServiceView) = "service",
     /// A Swarm service's tasks.

@@ -844,6 +844,10 @@ pub struct RequestOptions {
     /// Look on this host only (`--host`, or `web@host-b`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// A person asked to update the target to the image its tag names now
+    /// in its registry (`drydock update`, "update the api").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub update: bool,
 }
 
 /// Token accounting from the model API's own usage fields, summed over the

@@ -76,6 +76,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             "message": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What is wrong, in the asker's words."},
             "container": {"type": ["string", "null"], "description": "The exact container (name or id), `NAME@HOST` on one of several hosts."},
             "diagnose_only": {"type": "boolean", "description": "Never propose a change."},
+            "update": {"type": "boolean", "description": "Update the container to the image its tag names now in its registry (a message starting with `update` or `upgrade` asks the same)."},
             "utc_offset_minutes": {"type": ["integer", "null"], "minimum": -1080, "maximum": 1080, "description": "The asker's offset from UTC, for a time in the message."},
             "host": {"type": ["string", "null"], "description": "Look on this host only."}
         }

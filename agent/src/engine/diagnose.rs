@@ -123,8 +123,10 @@ impl Engine {
     /// Diagnosing a container (or, with a model, a request without one).
     pub(super) async fn diagnose(&self, req: &Request) -> Result<bool, Stop> {
         match self.config.llm.clone() {
-            Some(setup) => self.diagnose_with_model(req, &setup).await,
-            None => self.diagnose_with_rules(req, None, None).await,
+            // An update is planned from the registry's digest, which only
+            // drydock reads: the rules say what state the target is in.
+            Some(setup) if !req.options.update => self.diagnose_with_model(req, &setup).await,
+            _ => self.diagnose_with_rules(req, None, None).await,
         }
     }
 

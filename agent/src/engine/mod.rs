@@ -36,6 +36,7 @@ mod stable;
 mod swarm;
 #[cfg(test)]
 mod tests;
+mod update;
 mod verify;
 
 use std::collections::HashMap;

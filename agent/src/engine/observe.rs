@@ -155,6 +155,12 @@ impl Engine {
             return Ok(None);
         };
         gathered.push(Gathered::inspect(&read.container));
+        if req.options.update {
+            let Some(registry) = self.registry_gathered(req, target).await? else {
+                return Ok(None);
+            };
+            gathered.push(registry);
+        }
         gathered.extend(self.what_changed(req, &read).await?);
         if !read.events.is_empty() {
             gathered.push(Gathered::new(

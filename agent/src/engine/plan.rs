@@ -8,6 +8,9 @@ use crate::rules;
 
 impl Engine {
     pub(super) async fn plan(&self, req: &Request) -> Result<bool, Stop> {
+        if req.options.update {
+            return self.plan_update(req).await;
+        }
         let id = &req.id;
         let model_plan = self
             .llm_plans

@@ -45,6 +45,13 @@ impl Engine {
         let Some(target) = req.target.clone() else {
             return Ok(false);
         };
+        let target = match req.options.update {
+            true => match self.updated_target(req, target).await? {
+                Some(t) => t,
+                None => return Ok(false),
+            },
+            false => target,
+        };
         let started = Instant::now();
         let Some((mut checks, last)) = self.wait_ready(id, target.id()).await? else {
             return Ok(false);

@@ -7,7 +7,8 @@ use super::{
 };
 use crate::model::{
     ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView, HttpCheckView, ImageView,
-    LogsView, NodeView, PolicyView, ServiceSummaryView, ServiceView, StatsView, TaskView,
+    LogsView, NodeView, PolicyView, RegistryView, ServiceSummaryView, ServiceView, StatsView,
+    TaskView,
 };
 
 impl Reads for ExecutorClient {
@@ -81,6 +82,13 @@ impl Reads for ExecutorClient {
     }
     fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView> {
         Box::pin(ExecutorClient::image(self, request_id, image_id))
+    }
+    fn registry_digest<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+    ) -> Call<'a, RegistryView> {
+        Box::pin(ExecutorClient::registry_digest(self, request_id, container))
     }
     fn services<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
         Box::pin(ExecutorClient::services(self, request_id))

@@ -20,6 +20,20 @@ pub fn is_question(message: &str) -> bool {
     )
 }
 
+/// Does the message ask for an update ("update the api", "upgrade search
+/// to the new image")? Then the plan is the update, not a repair.
+pub fn asks_for_update(message: &str) -> bool {
+    let first = message
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    matches!(
+        first.trim_matches(|c: char| !c.is_ascii_alphabetic()),
+        "update" | "upgrade"
+    ) && !message.trim_end().ends_with('?')
+}
+
 /// Does the message ask about resource use ("slow", "memory", "cpu")?
 /// Then a running container's usage sample can change the answer and is
 /// waited for; otherwise it is not on the critical path.
@@ -261,5 +275,24 @@ mod tests {
         let a = asked_time("at 3 am", NOW, i32::MIN).expect("time");
         assert_eq!(a.utc_offset_minutes, -MAX_UTC_OFFSET_MINUTES);
         assert_eq!(a.said(), "03:00 at UTC-18:00 (21:00 UTC)");
+    }
+
+    #[test]
+    fn an_update_is_asked_for_by_its_first_word() {
+        for yes in [
+            "update the api",
+            "Upgrade search to the new image",
+            "update: shop-web",
+        ] {
+            assert!(asks_for_update(yes), "{yes}");
+        }
+        for no in [
+            "the api is down after an update",
+            "update the api?",
+            "why did the update break the api",
+            "updated the api and now it fails",
+        ] {
+            assert!(!asks_for_update(no), "{no}");
+        }
     }
 }

@@ -183,6 +183,7 @@ pub async fn open_from_alerts(
             diagnose_only: false,
             utc_offset_minutes: None,
             host: None,
+            update: false,
         };
         match opener.open(message, options, RequestSource::Alert).await {
             Ok(req) => out.push(AlertOutcome {

@@ -411,6 +411,7 @@ impl Watcher {
             diagnose_only,
             utc_offset_minutes: None,
             host: self.host.clone(),
+            update: false,
         };
         match self
             .opener

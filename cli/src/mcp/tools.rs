@@ -324,7 +324,18 @@ impl Tools {
     pub async fn diagnose(&self, message: &str, container: Option<&str>) -> anyhow::Result<Value> {
         Self::check_message(message)?;
         self.may_create()?;
-        let id = self.agent.create(message, container, None, true).await?.id;
+        let id = self
+            .agent
+            .create(
+                message,
+                drydock_vocab::RequestOptions {
+                    container: container.map(str::to_string),
+                    diagnose_only: true,
+                    ..Default::default()
+                },
+            )
+            .await?
+            .id;
         let (req, finished) = self.wait_for(&id, Status::is_terminal).await?;
         let mut view = request_view(&req, false);
         if !finished {
@@ -342,7 +353,17 @@ impl Tools {
     ) -> anyhow::Result<Value> {
         Self::check_message(message)?;
         self.may_create()?;
-        let id = self.agent.create(message, container, None, false).await?.id;
+        let id = self
+            .agent
+            .create(
+                message,
+                drydock_vocab::RequestOptions {
+                    container: container.map(str::to_string),
+                    ..Default::default()
+                },
+            )
+            .await?
+            .id;
         let (req, settled) = self
             .wait_for(&id, |s| s == Status::WaitingApproval || s.is_terminal())
             .await?;

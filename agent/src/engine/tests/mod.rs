@@ -24,6 +24,7 @@ mod followups;
 mod hosts;
 mod speed;
 mod swarm;
+mod updates;
 
 const WEB: &str = "aaaaaaaaaaaa0000000000000000000000000000000000000000000000000000";
 

@@ -1,0 +1,173 @@
+//! The plan for a person's update: one step, from the registry's digest
+//! that drydock read itself, or why there is none.
+
+use super::digest;
+use crate::model::{
+    ContainerStep, ContainerView, Plan, PlanStep, PolicyView, RegistryView, StepWrite, Target,
+    WriteAction,
+};
+use drydock_proto::approval::ImageId;
+
+/// Why an update is not planned; the words the request ends with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoUpdate {
+    /// The container runs the image its tag names now.
+    UpToDate(String),
+    /// Something stands in the way, and what to do about it.
+    Blocked(String),
+}
+
+/// The update of `target` to what its tag names in its registry now.
+pub fn update_plan(
+    registry: &RegistryView,
+    c: &ContainerView,
+    target: &Target,
+    policy: &PolicyView,
+) -> Result<Plan, NoUpdate> {
+    let version = registry
+        .version()
+        .map(|v| format!(" (version {v})"))
+        .unwrap_or_default();
+    if !registry.update_available {
+        return Err(NoUpdate::UpToDate(format!(
+            "{} is up to date: {} names {} in its registry, the image it runs{version}.",
+            target.name(),
+            registry.reference,
+            short(&registry.registry_digest)
+        )));
+    }
+    if !policy.actions.enabled(WriteAction::Update) {
+        return Err(NoUpdate::Blocked(format!(
+            "{} names {} in its registry, newer than what {} runs{version}, but the executor's policy does not allow updates: set actions.update.enabled in executor.yaml, or pull and recreate it by hand.",
+            registry.reference,
+            short(&registry.registry_digest),
+            target.name()
+        )));
+    }
+    let (Some(from_image), Some(to)) = (
+        ImageId::parse(&c.image_id),
+        ImageId::parse(&registry.registry_digest),
+    ) else {
+        return Err(NoUpdate::Blocked(format!(
+            "the executor named no content id for {}'s image or its registry's digest; nothing to bind an approval to",
+            target.name()
+        )));
+    };
+    if c.image != registry.reference {
+        return Err(NoUpdate::Blocked(format!(
+            "{} runs {} now, not {}: it changed while drydock read it; ask again",
+            target.name(),
+            c.image,
+            registry.reference
+        )));
+    }
+    let write = ContainerStep::Update {
+        from_image,
+        digest: to,
+        reference: registry.reference.clone(),
+        from_version: registry.version().map(str::to_string),
+    };
+    let step = PlanStep::new(
+        target.clone(),
+        StepWrite::Container(write),
+        format!(
+            "{} names {} in its registry; {} runs {}{version}",
+            registry.reference,
+            short(&registry.registry_digest),
+            target.name(),
+            short(&c.image_id)
+        ),
+        policy.actions.tier(WriteAction::Update),
+        format!(
+            "{} runs the image of {} under its name, on its networks, with its volumes, and stays running and healthy through the executor's health window",
+            target.name(),
+            short(&registry.registry_digest)
+        ),
+        format!(
+            "the executor puts the old container back by itself if the new one stops or turns unhealthy in its window; after that, a rollback to {} (drydock proposes one when a failure began with the update)",
+            short(&c.image_id)
+        ),
+    )
+    .map_err(|e| NoUpdate::Blocked(e.to_string()))?;
+    let steps = vec![step];
+    Ok(Plan {
+        digest: digest(&steps),
+        steps,
+        advice: Vec::new(),
+    })
+}
+
+/// `sha256:0123456789ab`: enough of a digest to tell two apart.
+fn short(digest: &str) -> String {
+    digest.chars().take(19).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest_of(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    fn setup() -> (RegistryView, ContainerView, Target, PolicyView) {
+        let c = ContainerView {
+            id: "c".repeat(64),
+            name: "shop-api-1".into(),
+            image: "registry.example.com/shop/api:stable".into(),
+            image_id: digest_of('1'),
+            ..Default::default()
+        };
+        let registry = RegistryView {
+            container_id: c.id.clone(),
+            reference: c.image.clone(),
+            registry_digest: digest_of('2'),
+            image_id: c.image_id.clone(),
+            running_digests: vec![format!("registry.example.com/shop/api@{}", digest_of('3'))],
+            oci_labels: [(
+                "org.opencontainers.image.version".to_string(),
+                "1.4.2".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            update_available: true,
+        };
+        let target = Target::container(c.id.clone(), c.name.clone(), None, None);
+        let mut policy = PolicyView::default();
+        policy.actions.set_enabled(WriteAction::Update, true);
+        (registry, c, target, policy)
+    }
+
+    #[test]
+    fn an_available_update_is_one_step_bound_to_the_digest_and_the_running_image() {
+        let (registry, c, target, policy) = setup();
+        let plan = update_plan(&registry, &c, &target, &policy).expect("a plan");
+        assert_eq!(plan.steps.len(), 1);
+        let (claims, from) = plan.steps[0].update().expect("an update step");
+        assert_eq!(claims.digest, digest_of('2'));
+        assert_eq!(claims.reference, c.image);
+        assert_eq!(claims.from_version.as_deref(), Some("1.4.2"));
+        assert_eq!(from.as_str(), c.image_id);
+    }
+
+    #[test]
+    fn no_update_when_up_to_date_disabled_or_the_tag_moved() {
+        let (mut registry, c, target, mut policy) = setup();
+        let mut moved = c.clone();
+        moved.image = "registry.example.com/shop/api:canary".into();
+        assert!(matches!(
+            update_plan(&registry, &moved, &target, &policy),
+            Err(NoUpdate::Blocked(m)) if m.contains("ask again")
+        ));
+        policy.actions.set_enabled(WriteAction::Update, false);
+        assert!(matches!(
+            update_plan(&registry, &c, &target, &policy),
+            Err(NoUpdate::Blocked(m)) if m.contains("actions.update.enabled")
+        ));
+        registry.update_available = false;
+        assert!(matches!(
+            update_plan(&registry, &c, &target, &policy),
+            Err(NoUpdate::UpToDate(m)) if m.contains("up to date")
+        ));
+    }
+}

@@ -1,0 +1,190 @@
+//! `drydock update` end to end, on the real daemons and Debian's registry:
+//! a person's update of a compose service is shown with the digest it
+//! pulls, signed, pulled, held and verified; a broken newer image is put
+//! back by the executor even though the agent was killed (`kill -9`) in
+//! the health window, and the agent, back up, reports that the update was
+//! not kept instead of calling it done.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use drydock_e2e::*;
+use serde_json::Value;
+
+use crate::update::{file_size, inspect, wait, with_registry, Project, Registry, SERVE, UNHEALTHY};
+
+fn request(dd: &Drydock, id: &str) -> Value {
+    // Its exit code says the request's status; the JSON is what counts.
+    let out = dd.cli(&["show", id, "--json"]);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+#[test]
+fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died() {
+    let registry = Registry::start();
+    let mut project = Project::new("update-flow", &registry);
+    let dd = Drydock::init_options(|o| o.targets = vec![format!("{}_*", project.name)]);
+    let credentials = dd.home.path("registry.json");
+    drydock_daemon::files::write_new(
+        &credentials,
+        br#"{"username": "ci", "password": "flow-pa55word"}"#,
+        true,
+    )
+    .expect("write credentials");
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        with_registry(
+            config,
+            &registry.host(),
+            &project.name,
+            &credentials.display().to_string(),
+        ),
+    )
+    .expect("write executor config");
+    let (v1, _) = project.push("1", SERVE);
+    project.write_compose();
+    let up = project.compose(&["up", "-d"]);
+    assert!(up.status.success(), "{up:?}");
+    let old = project.api_id();
+    wait("v1 healthy", Duration::from_secs(60), || {
+        inspect(&old, "{{.State.Health.Status}}") == "healthy"
+    });
+    docker_ok(&[
+        "run",
+        "--rm",
+        "--volumes-from",
+        &old,
+        drydock::fixture::FIXTURE_IMAGE,
+        "fill",
+        "--write",
+        "/named/marker=1",
+    ]);
+    let (v2, v2_digest) = project.push("2", SERVE);
+    project.only_in_registry(&v2, &v1);
+    dd.up();
+
+    // Asked in words: the plan is the update, bound to v2's digest.
+    let refused = dd.cli(&["ask", "--diagnose-only", "update the api"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("diagnose_only forbids any change"),
+        "{refused:?}"
+    );
+    let out = dd.cli(&["update", &project.api_name(), "--yes", "--json"]);
+    let req: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(req["status"], "completed", "{req:#}");
+    let step = &req["plan"]["steps"][0];
+    assert_eq!(step["action"], "update", "{req:#}");
+    assert_eq!(step["update"]["digest"], v2_digest.as_str());
+    assert_eq!(step["update"]["from_version"], "1");
+    assert_eq!(step["from_image_id"], v1.as_str());
+    assert!(
+        req["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "registry" && e["data"]["update_available"] == true),
+        "{req:#}"
+    );
+    assert_eq!(req["execution"][0]["ok"], true, "{req:#}");
+    let new = project.api_id();
+    assert_ne!(new, old);
+    assert_eq!(req["target"]["container_id"], new.as_str(), "{req:#}");
+    assert_eq!(inspect(&new, "{{.Image}}"), v2);
+    assert!(file_size(&new, "/named/marker") > 1_000_000);
+    let row = dd
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|r| r["action"] == "update" && r["decision"] == "allowed")
+        .expect("the update's audit row");
+    assert!(
+        row["result"].as_str().unwrap_or_default().contains(&v2),
+        "{row}"
+    );
+
+    // Up to date now: nothing to approve.
+    let (code, req) = dd.ask_json(&["--container", &project.api_name(), "update the api"]);
+    assert_eq!(code, 0, "{req:#}");
+    assert!(
+        req["outcome"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is up to date"),
+        "{req:#}"
+    );
+
+    // v3 fails its healthcheck; the agent is killed in the window.
+    let (v3, _) = project.push("3", UNHEALTHY);
+    project.only_in_registry(&v3, &v2);
+    let mut cli = Command::new(bin("drydock"))
+        .args(["update", &project.api_name(), "--yes", "--json"])
+        .env("DRYDOCK_HOME", &dd.home.root)
+        .env("DRYDOCK_EXECUTOR_BIN", bin("drydock-executor"))
+        .env("DRYDOCK_AGENT_BIN", bin("drydock-agent"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("drydock update");
+    let intents = || {
+        dd.audit_rows()
+            .into_iter()
+            .filter(|r| r["action"] == "update" && r["decision"] == "intent")
+            .collect::<Vec<_>>()
+    };
+    wait(
+        "the second update in flight",
+        Duration::from_secs(90),
+        || intents().len() == 2,
+    );
+    let request_id = intents()[1]["request_id"]
+        .as_str()
+        .expect("request id")
+        .to_string();
+    let pid = drydock::daemons::read_pid(&dd.home, "drydock-agent").expect("agent pid");
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let _ = cli.kill();
+    let _ = cli.wait();
+    let outcome = || {
+        dd.audit_rows().into_iter().find(|r| {
+            r["request_id"] == request_id.as_str()
+                && r["action"] == "update"
+                && r["decision"] != "intent"
+        })
+    };
+    wait(
+        "the executor's own restore",
+        Duration::from_secs(90),
+        || outcome().is_some(),
+    );
+    let row = outcome().expect("outcome row");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("put back as it was"),
+        "{row}"
+    );
+    assert_eq!(project.api_id(), new, "v2's container is back");
+    assert_eq!(inspect(&new, "{{.Image}}"), v2);
+    assert_eq!(inspect(&new, "{{.State.Running}}"), "true");
+
+    // The agent comes back, resumes the request, and says what happened.
+    dd.up();
+    wait("the request to end", Duration::from_secs(120), || {
+        let r = request(&dd, &request_id);
+        matches!(r["status"].as_str(), Some("failed" | "completed"))
+    });
+    let req = request(&dd, &request_id);
+    assert_eq!(req["status"], "failed", "{req:#}");
+    let said = req["outcome"].as_str().unwrap_or_default();
+    assert!(said.contains("was not kept"), "{said}");
+    assert!(said.contains("the image it ran before"), "{said}");
+}
