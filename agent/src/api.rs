@@ -25,12 +25,14 @@ mod memory;
 #[cfg(test)]
 mod openapi;
 mod services;
+mod updates;
 
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
     pub token: Arc<String>,
     pub watch: Arc<crate::config::WatchConfig>,
+    pub updates: Arc<crate::updates::UpdateChecker>,
 }
 
 /// A problem-details error.
@@ -182,6 +184,8 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/schedules/{id}",
             axum::routing::delete(memory::remove_schedule),
         )
+        .route("/api/v1/updates", get(updates::list))
+        .route("/api/v1/updates/check", post(updates::check))
         .route("/api/v1/alerts", post(automation::alerts))
         .route("/api/v1/deliveries", get(automation::deliveries))
         .route("/api/v1/openapi.json", get(openapi_document))

@@ -64,6 +64,30 @@ pub struct Config {
     /// Outgoing webhooks on request events.
     #[serde(default)]
     pub notify: NotifyConfig,
+    /// Checking containers' tags against their registries.
+    #[serde(default)]
+    pub updates: UpdatesConfig,
+}
+
+/// `updates`: how often the containers' tags are checked.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdatesConfig {
+    /// `0s`: only on demand (`drydock updates --check`).
+    #[serde(default = "default_check_every", with = "drydock_daemon::duration")]
+    pub check_every: Duration,
+}
+
+impl Default for UpdatesConfig {
+    fn default() -> Self {
+        UpdatesConfig {
+            check_every: default_check_every(),
+        }
+    }
+}
+
+fn default_check_every() -> Duration {
+    Duration::from_secs(6 * 3600)
 }
 
 /// What watching does with a failure it sees.
@@ -615,6 +639,13 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_watch()?;
+        let every = self.updates.check_every;
+        if !every.is_zero() && every < Duration::from_secs(300) {
+            return Err(invalid(
+                "updates.check_every",
+                "must be 0s (only on demand) or at least 5m: each check asks every registry once per container",
+            ));
+        }
         if self.store.retention < Duration::from_secs(3600) {
             return Err(invalid("store.retention", "must be at least 1h"));
         }

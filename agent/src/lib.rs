@@ -29,4 +29,5 @@ pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
 pub mod text;
+pub mod updates;
 pub mod watch;

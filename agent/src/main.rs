@@ -260,12 +260,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         engine.subscribe(),
         config.notify.webhooks.clone(),
     )?;
-    drydock_agent::schedule::Scheduler::spawn(engine.clone(), notifier);
+    drydock_agent::schedule::Scheduler::spawn(engine.clone(), notifier.clone());
+    let updates = drydock_agent::updates::UpdateChecker::new(engine.clone(), notifier);
+    updates.spawn(config.updates.check_every);
     spawn_heap_release(engine.subscribe());
     let app = api::router(AppState {
         engine,
         token: Arc::new(token),
         watch: Arc::new(config.watch.clone()),
+        updates,
     });
     match config.listen_on()? {
         Listen::Unix(path) => {

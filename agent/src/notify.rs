@@ -18,7 +18,7 @@ use sha2::{Digest as _, Sha256};
 use crate::config::{WebhookConfig, WebhookFormat};
 use crate::model::{
     now_rfc3339, unix_now, DeliveryStatus, Event, EventPayload, NotifyEvent, Request,
-    RequestSource, Schedule, Status, Verdict,
+    RequestSource, Schedule, Status, UpdateFound, Verdict,
 };
 use crate::store::{deliveries, Store};
 
@@ -48,9 +48,12 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 #[derive(Debug, Clone, Serialize)]
 pub struct Notification {
     pub event: NotifyEvent,
+    /// The request it is about (none for `update_available`).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub request_id: String,
     pub source: String,
-    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
@@ -77,6 +80,10 @@ pub struct Notification {
     pub was: Option<Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// For `update_available`: the container, its tag, what it runs and
+    /// the registry's digest; `approve_command` then says how to update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateFound>,
     pub at: String,
 }
 
@@ -87,11 +94,15 @@ impl Notification {
             .as_ref()
             .map(|h| format!(" on host {h}"))
             .unwrap_or_default();
+        let id = if self.request_id.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", self.request_id)
+        };
         let mut t = format!(
-            "drydock {}: {}{on} [{}] {}",
+            "drydock {}: {}{on}{id} {}",
             self.event.as_str().replace('_', " "),
             self.container.as_deref().unwrap_or("?"),
-            self.request_id,
             self.message
         );
         if let (Some(was), Some(now)) = (self.was, self.verdict) {
@@ -191,7 +202,7 @@ fn about(event: NotifyEvent, req: &Request) -> Notification {
         event,
         request_id: req.id.clone(),
         source: req.source.as_str().into(),
-        status: req.status,
+        status: Some(req.status),
         message: redact(&req.message),
         container: req
             .target
@@ -209,6 +220,7 @@ fn about(event: NotifyEvent, req: &Request) -> Notification {
         schedule_id: None,
         was: None,
         verdict: None,
+        update: None,
         at: now_rfc3339(),
     }
 }
@@ -304,6 +316,40 @@ impl Notifier {
         n.schedule_id = Some(schedule.id.clone());
         n.was = Some(was);
         n.verdict = Some(now);
+        self.queue(&n);
+    }
+
+    /// A container's tag names a newer image than it runs (a digest not
+    /// notified before).
+    pub fn update_available(&self, u: &UpdateFound) {
+        let redact = crate::text::redact;
+        let version = u
+            .version
+            .as_ref()
+            .map(|v| format!(" (version {v})"))
+            .unwrap_or_default();
+        let n = Notification {
+            event: NotifyEvent::UpdateAvailable,
+            request_id: String::new(),
+            source: "updates".into(),
+            status: None,
+            message: redact(&format!(
+                "{} names {} in its registry; {} runs {}{version}",
+                u.reference, u.registry_digest, u.container, u.image_id
+            )),
+            container: Some(u.container.clone()),
+            host: (u.host != "local").then(|| u.host.clone()),
+            diagnosis: None,
+            outcome: None,
+            approve_command: Some(format!("drydock update {}", u.command_name())),
+            authorised_by: None,
+            change: None,
+            schedule_id: None,
+            was: None,
+            verdict: None,
+            update: Some(u.clone()),
+            at: now_rfc3339(),
+        };
         self.queue(&n);
     }
 

@@ -152,6 +152,15 @@ pub enum Command {
     },
     /// List pending approvals.
     Approvals,
+    /// List the containers whose tag names a newer image in its registry.
+    Updates {
+        /// Ask every registry now instead of listing the last check.
+        #[arg(long)]
+        check: bool,
+        /// Print the list as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// List recent requests.
     Requests {
         #[arg(long, value_parser = crate::text::parse_status)]

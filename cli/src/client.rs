@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use drydock_vocab::{
     ContainerList, Event, FollowUpAdded, GrantList, Note, NoteList, PendingApproval, Request,
-    RequestOptions, Schedule, ScheduleList, ServiceList, ServiceTaskList, Status,
+    RequestOptions, Schedule, ScheduleList, ServiceList, ServiceTaskList, Status, UpdateList,
 };
 use futures::StreamExt as _;
 use serde::de::DeserializeOwned;
@@ -343,6 +343,15 @@ impl AgentClient {
             }),
         )
         .await
+    }
+
+    /// The updates found (`check`: ask every registry first).
+    pub async fn updates(&self, check: bool) -> anyhow::Result<UpdateList> {
+        if check {
+            self.post_as("/api/v1/updates/check", json!({})).await
+        } else {
+            self.get_as("/api/v1/updates").await
+        }
     }
 
     /// One request. `id` must be a plain id (`is_plain_id`).

@@ -118,6 +118,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::COMPLETED)
         }
         Command::Approvals => approvals(&agent(&home)?.0).await,
+        Command::Updates { check, json } => updates(&agent(&home)?.0, check, json).await,
         Command::Requests { status, host, json } => {
             requests(&agent(&home)?.0, status, host.as_deref(), json).await
         }
@@ -256,6 +257,48 @@ async fn approvals(agent: &AgentClient) -> anyhow::Result<u8> {
             Ok((c, _)) => println!("{}  {}", safe(&c.approval_id), claims::describe(&c)),
             Err(e) => println!("(undecodable approval: {})", safe(&format!("{e:#}"))),
         }
+    }
+    Ok(exit::COMPLETED)
+}
+
+async fn updates(agent: &AgentClient, check: bool, json: bool) -> anyhow::Result<u8> {
+    let list = agent.updates(check).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(exit::COMPLETED);
+    }
+    match &list.checked_at {
+        Some(at) => println!("checked {}", safe(at)),
+        None => {
+            println!("not checked since the agent started; `drydock updates --check` checks now")
+        }
+    }
+    if list.updates.is_empty() {
+        println!("no updates available");
+    }
+    for u in &list.updates {
+        let version = u
+            .version
+            .as_ref()
+            .map(|v| format!(" version {v},"))
+            .unwrap_or_default();
+        println!(
+            "{}  {}: runs{version} {}; the registry names {} (since {})\n  drydock update {}",
+            safe(&u.command_name()),
+            safe(&u.reference),
+            safe(&u.image_id),
+            safe(&u.registry_digest),
+            safe(&u.found_at),
+            safe(&u.command_name())
+        );
+    }
+    for n in &list.not_checked {
+        println!(
+            "not checked: {} on {}: {}",
+            safe(&n.container),
+            safe(&n.host),
+            safe(&n.why)
+        );
     }
     Ok(exit::COMPLETED)
 }

@@ -129,8 +129,9 @@ const AGENT_LAYERS: &[&[&str]] = &[
     ],
     // The request engine.
     &["engine"],
-    // What opens requests through the engine on a cadence.
-    &["schedule"],
+    // What opens requests through the engine on a cadence, and asks the
+    // registries about the containers' tags.
+    &["schedule", "updates"],
     // The API and its listener.
     &["api", "listen"],
 ];

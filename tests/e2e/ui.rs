@@ -170,7 +170,7 @@ impl Browser {
         }
     }
 
-    async fn press_enter(&self, element: &str) {
+    pub(crate) async fn press_enter(&self, element: &str) {
         self.cmd(
             reqwest::Method::POST,
             &format!("/element/{element}/value"),
@@ -229,7 +229,7 @@ impl Browser {
         .await;
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         let id = self.find(css).await.unwrap_or_else(|| panic!("no {css}"));
         self.cmd(
             reqwest::Method::POST,

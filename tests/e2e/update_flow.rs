@@ -1,6 +1,8 @@
 //! `drydock update` end to end, on the real daemons and Debian's registry:
-//! a person's update of a compose service is shown with the digest it
-//! pulls, signed, pulled, held and verified; a broken newer image is put
+//! the check finds the update (CLI, webhook), a person proposes it in the
+//! console (Chromium), sees the tag, version and digest on the approval
+//! card and approves it there; it is pulled, held and verified. A broken
+//! newer image is put
 //! back by the executor even though the agent was killed (`kill -9`) in
 //! the health window, and the agent, back up, reports that the update was
 //! not kept instead of calling it done.
@@ -11,7 +13,18 @@ use std::time::Duration;
 use drydock_e2e::*;
 use serde_json::Value;
 
+use crate::ui::{Browser, Console};
 use crate::update::{file_size, inspect, wait, with_registry, Project, Registry, SERVE, UNHEALTHY};
+use crate::webhooks::Receiver;
+
+/// A container removed when the test ends, however it ends.
+struct Removed(String);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = docker(&["rm", "-f", &self.0]);
+    }
+}
 
 fn request(dd: &Drydock, id: &str) -> Value {
     // Its exit code says the request's status; the JSON is what counts.
@@ -19,8 +32,10 @@ fn request(dd: &Drydock, id: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
-#[test]
-fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died() {
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_after_the_agent_died()
+{
+    drydock_daemon::tls::install_crypto_provider();
     let registry = Registry::start();
     let mut project = Project::new("update-flow", &registry);
     let dd = Drydock::init_options(|o| o.targets = vec![format!("{}_*", project.name)]);
@@ -42,6 +57,16 @@ fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died(
         ),
     )
     .expect("write executor config");
+    let hook = Receiver::start();
+    let agent = std::fs::read_to_string(dd.home.agent_config()).expect("agent config");
+    std::fs::write(
+        dd.home.agent_config(),
+        format!(
+            "{agent}updates:\n  check_every: 0s\nnotify:\n  webhooks:\n    - name: test\n      url: {}\n      events: [update_available]\n",
+            hook.url
+        ),
+    )
+    .expect("write agent config");
     let (v1, _) = project.push("1", SERVE);
     project.write_compose();
     let up = project.compose(&["up", "-d"]);
@@ -62,7 +87,62 @@ fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died(
     ]);
     let (v2, v2_digest) = project.push("2", SERVE);
     project.only_in_registry(&v2, &v1);
+    let opted_out = Removed(format!("{}_pinned", project.name));
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &opted_out.0,
+        "--label",
+        "drydock.update=none",
+        &project.tag,
+        "serve",
+        "--port",
+        "8080",
+    ]);
     dd.up();
+
+    // The check finds the update (and only once says so), never asks
+    // about the container that opted out.
+    let out = dd.cli(&["updates", "--check", "--json"]);
+    let found: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let updates = found["updates"].as_array().expect("updates");
+    assert_eq!(updates.len(), 1, "{found:#}");
+    assert_eq!(updates[0]["container"], project.api_name().as_str());
+    assert_eq!(updates[0]["registry_digest"], v2_digest.as_str());
+    assert_eq!(updates[0]["image_id"], v1.as_str());
+    assert_eq!(updates[0]["version"], "1");
+    assert_eq!(updates[0]["revision"], "rev-1");
+    assert!(
+        found["not_checked"]
+            .as_array()
+            .map_or(true, |n| n.is_empty()),
+        "{found:#}"
+    );
+    let out = dd.cli(&["updates", "--check"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("drydock update {}", project.api_name())),
+        "{text}"
+    );
+    wait(
+        "the update_available webhook",
+        Duration::from_secs(30),
+        || !hook.events().is_empty(),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = hook.events();
+    assert_eq!(sent.len(), 1, "one notification per digest: {sent:#?}");
+    assert_eq!(sent[0]["event"], "update_available");
+    assert_eq!(sent[0]["update"]["registry_digest"], v2_digest.as_str());
+    assert_eq!(
+        sent[0]["approve_command"],
+        format!("drydock update {}", project.api_name()).as_str()
+    );
+    assert!(!serde_json::to_string(&sent)
+        .unwrap()
+        .contains("flow-pa55word"));
 
     // Asked in words: the plan is the update, bound to v2's digest.
     let refused = dd.cli(&["ask", "--diagnose-only", "update the api"]);
@@ -71,9 +151,65 @@ fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died(
         String::from_utf8_lossy(&refused.stderr).contains("diagnose_only forbids any change"),
         "{refused:?}"
     );
-    let out = dd.cli(&["update", &project.api_name(), "--yes", "--json"]);
-    let req: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    // Proposed and approved in the console, from the claims it decoded.
+    let console = Console::start(&dd);
+    let mut browser = Browser::start().await;
+    browser.goto(&console.url).await;
+    browser.goto(&format!("{}/#/updates", console.origin)).await;
+    browser
+        .wait_for("#updates", &v2_digest, Duration::from_secs(20))
+        .await;
+    browser.click(".update-propose").await;
+    browser
+        .goto(&format!("{}/#/approvals", console.origin))
+        .await;
+    browser
+        .wait_for("#approvals", &v2_digest, Duration::from_secs(60))
+        .await;
+    let card = browser
+        .run("return document.querySelector('#approvals .approval').innerText")
+        .await;
+    let card = card.as_str().unwrap_or_default().to_string();
+    for shown in [project.tag.as_str(), "version 1", v1.as_str(), "Will run"] {
+        assert!(card.contains(shown), "the card shows {shown}: {card}");
+    }
+    let approval_id = browser
+        .run("return document.querySelector('#approvals .approval').id.replace('approval-', '')")
+        .await
+        .as_str()
+        .expect("approval id")
+        .to_string();
+    let button = browser
+        .wait_for(
+            &format!("#approve-{approval_id}"),
+            "Approve",
+            Duration::from_secs(10),
+        )
+        .await;
+    browser.press_enter(&button).await;
+    let approvals: Value = {
+        let started = std::time::Instant::now();
+        loop {
+            let out = dd.cli(&["requests", "--json"]);
+            let list: Value = serde_json::from_slice(&out.stdout).expect("requests");
+            let done = list.as_array().and_then(|l| {
+                l.iter()
+                    .find(|r| r["options"]["update"] == true && r["status"] == "completed")
+                    .cloned()
+            });
+            if let Some(r) = done {
+                break r;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the console's update did not complete: {list:#}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    browser.quit().await;
+    drop(console);
+    let req = request(&dd, approvals["id"].as_str().expect("id"));
     assert_eq!(req["status"], "completed", "{req:#}");
     let step = &req["plan"]["steps"][0];
     assert_eq!(step["action"], "update", "{req:#}");
@@ -108,6 +244,13 @@ fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died(
     // Up to date now: nothing to approve.
     let (code, req) = dd.ask_json(&["--container", &project.api_name(), "update the api"]);
     assert_eq!(code, 0, "{req:#}");
+    let out = dd.cli(&["updates", "--check", "--json"]);
+    let found: Value = serde_json::from_slice(&out.stdout).expect("updates");
+    assert_eq!(
+        found["updates"],
+        serde_json::json!([]),
+        "up to date: {found:#}"
+    );
     assert!(
         req["outcome"]
             .as_str()
@@ -187,4 +330,5 @@ fn drydock_update_is_verified_and_a_failed_one_is_reported_after_the_agent_died(
     let said = req["outcome"].as_str().unwrap_or_default();
     assert!(said.contains("was not kept"), "{said}");
     assert!(said.contains("the image it ran before"), "{said}");
+    drop(opted_out);
 }

@@ -28,8 +28,10 @@ EXPECTED_TOOLS = {
     "get_request",
     "list_requests",
     "get_evidence",
+    "list_updates",
+    "propose_update",
 }
-READ_ONLY = EXPECTED_TOOLS - {"propose_repair", "follow_up"}
+READ_ONLY = EXPECTED_TOOLS - {"propose_repair", "follow_up", "propose_update"}
 
 
 def text_of(result) -> str:

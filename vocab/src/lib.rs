@@ -24,6 +24,7 @@ pub mod notify;
 pub mod request;
 pub mod swarm;
 pub mod time;
+pub mod update;
 
 pub use api::*;
 pub use change::*;
@@ -42,3 +43,4 @@ pub use notify::{DeliveryStatus, NotifyEvent};
 pub use request::*;
 pub use swarm::*;
 pub use time::{now_rfc3339, span, unix_now};
+pub use update::{NotChecked, UpdateFound, UpdateList, UPDATE_LABEL};

@@ -32,16 +32,19 @@ pub enum NotifyEvent {
     Failed,
     /// A schedule's answer changed (healthy ↔ broken).
     ScheduleChanged,
+    /// A container's tag names a newer image in its registry.
+    UpdateAvailable,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 6] = [
+    pub const ALL: [NotifyEvent; 7] = [
         NotifyEvent::Opened,
         NotifyEvent::NeedsApproval,
         NotifyEvent::Executed,
         NotifyEvent::Recovered,
         NotifyEvent::Failed,
         NotifyEvent::ScheduleChanged,
+        NotifyEvent::UpdateAvailable,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -52,6 +55,7 @@ impl NotifyEvent {
             NotifyEvent::Recovered => "recovered",
             NotifyEvent::Failed => "failed",
             NotifyEvent::ScheduleChanged => "schedule_changed",
+            NotifyEvent::UpdateAvailable => "update_available",
         }
     }
 

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use crate::model::{
     ContainerList, Event, ExecutorReach, FollowUpAdded, GrantAdded, GrantList, HostView, Note,
     NoteList, PendingApproval, Request, Schedule, ScheduleList, ServiceList, ServiceTaskList,
+    UpdateList,
 };
 
 /// What the document says about a response.
@@ -222,6 +223,8 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         Op { method: "get", path: "/api/v1/schedules", summary: "Schedules, with each one's last run and answer", params: vec![], body: None, ok: (200, Body::Json(of::<ScheduleList>(g))), errors: &[500], public: false },
         Op { method: "delete", path: "/api/v1/schedules/{id}", summary: "Remove a schedule", params: vec![path_param("id", "A schedule id (`sch-…`)")], body: None, ok: (200, Body::Json(removed("schedule"))), errors: &[404, 500], public: false },
         Op { method: "post", path: "/api/v1/alerts", summary: "Alertmanager webhook: open a request per firing alert that names a container", params: vec![], body: Some(alerts), ok: (200, Body::Json(alerted)), errors: &[400], public: false },
+        Op { method: "get", path: "/api/v1/updates", summary: "Containers whose tag names a newer image in its registry, as the last check found them", params: vec![], body: None, ok: (200, Body::Json(of::<UpdateList>(g))), errors: &[500], public: false },
+        Op { method: "post", path: "/api/v1/updates/check", summary: "Ask every registry about every container now, then list the updates found", params: vec![], body: Some(json!({"type": "object"})), ok: (200, Body::Json(of::<UpdateList>(g))), errors: &[500], public: false },
         Op { method: "get", path: "/api/v1/deliveries", summary: "The newest webhook deliveries", params: vec![], body: None, ok: (200, Body::Json(deliveries)), errors: &[500], public: false },
         Op { method: "get", path: "/api/v1/openapi.json", summary: "This document", params: vec![], body: None, ok: (200, Body::Json(json!({"type": "object"}))), errors: &[], public: false },
         Op { method: "get", path: "/metrics", summary: "Request counts by state, in the Prometheus text format", params: vec![], body: None, ok: (200, Body::Text("text/plain")), errors: &[500], public: false },

@@ -19,6 +19,7 @@ mod requests;
 pub use requests::RequestHead;
 pub mod schedules;
 pub mod schema;
+pub mod updates;
 
 use std::path::Path;
 use std::sync::Mutex;

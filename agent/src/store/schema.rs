@@ -104,6 +104,22 @@ pub const MIGRATIONS: &[&str] = &[
        last_request_id TEXT,
        last_verdict TEXT
      );",
+    // 6: updates found: per container, the registry's digest for its tag
+    // when it differs from the image it runs, and when it was first seen
+    // (a digest seen before is not news again).
+    "CREATE TABLE updates (
+       host TEXT NOT NULL,
+       container TEXT NOT NULL,
+       container_id TEXT NOT NULL,
+       reference TEXT NOT NULL,
+       image_id TEXT NOT NULL,
+       version TEXT,
+       revision TEXT,
+       registry_digest TEXT NOT NULL,
+       found_at TEXT NOT NULL,
+       checked_at TEXT NOT NULL,
+       PRIMARY KEY (host, container)
+     );",
 ];
 
 /// The version this release writes.

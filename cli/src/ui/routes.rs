@@ -70,6 +70,9 @@ pub fn router(state: Shared) -> Router {
         .route("/api/grants/{id}/revoke", post(grant_revoke))
         .route("/api/schedules", get(schedules).post(schedule_add))
         .route("/api/schedules/{id}/remove", post(schedule_remove))
+        .route("/api/updates", get(updates))
+        .route("/api/updates/check", post(updates_check))
+        .route("/api/updates/{container}/propose", post(update_propose))
         .with_state(state)
 }
 
@@ -283,6 +286,50 @@ async fn schedule_remove(
     let id = plain_id(&id)?;
     s.agent.remove_schedule(id).await?;
     Ok(Json(json!({"removed": id})))
+}
+
+/// The updates the agent's last check found.
+async fn updates(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    let list = s.agent.updates(false).await?;
+    Ok(Json(
+        serde_json::to_value(list).map_err(anyhow::Error::from)?,
+    ))
+}
+
+/// Ask every registry now.
+async fn updates_check(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
+    let list = s.agent.updates(true).await?;
+    Ok(Json(
+        serde_json::to_value(list).map_err(anyhow::Error::from)?,
+    ))
+}
+
+/// Open an update request for one container; its approval is decided on
+/// the approvals page, from its claims, like any other.
+async fn update_propose(
+    State(s): State<Shared>,
+    Path(container): Path<String>,
+) -> Result<Json<Value>, UiError> {
+    let name_ok = !container.is_empty()
+        && container.len() <= 128
+        && container
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
+    if !name_ok {
+        return Err(bad("not a container name"));
+    }
+    let req = s
+        .agent
+        .create(
+            &format!("update {container}"),
+            drydock_vocab::RequestOptions {
+                container: Some(container.clone()),
+                update: true,
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(Json(json!({"request_id": req.id})))
 }
 
 fn claims_digest(bytes: &[u8]) -> String {

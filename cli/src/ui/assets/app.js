@@ -510,6 +510,41 @@ async function schedulesView() {
   refreshTimer = setInterval(() => load().catch(e => setStatus(e.message)), 3000);
 }
 
+// ---- Updates ----
+
+async function updatesView() {
+  const list = el("div", { id: "updates" });
+  const checked = el("p", { class: "muted", id: "updates-checked" });
+  const check = el("button", { id: "updates-check", onclick: async () => {
+    check.disabled = true;
+    try { render(await post("/api/updates/check")); setStatus("checked"); }
+    catch (e) { setStatus("not checked: " + e.message); }
+    finally { check.disabled = false; }
+  } }, "Check now");
+  show("Updates", el("p", { class: "muted", text: "Containers whose tag names a newer image in its registry. An update is pulled by digest and kept only if it runs healthy through the executor's window; a person approves it." }),
+    checked, check, list);
+  function render(u) {
+    checked.textContent = u.checked_at ? "Last checked " + u.checked_at + "." : "Not checked since the agent started.";
+    const rows = u.updates || [];
+    list.replaceChildren(...(rows.length ? rows.map(x => {
+      const name = x.host === "local" ? x.container : x.container + "@" + x.host;
+      return el("div", { class: "card update" },
+        el("h3", { text: name }),
+        el("dl", {},
+          el("dt", { text: "Tag" }), el("dd", { class: "mono", text: x.reference }),
+          el("dt", { text: "Runs" }), el("dd", { class: "mono", text: (x.version ? "version " + x.version + ", " : "") + (x.revision ? "revision " + x.revision + ", " : "") + x.image_id }),
+          el("dt", { text: "Registry names" }), el("dd", { class: "mono", text: x.registry_digest }),
+          el("dt", { text: "Since" }), el("dd", { text: x.found_at })),
+        el("button", { class: "update-propose", onclick: async () => {
+          try { const r = await post("/api/updates/" + encodeURIComponent(name) + "/propose"); location.hash = "#/requests/" + r.request_id; }
+          catch (e) { setStatus("not proposed: " + e.message); }
+        } }, "Propose the update"));
+    }) : [el("p", { text: "No updates available." })]),
+    ...(u.not_checked || []).map(n => el("p", { class: "warn", text: "Not checked: " + n.container + " on " + n.host + ": " + n.why })));
+  }
+  render(await api("/api/updates"));
+}
+
 // ---- Routing ----
 
 async function route() {
@@ -527,6 +562,7 @@ async function route() {
     else if (parts[0] === "approvals") { document.getElementById("nav-approvals").setAttribute("aria-current", "page"); await approvalsView(); }
     else if (parts[0] === "grants") { document.getElementById("nav-grants").setAttribute("aria-current", "page"); await grantsView(); }
     else if (parts[0] === "schedules") { document.getElementById("nav-schedules").setAttribute("aria-current", "page"); await schedulesView(); }
+    else if (parts[0] === "updates") { document.getElementById("nav-updates").setAttribute("aria-current", "page"); await updatesView(); }
     else show("Not found", el("p", { text: "No such view." }));
   } catch (e) {
     show("Error", el("p", { class: "bad", text: e.message }));
