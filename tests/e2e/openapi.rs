@@ -268,6 +268,15 @@ async fn the_api_is_what_its_openapi_document_says() {
         Some(json!({"alerts": []})),
     )
     .await;
+    api.call(
+        "post",
+        "/api/v1/updates/check",
+        "/api/v1/updates/check",
+        None,
+    )
+    .await;
+    api.call("get", "/api/v1/updates", "/api/v1/updates", None)
+        .await;
     let called: BTreeSet<(String, String)> = api
         .answers
         .iter()
