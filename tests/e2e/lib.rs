@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod registry;
 pub mod second_engine;
 
 use std::net::TcpListener;

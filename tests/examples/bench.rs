@@ -14,6 +14,8 @@
 //! - the executor's memory idle and after the load;
 //! - time to recovery of an unhealthy container, `drydock ask --yes` against
 //!   `docker restart` plus polling the health status;
+//! - time to an update, `drydock update --yes` against `docker-compose pull
+//!   && up -d` plus polling the health status (`bench/update.rs`);
 //! - image sizes, when `deploy/build-images.sh` has built them.
 
 use std::sync::Arc;
@@ -21,6 +23,9 @@ use std::time::{Duration, Instant};
 
 use drydock_e2e::*;
 use drydock_proto::pb;
+
+#[path = "bench/update.rs"]
+mod update;
 
 const SEQUENTIAL: usize = 300;
 const LOAD_FOR: Duration = Duration::from_secs(2);
@@ -204,7 +209,7 @@ async fn main() {
         eprintln!("note: DRYDOCK_E2E_PROFILE is not `release`: measuring debug daemons");
     }
     // Sections to run: all by default, or those named on the command line
-    // (`-- inspect throughput recovery watch diagnosis scale images`).
+    // (`-- inspect throughput recovery update watch diagnosis scale images`).
     let only: Vec<String> = std::env::args().skip(1).collect();
     let want = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
     let dd = Drydock::init_options(|o| o.targets = vec!["dd-bench-*".into()]);
@@ -407,6 +412,10 @@ async fn main() {
         );
     }
     drop(dd);
+
+    if want("update") {
+        update::section();
+    }
 
     if want("watch") {
         println!("## Watching: unhealthy → verified healthy under an automation grant\n");
