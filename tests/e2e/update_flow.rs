@@ -117,7 +117,7 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
     assert!(
         found["not_checked"]
             .as_array()
-            .map_or(true, |n| n.is_empty()),
+            .is_none_or(|n| n.is_empty()),
         "{found:#}"
     );
     let out = dd.cli(&["updates", "--check"]);
@@ -160,6 +160,11 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
         .wait_for("#updates", &v2_digest, Duration::from_secs(20))
         .await;
     browser.click(".update-propose").await;
+    // The page follows the request it opened; the approval is decided on
+    // the approvals page.
+    browser
+        .wait_for("h1", "waiting_approval", Duration::from_secs(60))
+        .await;
     browser
         .goto(&format!("{}/#/approvals", console.origin))
         .await;

@@ -22,12 +22,23 @@ impl Engine {
         id: &str,
         container_id: &str,
     ) -> Result<Option<(Vec<VerificationCheck>, Option<ContainerView>)>, Stop> {
+        self.wait_ready_for(id, container_id, self.config.stable_for)
+            .await
+    }
+
+    /// `wait_ready` with its own stability hold.
+    async fn wait_ready_for(
+        &self,
+        id: &str,
+        container_id: &str,
+        stable_for: Duration,
+    ) -> Result<Option<(Vec<VerificationCheck>, Option<ContainerView>)>, Stop> {
         // Woken by the container's own events (a health verdict, a start, a
         // death) as they happen; polled only as a fallback, or when the
         // executor gives no stream (it caps them per identity).
         let events = self.exec(id).follow(id, container_id).await.ok();
         let ex = self.exec(id);
-        let (stable_for, max_wait) = (self.config.stable_for, self.config.verify_max_wait);
+        let max_wait = self.config.verify_max_wait;
         self.hold_until_stable(
             id,
             events,
@@ -53,7 +64,15 @@ impl Engine {
             false => target,
         };
         let started = Instant::now();
-        let Some((mut checks, last)) = self.wait_ready(id, target.id()).await? else {
+        // An update was held running and healthy through the executor's
+        // health window before it was kept: it needs no second hold here.
+        let stable_for = if req.options.update {
+            Duration::ZERO
+        } else {
+            self.config.stable_for
+        };
+        let Some((mut checks, last)) = self.wait_ready_for(id, target.id(), stable_for).await?
+        else {
             return Ok(false);
         };
         let mut evidence_ids = Vec::new();

@@ -264,7 +264,15 @@ impl DockerAdapter {
         let suffix = swap_suffix();
         let mut done = Progress::default();
         let result = self
-            .swap(permit, &name, &suffix, was_running, definition, &mut done)
+            .swap(
+                permit,
+                &name,
+                &suffix,
+                was_running,
+                definition,
+                SETTLE,
+                &mut done,
+            )
             .await;
         match result {
             Ok(new_id) => {
@@ -323,8 +331,9 @@ impl DockerAdapter {
         }
     }
 
-    /// Create, stop, swap the names, start, check it runs. The error names
-    /// the step.
+    /// Create, stop, swap the names, start, and check it still runs
+    /// `settle` later. The error names the step.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn swap<A: Allows>(
         &self,
         permit: &Permit<A>,
@@ -332,6 +341,7 @@ impl DockerAdapter {
         suffix: &str,
         was_running: bool,
         definition: Definition,
+        settle: Duration,
         done: &mut Progress,
     ) -> Result<String, (&'static str, DockerError)> {
         let client = self.client();
@@ -420,7 +430,7 @@ impl DockerAdapter {
         )
         .await
         .map_err(|e| ("start", e))?;
-        tokio::time::sleep(SETTLE).await;
+        tokio::time::sleep(settle).await;
         let now = self
             .step(
                 "inspect",

@@ -155,7 +155,16 @@ impl DockerAdapter {
         let suffix = swap_suffix();
         let mut done = Progress::default();
         let swapped = self
-            .swap(permit, &name, &suffix, was_running, definition, &mut done)
+            // No settle: the window that follows watches it from its start.
+            .swap(
+                permit,
+                &name,
+                &suffix,
+                was_running,
+                definition,
+                Duration::ZERO,
+                &mut done,
+            )
             .await
             .map_err(|(step, e)| format!("the swap failed at {step} ({e})"));
         let held = match swapped {

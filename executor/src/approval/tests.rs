@@ -1,0 +1,356 @@
+use super::*;
+use drydock_proto::approval::{generate_signing_key, CLAIMS_VERSION, CLAIMS_VERSION_NO_HOST};
+
+#[test]
+fn approvals_bind_the_host_they_were_made_for() {
+    let key = generate_signing_key();
+    let approvers = [ApproverConfig {
+        id: "alice".into(),
+        public_key: approval::format_public_key(&key.verifying_key()),
+    }];
+    let verifier = |name: Option<&str>, require: bool| {
+        ApprovalVerifier::new(&approvers, Duration::from_secs(3600)).with_host(HostBinding {
+            name: name.map(str::to_string),
+            require,
+        })
+    };
+    // (executor's name, require, the claims' host, refused with)
+    type Case<'a> = (Option<&'a str>, bool, Option<&'a str>, Option<&'a str>);
+    let cases: &[Case<'_>] = &[
+        (Some("host-b"), false, Some("host-b"), None),
+        (Some("host-b"), true, Some("host-b"), None),
+        (Some("host-b"), false, None, None),
+        (None, false, None, None),
+        (
+            Some("host-b"),
+            false,
+            Some("host-a"),
+            Some("made for host `host-a`, but this executor is `host-b`"),
+        ),
+        (Some("host-b"), true, None, Some("names no host")),
+        (None, false, Some("host-a"), Some("not named")),
+    ];
+    for (name, require, host, refused) in cases {
+        let mut c = claims();
+        c.host = host.map(str::to_string);
+        c.version = ApprovalClaims::version_for(*host);
+        let bytes = c.encode();
+        let sig = approval::sign(&bytes, &key);
+        let got = verifier(*name, *require).verify(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &sig,
+                key_id: "alice",
+            }),
+            &ContainerWrite::Restart,
+            &target(),
+            "req",
+            NOW,
+        );
+        match refused {
+            None => assert!(got.is_ok(), "{name:?} {require} {host:?}: {got:?}"),
+            Some(says) => {
+                let err = got.unwrap_err().to_string();
+                assert!(err.contains(says), "{name:?} {require} {host:?}: {err}");
+            }
+        }
+    }
+    assert_eq!(c_version(), CLAIMS_VERSION);
+}
+
+fn c_version() -> u32 {
+    ApprovalClaims::version_for(Some("host-b"))
+}
+
+#[test]
+fn the_window_is_checked_without_wrapping() {
+    let max = std::time::Duration::from_secs(3600);
+    let now = NOW;
+    assert!(check_window(now, now + 600, now, max).is_ok());
+    // issued_at = expires_at − 2^63: the subtraction would wrap to a
+    // negative lifetime and pass a `lifetime > max` test.
+    let expires = now + 300;
+    let issued = expires.wrapping_sub(i64::MIN);
+    assert!(issued < 0, "{issued}");
+    let err = check_window(issued, expires, now, max).unwrap_err();
+    assert!(err.to_string().contains("exceeds"), "{err}");
+    for (issued, expires) in [
+        (i64::MIN, i64::MAX),
+        (i64::MIN, now + 10),
+        (now + 20, now + 10),
+        (now + 10, now + 10),
+        (i64::MAX, i64::MIN),
+        (now - 7200, now + 10),
+        (now + 3_000_000_000, now + 3_000_000_100),
+    ] {
+        assert!(
+            check_window(issued, expires, now, max).is_err(),
+            "{issued}..{expires} accepted"
+        );
+    }
+    let err = check_window(now - 5000, now + 10, now, max).unwrap_err();
+    assert!(err.to_string().contains("exceeds"), "{err}");
+}
+
+const NOW: i64 = 1_800_000_000;
+
+fn target() -> ResolvedTarget {
+    ResolvedTarget {
+        id: "c".repeat(64),
+        name: "/backend".into(),
+        ..Default::default()
+    }
+}
+
+fn claims() -> ApprovalClaims {
+    ApprovalClaims {
+        version: CLAIMS_VERSION_NO_HOST,
+        approval_id: "apr".into(),
+        request_id: "req".into(),
+        action: WriteAction::Restart,
+        container_id: "c".repeat(64),
+        container_name: "/backend".into(),
+        plan_digest: "d".into(),
+        issued_at: NOW - 10,
+        expires_at: NOW + 600,
+        nonce: "n".into(),
+        image_id: None,
+        from_image_id: None,
+        service: None,
+        host: None,
+        update: None,
+    }
+}
+
+#[test]
+fn binding_table() {
+    let key = generate_signing_key();
+    let other_key = generate_signing_key();
+    let verifier = ApprovalVerifier::new(
+        &[ApproverConfig {
+            id: "alice".into(),
+            public_key: approval::format_public_key(&key.verifying_key()),
+        }],
+        Duration::from_secs(3600),
+    );
+    type Mutate = fn(&mut ApprovalClaims);
+    let cases: Vec<(&str, Mutate, bool, Option<&str>)> = vec![
+        ("valid", |_| {}, true, None),
+        (
+            "other action",
+            |c| c.action = WriteAction::Start,
+            true,
+            Some("for action start"),
+        ),
+        (
+            "other container",
+            |c| c.container_id = "d".repeat(64),
+            true,
+            Some("for container"),
+        ),
+        (
+            "harmless name on another id",
+            |c| c.container_name = "frontend".into(),
+            true,
+            Some("names container `frontend`"),
+        ),
+        (
+            "other request",
+            |c| c.request_id = "other".into(),
+            true,
+            Some("for request other"),
+        ),
+        ("expired", |c| c.expires_at = NOW - 1, true, Some("expired")),
+        (
+            "from the future",
+            |c| {
+                c.issued_at = NOW + 3600;
+                c.expires_at = NOW + 3900;
+            },
+            true,
+            Some("not valid before"),
+        ),
+        (
+            "too long",
+            |c| c.expires_at = NOW + 86_400,
+            true,
+            Some("exceeds"),
+        ),
+        ("forged", |_| {}, false, Some("signature does not verify")),
+    ];
+    for (name, mutate, good_key, want_err) in cases {
+        let mut c = claims();
+        mutate(&mut c);
+        let bytes = c.encode();
+        let sig = approval::sign(&bytes, if good_key { &key } else { &other_key });
+        let got = verifier.verify(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &sig,
+                key_id: "alice",
+            }),
+            &ContainerWrite::Restart,
+            &target(),
+            "req",
+            NOW,
+        );
+        match want_err {
+            None => assert!(got.is_ok(), "{name}: {got:?}"),
+            Some(needle) => {
+                let err = got.unwrap_err().to_string();
+                assert!(err.contains(needle), "{name}: {err}");
+            }
+        }
+    }
+    let bytes = claims().encode();
+    let sig = approval::sign(&bytes, &key);
+    let unknown = verifier.verify(
+        Some(ApprovalInput {
+            claims: &bytes,
+            signature: &sig,
+            key_id: "mallory",
+        }),
+        &ContainerWrite::Restart,
+        &target(),
+        "req",
+        NOW,
+    );
+    assert_eq!(
+        unknown.unwrap_err(),
+        ApprovalError::UnknownKey {
+            key_id: "mallory".into()
+        }
+    );
+    assert_eq!(
+        verifier
+            .verify(None, &ContainerWrite::Restart, &target(), "req", NOW)
+            .unwrap_err(),
+        ApprovalError::Missing { action: "restart" }
+    );
+}
+
+#[test]
+fn service_binding_table() {
+    let key = generate_signing_key();
+    let verifier = ApprovalVerifier::new(
+        &[ApproverConfig {
+            id: "alice".into(),
+            public_key: approval::format_public_key(&key.verifying_key()),
+        }],
+        Duration::from_secs(3600),
+    );
+    let service = ResolvedService {
+        id: "n3urbn38u90m4jz0gvcm4t7ha".into(),
+        name: "shop_api".into(),
+        version: 73,
+        image: "shop/api:2".into(),
+        previous_image: Some("shop/api:1".into()),
+        ..Default::default()
+    };
+    let signed = || {
+        let mut c = claims();
+        c.action = WriteAction::ServiceRollback;
+        c.container_id.clear();
+        c.container_name.clear();
+        c.service = Some(approval::ServiceClaims {
+            id: service.id.clone(),
+            name: service.name.clone(),
+            version: 73,
+            image: "shop/api:2".into(),
+            to_image: Some("shop/api:1".into()),
+        });
+        c
+    };
+    type Mutate = fn(&mut ApprovalClaims);
+    let cases: Vec<(&str, Mutate, ServiceAction, Option<&str>)> = vec![
+        ("valid", |_| {}, ServiceAction::Rollback, None),
+        (
+            "a force update's call",
+            |_| {},
+            ServiceAction::ForceUpdate,
+            Some("for action service_rollback"),
+        ),
+        (
+            "another service",
+            |c| c.service.as_mut().unwrap().id = "x".repeat(25),
+            ServiceAction::Rollback,
+            Some("for service xxxxx"),
+        ),
+        (
+            "a harmless name",
+            |c| c.service.as_mut().unwrap().name = "shop_docs".into(),
+            ServiceAction::Rollback,
+            Some("names service `shop_docs`"),
+        ),
+        (
+            "a spec changed since",
+            |c| c.service.as_mut().unwrap().version = 72,
+            ServiceAction::Rollback,
+            Some("spec version 72"),
+        ),
+        (
+            "another image shown",
+            |c| c.service.as_mut().unwrap().image = "shop/api:3".into(),
+            ServiceAction::Rollback,
+            Some("ran image shop/api:3"),
+        ),
+        (
+            "another image to return to",
+            |c| c.service.as_mut().unwrap().to_image = Some("evil/api:1".into()),
+            ServiceAction::Rollback,
+            Some("returns the service to image evil/api:1"),
+        ),
+        (
+            "another request",
+            |c| c.request_id = "other".into(),
+            ServiceAction::Rollback,
+            Some("for request other"),
+        ),
+    ];
+    for (name, mutate, action, want_err) in cases {
+        let mut c = signed();
+        mutate(&mut c);
+        let bytes = c.encode();
+        let sig = approval::sign(&bytes, &key);
+        let got = verifier.verify_service(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &sig,
+                key_id: "alice",
+            }),
+            action,
+            &service,
+            "req",
+            NOW,
+        );
+        match want_err {
+            None => assert!(got.is_ok(), "{name}: {got:?}"),
+            Some(needle) => {
+                let err = got.unwrap_err().to_string();
+                assert!(err.contains(needle), "{name}: {err}");
+            }
+        }
+    }
+    // A service with no previous spec cannot be rolled back, whatever
+    // was signed.
+    let bytes = signed().encode();
+    let sig = approval::sign(&bytes, &key);
+    let fresh = ResolvedService {
+        previous_image: None,
+        ..service.clone()
+    };
+    let err = verifier
+        .verify_service(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &sig,
+                key_id: "alice",
+            }),
+            ServiceAction::Rollback,
+            &fresh,
+            "req",
+            NOW,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("no previous spec"), "{err}");
+}
