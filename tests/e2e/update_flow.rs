@@ -115,9 +115,7 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
     assert_eq!(updates[0]["version"], "1");
     assert_eq!(updates[0]["revision"], "rev-1");
     assert!(
-        found["not_checked"]
-            .as_array()
-            .is_none_or(|n| n.is_empty()),
+        found["not_checked"].as_array().is_none_or(|n| n.is_empty()),
         "{found:#}"
     );
     let out = dd.cli(&["updates", "--check"]);

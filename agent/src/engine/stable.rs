@@ -49,7 +49,9 @@ impl Engine {
         let started = Instant::now();
         let outage_deadline = started + self.config.verify_max_wait;
         let mut deadline = self.config.verify_max_wait;
-        let mut hold = self.config.stable_for;
+        // Each judge says how long its checks must hold (`stable_for`
+        // included; none for an update the executor held already).
+        let mut hold = Duration::ZERO;
         let mut ok_since: Option<Instant> = None;
         let mut unanswered = Duration::ZERO;
         let mut last: Option<T> = None;

@@ -22,16 +22,17 @@ impl Engine {
         id: &str,
         container_id: &str,
     ) -> Result<Option<(Vec<VerificationCheck>, Option<ContainerView>)>, Stop> {
-        self.wait_ready_for(id, container_id, self.config.stable_for)
+        self.wait_ready_for(id, container_id, Some(self.config.stable_for))
             .await
     }
 
-    /// `wait_ready` with its own stability hold.
+    /// `wait_ready` with its own stability hold; `None`: none at all (the
+    /// executor held it already), not even a healthcheck's schedule.
     async fn wait_ready_for(
         &self,
         id: &str,
         container_id: &str,
-        stable_for: Duration,
+        stable_for: Option<Duration>,
     ) -> Result<Option<(Vec<VerificationCheck>, Option<ContainerView>)>, Stop> {
         // Woken by the container's own events (a health verdict, a start, a
         // death) as they happen; polled only as a fallback, or when the
@@ -66,11 +67,7 @@ impl Engine {
         let started = Instant::now();
         // An update was held running and healthy through the executor's
         // health window before it was kept: it needs no second hold here.
-        let stable_for = if req.options.update {
-            Duration::ZERO
-        } else {
-            self.config.stable_for
-        };
+        let stable_for = (!req.options.update).then_some(self.config.stable_for);
         let Some((mut checks, last)) = self.wait_ready_for(id, target.id(), stable_for).await?
         else {
             return Ok(false);
@@ -289,9 +286,13 @@ impl Engine {
 /// With one, they must hold for its interval times its retries (at least
 /// `stable_for`, at most 30 s), and are waited for as long as its schedule
 /// needs to reach a verdict (10 s to `max_wait`); without one, for
-/// `stable_for`, waited for at most 15 s.
-fn container_judged(c: &ContainerView, stable_for: Duration, max_wait: Duration) -> Judged {
+/// `stable_for`, waited for at most 15 s. `None`: the executor held it
+/// already (an update's health window), so the checks need not hold again.
+fn container_judged(c: &ContainerView, stable_for: Option<Duration>, max_wait: Duration) -> Judged {
+    let held = stable_for.is_none();
+    let stable_for = stable_for.unwrap_or_default();
     let (hold, deadline) = match &c.healthcheck {
+        Some(_) if held => (Duration::ZERO, max_wait.min(Duration::from_secs(15))),
         Some(hc) => {
             let hold = stable_for
                 .max(Duration::from_millis(

@@ -91,6 +91,39 @@ pub fn section() {
         "drydock runs v2"
     );
 
+    // Where drydock's time goes: the request's own clock.
+    let at = |v: &serde_json::Value| {
+        v.as_str()
+            .and_then(|t| humantime::parse_rfc3339_weak(t.trim_end_matches('Z')).ok())
+    };
+    let created = at(&req["created_at"]);
+    let decided = at(&req["approvals"][0]["decided_at"]);
+    let written = at(&req["execution"][0]["at"]);
+    let ended = at(&req["updated_at"]);
+    let span = |a: Option<std::time::SystemTime>, b: Option<std::time::SystemTime>| match (a, b) {
+        (Some(a), Some(b)) => b
+            .duration_since(a)
+            .map(|d| format!("{:.2} s", d.as_secs_f64()))
+            .unwrap_or_else(|_| "?".into()),
+        _ => "?".into(),
+    };
+    let row = dd
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|r| r["action"] == "update" && r["decision"] == "allowed");
+    let executor_ms = row
+        .as_ref()
+        .and_then(|r| r["duration_ms"].as_u64())
+        .unwrap_or(0);
+    println!(
+        "drydock's request: opened → approved {}, approved → written {} (the executor's call: {:.2} s, of which the window {} s), written → verified {}\n",
+        span(created, decided),
+        span(decided, written),
+        executor_ms as f64 / 1000.0,
+        WINDOW.as_secs(),
+        span(written, ended)
+    );
     println!("| path | time | note |\n|---|---|---|");
     println!(
         "| `drydock update --yes` | {:.2} s | registry read, plan, signature, pull by digest, swap, {} s health window, verification |",
