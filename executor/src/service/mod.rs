@@ -430,22 +430,43 @@ impl ExecutorService {
         &self,
         request: Request<pb::RollbackRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let to_image = ImageId::parse(&request.get_ref().image_id).ok_or_else(|| {
-            ExecError::InvalidArgument(format!(
-                "image_id `{}` is not an image's content id (sha256: and 64 hex digits); a rollback names the image to run by content, never by name or tag",
-                truncate_for_audit(&redact::neutralise_controls(&request.get_ref().image_id))
-            ))
-        });
-        let request = request.map(|req| pb::WriteRequest {
-            request_id: req.request_id,
-            container: req.container,
-            approval: req.approval,
-            grant: None,
-            fault_class: String::new(),
-        });
+        let to_image = content_id(
+            &request.get_ref().image_id,
+            "image_id",
+            "an image's content id",
+            "a rollback names the image to run by content, never by name or tag",
+        );
+        let request = request.map(|req| approval_only(req.request_id, req.container, req.approval));
         let write = to_image.map(|to_image| ContainerWrite::Rollback { to_image });
         self.write_rpc(request, ContainerAction::Rollback, write)
             .await
+    }
+}
+
+/// `text` as a content id (`sha256:` and 64 hex digits), or the refusal
+/// naming the `field`, what it must be and why.
+fn content_id(text: &str, field: &str, what: &str, why: &str) -> Result<ImageId, ExecError> {
+    ImageId::parse(text).ok_or_else(|| {
+        ExecError::InvalidArgument(format!(
+            "{field} `{}` is not {what} (sha256: and 64 hex digits); {why}",
+            truncate_for_audit(&redact::neutralise_controls(text))
+        ))
+    })
+}
+
+/// A write that only a person's approval can authorise, as the write path
+/// takes it (no grant, no fault class).
+fn approval_only(
+    request_id: String,
+    container: String,
+    approval: Option<pb::Approval>,
+) -> pb::WriteRequest {
+    pb::WriteRequest {
+        request_id,
+        container,
+        approval,
+        grant: None,
+        fault_class: String::new(),
     }
 }
 

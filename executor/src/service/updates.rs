@@ -136,19 +136,13 @@ impl ExecutorService {
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        let digest = ImageId::parse(&request.get_ref().digest).ok_or_else(|| {
-            ExecError::InvalidArgument(format!(
-                "digest `{}` is not a manifest digest (sha256: and 64 hex digits); an update names what it pulls by content, never by tag",
-                truncate_for_audit(&redact::neutralise_controls(&request.get_ref().digest))
-            ))
-        });
-        let request = request.map(|req| pb::WriteRequest {
-            request_id: req.request_id,
-            container: req.container,
-            approval: req.approval,
-            grant: None,
-            fault_class: String::new(),
-        });
+        let digest = content_id(
+            &request.get_ref().digest,
+            "digest",
+            "a manifest digest",
+            "an update names what it pulls by content, never by tag",
+        );
+        let request = request.map(|req| approval_only(req.request_id, req.container, req.approval));
         let write = digest.map(|digest| ContainerWrite::Update { digest });
         self.write_rpc(request, ContainerAction::Update, write)
             .await
