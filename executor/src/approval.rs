@@ -78,6 +78,12 @@ pub enum ApprovalError {
     WrongDigest { signed: String, requested: String },
     #[error("approval updates the tag {signed}, but the container runs {actual}")]
     WrongReference { signed: String, actual: String },
+    #[error("{reference} names {now} in its registry now, not the approved {approved}: an update runs only what the tag names when it runs; ask again")]
+    TagMoved {
+        reference: String,
+        approved: String,
+        now: String,
+    },
 }
 
 /// Caller-supplied text in an error: bounded and printable.

@@ -250,8 +250,10 @@ impl Registries {
         &self,
         reference: &str,
     ) -> Result<(ImageRef, &RegistryConfig, Option<&Credentials>), RegistryRefusal> {
+        // A tag pinned to a digest (`shop/api:2@sha256:…`) is not followed:
+        // the pin is the operator's choice.
         let parsed = ImageRef::parse(reference)
-            .filter(|r| r.tag.is_some())
+            .filter(|r| r.tag.is_some() && r.digest.is_none())
             .ok_or_else(|| RegistryRefusal::NotATag(shown(reference)))?;
         let found = self.entries.iter().find(|(c, _)| {
             c.host.eq_ignore_ascii_case(&parsed.registry)
@@ -436,13 +438,15 @@ mod tests {
             r.allowed(&format!("sha256:{}", "a".repeat(64))),
             Err(RegistryRefusal::NotATag(_))
         ));
-        assert!(matches!(
-            r.allowed(&format!(
-                "127.0.0.1:5000/shop/api@sha256:{}",
-                "a".repeat(64)
-            )),
-            Err(RegistryRefusal::NotATag(_))
-        ));
+        for pinned in [
+            format!("127.0.0.1:5000/shop/api@sha256:{}", "a".repeat(64)),
+            format!("127.0.0.1:5000/shop/api:2@sha256:{}", "a".repeat(64)),
+        ] {
+            assert!(
+                matches!(r.allowed(&pinned), Err(RegistryRefusal::NotATag(_))),
+                "{pinned}"
+            );
+        }
     }
 
     #[test]

@@ -50,7 +50,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
         true,
     )
     .expect("write credentials");
-    let (v1, _) = project.push("1", SERVE);
+    let (v1, v1_digest) = project.push("1", SERVE);
     project.write_compose();
     let up = project.compose(&["up", "-d"]);
     assert!(up.status.success(), "{up:?}");
@@ -289,6 +289,23 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
             "approval missing",
         ),
         (
+            "not-what-the-tag-names",
+            update(
+                "req-up-older",
+                &new,
+                &v1_digest,
+                Some(update_claims(
+                    "req-up-older",
+                    &new,
+                    &project.tag,
+                    &v1_digest,
+                    &v2,
+                )),
+            ),
+            Code::FailedPrecondition,
+            "in its registry now, not the approved",
+        ),
+        (
             "other-digest",
             update(
                 "req-up-other",
@@ -398,6 +415,13 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
         .expect_err("registry not allowed");
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     assert!(err.message().contains("is not in `registries`"), "{err:?}");
+    let row = dd
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|r| r["request_id"] == "req-up-registry")
+        .expect("the refusal's audit row");
+    assert_eq!(row["decision"], "denied", "{row}");
     let err = client
         .registry_digest(pb::ContainerRequest {
             request_id: "req-up-read-refused".into(),

@@ -334,7 +334,7 @@ impl DockerAdapter {
                         healthy_since.get_or_insert_with(Instant::now);
                     }
                     _ => {
-                        let allowed = window + health_grace(check.as_ref());
+                        let allowed = window.saturating_add(health_grace(check.as_ref()));
                         if started.elapsed() > allowed {
                             return Err(format!(
                                 "the new image was not healthy within {}s",
@@ -399,8 +399,11 @@ fn health_grace(check: Option<&bollard::models::HealthConfig>) -> Duration {
     };
     let interval = ns(c.interval, 30_000_000_000);
     let start = ns(c.start_period, 0);
-    let retries = c.retries.filter(|r| *r > 0).unwrap_or(3) as u32;
-    (start + interval * (retries + 1)).min(MAX_HEALTH_WAIT)
+    let retries = u32::try_from(c.retries.filter(|r| *r > 0).unwrap_or(3)).unwrap_or(u32::MAX);
+    // An image's healthcheck is input: its numbers may be absurd.
+    start
+        .saturating_add(interval.saturating_mul(retries.saturating_add(1)))
+        .min(MAX_HEALTH_WAIT)
 }
 
 /// A registry call's failure, without the engine's full chatter.
@@ -437,5 +440,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(health_grace(Some(&slow)), MAX_HEALTH_WAIT);
+        let absurd = HealthConfig {
+            interval: Some(i64::MAX),
+            retries: Some(i64::MAX),
+            start_period: Some(i64::MAX),
+            ..Default::default()
+        };
+        assert_eq!(health_grace(Some(&absurd)), MAX_HEALTH_WAIT);
     }
 }

@@ -125,6 +125,7 @@ impl ExecError {
             ExecError::Unauthenticated(_)
             | ExecError::InvalidArgument(_)
             | ExecError::Policy(_)
+            | ExecError::Registry(_)
             | ExecError::Approval(_)
             | ExecError::Grant(_)
             | ExecError::Invisible { .. }

@@ -47,20 +47,38 @@ impl UpdateJob {
 }
 
 impl ExecutorService {
-    /// The registry entry for `target`'s tag, or why it has none. Recorded
-    /// in the call's input either way.
-    pub(super) fn update_job(
+    /// The registry entry for `target`'s tag, or why it has none, and the
+    /// approved digest checked against what the tag names in the registry
+    /// now: the person was shown "the manifest the tag names", so an older
+    /// or another tag's manifest of the same repository is refused, before
+    /// the approval is spent. Recorded in the call's input either way.
+    pub(super) async fn update_job(
         &self,
         call: &mut Call,
         target: &ResolvedTarget,
         digest: &ImageId,
     ) -> Result<UpdateJob, ExecError> {
-        call.entry.input = format!(
-            "reference={} digest={digest} from_image_id={}",
+        call.entry.input.push_str(&format!(
+            " reference={} digest={digest} from_image_id={}",
             truncate_for_audit(&redact::neutralise_controls(&target.image_ref)),
             target.image_id
-        );
+        ));
         let (reference, registry, credentials) = self.registries.allowed(&target.image_ref)?;
+        let now = self
+            .docker
+            .registry_digest(
+                &reference,
+                credentials,
+                registry.pull_timeout.min(REGISTRY_READ),
+            )
+            .await?;
+        if now != digest.as_str() {
+            return Err(ExecError::Approval(ApprovalError::TagMoved {
+                reference: truncate_for_audit(&redact::neutralise_controls(&target.image_ref)),
+                approved: digest.to_string(),
+                now,
+            }));
+        }
         Ok(UpdateJob {
             reference,
             credentials: credentials.cloned(),

@@ -58,7 +58,7 @@ impl ExecutorService {
             approved.claims.expires_at
         );
         let update = match write.digest() {
-            Some(digest) => Some(self.update_job(call, &target, digest)?),
+            Some(digest) => Some(self.update_job(call, &target, digest).await?),
             None => None,
         };
         if let Some(image) = write.to_image() {
