@@ -125,6 +125,38 @@ impl Project {
         docker_ok(&["tag", keep, &self.tag]);
     }
 
+    /// v1 pushed and running under compose, healthy, with a MiB in its
+    /// named and its anonymous volume: (v1's image id, its digest, the
+    /// container's id).
+    pub fn v1_running_with_data(&mut self) -> (String, String, String) {
+        let (v1, digest) = self.push("1", SERVE);
+        self.write_compose();
+        let up = self.compose(&["up", "-d"]);
+        assert!(up.status.success(), "{up:?}");
+        let id = self.api_id();
+        let started = Instant::now();
+        while docker_ok(&["inspect", "-f", "{{.State.Health.Status}}", &id]) != "healthy" {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "v1 did not turn healthy"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        docker_ok(&[
+            "run",
+            "--rm",
+            "--volumes-from",
+            &id,
+            drydock::fixture::FIXTURE_IMAGE,
+            "fill",
+            "--write",
+            "/named/marker=1",
+            "--write",
+            "/anon/marker=1",
+        ]);
+        (v1, digest, id)
+    }
+
     pub fn write_compose(&self) {
         let yaml = format!(
             "version: \"2.4\"\nservices:\n  api:\n    image: {}\n    environment:\n      DATABASE_URL: postgres://db:5432/shop\n    volumes:\n      - data:/named\n      - /anon\nvolumes:\n  data: {{}}\n",

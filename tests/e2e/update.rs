@@ -50,26 +50,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
         true,
     )
     .expect("write credentials");
-    let (v1, v1_digest) = project.push("1", SERVE);
-    project.write_compose();
-    let up = project.compose(&["up", "-d"]);
-    assert!(up.status.success(), "{up:?}");
-    let old = project.api_id();
-    wait("v1 healthy", Duration::from_secs(60), || {
-        inspect(&old, "{{.State.Health.Status}}") == "healthy"
-    });
-    docker_ok(&[
-        "run",
-        "--rm",
-        "--volumes-from",
-        &old,
-        drydock::fixture::FIXTURE_IMAGE,
-        "fill",
-        "--write",
-        "/named/marker=1",
-        "--write",
-        "/anon/marker=1",
-    ]);
+    let (v1, v1_digest, old) = project.v1_running_with_data();
     let (v2, v2_digest) = project.push("2", SERVE);
     project.only_in_registry(&v2, &v1);
 

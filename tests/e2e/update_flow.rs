@@ -67,24 +67,7 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
         ),
     )
     .expect("write agent config");
-    let (v1, _) = project.push("1", SERVE);
-    project.write_compose();
-    let up = project.compose(&["up", "-d"]);
-    assert!(up.status.success(), "{up:?}");
-    let old = project.api_id();
-    wait("v1 healthy", Duration::from_secs(60), || {
-        inspect(&old, "{{.State.Health.Status}}") == "healthy"
-    });
-    docker_ok(&[
-        "run",
-        "--rm",
-        "--volumes-from",
-        &old,
-        drydock::fixture::FIXTURE_IMAGE,
-        "fill",
-        "--write",
-        "/named/marker=1",
-    ]);
+    let (v1, _, old) = project.v1_running_with_data();
     let (v2, v2_digest) = project.push("2", SERVE);
     project.only_in_registry(&v2, &v1);
     let opted_out = Removed(format!("{}_pinned", project.name));

@@ -29,11 +29,7 @@ fn healthy_within(container: &str, timeout: Duration) -> bool {
 /// v1 running under compose, v2 pushed under the same tag and not on the
 /// engine: what a host sees when an update is available.
 fn available(project: &mut Project) -> String {
-    let (v1, _) = project.push("1", SERVE);
-    project.write_compose();
-    let up = project.compose(&["up", "-d"]);
-    assert!(up.status.success(), "{up:?}");
-    assert!(healthy_within(&project.api_id(), Duration::from_secs(60)));
+    let (v1, _, _) = project.v1_running_with_data();
     let (v2, _) = project.push("2", SERVE);
     project.only_in_registry(&v2, &v1);
     v2
