@@ -197,6 +197,7 @@ fn inspect_json(what: &str, name: &str) -> String {
 #[test]
 fn a_scenario_container_shows_nothing_of_the_fixture_s_behaviour() {
     drydock_e2e::prepare();
+    let _staging = bench::one_at_a_time();
     // A crash with output on both streams, a web and a worker of one
     // image that behave differently, and a definition before and after a
     // change whose image is the same.

@@ -24,6 +24,14 @@ use std::sync::Mutex;
 use run::{Diagnoser, Outcome};
 use scenario::Scenario;
 
+/// Held by whatever stages scenarios in this process: two runs (two
+/// tests) would stage the same names, and a run's end removes every
+/// benchmark image, the layers of a build still under way among them.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Run every scenario `runs` times, `jobs` scenarios at a time (the runs
 /// of one scenario one after the other); `progress` hears of each run as
 /// it ends.
@@ -34,10 +42,7 @@ pub fn run_all(
     jobs: usize,
     progress: &(dyn Fn(usize, usize, &Outcome) + Sync),
 ) -> Vec<Outcome> {
-    // Two runs of the benchmark in one process (two tests) would stage the
-    // same names: one at a time.
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     crate::prepare();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
