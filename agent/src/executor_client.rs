@@ -543,6 +543,8 @@ impl ExecutorClient {
                 .map(|s| s.allow_names.clone())
                 .unwrap_or_default(),
             automation_enabled: r.automation.as_ref().is_some_and(|a| a.enabled),
+            update_grants: r.automation.as_ref().is_some_and(|a| a.update_grants),
+            utc_offset_secs: r.automation.as_ref().map_or(0, |a| a.utc_offset_secs),
             max_grant_ttl_secs: r.automation.as_ref().map_or(0, |a| a.max_grant_ttl_secs),
             revoked_grants: r.automation.map(|a| a.revoked).unwrap_or_default(),
             services_in_scope: r.scope.as_ref().is_some_and(|s| {

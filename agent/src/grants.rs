@@ -168,6 +168,9 @@ pub fn covering<'a>(
             && g.claims.host.as_deref().is_none_or(|h| Some(h) == host)
             && g.claims.issued_at <= now + 60
             && g.claims.refuses(action, name, labels, class).is_none()
+            && (action != WriteAction::Update || executor.update_grants)
+            // Its hours, in the executor host's local time.
+            && g.claims.outside_hours(executor.local_minute(now)).is_none()
     })
 }
 
@@ -198,6 +201,7 @@ mod tests {
                 issued_at: 1000,
                 expires_at: 100_000,
                 host: host.map(str::to_string),
+                hours: None,
             },
             claims_b64: String::new(),
             signature_b64: String::new(),

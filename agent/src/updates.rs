@@ -5,19 +5,34 @@
 //! store, listed (`GET /api/v1/updates`, `drydock updates`, the console,
 //! MCP), and notified once per digest (`update_available`). A container
 //! labelled `drydock.update=none` is never asked about.
+//!
+//! An update found that an update grant covers now (its scope, its hours
+//! in the executor host's local time, the executor allowing update grants)
+//! opens a request (`source: update`) whose plan the grant authorises: no
+//! person is asked, the executor checks the grant and its caps again and
+//! restores the old container when the new one fails its health window.
+//! Each digest is tried once per container; the grants are looked at every
+//! minute, so a window of an hour is met whatever `check_every` is.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::Code;
 
 use crate::engine::Engine;
-use crate::model::{now_rfc3339, NotChecked, UpdateFound, UpdateList, UPDATE_LABEL};
+use crate::model::{
+    now_rfc3339, unix_now, NotChecked, RequestOptions, RequestSource, UpdateFound, UpdateList,
+    UPDATE_LABEL,
+};
 use crate::notify::Notifier;
 use crate::store::updates;
+use drydock_proto::approval::WriteAction;
 
 /// The request id the checker's executor calls carry.
 const CHECK_ID: &str = "updates-check";
+/// How often the update grants are looked at.
+const GRANT_TICK: Duration = Duration::from_secs(60);
 
 pub struct UpdateChecker {
     engine: Arc<Engine>,
@@ -26,6 +41,8 @@ pub struct UpdateChecker {
     checking: tokio::sync::Mutex<()>,
     /// The last check's time and the containers it could not ask about.
     last: std::sync::Mutex<(Option<String>, Vec<NotChecked>)>,
+    /// The (host, container id, digest) a granted update was opened for.
+    tried: std::sync::Mutex<HashSet<(String, String, String)>>,
 }
 
 impl UpdateChecker {
@@ -35,12 +52,25 @@ impl UpdateChecker {
             notifier,
             checking: tokio::sync::Mutex::new(()),
             last: std::sync::Mutex::new((None, Vec::new())),
+            tried: std::sync::Mutex::new(HashSet::new()),
         })
     }
 
     /// Check every `every` (none when zero), the first a minute after
     /// start, so a restarting agent does not ask every registry at once.
     pub fn spawn(self: &Arc<Self>, every: Duration) {
+        let granted = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(GRANT_TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let _one = granted.checking.lock().await;
+                if let Err(e) = granted.apply_grants().await {
+                    tracing::error!(error = %e, "the update grants were not looked at");
+                }
+            }
+        });
         if every.is_zero() {
             return;
         }
@@ -131,6 +161,93 @@ impl UpdateChecker {
             }
         }
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = (Some(now), not_checked);
+        self.apply_grants().await?;
         self.list().await
+    }
+
+    /// Open a request for each update found that an update grant covers
+    /// now; the engine has the grant authorise its plan.
+    async fn apply_grants(&self) -> Result<(), crate::store::StoreError> {
+        let store = self.engine.store();
+        let grants = crate::grants::list(store)?;
+        if !grants
+            .iter()
+            .any(|g| g.claims.actions.contains(&WriteAction::Update))
+        {
+            return Ok(());
+        }
+        let found = updates::list(store)?;
+        let now = unix_now();
+        for host in self.engine.hosts().all() {
+            let label = host.label();
+            let mine: Vec<&UpdateFound> = found.iter().filter(|u| u.host == label).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let Ok(policy) = host.executor.policy(CHECK_ID).await else {
+                continue;
+            };
+            if !policy.automation_enabled || !policy.update_grants {
+                continue;
+            }
+            let Ok(containers) = host.executor.list(CHECK_ID, true).await else {
+                continue;
+            };
+            for u in mine {
+                let Some(c) = containers.iter().find(|c| c.id == u.container_id) else {
+                    continue;
+                };
+                let Some(grant) = crate::grants::covering(
+                    &grants,
+                    WriteAction::Update,
+                    &c.name,
+                    &c.labels,
+                    "",
+                    now,
+                    &policy,
+                ) else {
+                    continue;
+                };
+                let key = (
+                    label.to_string(),
+                    u.container_id.clone(),
+                    u.registry_digest.clone(),
+                );
+                if !self
+                    .tried
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key)
+                {
+                    continue;
+                }
+                let options = RequestOptions {
+                    container: Some(u.container_id.clone()),
+                    host: host.name.clone(),
+                    update: true,
+                    ..Default::default()
+                };
+                let message = format!(
+                    "update {}: an update was found, and grant {} allows it now",
+                    u.command_name(),
+                    grant.id
+                );
+                match self
+                    .engine
+                    .open(message, options, RequestSource::Update)
+                    .await
+                {
+                    Ok(req) => tracing::info!(
+                        request_id = %req.id, container = %u.container, grant = %grant.id,
+                        "opened an update under a grant"
+                    ),
+                    Err(e) => tracing::error!(
+                        error = %e, container = %u.container,
+                        "cannot open an update under a grant"
+                    ),
+                }
+            }
+        }
+        Ok(())
     }
 }

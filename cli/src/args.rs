@@ -374,7 +374,8 @@ pub enum ScheduleCommand {
 /// What `drydock grant create` was asked for.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CreateArgs {
-    /// start, restart or force_update (repeatable); never stop or a rollback.
+    /// start, restart or force_update (repeatable); or update alone, with
+    /// --window; never stop or a rollback.
     #[arg(long = "action", required = true)]
     pub actions: Vec<String>,
     /// A compose project the containers belong to (repeatable).
@@ -401,6 +402,10 @@ pub struct CreateArgs {
     /// How long the grant stands, like 7d (at most the executor's automation.max_grant_ttl).
     #[arg(long)]
     pub expires: String,
+    /// The hours of the day it may be used, HH:MM-HH:MM in the executor
+    /// host's local time (required with --action update), like 02:00-05:00.
+    #[arg(long)]
+    pub window: Option<String>,
     /// The host whose executor honours it, when the agent serves several.
     #[arg(long)]
     pub host: Option<String>,

@@ -41,12 +41,12 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
                 t2 @ (WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback),
             ) => {
                 bail!(
-                    "--action {t2}: {t2} is a T2 action, and a grant covers only start, restart and force_update"
+                    "--action {t2}: {t2} is a T2 action, and a grant covers only start, restart, force_update and (alone, with --window) update"
                 )
             }
             Some(action) if !actions.contains(&action) => actions.push(action),
             Some(_) => {}
-            None => bail!("--action `{a}` is not start, restart or force_update"),
+            None => bail!("--action `{a}` is not start, restart, force_update or update"),
         }
     }
     let mut labels = BTreeMap::new();
@@ -81,11 +81,19 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
         issued_at: now,
         expires_at: now.saturating_add(i64::try_from(expires.as_secs()).unwrap_or(i64::MAX)),
         host: None,
+        hours: args.window.clone(),
     };
+    if actions_are_update(&claims) && claims.hours.is_none() {
+        bail!("--action update needs --window HH:MM-HH:MM: the hours it may update in, the executor host's local time (like 02:00-05:00)");
+    }
     claims.check_shape().map_err(|e| {
         anyhow::anyhow!("{e}").context("the grant would be refused; nothing was signed")
     })?;
     Ok(claims)
+}
+
+fn actions_are_update(c: &GrantClaims) -> bool {
+    c.actions.contains(&WriteAction::Update)
 }
 
 /// The grant in words, for the person about to sign it.
@@ -120,8 +128,39 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
     } else {
         ("containers and Swarm services", "container or service")
     };
+    let (purpose, when) = if actions_are_update(c) {
+        (
+            "to the image its tag names in an allowed registry, restored by the executor when the new one fails its health window".to_string(),
+            "only when the registry's digest for the tag is the one asked for (checked by the executor)".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "for {}",
+                if c.classes.is_empty() {
+                    "any fault class".to_string()
+                } else {
+                    format!("faults classed {}", safe(&c.classes.join(", ")))
+                }
+            ),
+            format!(
+                "only when the {} is really broken at that moment (checked by the executor)",
+                kinds.1
+            ),
+        )
+    };
+    let hours = c
+        .hours
+        .as_ref()
+        .map(|h| {
+            format!(
+                "\n  only between {} (the executor host's local time)",
+                safe(h)
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "grant {id}\n  may {actions} {what}{on} with {scope}\n  for {classes}\n  at most {n} per {one} every {w}, {total} in all\n  only when the {one} is really broken at that moment (checked by the executor)\n  expires {exp}",
+        "grant {id}\n  may {actions} {what}{on} with {scope}\n  {purpose}\n  at most {n} per {one} every {w}, {total} in all{hours}\n  {when}\n  expires {exp}",
         what = kinds.0,
         on = c
             .host
@@ -132,11 +171,6 @@ pub fn describe(c: &GrantClaims, now: i64) -> String {
         id = safe(&c.grant_id),
         actions = actions.join(" or "),
         scope = safe(&scope.join(" and ")),
-        classes = if c.classes.is_empty() {
-            "any fault class".to_string()
-        } else {
-            format!("faults classed {}", safe(&c.classes.join(", ")))
-        },
         n = c.max_per_container,
         w = humantime::format_duration(Duration::from_secs(c.window_secs)),
         total = c.max_total,
@@ -347,11 +381,41 @@ mod tests {
             text.contains("may restart or force_update containers and Swarm services"),
             "{text}"
         );
+        // An update grant says its hours and what the executor checks.
+        let mut nightly = args();
+        nightly.actions = vec!["update".into()];
+        nightly.window = Some("02:00-05:00".into());
+        let text = describe(&build(&nightly, 1_000).unwrap(), 1_000);
+        assert!(
+            text.contains("may update containers")
+                && text.contains("only between 02:00-05:00 (the executor host's local time)")
+                && text.contains("restored by the executor")
+                && !text.contains("fault class"),
+            "{text}"
+        );
         let cases: Vec<(Change, &str)> = vec![
             (Box::new(|a| a.actions = vec!["stop".into()]), "T2"),
             (
                 Box::new(|a| a.actions = vec!["rm".into()]),
-                "is not start, restart or force_update",
+                "is not start, restart, force_update or update",
+            ),
+            (
+                Box::new(|a| a.actions = vec!["update".into()]),
+                "needs --window",
+            ),
+            (
+                Box::new(|a| {
+                    a.actions = vec!["update".into()];
+                    a.window = Some("2am-5am".into());
+                }),
+                "HH:MM-HH:MM",
+            ),
+            (
+                Box::new(|a| {
+                    a.actions = vec!["update".into(), "restart".into()];
+                    a.window = Some("02:00-05:00".into());
+                }),
+                "update alone",
             ),
             (Box::new(|a| a.max = "2".into()), "N/WINDOW"),
             (Box::new(|a| a.max = "0/1h".into()), "N/WINDOW"),

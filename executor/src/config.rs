@@ -264,9 +264,21 @@ pub struct ActionsConfig {
     #[serde(default = "disabled")]
     pub service_rollback: ActionToggle,
     /// T2: pulls a newer image of the container's tag and re-creates it;
-    /// off unless the operator turns it on, and never under a grant.
-    #[serde(default = "disabled")]
-    pub update: ActionToggle,
+    /// off unless the operator turns it on, and under a grant only with
+    /// `grants: true`.
+    #[serde(default)]
+    pub update: UpdateToggle,
+}
+
+/// `actions.update`: whether updates are allowed, and whether a grant (with
+/// its hours) may make one without a person.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateToggle {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub grants: bool,
 }
 
 impl Default for ActionsConfig {
@@ -278,7 +290,7 @@ impl Default for ActionsConfig {
             rollback: disabled(),
             force_update: enabled(),
             service_rollback: disabled(),
-            update: disabled(),
+            update: UpdateToggle::default(),
         }
     }
 }
@@ -595,6 +607,15 @@ mod tests {
                 "timeouts: {max_approval_ttl: 25h}\n",
                 "timeouts.max_approval_ttl",
             ),
+            (
+                "actions: {update: {grants: true}}\n",
+                "actions.update.enabled is false",
+            ),
+            (
+                "actions: {update: {enabled: true, grants: true}}\n",
+                "automation.enabled is false",
+            ),
+            ("actions: {update: {enabled: true, when: always}}\n", "when"),
         ];
         for (extra, needle) in cases {
             let err = load(extra).unwrap_err().to_string();

@@ -65,6 +65,10 @@ pub enum GrantRefusal {
     TotalCap { id: String, max: u32 },
     #[error("precondition failed: {0}")]
     Precondition(String),
+    #[error("grant {0} covers updates, and this executor does not let a grant update (actions.update.grants is false): a person approves each update")]
+    UpdateGrantsOff(String),
+    #[error("{0}")]
+    OutsideHours(String),
     #[error("grant {id} was issued before this audit store was created (at {since}), so uses it had before then may not be counted here; sign a new grant (`drydock grant create`)")]
     OlderThanStore { id: String, since: i64 },
     #[error("grant {id} was issued at {issued_at}, not after the audit store was restored from a backup (at {restored_at}, plus {skew}s for the signer's clock): uses it had after the backup was taken are not in the restored store; sign a new grant (`drydock grant create`)", skew = CLOCK_SKEW_SECS)]
@@ -131,6 +135,11 @@ pub struct GrantVerifier {
     max_ttl: Duration,
     revocations: Option<PathBuf>,
     host: crate::approval::HostBinding,
+    /// `actions.update.grants`: whether a grant may update at all.
+    update_grants: bool,
+    /// The zone a grant's hours are read in: this host's (TZ,
+    /// /etc/localtime), UTC when it has none.
+    zone: jiff::tz::TimeZone,
 }
 
 impl GrantVerifier {
@@ -142,7 +151,35 @@ impl GrantVerifier {
             max_ttl: automation.max_grant_ttl,
             revocations: automation.revocations.clone(),
             host: Default::default(),
+            update_grants: false,
+            zone: jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC),
         }
+    }
+
+    /// Whether a grant may update (`actions.update.grants`).
+    pub fn with_update_grants(mut self, allowed: bool) -> GrantVerifier {
+        self.update_grants = allowed;
+        self
+    }
+
+    /// The zone a grant's hours are read in (tests; the host's otherwise).
+    pub fn with_zone(mut self, zone: jiff::tz::TimeZone) -> GrantVerifier {
+        self.zone = zone;
+        self
+    }
+
+    pub fn update_grants(&self) -> bool {
+        self.update_grants
+    }
+
+    /// The minutes after local midnight at `now` (unix seconds), and the
+    /// zone's offset from UTC then, in seconds.
+    pub fn local_time(&self, now: i64) -> (u16, i32) {
+        let at = jiff::Timestamp::from_second(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+        let zoned = at.to_zoned(self.zone.clone());
+        let minute =
+            u16::try_from(i32::from(zoned.hour()) * 60 + i32::from(zoned.minute())).unwrap_or(0);
+        (minute, zoned.offset().seconds())
     }
 
     /// The host grants must name (`host` in the config).
@@ -227,6 +264,12 @@ impl GrantVerifier {
         }
         if let Some(why) = claims.refuses(action, name, labels, input.fault_class) {
             return Err(GrantRefusal::NotCovered(why));
+        }
+        if action == WriteAction::Update && !self.update_grants {
+            return Err(GrantRefusal::UpdateGrantsOff(id));
+        }
+        if let Some(why) = claims.outside_hours(self.local_time(now).0) {
+            return Err(GrantRefusal::OutsideHours(why));
         }
         Ok(VerifiedGrant {
             claims,
@@ -614,6 +657,79 @@ mod tests {
     }
 
     #[test]
+    fn an_update_grant_is_honoured_only_when_updates_may_be_granted_and_in_its_hours() {
+        use drydock_proto::approval::{format_public_key, generate_signing_key};
+        use drydock_proto::grant::{GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
+        let key = generate_signing_key();
+        let approvers = [ApproverConfig {
+            id: "ops".into(),
+            public_key: format_public_key(&key.verifying_key()),
+        }];
+        let automation = AutomationConfig {
+            enabled: true,
+            max_grant_ttl: Duration::from_secs(86_400),
+            revocations: None,
+        };
+        // 03:30 UTC.
+        let now = 1_800_070_200 - 1_800_070_200 % 86_400 + 3 * 3600 + 1800;
+        let claims = |hours: &str| {
+            drydock_proto::grant::GrantClaims {
+                version: GRANT_VERSION_NO_HOST,
+                kind: GRANT_KIND.into(),
+                grant_id: "grt-night".into(),
+                actions: vec![WriteAction::Update],
+                scope: GrantScope {
+                    projects: vec!["shop".into()],
+                    ..Default::default()
+                },
+                classes: vec![],
+                max_per_container: 1,
+                window_secs: 3600,
+                max_total: 1,
+                issued_at: now - 60,
+                expires_at: now + 3600,
+                host: None,
+                hours: Some(hours.into()),
+            }
+            .encode()
+        };
+        let labels: BTreeMap<String, String> =
+            [(grant::COMPOSE_PROJECT_LABEL.to_string(), "shop".to_string())].into();
+        let check = |v: &GrantVerifier, hours: &str| {
+            let bytes = claims(hours);
+            let signature = grant::sign(&bytes, &key);
+            let input = GrantInput {
+                claims: &bytes,
+                signature: &signature,
+                key_id: "ops",
+                fault_class: "",
+            };
+            v.verify(&input, WriteAction::Update, "shop-api-1", &labels, now)
+                .map(|g| g.claims.grant_id)
+        };
+        let utc = || GrantVerifier::new(&approvers, &automation).with_zone(jiff::tz::TimeZone::UTC);
+        assert_eq!(utc().local_time(now), (3 * 60 + 30, 0));
+        assert_eq!(
+            check(&utc(), "02:00-05:00"),
+            Err(GrantRefusal::UpdateGrantsOff("grt-night".into()))
+        );
+        let allowed = utc().with_update_grants(true);
+        assert_eq!(check(&allowed, "02:00-05:00").unwrap(), "grt-night");
+        let late = check(&allowed, "22:00-03:30").unwrap_err().to_string();
+        assert!(
+            late.contains("22:00-03:30") && late.contains("it is 03:30 here"),
+            "{late}"
+        );
+        // The same instant is 04:30 an hour east: the zone decides.
+        let east = GrantVerifier::new(&approvers, &automation)
+            .with_update_grants(true)
+            .with_zone(jiff::tz::TimeZone::fixed(jiff::tz::offset(1)));
+        assert_eq!(east.local_time(now), (4 * 60 + 30, 3600));
+        assert!(check(&east, "03:00-04:00").is_err());
+        assert!(check(&east, "04:00-05:00").is_ok());
+    }
+
+    #[test]
     fn a_new_store_knows_when_it_was_created_and_refuses_older_grants() {
         let dir = tempfile::tempdir().unwrap();
         let log = crate::audit::AuditLog::create(&dir.path().join("audit.db")).unwrap();
@@ -631,6 +747,7 @@ mod tests {
             issued_at: created - 3600,
             expires_at: created + 3600,
             host: None,
+            hours: None,
         };
         let refused = check_store_age(&claims, Some(crate::audit::CountsSince::Created(created)));
         assert!(

@@ -118,7 +118,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl)
             .with_host(host.clone()),
         grants: crate::grants::GrantVerifier::new(&config.approvers, &config.automation)
-            .with_host(host),
+            .with_host(host)
+            .with_update_grants(config.actions.update.grants),
         audit: audit.clone(),
         allowed_clients: config.tls.allowed_clients.iter().cloned().collect(),
         limits: config.limits.clone(),

@@ -104,8 +104,8 @@ pub struct GrantClaims {
     /// Always `automation_grant`.
     pub kind: String,
     pub grant_id: String,
-    /// `start`, `restart` and `force_update` only: a grant never covers a
-    /// T2 action.
+    /// `start`, `restart` and `force_update`; or `update` alone, with
+    /// `hours`. No other T2 action.
     pub actions: Vec<WriteAction>,
     pub scope: GrantScope,
     /// Fault classes the repair may be for; empty means any.
@@ -124,6 +124,66 @@ pub struct GrantClaims {
     /// every other. Present exactly in version 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The hours of the day it may be used in, the executor host's local
+    /// time: `02:00-05:00`, or across midnight `22:00-04:00`. Required
+    /// by an `update` grant; none: any hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<String>,
+}
+
+/// A daily window, `HH:MM-HH:MM` in some zone's local time: from its start
+/// (included) to its end (excluded), across midnight when the end comes
+/// first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DailyHours {
+    /// Minutes after midnight.
+    pub start: u16,
+    pub end: u16,
+}
+
+impl DailyHours {
+    pub fn parse(text: &str) -> Result<DailyHours, String> {
+        let minute = |t: &str| -> Option<u16> {
+            let (h, m) = t.trim().split_once(':')?;
+            let all_digits = |x: &str| x.len() == 2 && x.bytes().all(|b| b.is_ascii_digit());
+            if !all_digits(h) || !all_digits(m) {
+                return None;
+            }
+            let (h, m) = (h.parse::<u16>().ok()?, m.parse::<u16>().ok()?);
+            (h < 24 && m < 60).then_some(h * 60 + m)
+        };
+        let bad = || format!("hours `{text}` are not HH:MM-HH:MM (e.g. 02:00-05:00)");
+        let (a, b) = text.split_once('-').ok_or_else(bad)?;
+        let (start, end) = (minute(a).ok_or_else(bad)?, minute(b).ok_or_else(bad)?);
+        if start == end {
+            return Err(format!(
+                "hours `{text}` start and end at the same minute: name a window (e.g. 02:00-05:00)"
+            ));
+        }
+        Ok(DailyHours { start, end })
+    }
+
+    /// Whether `minute` (after midnight) falls in the window.
+    pub fn contains(self, minute: u16) -> bool {
+        if self.start < self.end {
+            (self.start..self.end).contains(&minute)
+        } else {
+            minute >= self.start || minute < self.end
+        }
+    }
+}
+
+impl std::fmt::Display for DailyHours {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:02}:{:02}-{:02}:{:02}",
+            self.start / 60,
+            self.start % 60,
+            self.end / 60,
+            self.end % 60
+        )
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -135,6 +195,28 @@ pub enum GrantError {
 }
 
 impl GrantClaims {
+    /// The hours it may be used in; `None`: any hour (or unreadable
+    /// hours, which `check_shape` refuses).
+    pub fn daily_hours(&self) -> Option<DailyHours> {
+        self.hours
+            .as_deref()
+            .and_then(|h| DailyHours::parse(h).ok())
+    }
+
+    /// Why it may not be used at `minute` (after midnight, local time),
+    /// or `None` when it may.
+    pub fn outside_hours(&self, minute: u16) -> Option<String> {
+        let hours = self.daily_hours()?;
+        (!hours.contains(minute)).then(|| {
+            format!(
+                "grant {} may be used {hours} (this host's local time); it is {:02}:{:02} here",
+                self.grant_id,
+                minute / 60,
+                minute % 60
+            )
+        })
+    }
+
     pub fn new_id() -> String {
         format!("grt-{}", hex::encode(rand::random::<[u8; 8]>()))
     }
@@ -170,7 +252,37 @@ impl GrantClaims {
             ));
         }
         if self.actions.is_empty() {
-            return invalid("no action: name start, restart or force_update".into());
+            return invalid("no action: name start, restart, force_update or update".into());
+        }
+        let hours = self
+            .hours
+            .as_deref()
+            .map(DailyHours::parse)
+            .transpose()
+            .map_err(GrantError::Invalid)?;
+        if self.actions.contains(&WriteAction::Update) {
+            if self.actions.len() > 1 {
+                return invalid(
+                    "an update grant covers update alone: sign one grant for updates and one for repairs"
+                        .into(),
+                );
+            }
+            if hours.is_none() {
+                return invalid(
+                    "an update grant names the hours it may run in (e.g. 02:00-05:00)".into(),
+                );
+            }
+            if !self.classes.is_empty() {
+                return invalid(
+                    "an update is not the repair of a fault: an update grant names no class".into(),
+                );
+            }
+            if !self.scope.stacks.is_empty() {
+                return invalid(
+                    "an update grant covers containers: select them by project, name or label"
+                        .into(),
+                );
+            }
         }
         if let Some(t2) = self.actions.iter().find(|a| {
             matches!(
@@ -179,7 +291,7 @@ impl GrantClaims {
             )
         }) {
             return invalid(format!(
-                "{t2} is a T2 action; a grant covers start, restart and force_update only"
+                "{t2} is a T2 action; a grant covers start, restart, force_update and, alone with its hours, update"
             ));
         }
         if self.scope.is_empty() {
@@ -259,6 +371,10 @@ impl GrantClaims {
                 self.grant_id
             ));
         }
+        if action == WriteAction::Update {
+            // An update is for no fault: the class is not asked.
+            return None;
+        }
         if !self.classes.is_empty() && !self.classes.iter().any(|c| c == class) {
             return Some(format!(
                 "fault class `{class}` is not among grant {}'s classes",
@@ -324,6 +440,7 @@ mod tests {
             issued_at: 1_000,
             expires_at: 90_000,
             host: Some("host-a".into()),
+            hours: None,
         }
     }
 
@@ -399,6 +516,27 @@ mod tests {
             (Box::new(|g| g.expires_at = g.issued_at), "not after"),
             (Box::new(|g| g.kind = "approval".into()), "kind"),
             (Box::new(|g| g.grant_id = "apr-1".into()), "grant id"),
+            (Box::new(|g| g.hours = Some("2-5".into())), "HH:MM-HH:MM"),
+            (Box::new(|g| g.hours = Some("24:00-05:00".into())), "HH:MM"),
+            (
+                Box::new(|g| g.hours = Some("02:00-02:00".into())),
+                "same minute",
+            ),
+            (Box::new(|g| g.actions = vec![WriteAction::Update]), "hours"),
+            (
+                Box::new(|g| {
+                    g.actions = vec![WriteAction::Update, WriteAction::Restart];
+                    g.hours = Some("02:00-05:00".into());
+                }),
+                "update alone",
+            ),
+            (
+                Box::new(|g| {
+                    g.actions = vec![WriteAction::Update];
+                    g.hours = Some("02:00-05:00".into());
+                }),
+                "no class",
+            ),
         ];
         for (change, says) in cases {
             let mut g = grant();
@@ -406,6 +544,36 @@ mod tests {
             let err = GrantClaims::decode(&g.encode()).unwrap_err().to_string();
             assert!(err.contains(says), "{says}: {err}");
         }
+    }
+
+    #[test]
+    fn daily_hours_hold_their_start_not_their_end_and_cross_midnight() {
+        let night = DailyHours::parse("02:00-05:00").unwrap();
+        assert_eq!(night.to_string(), "02:00-05:00");
+        assert!(night.contains(120) && night.contains(299));
+        assert!(!night.contains(119) && !night.contains(300));
+        let late = DailyHours::parse("22:30-04:00").unwrap();
+        assert!(late.contains(23 * 60) && late.contains(0) && late.contains(239));
+        assert!(!late.contains(240) && !late.contains(22 * 60 + 29));
+        let mut g = grant();
+        g.actions = vec![WriteAction::Update];
+        g.classes.clear();
+        g.hours = Some("02:00-05:00".into());
+        let g = GrantClaims::decode(&g.encode()).unwrap();
+        assert_eq!(g.outside_hours(150), None);
+        let why = g.outside_hours(14 * 60 + 2).unwrap();
+        assert!(
+            why.contains("02:00-05:00") && why.contains("14:02"),
+            "{why}"
+        );
+        // An update is for no fault: any class passes, scope still holds.
+        assert_eq!(
+            g.refuses(WriteAction::Update, "shop-web-1", &labels("shop"), ""),
+            None
+        );
+        assert!(g
+            .refuses(WriteAction::Update, "shop-web-1", &labels("blog"), "")
+            .is_some());
     }
 
     #[test]

@@ -259,6 +259,7 @@ fn signed_grant(dd: &Drydock, change: impl FnOnce(&mut GrantClaims)) -> pb::Gran
         issued_at: now - 10,
         expires_at: now + 3600,
         host: None,
+        hours: None,
     };
     change(&mut claims);
     let bytes = claims.encode();

@@ -62,6 +62,7 @@ fn a_grant(dd: &Drydock) -> (String, pb::Grant) {
         issued_at: now - 10,
         expires_at: now + 3600,
         host: None,
+        hours: None,
     };
     let bytes = claims.encode();
     (

@@ -165,6 +165,7 @@ async fn claims_made_for_another_host_or_none_are_refused_and_audited() {
         issued_at: now - 10,
         expires_at: now + 3600,
         host: Some("host-a".into()),
+        hours: None,
     }
     .encode();
     let mut req = restart("req-host-grant", &target.name);

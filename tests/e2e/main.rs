@@ -40,6 +40,7 @@ mod troubleshoot_bench;
 mod ui;
 mod update;
 mod update_flow;
+mod update_grants;
 mod upgrade;
 mod webhooks;
 mod writes_in_doubt;

@@ -137,6 +137,7 @@ fn grant_for(
         issued_at: now,
         expires_at: now + 3600,
         host: None,
+        hours: None,
     }
     .encode();
     pb::Grant {

@@ -78,6 +78,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
                 container: container.into(),
                 digest: digest.into(),
                 approval,
+                grant: None,
             }
         };
     let ca = read(&dd.home.path("pki/ca.crt"));

@@ -293,6 +293,22 @@ pub struct PolicyView {
     /// Whether the executor refuses approvals and grants naming no host.
     #[serde(default)]
     pub host_required: bool,
+    /// Whether a grant may update there (`actions.update.grants`).
+    #[serde(default)]
+    pub update_grants: bool,
+    /// The executor host's offset from UTC when asked, in seconds: a
+    /// grant's hours are its local time.
+    #[serde(default)]
+    pub utc_offset_secs: i32,
+}
+
+impl PolicyView {
+    /// The minutes after midnight on the executor's host at `now` (unix
+    /// seconds), as its offset was when asked.
+    pub fn local_minute(&self, now: i64) -> u16 {
+        let local = now.saturating_add(i64::from(self.utc_offset_secs));
+        u16::try_from(local.rem_euclid(86_400) / 60).unwrap_or(0)
+    }
 }
 
 /// How disruptive a call is, as the executor ranks it: `T0` reads, `T1`

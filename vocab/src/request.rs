@@ -105,6 +105,8 @@ pub enum RequestSource {
     Alert,
     /// A schedule (`drydock schedule add`): a diagnose-only look.
     Schedule,
+    /// The update checker: an update found, inside an update grant's hours.
+    Update,
 }
 
 impl RequestSource {
@@ -114,6 +116,7 @@ impl RequestSource {
             RequestSource::Watch => "watch",
             RequestSource::Alert => "alert",
             RequestSource::Schedule => "schedule",
+            RequestSource::Update => "update",
         }
     }
 }

@@ -87,7 +87,11 @@ impl Engine {
         plan: &Plan,
         approvals: &[ApprovalRecord],
     ) -> Result<Option<GrantCover>, Stop> {
-        if self.config.watch_mode != crate::config::WatchMode::Repair {
+        // The update checker opens a request only under an update grant;
+        // every other automatic request is repaired in repair mode only.
+        if self.config.watch_mode != crate::config::WatchMode::Repair
+            && req.source != RequestSource::Update
+        {
             return Ok(None);
         }
         if req.source == RequestSource::Ask

@@ -47,7 +47,8 @@ impl ExecutorClient {
     /// Send a signed approval (or a grant) with the write it authorizes.
     /// The agent cannot make these bytes itself: only the operator's key
     /// can sign them. A rollback's approval must name the image it runs; a
-    /// grant never covers one (the executor refuses it too).
+    /// grant never covers one (the executor refuses it too). An update's
+    /// grant is the executor's to judge (its hours, actions.update.grants).
     pub(super) async fn write(
         &self,
         request_id: &str,
@@ -88,18 +89,13 @@ impl ExecutorClient {
                     .await?
             }
             ContainerWrite::Update { digest } => {
-                let Some(approval) = req.approval else {
-                    return Err(ExecutorError::new(
-                        tonic::Code::FailedPrecondition,
-                        "an update needs a person's approval naming the digest; a grant does not cover it",
-                    ));
-                };
                 client
                     .update_container(pb::UpdateRequest {
                         request_id: req.request_id,
                         container: req.container,
                         digest: digest.to_string(),
-                        approval: Some(approval),
+                        approval: req.approval,
+                        grant: req.grant,
                     })
                     .await?
             }

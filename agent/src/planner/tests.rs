@@ -54,6 +54,8 @@ fn all() -> PolicyView {
         allow_service_names: vec![],
         host: String::new(),
         host_required: false,
+        update_grants: false,
+        utc_offset_secs: 0,
     }
 }
 

@@ -444,6 +444,9 @@ struct GrantForm {
     classes: Vec<String>,
     max: String,
     expires: String,
+    /// The hours it may be used, HH:MM-HH:MM (an update grant's).
+    #[serde(default)]
+    window: Option<String>,
     /// The host whose executor honours it (several hosts).
     #[serde(default)]
     host: Option<String>,
@@ -465,6 +468,7 @@ async fn grant_preview(
         max: f.max,
         max_total: None,
         expires: f.expires,
+        window: f.window.filter(|w| !w.is_empty()),
         host: f.host.filter(|h| !h.is_empty()),
         yes: true,
     };

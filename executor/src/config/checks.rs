@@ -30,6 +30,19 @@ fn check_registries(c: &Config) -> Result<(), ConfigError> {
     if window.is_zero() || window > Duration::from_secs(3600) {
         return Err(invalid("update.health_window", "must be in (0, 1h]"));
     }
+    let update = &c.actions.update;
+    if update.grants && !update.enabled {
+        return Err(invalid(
+            "actions.update.grants",
+            "lets a grant update, but actions.update.enabled is false: enable updates too, or leave grants off",
+        ));
+    }
+    if update.grants && !c.automation.enabled {
+        return Err(invalid(
+            "actions.update.grants",
+            "lets a grant update, but automation.enabled is false: no grant is honoured here",
+        ));
+    }
     Ok(())
 }
 

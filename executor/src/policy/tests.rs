@@ -132,7 +132,7 @@ fn disabled_action_is_refused_even_for_allowed_targets() {
         rollback: ActionToggle { enabled: false },
         force_update: ActionToggle { enabled: true },
         service_rollback: ActionToggle { enabled: false },
-        update: ActionToggle { enabled: false },
+        update: Default::default(),
     };
     let every = TargetsConfig {
         allow_names: vec!["*".into()],

@@ -376,6 +376,8 @@ impl ExecutorService {
                 .map(|(id, public_key)| pb::Approver { id, public_key })
                 .collect(),
             automation: Some(pb::Automation {
+                update_grants: self.grants.update_grants(),
+                utc_offset_secs: self.grants.local_time(unix_now()).1,
                 enabled: self.grants.enabled(),
                 max_grant_ttl_secs: self.grants.max_ttl().as_secs(),
                 revoked: {

@@ -149,7 +149,7 @@ impl ExecutorService {
     }
 
     /// `UpdateContainer`: the write path with the digest the approval must
-    /// name; approval only.
+    /// name, or the tag must name now under an update grant.
     pub(super) async fn update_rpc(
         &self,
         request: Request<pb::UpdateRequest>,
@@ -160,7 +160,13 @@ impl ExecutorService {
             "a manifest digest",
             "an update names what it pulls by content, never by tag",
         );
-        let request = request.map(|req| approval_only(req.request_id, req.container, req.approval));
+        let request = request.map(|req| pb::WriteRequest {
+            request_id: req.request_id,
+            container: req.container,
+            approval: req.approval,
+            grant: req.grant,
+            fault_class: String::new(),
+        });
         let write = digest.map(|digest| ContainerWrite::Update { digest });
         self.write_rpc(request, ContainerAction::Update, write)
             .await

@@ -40,7 +40,7 @@ impl ExecutorService {
             })?;
         if let Some(grant) = &req.grant {
             return self
-                .authorize_grant(call, grant, &req.fault_class, action, target, permit)
+                .authorize_grant(call, grant, &req.fault_class, &write, target, permit)
                 .await;
         }
         let input = req.approval.as_ref().map(|a| ApprovalInput {
@@ -104,11 +104,19 @@ impl ExecutorService {
         call: &mut Call,
         grant: &pb::Grant,
         fault_class: &str,
-        action: ContainerAction,
+        write: &ContainerWrite,
         target: ResolvedTarget,
         permit: WritePermit,
     ) -> Result<AuthorizedWrite, ExecError> {
-        validate_fault_class(fault_class)?;
+        let action = write.action();
+        // An update is for no fault: it names no class.
+        let fault_class = match write.digest() {
+            Some(_) => "",
+            None => {
+                validate_fault_class(fault_class)?;
+                fault_class
+            }
+        };
         let input = GrantInput {
             claims: &grant.claims,
             signature: &grant.signature,
@@ -126,25 +134,45 @@ impl ExecutorService {
         call.entry.approval_id = truncate_for_audit(&claims.grant_id);
         crate::grants::check_store_age(claims, self.audit.counts_since()?)?;
         call.entry.input = format!(
-            "grant={} class={fault_class} expires_at={} max={}/{}s total={}",
+            "grant={} class={fault_class} expires_at={} max={}/{}s total={}{}",
             claims.grant_id,
             claims.expires_at,
             claims.max_per_container,
             claims.window_secs,
-            claims.max_total
+            claims.max_total,
+            claims
+                .hours
+                .as_deref()
+                .map(|h| format!(" hours={}", truncate_for_audit(h)))
+                .unwrap_or_default()
         );
-        let state = self.docker.inspect(&permit.to_read()).await?;
-        crate::grants::precondition(action, &state)?;
-        crate::grants::class_consistent(fault_class, &state)?;
+        // A repair: only of a container broken now. An update: only to
+        // what the tag names in an allowed registry now (checked before
+        // the use is spent, so a moved tag does not burn it).
+        let update = match write.digest() {
+            Some(digest) => Some(self.update_job(call, &target, digest).await?),
+            None => {
+                let state = self.docker.inspect(&permit.to_read()).await?;
+                crate::grants::precondition(action, &state)?;
+                crate::grants::class_consistent(fault_class, &state)?;
+                None
+            }
+        };
         let mut intent = call.entry.clone();
         intent.decision = crate::audit::Decision::Intent;
         intent.code = crate::audit::Code::NONE;
-        intent.reason = format!(
-            "grant {} used for {} of {} ({fault_class}); calling Docker",
-            claims.grant_id,
-            action.as_str(),
-            target.name
-        );
+        intent.reason = match update {
+            Some(_) => format!(
+                "grant {} used for the update of {}; calling Docker",
+                claims.grant_id, target.name
+            ),
+            None => format!(
+                "grant {} used for {} of {} ({fault_class}); calling Docker",
+                claims.grant_id,
+                action.as_str(),
+                target.name
+            ),
+        };
         self.spend_grant_use(call, claims, &target.id, unix_now(), &intent)?;
         Ok(AuthorizedWrite {
             permit,
@@ -156,8 +184,8 @@ impl ExecutorService {
                 grant_id: claims.grant_id.clone(),
                 ..Default::default()
             },
-            recheck_state: true,
-            update: None,
+            recheck_state: update.is_none(),
+            update,
         })
     }
 

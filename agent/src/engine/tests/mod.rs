@@ -532,6 +532,7 @@ async fn granted_world(
         issued_at: now,
         expires_at: now + 3600,
         host: None,
+        hours: None,
     };
     let bytes = claims.encode();
     crate::grants::add(

@@ -471,6 +471,7 @@ async fn a_grant_for_a_stack_covers_a_force_update_of_its_service_with_no_person
         issued_at: now,
         expires_at: now + 3600,
         host: None,
+        hours: None,
     };
     let bytes = claims.encode();
     crate::grants::add(
