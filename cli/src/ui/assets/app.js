@@ -431,6 +431,7 @@ async function grantsView() {
         actions: f.getAll("actions"), projects: splitList(f.get("projects") || ""),
         names: splitList(f.get("names") || ""), classes: splitList(f.get("classes") || ""),
         max: f.get("max"), expires: f.get("expires"), host: f.get("host") || null,
+        window: f.get("window") || null,
       });
       const confirm = el("button", { class: "primary", id: "grant-sign", type: "button", onclick: async () => {
         try { const g = await post("/api/grants", { preview: p.preview }); setStatus("signed " + g.grant_id); preview.replaceChildren(); load(); }
@@ -442,12 +443,14 @@ async function grantsView() {
   } },
   el("fieldset", {}, el("legend", { text: "Actions" }),
     el("label", {}, el("input", { type: "checkbox", name: "actions", value: "restart", checked: true }), " restart"),
-    el("label", {}, el("input", { type: "checkbox", name: "actions", value: "start" }), " start")),
+    el("label", {}, el("input", { type: "checkbox", name: "actions", value: "start" }), " start"),
+    el("label", {}, el("input", { type: "checkbox", name: "actions", value: "update" }), " update (alone, with hours)")),
   el("label", {}, "Compose projects (comma-separated) ", el("input", { name: "projects" })),
   el("label", {}, "Container name globs ", el("input", { name: "names", placeholder: "shop-web-*" })),
   el("label", {}, "Fault classes (empty: any) ", el("input", { name: "classes", placeholder: "unhealthy" })),
   el("label", {}, "At most ", el("input", { name: "max", value: "2/1h", required: true })),
   el("label", {}, "Expires in ", el("input", { name: "expires", value: "7d", required: true })),
+  el("label", {}, "Only between (HH:MM-HH:MM, the executor host's time) ", el("input", { name: "window", placeholder: "02:00-05:00" })),
   ...(hosts.length ? [el("label", {}, "For host ", el("select", { name: "host", id: "grant-host", required: true },
     ...hosts.map(h => el("option", { value: h, text: h }))))] : []),
   el("button", { type: "submit" }, "Show the grant"));
