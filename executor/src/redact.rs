@@ -13,11 +13,49 @@
 //! - **names**: `name=value`, `name: value`, JSON (escaped too) and XML
 //!   pairs whose name looks secret (`is_secret_name`).
 
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 use regex::Regex;
 
 pub const REDACTED: &str = "[REDACTED]";
+/// What a value the executor holds as a secret (a registry's password or
+/// token) is replaced with, wherever it shows up.
+pub const WITHHELD: &str = "[REDACTED: a configured credential]";
+
+/// Values of the executor's own configuration that are secrets, whatever
+/// their shape: withheld from every text it answers or audits.
+fn known() -> &'static RwLock<Vec<String>> {
+    static KNOWN: OnceLock<RwLock<Vec<String>>> = OnceLock::new();
+    KNOWN.get_or_init(|| RwLock::new(Vec::new()))
+}
+
+/// Withhold `secret` (4 characters or more) from all text from now on.
+pub fn withhold(secret: &str) {
+    if secret.len() < 4 {
+        return;
+    }
+    let mut list = known().write().unwrap_or_else(|p| p.into_inner());
+    if !list.iter().any(|s| s == secret) {
+        list.push(secret.to_string());
+        // The longest first: a secret containing another is withheld whole.
+        list.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+/// `text` with every withheld value replaced; how many were.
+pub fn withhold_known(text: &str) -> (String, u32) {
+    let list = known().read().unwrap_or_else(|p| p.into_inner());
+    let mut out = None::<String>;
+    let mut count = 0u32;
+    for secret in list.iter() {
+        let current = out.as_deref().unwrap_or(text);
+        if current.contains(secret.as_str()) {
+            count += current.matches(secret.as_str()).count() as u32;
+            out = Some(current.replace(secret.as_str(), WITHHELD));
+        }
+    }
+    (out.unwrap_or_else(|| text.to_string()), count)
+}
 
 /// A private key that starts without an end is blanked for at most this
 /// many lines (a 4096-bit PGP key is about 110), then the window says so.
@@ -189,8 +227,7 @@ fn ansi() -> &'static Regex {
 /// Redact one line of text; returns the line and how many secrets were
 /// withheld.
 pub fn redact_text(text: &str) -> (String, u32) {
-    let mut out = text.to_string();
-    let mut count = 0u32;
+    let (mut out, mut count) = withhold_known(text);
     // One pass tells whether any pattern matches at all (most text has
     // none); only then are they applied in turn, each to the last one's
     // output, as before.
@@ -509,6 +546,18 @@ pub fn redact_env(entry: &str) -> (String, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configured_credential_is_withheld_whatever_its_shape() {
+        let plain = "plain-words-no-shape-7781";
+        assert_eq!(redact_text(&format!("pulled with {plain}")).1, 0);
+        withhold(plain);
+        withhold("ab");
+        let (out, n) = redact_text(&format!("denied for ci:{plain} (again {plain})"));
+        assert_eq!(n, 2, "{out}");
+        assert!(!out.contains(plain) && out.contains(WITHHELD), "{out}");
+        assert_eq!(withhold_known("ab and abc stay").0, "ab and abc stay");
+    }
 
     #[test]
     fn the_prefilter_lets_every_secret_word_through() {

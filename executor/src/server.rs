@@ -110,6 +110,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         name: config.host.as_ref().map(|h| h.name.clone()),
         require: config.host.as_ref().is_some_and(|h| h.require),
     };
+    let registries = crate::registry::Registries::load(&config.registries)?;
+    // A registry's password or token: withheld from every answer, audit
+    // row and evidence text, whatever shape the engine echoes it in.
+    for secret in registries.secrets() {
+        crate::redact::withhold(&secret);
+    }
     let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let pre_handler = crate::prehandler::PreHandlerAuditLayer::new(audit.clone(), rate.clone());
     let service = ExecutorService::new(ServiceParts {
@@ -133,7 +139,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
                 allow: config.redact.env_allow.iter().cloned().collect(),
             },
         },
-        registries: crate::registry::Registries::load(&config.registries)?,
+        registries,
         update: config.update.clone(),
     });
     let mut allowed = service.allowed_clients();

@@ -498,6 +498,11 @@ async fn finish_call<T>(
         }
     }
     let mut entry = call.entry;
+    for text in [&mut entry.reason, &mut entry.result, &mut entry.input] {
+        if let (withheld, 1..) = redact::withhold_known(text) {
+            *text = withheld;
+        }
+    }
     // Only answered reads are deferred: a refusal's row (someone probing)
     // is committed before the refusal is answered.
     if answered_read(&entry) && summary.is_none() {
@@ -579,7 +584,7 @@ fn log_call(seq: Option<i64>, e: &AuditEntry) {
 /// The one place errors become gRPC statuses. Messages are precise but do not
 /// include engine internals beyond what the error variant carries.
 fn to_status(e: ExecError) -> Status {
-    Status::new(e.code(), e.to_string())
+    Status::new(e.code(), redact::withhold_known(&e.to_string()).0)
 }
 
 #[tonic::async_trait]
