@@ -512,8 +512,8 @@ impl AuditLog {
 
     /// Intent rows with no later outcome row for the same approval: writes
     /// that were in flight when the executor stopped. Each gets an explicit
-    /// "outcome unknown" row; returns how many.
-    pub fn close_dangling_intents(&self) -> Result<usize, AuditError> {
+    /// "outcome unknown" row; returns those writes' intent rows.
+    pub fn close_dangling_intents(&self) -> Result<Vec<AuditEntry>, AuditError> {
         let dangling: Vec<AuditEntry> = {
             let conn = self.lock();
             let mut stmt = conn.prepare(
@@ -547,7 +547,7 @@ impl AuditLog {
             entry.reason = "outcome unknown: the executor stopped after the approval was spent and before Docker answered; the container's state tells what happened".into();
             self.append(&entry)?;
         }
-        Ok(dangling.len())
+        Ok(dangling)
     }
 }
 

@@ -662,6 +662,7 @@ mod events;
 pub(crate) mod fake_engine;
 mod inspect;
 mod logs;
+mod resume;
 mod rollback;
 mod stats;
 mod swarm;
@@ -672,6 +673,7 @@ pub use events::{
     is_image_event, RawEvent, EVENT_ACTIONS, IMAGE_EVENT_ACTIONS, MAX_CONTAINER_EVENTS,
 };
 pub use logs::{LogQuery, LogStream, RawLogLine};
+pub use resume::Resumed;
 pub use swarm::{NodeInfo, ServiceInfo, TaskInfo, UpdatePolicy, MAX_TASKS};
 pub use update::{UpdatePlan, Updated};
 

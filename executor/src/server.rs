@@ -79,10 +79,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         .collect::<Result<_, _>>()?;
     // Writes that were in flight when the executor last stopped: their
     // outcome is unknown, and the chain says so explicitly.
-    let unknown = audit.close_dangling_intents()?;
-    if unknown > 0 {
+    let interrupted = audit.close_dangling_intents()?;
+    if !interrupted.is_empty() {
         tracing::warn!(
-            writes = unknown,
+            writes = interrupted.len(),
             "writes were in flight when the executor stopped; recorded as outcome unknown"
         );
     }
@@ -118,6 +118,13 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
     }
     let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let pre_handler = crate::prehandler::PreHandlerAuditLayer::new(audit.clone(), rate.clone());
+    resume_swaps(
+        &interrupted,
+        docker.clone(),
+        audit.clone(),
+        Policy::new(targets.clone(), config.actions.clone()),
+        config.update.health_window,
+    );
     let service = ExecutorService::new(ServiceParts {
         docker,
         policy: Policy::new(targets, config.actions.clone()),
@@ -347,6 +354,67 @@ fn audit_handshake(
         code: crate::audit::Code::of(tonic::Code::Unauthenticated),
         reason: format!("TLS handshake refused: {reason}"),
         ..Default::default()
+    });
+}
+
+/// Finish, in a task of its own, the swaps (an update's or a rollback's)
+/// an earlier run was stopped in the middle of, as each promised: the new
+/// container kept only if it holds through the health window again, the
+/// old one put back otherwise. Each outcome is an audit row.
+fn resume_swaps(
+    interrupted: &[AuditEntry],
+    docker: DockerAdapter,
+    audit: Arc<AuditLog>,
+    policy: Policy,
+    window: Duration,
+) {
+    // A swap this executor's own store says was in flight: never one
+    // another executor on the same engine is still carrying out.
+    let swaps: std::collections::HashMap<String, String> = interrupted
+        .iter()
+        .filter(|e| e.action == "update" || e.action == "rollback")
+        .map(|e| (e.container_id.clone(), e.request_id.clone()))
+        .collect();
+    if swaps.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        let resumed = docker
+            .resume_swaps(
+                window,
+                |id| swaps.contains_key(id),
+                |name, labels| policy.target_allowed(name, labels),
+            )
+            .await;
+        for r in resumed {
+            let entry = AuditEntry {
+                request_id: swaps.get(&r.old_id).cloned().unwrap_or_default(),
+                caller: "drydock-executor".into(),
+                action: r.action.into(),
+                target: r.name.clone(),
+                container_id: r.container_id.clone(),
+                tier: crate::policy::Tier::Disruptive as u32,
+                decision: if r.kept {
+                    crate::audit::Decision::Allowed
+                } else {
+                    crate::audit::Decision::Error
+                },
+                code: crate::audit::Code::of(if r.kept {
+                    tonic::Code::Ok
+                } else {
+                    tonic::Code::FailedPrecondition
+                }),
+                reason: r.what.clone(),
+                ..Default::default()
+            };
+            tracing::warn!(container = %r.name, action = r.action, kept = r.kept, "{}", r.what);
+            let audit = audit.clone();
+            match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "cannot audit a finished swap"),
+                Err(e) => tracing::error!(error = %e, "cannot audit a finished swap"),
+            }
+        }
     });
 }
 

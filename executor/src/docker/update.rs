@@ -256,7 +256,11 @@ impl DockerAdapter {
     }
 
     /// Point `reference`'s tag at `image_id`.
-    async fn tag(&self, image_id: &str, reference: &ImageRef) -> Result<(), DockerError> {
+    pub(super) async fn tag(
+        &self,
+        image_id: &str,
+        reference: &ImageRef,
+    ) -> Result<(), DockerError> {
         let options = TagImageOptions {
             repo: Some(reference.name()),
             tag: reference.tag.clone(),
@@ -267,7 +271,7 @@ impl DockerAdapter {
 
     /// Watch the new container until it has run (healthy, if it has a
     /// healthcheck) for `window`; how long that took, or why it did not.
-    async fn hold(
+    pub(super) async fn hold(
         &self,
         new_id: &str,
         image_id: &str,
