@@ -167,6 +167,7 @@ pub fn compare(
         failed_after_secs: None,
         previous_image_present,
         said: String::new(),
+        made_by: None,
     };
     let material = change.image_changed
         || change.config_hash_changed

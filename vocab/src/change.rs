@@ -106,6 +106,18 @@ pub struct Change {
     pub previous_image_present: Option<bool>,
     /// The change in words, for a cause and a notification.
     pub said: String,
+    /// The drydock request whose write (an update, a rollback) made the
+    /// current container, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<MadeBy>,
+}
+
+/// A drydock write that made a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MadeBy {
+    pub request_id: String,
+    /// `update` or `rollback`.
+    pub action: String,
 }
 
 impl Change {

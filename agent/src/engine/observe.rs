@@ -388,8 +388,22 @@ impl Engine {
             fingerprint: previous.fingerprint,
             failed_at: previous.failed_at,
         };
+        let made_by =
+            self.store
+                .made_container(&current.container_id)?
+                .map(|(request_id, action)| crate::model::MadeBy {
+                    request_id,
+                    action: action.as_str().to_string(),
+                });
         Ok(
-            change::compare(&remembered, &current, failed_at, present).map(|c| {
+            change::compare(&remembered, &current, failed_at, present).map(|mut c| {
+                if let Some(by) = made_by {
+                    c.said.push_str(&format!(
+                        "; drydock made this change: the {} of request {}",
+                        by.action, by.request_id
+                    ));
+                    c.made_by = Some(by);
+                }
                 Gathered::new(
                     "InspectContainer (remembered definitions), InspectImage",
                     EvidencePayload::Change(c.clone()),

@@ -118,6 +118,36 @@ impl Store {
         })
     }
 
+    /// The request whose write (an update or a rollback) made the container
+    /// `container_id`, the newest first: its id and the write's action.
+    pub fn made_container(
+        &self,
+        container_id: &str,
+    ) -> Result<Option<(String, crate::model::WriteAction)>, StoreError> {
+        if container_id.is_empty() || !container_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let needle = format!("%\"new_container_id\":\"{container_id}\"%");
+        let docs: Vec<String> = self
+            .lock()
+            .prepare_cached(
+                "SELECT doc FROM requests WHERE doc LIKE ?1 ORDER BY created_at DESC LIMIT 5",
+            )?
+            .query_map(params![needle], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for doc in docs {
+            let req: Request = serde_json::from_str(&doc)?;
+            if let Some(e) = req
+                .execution
+                .iter()
+                .find(|e| e.ok && e.new_container_id.as_deref() == Some(container_id))
+            {
+                return Ok(Some((req.id.clone(), e.action)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Where a request stands, from its status column alone (`None`: no
     /// such request): what a worker checks between steps, without reading
     /// its document.

@@ -204,3 +204,62 @@ async fn a_container_re_created_unchanged_is_no_change() {
     let reason = &req.diagnosis.as_ref().unwrap().causes[0].reason;
     assert!(!reason.contains("recreated"), "{reason}");
 }
+
+#[tokio::test]
+async fn a_failure_after_drydock_s_own_update_names_that_request_and_offers_the_rollback() {
+    let w = recreated(true);
+    // v2's container was made by an update drydock carried out.
+    let mut earlier = Request::new(
+        "req-earlier-update".into(),
+        "update web".into(),
+        RequestOptions::default(),
+        RequestSource::Ask,
+        now_rfc3339(),
+    );
+    earlier.execution.push(ExecutionRecord {
+        step: 0,
+        action: WriteAction::Update,
+        container_id: "a".repeat(64),
+        approval_id: "apr-1".into(),
+        ok: true,
+        message: "update done".into(),
+        at: now_rfc3339(),
+        in_doubt: false,
+        grant_id: None,
+        new_container_id: Some("b".repeat(64)),
+        service_version: None,
+    });
+    w.engine
+        .store()
+        .save(
+            &earlier,
+            EventPayload::Created(Created {
+                message: earlier.message.clone(),
+                options: earlier.options.clone(),
+                source: earlier.source,
+            }),
+        )
+        .unwrap();
+    let id = w.ask("web is down").await;
+    let req = w.waiting(&id).await;
+    let (change, _) = req.latest_cited::<kind::Change>().expect("change evidence");
+    assert_eq!(
+        change.made_by,
+        Some(MadeBy {
+            request_id: "req-earlier-update".into(),
+            action: "update".into(),
+        })
+    );
+    let cause = &req.diagnosis.as_ref().unwrap().causes[0];
+    assert!(
+        cause
+            .reason
+            .contains("drydock made this change: the update of request req-earlier-update"),
+        "{}",
+        cause.reason
+    );
+    assert_eq!(
+        req.plan.as_ref().unwrap().steps[0].action(),
+        WriteAction::Rollback
+    );
+}
