@@ -11,10 +11,12 @@
 //! opens a request (`source: update`) whose plan the grant authorises: no
 //! person is asked, the executor checks the grant and its caps again and
 //! restores the old container when the new one fails its health window.
-//! Each digest is tried once per container; the grants are looked at every
-//! minute, so a window of an hour is met whatever `check_every` is.
+//! Each digest is tried once per container (the store keeps the requests,
+//! so a restart does not try it again), never within a minute of the
+//! hours' edges (the executor's clock decides there); the grants are looked
+//! at every minute, so a window of an hour is met whatever `check_every`
+//! is.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +43,6 @@ pub struct UpdateChecker {
     checking: tokio::sync::Mutex<()>,
     /// The last check's time and the containers it could not ask about.
     last: std::sync::Mutex<(Option<String>, Vec<NotChecked>)>,
-    /// The (host, container id, digest) a granted update was opened for.
-    tried: std::sync::Mutex<HashSet<(String, String, String)>>,
 }
 
 impl UpdateChecker {
@@ -52,7 +52,6 @@ impl UpdateChecker {
             notifier,
             checking: tokio::sync::Mutex::new(()),
             last: std::sync::Mutex::new((None, Vec::new())),
-            tried: std::sync::Mutex::new(HashSet::new()),
         })
     }
 
@@ -197,28 +196,27 @@ impl UpdateChecker {
                 let Some(c) = containers.iter().find(|c| c.id == u.container_id) else {
                     continue;
                 };
-                let Some(grant) = crate::grants::covering(
-                    &grants,
-                    WriteAction::Update,
-                    &c.name,
-                    &c.labels,
-                    "",
-                    now,
-                    &policy,
-                ) else {
+                // Inside the hours a minute either side of now, on the
+                // executor's clock as it was when asked.
+                let covering = |at: i64| {
+                    crate::grants::covering(
+                        &grants,
+                        WriteAction::Update,
+                        &c.name,
+                        &c.labels,
+                        "",
+                        at,
+                        &policy,
+                    )
+                };
+                let Some(grant) = covering(now).filter(|g| {
+                    [now - 60, now + 60]
+                        .iter()
+                        .all(|at| covering(*at).is_some_and(|h| h.id == g.id))
+                }) else {
                     continue;
                 };
-                let key = (
-                    label.to_string(),
-                    u.container_id.clone(),
-                    u.registry_digest.clone(),
-                );
-                if !self
-                    .tried
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key)
-                {
+                if store.update_opened(&u.container_id, &u.registry_digest)? {
                     continue;
                 }
                 let options = RequestOptions {
@@ -228,8 +226,9 @@ impl UpdateChecker {
                     ..Default::default()
                 };
                 let message = format!(
-                    "update {}: an update was found, and grant {} allows it now",
+                    "update {} to {}: an update was found, and grant {} allows it now",
                     u.command_name(),
+                    u.registry_digest,
                     grant.id
                 );
                 match self

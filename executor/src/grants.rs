@@ -152,7 +152,10 @@ impl GrantVerifier {
             revocations: automation.revocations.clone(),
             host: Default::default(),
             update_grants: false,
-            zone: jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC),
+            zone: jiff::tz::TimeZone::try_system().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "this host's time zone cannot be read (TZ, /etc/localtime): a grant's hours are read in UTC");
+                jiff::tz::TimeZone::UTC
+            }),
         }
     }
 

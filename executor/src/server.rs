@@ -370,25 +370,52 @@ fn resume_swaps(
 ) {
     // A swap this executor's own store says was in flight: never one
     // another executor on the same engine is still carrying out.
-    let swaps: std::collections::HashMap<String, String> = interrupted
+    let swaps: std::collections::HashMap<String, (String, &'static str)> = interrupted
         .iter()
-        .filter(|e| e.action == "update" || e.action == "rollback")
-        .map(|e| (e.container_id.clone(), e.request_id.clone()))
+        .filter_map(|e| {
+            let action = match e.action.as_str() {
+                "update" => "update",
+                "rollback" => "rollback",
+                _ => return None,
+            };
+            Some((e.container_id.clone(), (e.request_id.clone(), action)))
+        })
         .collect();
     if swaps.is_empty() {
         return;
     }
     tokio::spawn(async move {
-        let resumed = docker
-            .resume_swaps(
-                window,
-                |id| swaps.contains_key(id),
-                |name, labels| policy.target_allowed(name, labels),
-            )
-            .await;
+        // The engine answered at start; a list that fails now is tried
+        // again a few times before the swaps are left to a person.
+        let mut resumed = Vec::new();
+        for attempt in 0..5u32 {
+            match docker
+                .resume_swaps(
+                    window,
+                    |id| swaps.get(id).map(|(_, action)| *action),
+                    |name, labels| policy.target_allowed(name, labels),
+                )
+                .await
+            {
+                Ok(r) => {
+                    resumed = r;
+                    break;
+                }
+                Err(e) if attempt < 4 => {
+                    tracing::warn!(error = %e, "cannot list containers to finish interrupted swaps; trying again");
+                    tokio::time::sleep(Duration::from_secs(2 << attempt)).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "interrupted swaps were not finished: the engine did not list its containers")
+                }
+            }
+        }
         for r in resumed {
             let entry = AuditEntry {
-                request_id: swaps.get(&r.old_id).cloned().unwrap_or_default(),
+                request_id: swaps
+                    .get(&r.old_id)
+                    .map(|(id, _)| id.clone())
+                    .unwrap_or_default(),
                 caller: "drydock-executor".into(),
                 action: r.action.into(),
                 target: r.name.clone(),
@@ -404,10 +431,10 @@ fn resume_swaps(
                 } else {
                     tonic::Code::FailedPrecondition
                 }),
-                reason: r.what.clone(),
+                reason: crate::redact::withhold_known(&r.what).0,
                 ..Default::default()
             };
-            tracing::warn!(container = %r.name, action = r.action, kept = r.kept, "{}", r.what);
+            tracing::warn!(container = %r.name, action = r.action, kept = r.kept, "{}", entry.reason);
             let audit = audit.clone();
             match tokio::task::spawn_blocking(move || audit.append(&entry)).await {
                 Ok(Ok(_)) => {}

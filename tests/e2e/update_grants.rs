@@ -222,6 +222,44 @@ async fn an_update_grant_holds_its_hours_its_switch_and_its_cap_under_concurrent
         "the use is named in the audit: {}",
         allowed[0]
     );
+
+    // Once per container per window, although an update gives the
+    // container a new id: counted by its name.
+    let a_won = std::ptr::eq(project, &a);
+    let current = won.new_container_id.clone();
+    let (from, winner) = if a_won {
+        (a_v2, &mut a)
+    } else {
+        (b_v2, &mut b)
+    };
+    let (v3, v3_digest) = winner.push("3", SERVE);
+    winner.only_in_registry(&v3, &from);
+    let daily = update_grant(&dd, "dd-upgrant-*", &hours_around(now, -60, 60), 5);
+    let third = c
+        .update_container(granted(
+            "req-upgrant-v3",
+            &current,
+            &v3_digest,
+            daily.clone(),
+        ))
+        .await
+        .expect("a new grant's first use")
+        .into_inner();
+    assert_eq!(third.new_image_id, v3);
+    let (v4, v4_digest) = winner.push("4", SERVE);
+    winner.only_in_registry(&v4, &v3);
+    let again = c
+        .update_container(granted(
+            "req-upgrant-v4",
+            &third.new_container_id,
+            &v4_digest,
+            daily,
+        ))
+        .await
+        .expect_err("the same container again within the window");
+    assert!(again.message().contains("uses per container"), "{again:?}");
+    denied_row(&dd, "req-upgrant-v4");
+    assert_eq!(inspect(&third.new_container_id, "{{.Image}}"), v3);
     dd.assert_audit_intact();
 }
 

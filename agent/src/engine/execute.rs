@@ -192,9 +192,13 @@ impl Engine {
                 // state, a revocation): nothing was done; a person decides,
                 // as long as no step of this plan has run (a plan half done
                 // under a grant is not handed over to be done twice).
+                // Never an update: its refusal and a new image put back
+                // after its health window answer alike, and the checker's
+                // request is not a person's to finish; it fails, saying why.
                 if e.code == tonic::Code::FailedPrecondition
                     && !ran_a_step
                     && req.execution.is_empty()
+                    && step.action() != WriteAction::Update
                 {
                     return self.fall_back_to_a_person(id, &plan, grant_id, e).await;
                 }

@@ -70,19 +70,30 @@ impl Engine {
         };
         let pinned = format!("@{}", claims.digest);
         if now.running_digests.iter().any(|d| d.ends_with(&pinned)) {
-            if now.container_id == target.id() {
-                return Ok(Some(target));
-            }
             let mut moved = target.clone();
             if let Subject::Container(c) = &mut moved.subject {
                 c.id = now.container_id.clone();
             }
+            // Both versions, now that the new image's labels can be read.
+            let version = |v: Option<&str>| {
+                v.map_or("no version label".to_string(), |v| format!("version {v}"))
+            };
+            let revision = now
+                .oci_labels
+                .get("org.opencontainers.image.revision")
+                .map(|r| format!(", revision {r}"))
+                .unwrap_or_default();
             let chosen = moved.clone();
             self.update(
                 id,
                 EventPayload::Target(TargetChosen {
                     target: moved.clone(),
-                    why: format!("the update replaced {}'s container", target.name()),
+                    why: format!(
+                        "the update replaced {}'s container: it runs {}{revision} now ({} before)",
+                        target.name(),
+                        version(now.version()),
+                        version(claims.from_version.as_deref())
+                    ),
                 }),
                 move |r| r.target = Some(chosen),
             )

@@ -148,6 +148,35 @@ impl Store {
         Ok(None)
     }
 
+    /// Whether the update checker opened a request for the update of
+    /// `container_id` to `digest` (its message names the digest), at any
+    /// time: each digest is tried once per container, across restarts.
+    pub fn update_opened(&self, container_id: &str, digest: &str) -> Result<bool, StoreError> {
+        let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let digest_hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        // Only ids and digests: nothing that means something to LIKE.
+        if !hex(container_id) || !hex(digest_hex) {
+            return Ok(false);
+        }
+        let docs: Vec<String> = self
+            .lock()
+            .prepare_cached(
+                "SELECT doc FROM requests WHERE doc LIKE '%\"source\":\"update\"%' AND doc LIKE ?1",
+            )?
+            .query_map(params![format!("%{digest}%")], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for doc in docs {
+            let req: Request = serde_json::from_str(&doc)?;
+            if req.source == crate::model::RequestSource::Update
+                && req.options.container.as_deref() == Some(container_id)
+                && req.message.contains(digest)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Where a request stands, from its status column alone (`None`: no
     /// such request): what a worker checks between steps, without reading
     /// its document.

@@ -57,29 +57,23 @@ struct Pair {
 
 impl DockerAdapter {
     /// Find and finish the swaps an earlier run left of writes to the
-    /// containers `interrupted` names (by the old container's id);
+    /// containers `interrupted` names (by the old container's id, with the
+    /// write's action: `update` or `rollback`);
     /// `in_scope` says whether a container name (and labels) is the
     /// executor's to touch.
     pub async fn resume_swaps(
         &self,
         window: Duration,
-        interrupted: impl Fn(&str) -> bool,
+        interrupted: impl Fn(&str) -> Option<&'static str>,
         in_scope: impl Fn(&str, &BTreeMap<String, String>) -> bool,
-    ) -> Vec<Resumed> {
+    ) -> Result<Vec<Resumed>, bollard::errors::Error> {
         let client = self.client();
-        let listed = match client
+        let listed = client
             .list_containers(Some(ListContainersOptions {
                 all: true,
                 ..Default::default()
             }))
-            .await
-        {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot list containers to finish interrupted swaps");
-                return Vec::new();
-            }
-        };
+            .await?;
         let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
         for c in &listed {
             let (Some(id), Some(names)) = (&c.id, &c.names) else {
@@ -111,14 +105,15 @@ impl DockerAdapter {
                 Some(id) => Some(id.clone()),
                 None => self.inspect_quietly(&name).await.and_then(|c| c.id),
             };
-            if !old_id.as_deref().is_some_and(&interrupted) {
+            // The action the store's intent names: never guessed.
+            let Some(action) = old_id.as_deref().and_then(&interrupted) else {
                 continue;
-            }
-            if let Some(r) = self.finish_swap(&name, pair, window).await {
+            };
+            if let Some(r) = self.finish_swap(&name, pair, action, window).await {
                 done.push(r);
             }
         }
-        done
+        Ok(done)
     }
 
     async fn inspect_quietly(&self, id: &str) -> Option<bollard::models::ContainerInspectResponse> {
@@ -128,63 +123,46 @@ impl DockerAdapter {
             .ok()
     }
 
-    async fn finish_swap(&self, name: &str, pair: Pair, window: Duration) -> Option<Resumed> {
+    async fn finish_swap(
+        &self,
+        name: &str,
+        pair: Pair,
+        action: &'static str,
+        window: Duration,
+    ) -> Option<Resumed> {
         let client = self.client();
+        // The write's container: set aside, or (when the swap stopped
+        // before that) still under the name.
         let old = match &pair.old {
             Some(id) => self.inspect_quietly(id).await,
-            None => None,
-        };
+            None => self.inspect_quietly(name).await,
+        }?;
+        let aside = pair.old.is_some();
         // The new container: still under its temporary name, or already
-        // under the name.
+        // under the name (only once the old one is aside).
         let new = match &pair.new {
             Some(id) => self.inspect_quietly(id).await,
-            None if old.is_some() => self.inspect_quietly(name).await,
+            None if aside => self.inspect_quietly(name).await,
             None => None,
         };
-        let Some(old) = old else {
-            // Only a new container that never got the name: the old one
-            // was never touched. It goes.
-            let new_id = pair.new?;
-            let removed = client.remove_container(&new_id, keep_volumes()).await;
-            let untouched = self.inspect_quietly(name).await.and_then(|c| c.id);
-            return Some(Resumed {
-                name: name.to_string(),
-                action: "rollback",
-                container_id: untouched.clone().unwrap_or_default(),
-                old_id: untouched.unwrap_or_default(),
-                kept: false,
-                what: match removed {
-                    Ok(()) => format!("a new container for {name} that never took its name was removed; {name} was not changed"),
-                    Err(e) => format!("a new container for {name} that never took its name could not be removed: {e}"),
-                },
-            });
-        };
         let old_id = old.id.clone().unwrap_or_default();
-        let old_ref = old.config.as_ref().and_then(|c| c.image.clone());
-        let new_ref = new
-            .as_ref()
-            .and_then(|n| n.config.as_ref())
-            .and_then(|c| c.image.clone());
-        // An update runs the same tag; a rollback an image by id.
-        let action = if old_ref.is_some() && old_ref == new_ref {
-            "update"
-        } else {
-            "rollback"
-        };
         // The swap stopped the old container only if it ran: it then
         // finished after the new one was created.
         let was_running = match (&new, old.state.as_ref()) {
-            (Some(n), Some(s)) => match (s.finished_at.as_deref(), n.created.as_deref()) {
-                (Some(f), Some(c)) => f >= c,
+            (Some(n), Some(s)) => match (
+                s.finished_at.as_deref().and_then(instant),
+                n.created.as_deref().and_then(instant),
+            ) {
+                (Some(finished), Some(created)) => finished >= created,
                 _ => false,
             },
             _ => false,
         };
-        let named = pair.new.is_none() && new.is_some();
+        let named = aside && pair.new.is_none() && new.is_some();
         let progress = Progress {
             new_id: new.as_ref().and_then(|n| n.id.clone()),
             stopped_old: was_running,
-            old_aside: Some(String::new()),
+            old_aside: aside.then(String::new),
             new_named: named,
         };
         let held = match (&new, named) {
@@ -197,53 +175,66 @@ impl DockerAdapter {
             }
             _ => Err("the executor stopped before the new container took the name".to_string()),
         };
-        match held {
-            Ok(watched) => {
-                let new_id = progress.new_id.clone().unwrap_or_default();
-                let removed = client.remove_container(&old_id, keep_volumes()).await;
-                Some(Resumed {
-                    name: name.to_string(),
-                    action,
-                    container_id: new_id,
-                    old_id: old_id.clone(),
-                    kept: true,
-                    what: format!(
-                        "the executor had stopped during this {action}; the new container held again for {}s and was kept{}",
-                        watched.as_secs(),
-                        match removed {
-                            Ok(()) => String::new(),
-                            Err(e) => format!(", but the old one could not be removed: {e}"),
-                        }
-                    ),
-                })
-            }
-            Err(why) => {
-                let restored = self.restore(&old_id, name, was_running, &progress).await;
-                let retagged = match (action, &old_ref, &old.image) {
-                    ("update", Some(reference), Some(image)) => match ImageRef::parse(reference) {
-                        Some(r) => self.tag(image, &r).await.map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    },
-                    _ => Ok(()),
-                };
-                let how = match (restored, retagged) {
-                    (Ok(()), Ok(())) => format!("{name} was put back as it was"),
-                    (Err(e), _) => format!("putting {name} back failed: {e}"),
-                    (Ok(()), Err(e)) => {
-                        format!("{name} was put back, but its tag could not be moved back: {e}")
+        if let Ok(watched) = held {
+            let new_id = progress.new_id.clone().unwrap_or_default();
+            let removed = client.remove_container(&old_id, keep_volumes()).await;
+            return Some(Resumed {
+                name: name.to_string(),
+                action,
+                container_id: new_id,
+                old_id: old_id.clone(),
+                kept: true,
+                what: format!(
+                    "the executor had stopped during this {action}; the new container held again for {}s and was kept{}",
+                    watched.as_secs(),
+                    match removed {
+                        Ok(()) => String::new(),
+                        Err(e) => format!(", but the old one could not be removed: {e}"),
                     }
-                };
-                Some(Resumed {
-                    name: name.to_string(),
-                    action,
-                    container_id: old_id.clone(),
-                    old_id,
-                    kept: false,
-                    what: format!("the executor had stopped during this {action}; {why}; {how}"),
-                })
-            }
+                ),
+            });
         }
+        let why = held.err().unwrap_or_default();
+        let restored = self.restore(&old_id, name, was_running, &progress).await;
+        // An update moved the tag to the new image before the swap: back to
+        // the old one (the tag the new container was created from).
+        let reference = new
+            .as_ref()
+            .and_then(|n| n.config.as_ref())
+            .and_then(|c| c.image.clone())
+            .or_else(|| old.config.as_ref().and_then(|c| c.image.clone()));
+        let retagged = match (
+            action,
+            reference.as_deref().and_then(ImageRef::parse),
+            &old.image,
+        ) {
+            ("update", Some(r), Some(image)) => {
+                self.tag(image, &r).await.map_err(|e| e.to_string())
+            }
+            _ => Ok(()),
+        };
+        let how = match (restored, retagged) {
+            (Ok(()), Ok(())) => format!("{name} was put back as it was"),
+            (Err(e), _) => format!("putting {name} back failed: {e}"),
+            (Ok(()), Err(e)) => {
+                format!("{name} was put back, but its tag could not be moved back: {e}")
+            }
+        };
+        Some(Resumed {
+            name: name.to_string(),
+            action,
+            container_id: old_id.clone(),
+            old_id,
+            kept: false,
+            what: format!("the executor had stopped during this {action}; {why}; {how}"),
+        })
     }
+}
+
+/// An engine timestamp (RFC 3339 with up to nine fraction digits); `None`
+/// for the engine's "never" (year 1) and anything unreadable.
+fn instant(text: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339(text).ok()
 }
 
 #[cfg(test)]

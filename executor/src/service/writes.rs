@@ -173,7 +173,13 @@ impl ExecutorService {
                 target.name
             ),
         };
-        self.spend_grant_use(call, claims, &target.id, unix_now(), &intent)?;
+        // An update gives the container a new id: its uses are counted by
+        // name, so the per-container cap holds across updates.
+        let counted = match update {
+            Some(_) => format!("name:{}", target.name.trim_start_matches('/')),
+            None => target.id.clone(),
+        };
+        self.spend_grant_use(call, claims, &counted, unix_now(), &intent)?;
         Ok(AuthorizedWrite {
             permit,
             action,

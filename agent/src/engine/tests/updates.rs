@@ -84,6 +84,13 @@ async fn an_update_is_planned_from_the_registry_signed_for_its_digest_and_verifi
     };
     let mut now = registry('2', false);
     now.container_id = NEW_WEB.into();
+    now.oci_labels = [
+        ("org.opencontainers.image.version", "1.5"),
+        ("org.opencontainers.image.revision", "rev-b"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     let w = world(updater(after, now), WatchMode::Notify);
     let id = w.ask_update().await;
     let req = w.waiting(&id).await;
@@ -108,6 +115,19 @@ async fn an_update_is_planned_from_the_registry_signed_for_its_digest_and_verifi
     assert_eq!(req.status, Status::Completed, "{:?}", req.outcome);
     assert_eq!(req.target.as_ref().map(|t| t.id()), Some(NEW_WEB));
     assert_eq!(w.executor.writes(), 1);
+    // Both versions are said once the new image's labels can be read.
+    let events = w.engine.store().events_after(&id, 0).unwrap();
+    let moved = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::Target(t) if t.why.contains("the update replaced") => Some(t.why.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the target moved to the new container: {events:#?}"));
+    assert!(
+        moved.contains("runs version 1.5, revision rev-b now (version 1.4 before)"),
+        "{moved}"
+    );
 }
 
 #[tokio::test]
@@ -160,4 +180,105 @@ async fn no_update_without_a_newer_digest_an_allowed_registry_or_the_policy() {
         .unwrap_or_default()
         .contains("actions.update.enabled"));
     assert_eq!(w.executor.writes(), 0);
+}
+
+#[tokio::test]
+async fn a_granted_update_the_executor_put_back_fails_and_asks_no_person() {
+    let key = approval::generate_signing_key();
+    let mut executor = updater(on_image_one("healthy"), registry('1', true));
+    executor.write.answer = Err(ExecutorError::new(
+        Code::FailedPrecondition,
+        "the new image turned unhealthy after 3s; web was put back as it was",
+    ));
+    executor.policy.automation_enabled = true;
+    executor.policy.update_grants = true;
+    executor.policy.approvers = vec![ApproverView {
+        id: "ops".into(),
+        public_key: approval::format_public_key(&key.verifying_key()),
+    }];
+    // Notify mode: an update grant is its own opt-in.
+    let w = world(executor, WatchMode::Notify);
+    // An update grant over web, in hours that hold now (UTC: the
+    // scripted executor's offset is 0), as the update checker uses it.
+    let now = unix_now();
+    let minute = (now.rem_euclid(86_400) / 60) as i32;
+    let at = |d: i32| {
+        let m = (minute + d).rem_euclid(1440);
+        format!("{:02}:{:02}", m / 60, m % 60)
+    };
+    let claims = GrantClaims {
+        version: GRANT_VERSION_NO_HOST,
+        kind: GRANT_KIND.into(),
+        grant_id: GrantClaims::new_id(),
+        actions: vec![WriteAction::Update],
+        scope: GrantScope {
+            names: vec!["web".into()],
+            ..Default::default()
+        },
+        classes: vec![],
+        max_per_container: 1,
+        window_secs: 3600,
+        max_total: 1,
+        issued_at: now,
+        expires_at: now + 3600,
+        host: None,
+        hours: Some(format!("{}-{}", at(-60), at(60))),
+    };
+    let bytes = claims.encode();
+    crate::grants::add(
+        w.engine.store(),
+        &w.executor.policy,
+        &B64.encode(&bytes),
+        &B64.encode(grant::sign(&bytes, &key)),
+        "ops",
+        now,
+    )
+    .unwrap();
+    let grant_id = claims.grant_id.clone();
+    let options = RequestOptions {
+        container: Some(WEB.into()),
+        update: true,
+        ..Default::default()
+    };
+    let id = w
+        .engine
+        .open(
+            format!("update web to {}: an update was found", digest_of('b')),
+            options,
+            RequestSource::Update,
+        )
+        .await
+        .unwrap()
+        .id;
+    let req = w.finished(&id).await;
+    assert_eq!(req.status, Status::Failed, "{:?}", req.outcome);
+    assert!(
+        req.outcome
+            .as_deref()
+            .unwrap_or_default()
+            .contains("put back as it was"),
+        "{:?}",
+        req.outcome
+    );
+    assert_eq!(req.execution.len(), 1);
+    assert_eq!(
+        req.execution[0].grant_id.as_deref(),
+        Some(grant_id.as_str())
+    );
+    assert!(
+        req.pending_approvals().next().is_none(),
+        "no person is asked for an update the executor put back"
+    );
+    assert_eq!(w.executor.writes(), 1);
+    // Tried once: the checker does not open it again for this digest.
+    assert!(w
+        .engine
+        .store()
+        .update_opened(WEB, &digest_of('b'))
+        .unwrap());
+    assert!(!w
+        .engine
+        .store()
+        .update_opened(WEB, &digest_of('c'))
+        .unwrap());
 }
