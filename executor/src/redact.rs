@@ -42,6 +42,15 @@ pub fn withhold(secret: &str) {
     }
 }
 
+/// Replace the withheld values in each of `texts`, in place.
+pub fn withhold_in(texts: &mut [&mut String]) {
+    for text in texts.iter_mut() {
+        if let (withheld, 1..) = withhold_known(text) {
+            **text = withheld;
+        }
+    }
+}
+
 /// `text` with every withheld value replaced; how many were.
 pub fn withhold_known(text: &str) -> (String, u32) {
     let list = known().read().unwrap_or_else(|p| p.into_inner());

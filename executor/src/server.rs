@@ -373,9 +373,10 @@ fn resume_swaps(
     let swaps: std::collections::HashMap<String, (String, &'static str)> = interrupted
         .iter()
         .filter_map(|e| {
-            let action = match e.action.as_str() {
-                "update" => "update",
-                "rollback" => "rollback",
+            use drydock_proto::approval::WriteAction;
+            let action = match WriteAction::parse(&e.action)? {
+                WriteAction::Update => "update",
+                WriteAction::Rollback => "rollback",
                 _ => return None,
             };
             Some((e.container_id.clone(), (e.request_id.clone(), action)))

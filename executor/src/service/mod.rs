@@ -498,11 +498,7 @@ async fn finish_call<T>(
         }
     }
     let mut entry = call.entry;
-    for text in [&mut entry.reason, &mut entry.result, &mut entry.input] {
-        if let (withheld, 1..) = redact::withhold_known(text) {
-            *text = withheld;
-        }
-    }
+    redact::withhold_in(&mut [&mut entry.reason, &mut entry.result, &mut entry.input]);
     // Only answered reads are deferred: a refusal's row (someone probing)
     // is committed before the refusal is answered.
     if answered_read(&entry) && summary.is_none() {

@@ -398,6 +398,12 @@ async function requestView(id, evidenceId) {
     }).catch(err => setStatus(err.message));
   };
   KINDS.forEach(k => live.addEventListener(k, onEvent));
+  // The stream is what keeps the page live; should it stall (a proxy, a
+  // suspended tab), the request is read again every few seconds until it
+  // ends, so the page never stays on a state the request has left.
+  refreshTimer = setInterval(() => {
+    if (!TERMINAL.includes(status)) { load().catch(err => setStatus(err.message)); }
+  }, 5000);
 }
 
 // ---- Approvals ----
