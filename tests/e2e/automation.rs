@@ -235,7 +235,10 @@ fn exited_with(test: &str, code: &str) -> Container {
     c
 }
 
-fn signed_grant(dd: &Drydock, change: impl FnOnce(&mut GrantClaims)) -> pb::Grant {
+/// A grant signed with the home's approver key: a restart and start grant
+/// over `dd-grpcgrant-*`, one use per container an hour, as `change` makes
+/// it.
+pub(crate) fn signed_grant(dd: &Drydock, change: impl FnOnce(&mut GrantClaims)) -> pb::Grant {
     let key = dd
         .home
         .load_cli_config()

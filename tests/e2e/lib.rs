@@ -763,6 +763,27 @@ pub mod approvals {
         }
     }
 
+    /// An update's approval: `container` (running image `from`) to `digest`
+    /// of `reference`, signed as `local-operator`.
+    pub fn update_approval(
+        key: &ed25519_dalek::SigningKey,
+        request_id: &str,
+        container: &str,
+        reference: &str,
+        digest: &str,
+        from: &str,
+        from_version: Option<&str>,
+    ) -> pb::Approval {
+        let mut c = claims(request_id, WriteAction::Update, container);
+        c.from_image_id = Some(from.into());
+        c.update = Some(approval::UpdateClaims {
+            reference: reference.into(),
+            digest: digest.into(),
+            from_version: from_version.map(str::to_string),
+        });
+        sign(&c, key, "local-operator")
+    }
+
     pub fn sign(
         claims: &ApprovalClaims,
         key: &ed25519_dalek::SigningKey,

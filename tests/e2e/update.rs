@@ -10,10 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use drydock_e2e::approvals::{claims, sign};
+use drydock_e2e::approvals::update_approval;
 pub(crate) use drydock_e2e::registry::{with_registry, Project, Registry, SERVE, UNHEALTHY};
 use drydock_e2e::*;
-use drydock_proto::approval::{UpdateClaims, WriteAction};
 use drydock_proto::pb;
 use tonic::Code;
 
@@ -62,14 +61,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
         .expect("approver key");
     let update_claims =
         |request: &str, container: &str, reference: &str, digest: &str, from: &str| {
-            let mut c = claims(request, WriteAction::Update, container);
-            c.from_image_id = Some(from.into());
-            c.update = Some(UpdateClaims {
-                reference: reference.into(),
-                digest: digest.into(),
-                from_version: Some("1".into()),
-            });
-            sign(&c, &key, "local-operator")
+            update_approval(&key, request, container, reference, digest, from, Some("1"))
         };
     let update =
         |request_id: &str, container: &str, digest: &str, approval: Option<pb::Approval>| {

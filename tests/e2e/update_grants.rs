@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use drydock_e2e::*;
 use drydock_proto::approval::WriteAction;
-use drydock_proto::grant::{self, GrantClaims, GrantScope, GRANT_KIND, GRANT_VERSION_NO_HOST};
 use drydock_proto::pb;
 use serde_json::Value;
 use tonic::Code;
@@ -42,37 +41,12 @@ async fn executor_minute(
 }
 
 fn update_grant(dd: &Drydock, names: &str, hours: &str, max_total: u32) -> pb::Grant {
-    let key = dd
-        .home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("key");
-    let now = approvals::unix_now();
-    let claims = GrantClaims {
-        version: GRANT_VERSION_NO_HOST,
-        kind: GRANT_KIND.into(),
-        grant_id: GrantClaims::new_id(),
-        actions: vec![WriteAction::Update],
-        scope: GrantScope {
-            names: vec![names.into()],
-            ..Default::default()
-        },
-        classes: vec![],
-        max_per_container: 1,
-        window_secs: 3600,
-        max_total,
-        issued_at: now - 10,
-        expires_at: now + 3600,
-        host: None,
-        hours: Some(hours.into()),
-    };
-    let bytes = claims.encode();
-    pb::Grant {
-        signature: grant::sign(&bytes, &key),
-        claims: bytes,
-        key_id: drydock::home::DEFAULT_APPROVER_ID.into(),
-    }
+    crate::automation::signed_grant(dd, |g| {
+        g.actions = vec![WriteAction::Update];
+        g.scope.names = vec![names.into()];
+        g.max_total = max_total;
+        g.hours = Some(hours.into());
+    })
 }
 
 fn granted(request_id: &str, container: &str, digest: &str, grant: pb::Grant) -> pb::UpdateRequest {

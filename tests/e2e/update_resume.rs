@@ -8,9 +8,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use drydock_e2e::approvals::{claims, sign};
+use drydock_e2e::approvals::update_approval;
 use drydock_e2e::*;
-use drydock_proto::approval::{UpdateClaims, WriteAction};
 use drydock_proto::pb;
 use serde_json::Value;
 
@@ -44,14 +43,15 @@ async fn kill_in_window(
         .expect("cli config")
         .signing_key()
         .expect("approver key");
-    let mut c = claims(request_id, WriteAction::Update, container);
-    c.from_image_id = Some(from.into());
-    c.update = Some(UpdateClaims {
-        reference: project.tag.clone(),
-        digest: digest.into(),
-        from_version: None,
-    });
-    let approval = sign(&c, &key, "local-operator");
+    let approval = update_approval(
+        &key,
+        request_id,
+        container,
+        &project.tag,
+        digest,
+        from,
+        None,
+    );
     let mut client = exec.agent_client(dd).await;
     let request = pb::UpdateRequest {
         request_id: request_id.to_string(),

@@ -118,63 +118,53 @@ impl Store {
         })
     }
 
+    /// The newest requests (at most `limit`) whose document contains
+    /// `needle`: a search for an id or a digest, which the callers check to
+    /// be hex first, so nothing in it means something to LIKE.
+    fn containing(&self, needle: &str, limit: u32) -> Result<Vec<Request>, StoreError> {
+        let docs: Vec<String> = self
+            .lock()
+            .prepare_cached(
+                "SELECT doc FROM requests WHERE doc LIKE ?1 ORDER BY created_at DESC LIMIT ?2",
+            )?
+            .query_map(params![format!("%{needle}%"), limit], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(StoreError::from))
+            .collect()
+    }
+
     /// The request whose write (an update or a rollback) made the container
     /// `container_id`, the newest first: its id and the write's action.
     pub fn made_container(
         &self,
         container_id: &str,
     ) -> Result<Option<(String, crate::model::WriteAction)>, StoreError> {
-        if container_id.is_empty() || !container_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_hex(container_id) {
             return Ok(None);
         }
-        let needle = format!("%\"new_container_id\":\"{container_id}\"%");
-        let docs: Vec<String> = self
-            .lock()
-            .prepare_cached(
-                "SELECT doc FROM requests WHERE doc LIKE ?1 ORDER BY created_at DESC LIMIT 5",
-            )?
-            .query_map(params![needle], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        for doc in docs {
-            let req: Request = serde_json::from_str(&doc)?;
-            if let Some(e) = req
-                .execution
+        let needle = format!("\"new_container_id\":\"{container_id}\"");
+        Ok(self.containing(&needle, 5)?.into_iter().find_map(|req| {
+            req.execution
                 .iter()
                 .find(|e| e.ok && e.new_container_id.as_deref() == Some(container_id))
-            {
-                return Ok(Some((req.id.clone(), e.action)));
-            }
-        }
-        Ok(None)
+                .map(|e| (req.id.clone(), e.action))
+        }))
     }
 
     /// Whether the update checker opened a request for the update of
     /// `container_id` to `digest` (its message names the digest), at any
     /// time: each digest is tried once per container, across restarts.
     pub fn update_opened(&self, container_id: &str, digest: &str) -> Result<bool, StoreError> {
-        let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
         let digest_hex = digest.strip_prefix("sha256:").unwrap_or_default();
-        // Only ids and digests: nothing that means something to LIKE.
-        if !hex(container_id) || !hex(digest_hex) {
+        if !is_hex(container_id) || !is_hex(digest_hex) {
             return Ok(false);
         }
-        let docs: Vec<String> = self
-            .lock()
-            .prepare_cached(
-                "SELECT doc FROM requests WHERE doc LIKE '%\"source\":\"update\"%' AND doc LIKE ?1",
-            )?
-            .query_map(params![format!("%{digest}%")], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        for doc in docs {
-            let req: Request = serde_json::from_str(&doc)?;
-            if req.source == crate::model::RequestSource::Update
+        Ok(self.containing(digest, 1000)?.iter().any(|req| {
+            req.source == crate::model::RequestSource::Update
                 && req.options.container.as_deref() == Some(container_id)
                 && req.message.contains(digest)
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        }))
     }
 
     /// Where a request stands, from its status column alone (`None`: no
@@ -384,6 +374,11 @@ fn terminal_list() -> String {
         .map(|s| format!("'{}'", s.as_str()))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// Hex digits, at least one: an id or a digest's hex, safe in a LIKE.
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 #[cfg(test)]
