@@ -9,7 +9,7 @@ use crate::model::span;
 use crate::model::HealthStatus;
 use crate::model::{
     Change, ContainerView, FaultClass, Fingerprint, Incarnation, COMPOSE_CONFIG_HASH_LABEL,
-    COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, OCI_REVISION, OCI_SOURCE,
+    COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, OCI_REVISION, OCI_SOURCE, OCI_VERSION,
 };
 
 /// A failure this long after a change is not blamed on it.
@@ -17,8 +17,6 @@ pub const MAX_BLAME_SECS: i64 = 24 * 3600;
 /// A failure with a cause outside the container (a dependency, the disk, a
 /// port, memory) is blamed on a change only if it came this soon after it.
 pub const OUTSIDE_CAUSE_BLAME_SECS: i64 = 15 * 60;
-/// The OCI label naming the image's version.
-const OCI_VERSION: &str = "org.opencontainers.image.version";
 
 /// How the previous incarnation fared, from the agent's memory.
 #[derive(Debug, Clone, PartialEq, Default)]

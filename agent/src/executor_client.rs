@@ -722,6 +722,8 @@ impl ExecutorClient {
             running_digests: r.running_digests,
             oci_labels: r.oci_labels.into_iter().collect(),
             update_available: r.update_available,
+            new_oci_labels: r.new_oci_labels.into_iter().collect(),
+            new_labels_unread: r.new_labels_unread,
         })
     }
 

@@ -132,11 +132,13 @@ impl UpdateChecker {
                                 reference: r.reference.clone(),
                                 image_id: r.image_id.clone(),
                                 version: r.version().map(str::to_string),
-                                revision: r
-                                    .oci_labels
-                                    .get("org.opencontainers.image.revision")
-                                    .cloned(),
+                                revision: r.revision().map(str::to_string),
                                 registry_digest: r.registry_digest.clone(),
+                                new_version: r.new_version().map(str::to_string),
+                                new_revision: r.new_revision().map(str::to_string),
+                                labels_unread: Some(r.new_labels_unread.clone())
+                                    .filter(|w| !w.is_empty()),
+                                service: compose_service(&c.labels),
                                 found_at: now.clone(),
                                 checked_at: now.clone(),
                             });
@@ -249,4 +251,13 @@ impl UpdateChecker {
         }
         Ok(())
     }
+}
+
+/// `project/service` of a compose container, or its service alone.
+fn compose_service(labels: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    let service = labels.get(crate::model::COMPOSE_SERVICE_LABEL)?;
+    Some(match labels.get(crate::model::COMPOSE_PROJECT_LABEL) {
+        Some(project) => format!("{project}/{service}"),
+        None => service.clone(),
+    })
 }

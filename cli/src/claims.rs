@@ -141,14 +141,18 @@ pub fn describe(c: &ApprovalClaims) -> String {
     let images = match (&c.from_image_id, &c.image_id, &c.update) {
         (Some(from), Some(to), _) => format!(" from image {} to image {}", safe(from), safe(to)),
         (Some(from), None, Some(u)) => format!(
-            " following tag {} from image {}{} to the registry's manifest {} (put back unless it runs healthy through the executor's window)",
+            " following tag {} from image {}{} to the registry's manifest {}{} (put back unless it runs healthy through the executor's window)",
             safe(&u.reference),
             safe(from),
             u.from_version
                 .as_ref()
                 .map(|v| format!(" (version {})", safe(v)))
                 .unwrap_or_default(),
-            safe(&u.digest)
+            safe(&u.digest),
+            u.to_version
+                .as_ref()
+                .map(|v| format!(" (version {})", safe(v)))
+                .unwrap_or_default(),
         ),
         _ => String::new(),
     };

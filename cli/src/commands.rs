@@ -118,7 +118,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::COMPLETED)
         }
         Command::Approvals => approvals(&agent(&home)?.0).await,
-        Command::Updates { check, json } => updates(&agent(&home)?.0, check, json).await,
+        Command::Updates { check, json } => {
+            let (agent, cfg) = agent(&home)?;
+            updates(&agent, &cfg.sources, check, json).await
+        }
         Command::Requests { status, host, json } => {
             requests(&agent(&home)?.0, status, host.as_deref(), json).await
         }
@@ -261,7 +264,12 @@ async fn approvals(agent: &AgentClient) -> anyhow::Result<u8> {
     Ok(exit::COMPLETED)
 }
 
-async fn updates(agent: &AgentClient, check: bool, json: bool) -> anyhow::Result<u8> {
+async fn updates(
+    agent: &AgentClient,
+    sources: &std::collections::BTreeMap<String, std::path::PathBuf>,
+    check: bool,
+    json: bool,
+) -> anyhow::Result<u8> {
     let list = agent.updates(check).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&list)?);
@@ -276,21 +284,31 @@ async fn updates(agent: &AgentClient, check: bool, json: bool) -> anyhow::Result
     if list.updates.is_empty() {
         println!("no updates available");
     }
+    let labelled = |version: &Option<String>, revision: &Option<String>| match (version, revision) {
+        (Some(v), Some(r)) => format!(" version {}, revision {},", safe(v), safe(r)),
+        (Some(v), None) => format!(" version {},", safe(v)),
+        (None, Some(r)) => format!(" revision {},", safe(r)),
+        (None, None) => String::new(),
+    };
     for u in &list.updates {
-        let version = u
-            .version
-            .as_ref()
-            .map(|v| format!(" version {v},"))
-            .unwrap_or_default();
         println!(
-            "{}  {}: runs{version} {}; the registry names {} (since {})\n  drydock update {}",
+            "{}  {}: runs{} {}; the registry names{} {} (since {})",
             safe(&u.command_name()),
             safe(&u.reference),
+            labelled(&u.version, &u.revision),
             safe(&u.image_id),
+            labelled(&u.new_version, &u.new_revision),
             safe(&u.registry_digest),
             safe(&u.found_at),
-            safe(&u.command_name())
         );
+        if let Some(why) = &u.labels_unread {
+            println!("  (the new image's labels were not read: {})", safe(why));
+        }
+        if let (Some(from), Some(to)) = (&u.revision, &u.new_revision) {
+            let service = u.service.as_deref().unwrap_or_default();
+            crate::show::commits(sources, service, &u.container, from, to, "  ");
+        }
+        println!("  drydock update {}", safe(&u.command_name()));
     }
     for n in &list.not_checked {
         println!(

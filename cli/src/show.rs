@@ -60,19 +60,33 @@ fn is_plain_revision(rev: &str) -> bool {
 /// local checkout (`sources` in cli.yaml), when both images name their
 /// revision.
 fn commits_between(sources: &BTreeMap<String, PathBuf>, change: &Change) {
-    let service = change.service.rsplit('/').next().unwrap_or(&change.service);
-    let Some(checkout) = sources
-        .get(&change.service)
-        .or_else(|| sources.get(service))
-        .or_else(|| sources.get(&change.current.name))
-    else {
-        return;
-    };
     let (Some(from), Some(to)) = (&change.previous.revision, &change.current.revision) else {
         return;
     };
+    commits(sources, &change.service, &change.current.name, from, to, "");
+}
+
+/// The commits `from..to` in the checkout `sources` names for a service
+/// (`project/service` or `service`) or a container, each line indented
+/// after `indent`; nothing without a checkout.
+pub fn commits(
+    sources: &BTreeMap<String, PathBuf>,
+    service: &str,
+    container: &str,
+    from: &str,
+    to: &str,
+    indent: &str,
+) {
+    let short = service.rsplit('/').next().unwrap_or(service);
+    let Some(checkout) = [service, short, container]
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        .find_map(|k| sources.get(k))
+    else {
+        return;
+    };
     if !is_plain_revision(from) || !is_plain_revision(to) {
-        println!("(the images' revision labels are not plain commit ids; not looked up)");
+        println!("{indent}(the images' revision labels are not plain commit ids; not looked up)");
         return;
     }
     let out = std::process::Command::new("git")
@@ -86,23 +100,23 @@ fn commits_between(sources: &BTreeMap<String, PathBuf>, change: &Change) {
         Ok(o) if o.status.success() => {
             let log = String::from_utf8_lossy(&o.stdout);
             println!(
-                "commits between the images ({}..{} in {}):",
+                "{indent}commits between the images ({}..{} in {}):",
                 safe(from),
                 safe(to),
                 checkout.display()
             );
             for line in log.lines() {
-                println!("  {}", safe(line));
+                println!("{indent}  {}", safe(line));
             }
         }
         Ok(o) => println!(
-            "git log {}..{} in {} failed: {}",
+            "{indent}git log {}..{} in {} failed: {}",
             safe(from),
             safe(to),
             checkout.display(),
             safe(String::from_utf8_lossy(&o.stderr).trim())
         ),
-        Err(e) => println!("cannot run git for {}: {e}", checkout.display()),
+        Err(e) => println!("{indent}cannot run git for {}: {e}", checkout.display()),
     }
 }
 

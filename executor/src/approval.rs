@@ -242,6 +242,7 @@ impl ApprovalVerifier {
                     reference: String::new(),
                     digest: String::new(),
                     from_version: None,
+                    to_version: None,
                 });
             if update.digest != requested.as_str() {
                 return Err(ApprovalError::WrongDigest {

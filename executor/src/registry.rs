@@ -2,13 +2,18 @@
 //! executor.yaml), their credentials, and image references parsed well
 //! enough to say which registry and repository a container's tag is in.
 //!
-//! The executor never speaks to a registry itself: the engine does, with
-//! its own TLS settings (`/etc/docker/certs.d`, `insecure-registries`,
-//! loopback as plain HTTP), and the credentials travel to it in the
-//! `X-Registry-Auth` header of the one call that needs them. They never
-//! reach the agent, an answer, a log line or the audit log.
+//! The engine asks a registry for a tag's digest and pulls, with its own
+//! TLS settings (`/etc/docker/certs.d`, `insecure-registries`, loopback as
+//! plain HTTP), the credentials in the `X-Registry-Auth` header of the one
+//! call that needs them. What the engine cannot say before a pull (the new
+//! image's labels, a repository's tags) the executor reads itself
+//! (`reader`), from the same entries only. The credentials never reach the
+//! agent, an answer, a log line or the audit log.
+
+pub mod reader;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -43,6 +48,11 @@ pub struct RegistryConfig {
     /// one is removed again and the update refused.
     #[serde(default = "default_max_image_bytes")]
     pub max_image_bytes: u64,
+    /// A PEM file of the CA the registry's certificate chains to, beside
+    /// the system's roots, for the executor's own reads (the engine's pull
+    /// uses `/etc/docker/certs.d`).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for RegistryConfig {
@@ -211,10 +221,41 @@ impl ImageRef {
     }
 }
 
-/// The allowed registries, with their credentials read.
-#[derive(Debug, Clone, Default)]
+/// The allowed registries, with their credentials read and the TLS
+/// settings of the executor's reads.
+#[derive(Clone, Default)]
 pub struct Registries {
-    entries: Vec<(RegistryConfig, Option<Credentials>)>,
+    entries: Vec<Entry>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    config: RegistryConfig,
+    credentials: Option<Credentials>,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for Registries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| &e.config))
+            .finish()
+    }
+}
+
+/// An allowed reference with its registry entry.
+pub struct Allowed<'a> {
+    pub reference: ImageRef,
+    pub config: &'a RegistryConfig,
+    pub credentials: Option<&'a Credentials>,
+    tls: &'a Arc<rustls::ClientConfig>,
+}
+
+impl Allowed<'_> {
+    /// A read session with the reference's repository.
+    pub fn reader(&self) -> Result<reader::Session<'_>, reader::ReadError> {
+        reader::Session::new(self.tls.clone(), &self.reference, self.credentials)
+    }
 }
 
 /// Why a reference may not be pulled.
@@ -239,30 +280,39 @@ impl Registries {
                 Some(path) => Some(read_credentials(path)?),
                 None => None,
             };
-            entries.push((c.clone(), credentials));
+            let tls = reader::tls_config(c.ca_file.as_deref())
+                .map_err(|e| invalid("registries.ca_file", e))?;
+            entries.push(Entry {
+                config: c.clone(),
+                credentials,
+                tls: Arc::new(tls),
+            });
         }
         Ok(Registries { entries })
     }
 
     /// The registry entry a container's reference falls under, with the
     /// parsed reference: a tag, in an allowed registry and prefix.
-    pub fn allowed(
-        &self,
-        reference: &str,
-    ) -> Result<(ImageRef, &RegistryConfig, Option<&Credentials>), RegistryRefusal> {
+    pub fn allowed(&self, reference: &str) -> Result<Allowed<'_>, RegistryRefusal> {
         // A tag pinned to a digest (`shop/api:2@sha256:…`) is not followed:
         // the pin is the operator's choice.
         let parsed = ImageRef::parse(reference)
             .filter(|r| r.tag.is_some() && r.digest.is_none())
             .ok_or_else(|| RegistryRefusal::NotATag(shown(reference)))?;
-        let found = self.entries.iter().find(|(c, _)| {
-            c.host.eq_ignore_ascii_case(&parsed.registry)
-                && c.prefix
+        let found = self.entries.iter().find(|e| {
+            e.config.host.eq_ignore_ascii_case(&parsed.registry)
+                && e.config
+                    .prefix
                     .as_deref()
                     .is_none_or(|p| under_prefix(&parsed.repository, p))
         });
         match found {
-            Some((c, creds)) => Ok((parsed, c, creds.as_ref())),
+            Some(e) => Ok(Allowed {
+                reference: parsed,
+                config: &e.config,
+                credentials: e.credentials.as_ref(),
+                tls: &e.tls,
+            }),
             None => Err(RegistryRefusal::NotAllowed {
                 registry: shown(&parsed.registry),
                 repository: shown(&parsed.repository),
@@ -274,7 +324,7 @@ impl Registries {
     pub fn secrets(&self) -> Vec<String> {
         self.entries
             .iter()
-            .filter_map(|(_, c)| c.as_ref())
+            .filter_map(|e| e.credentials.as_ref())
             .flat_map(|c| c.secrets().map(str::to_string).collect::<Vec<_>>())
             .collect()
     }
@@ -482,6 +532,7 @@ mod tests {
             credentials: Some(path.clone()),
             pull_timeout: DEFAULT_PULL_TIMEOUT,
             max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
+            ca_file: None,
         };
         let r = Registries::load(std::slice::from_ref(&config)).unwrap();
         assert_eq!(r.secrets(), vec!["hunter2-registry".to_string()]);

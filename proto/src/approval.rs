@@ -408,6 +408,10 @@ pub struct UpdateClaims {
     /// Shown to the human: the running image's version label, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_version: Option<String>,
+    /// Shown to the human: the new image's version label, read from its
+    /// config in the registry, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_version: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -102,6 +102,38 @@ pub fn prepare() {
 }
 
 impl Drydock {
+    /// A git checkout with one empty commit per `(subject, tag)`, named in
+    /// cli.yaml's `sources` for `service`.
+    pub fn source_checkout(&self, service: &str, commits: &[(&str, &str)]) -> tempfile::TempDir {
+        let repo = tempfile::tempdir().expect("temp dir");
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(repo.path())
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .expect("git");
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        git(&["init", "-q"]);
+        for (subject, tag) in commits {
+            git(&["commit", "-q", "--allow-empty", "-m", subject]);
+            git(&["tag", tag]);
+        }
+        let cli_yaml = self.home.path("cli.yaml");
+        let yaml = std::fs::read_to_string(&cli_yaml).expect("cli.yaml");
+        std::fs::write(
+            &cli_yaml,
+            format!("{yaml}sources:\n  {service}: {}\n", repo.path().display()),
+        )
+        .expect("write cli.yaml");
+        repo
+    }
     /// A gRPC connection to this home's executor with the agent's
     /// identity, as the agent connects.
     async fn channel_as_agent(&self) -> tonic::transport::Channel {
@@ -780,6 +812,7 @@ pub mod approvals {
             reference: reference.into(),
             digest: digest.into(),
             from_version: from_version.map(str::to_string),
+            to_version: None,
         });
         sign(&c, key, "local-operator")
     }

@@ -280,45 +280,13 @@ fn a_bad_image_behind_a_moved_tag_is_named_and_rolled_back_with_its_data() {
     assert!(project.compose_ok(&["ps"]).contains("Up"));
     // With the service's checkout named in cli.yaml, `show` lists the
     // commits between the two images.
-    let repo = tempfile::tempdir().expect("temp dir");
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(repo.path())
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    git(&["init", "-q"]);
-    git(&[
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "the release that works",
-    ]);
-    git(&["tag", "v1rev"]);
-    git(&[
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "read DATABASE_URL under a new name",
-    ]);
-    git(&["tag", "v2rev"]);
-    let cli_yaml = dd.home.path("cli.yaml");
-    let yaml = std::fs::read_to_string(&cli_yaml).unwrap();
-    std::fs::write(
-        &cli_yaml,
-        format!("{yaml}sources:\n  api: {}\n", repo.path().display()),
-    )
-    .unwrap();
+    let _repo = dd.source_checkout(
+        "api",
+        &[
+            ("the release that works", "v1rev"),
+            ("read DATABASE_URL under a new name", "v2rev"),
+        ],
+    );
     let shown = dd.cli(&["show", &id]);
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(

@@ -97,14 +97,32 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
     assert_eq!(updates[0]["image_id"], v1.as_str());
     assert_eq!(updates[0]["version"], "1");
     assert_eq!(updates[0]["revision"], "rev-1");
+    // The new image's labels, read from its config in the registry: v2 is
+    // not on the engine.
+    assert_eq!(updates[0]["new_version"], "2", "{found:#}");
+    assert_eq!(updates[0]["new_revision"], "rev-2", "{found:#}");
+    assert!(updates[0].get("labels_unread").is_none(), "{found:#}");
     assert!(
         found["not_checked"].as_array().is_none_or(|n| n.is_empty()),
         "{found:#}"
     );
+    // With the service's checkout in cli.yaml, the list names the
+    // commits between the running and the new revision.
+    let _repo = dd.source_checkout(
+        "api",
+        &[
+            ("the release that runs", "rev-1"),
+            ("serve the new page", "rev-2"),
+        ],
+    );
     let out = dd.cli(&["updates", "--check"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("drydock update {}", project.api_name())),
+        text.contains(&format!("drydock update {}", project.api_name()))
+            && text.contains("the registry names version 2, revision rev-2,")
+            && text.contains("commits between the images (rev-1..rev-2")
+            && text.contains("serve the new page")
+            && !text.contains("the release that runs"),
         "{text}"
     );
     wait(
@@ -140,6 +158,15 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
     browser
         .wait_for("#updates", &v2_digest, Duration::from_secs(20))
         .await;
+    let listed = browser
+        .run("return document.querySelector('#updates').innerText")
+        .await;
+    assert!(
+        listed
+            .as_str()
+            .is_some_and(|t| t.contains("version 2, revision rev-2")),
+        "the Updates view shows the new image's labels: {listed}"
+    );
     browser.click(".update-propose").await;
     // The page follows the request it opened; the approval is decided on
     // the approvals page.
@@ -156,7 +183,13 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
         .run("return document.querySelector('#approvals .approval').innerText")
         .await;
     let card = card.as_str().unwrap_or_default().to_string();
-    for shown in [project.tag.as_str(), "version 1", v1.as_str(), "Will run"] {
+    for shown in [
+        project.tag.as_str(),
+        "version 1",
+        v1.as_str(),
+        "Will run",
+        "version 2",
+    ] {
         assert!(card.contains(shown), "the card shows {shown}: {card}");
     }
     let approval_id = browser
@@ -201,6 +234,7 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
     assert_eq!(step["action"], "update", "{req:#}");
     assert_eq!(step["update"]["digest"], v2_digest.as_str());
     assert_eq!(step["update"]["from_version"], "1");
+    assert_eq!(step["update"]["to_version"], "2");
     assert_eq!(step["from_image_id"], v1.as_str());
     assert!(
         req["evidence"]

@@ -596,14 +596,33 @@ pub struct RegistryView {
     pub oci_labels: BTreeMap<String, String>,
     /// The registry's digest is none of the running image's.
     pub update_available: bool,
+    /// With an update available: the new image's OCI labels, read from
+    /// its config in the registry, or why they could not be read.
+    #[serde(default)]
+    pub new_oci_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub new_labels_unread: String,
 }
 
 impl RegistryView {
     /// The running image's `org.opencontainers.image.version`, if any.
     pub fn version(&self) -> Option<&str> {
-        self.oci_labels
-            .get("org.opencontainers.image.version")
-            .map(String::as_str)
+        self.oci_labels.get(OCI_VERSION).map(String::as_str)
+    }
+
+    /// The running image's revision label, if any.
+    pub fn revision(&self) -> Option<&str> {
+        self.oci_labels.get(OCI_REVISION).map(String::as_str)
+    }
+
+    /// The new image's version label, if read.
+    pub fn new_version(&self) -> Option<&str> {
+        self.new_oci_labels.get(OCI_VERSION).map(String::as_str)
+    }
+
+    /// The new image's revision label, if read.
+    pub fn new_revision(&self) -> Option<&str> {
+        self.new_oci_labels.get(OCI_REVISION).map(String::as_str)
     }
 }
 
@@ -622,6 +641,8 @@ pub struct ImageView {
     pub oci_labels: BTreeMap<String, String>,
 }
 
+/// The OCI label naming an image's version.
+pub const OCI_VERSION: &str = "org.opencontainers.image.version";
 /// The OCI label naming the commit an image was built from.
 pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
 /// The OCI label naming where the image's source lives.

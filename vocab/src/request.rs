@@ -418,12 +418,14 @@ pub enum ContainerStep {
     },
     /// Re-create the container with the image its tag (`reference`) names
     /// now in its registry, the manifest `digest`; it runs `from_image`
-    /// (labelled `from_version`) now.
+    /// (labelled `from_version`) now; the new image is labelled
+    /// `to_version` in the registry.
     Update {
         from_image: ImageId,
         digest: ImageId,
         reference: String,
         from_version: Option<String>,
+        to_version: Option<String>,
     },
 }
 
@@ -598,11 +600,13 @@ impl PlanStep {
                 digest,
                 reference,
                 from_version,
+                to_version,
             }) => Some((
                 UpdateClaims {
                     reference: reference.clone(),
                     digest: digest.to_string(),
                     from_version: from_version.clone(),
+                    to_version: to_version.clone(),
                 },
                 from_image,
             )),
@@ -674,6 +678,7 @@ impl TryFrom<PlanStepWire> for PlanStep {
                         .ok_or("an update step's digest is sha256: and 64 hex digits")?,
                     reference: u.reference,
                     from_version: u.from_version,
+                    to_version: u.to_version,
                 })
             }
             WriteAction::ForceUpdate => {

@@ -18,8 +18,21 @@ pub struct UpdateFound {
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
-    /// The manifest digest the registry names by the tag now.
+    /// The manifest digest the registry names by the tag now, and that
+    /// image's version and revision labels, read from its config in the
+    /// registry before any pull.
     pub registry_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_revision: Option<String>,
+    /// Why the new image's labels could not be read (a registry the
+    /// executor cannot reach itself, a TLS root it lacks), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels_unread: Option<String>,
+    /// Its compose service (`project/service`), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
     /// When this digest was first seen (RFC 3339), and last checked.
     pub found_at: String,
     pub checked_at: String,

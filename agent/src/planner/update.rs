@@ -66,12 +66,21 @@ pub fn update_plan(
         digest: to,
         reference: registry.reference.clone(),
         from_version: registry.version().map(str::to_string),
+        to_version: registry.new_version().map(str::to_string),
+    };
+    let new_version = match (registry.new_version(), registry.new_revision()) {
+        (Some(v), _) => format!(" (version {v})"),
+        (None, Some(r)) => format!(" (revision {})", short_revision(r)),
+        (None, None) if !registry.new_labels_unread.is_empty() => {
+            format!(" (its labels unread: {})", registry.new_labels_unread)
+        }
+        (None, None) => String::new(),
     };
     let step = PlanStep::new(
         target.clone(),
         StepWrite::Container(write),
         format!(
-            "{} names {} in its registry; {} runs {}{version}",
+            "{} names {}{new_version} in its registry; {} runs {}{version}",
             registry.reference,
             short(&registry.registry_digest),
             target.name(),
@@ -100,6 +109,11 @@ pub fn update_plan(
 /// `sha256:0123456789ab`: enough of a digest to tell two apart.
 fn short(digest: &str) -> String {
     digest.chars().take(19).collect()
+}
+
+/// A commit id as `git log --oneline` shows it.
+fn short_revision(revision: &str) -> String {
+    revision.chars().take(12).collect()
 }
 
 #[cfg(test)]
@@ -131,6 +145,13 @@ mod tests {
             .into_iter()
             .collect(),
             update_available: true,
+            new_oci_labels: [(
+                "org.opencontainers.image.version".to_string(),
+                "1.5.0".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            new_labels_unread: String::new(),
         };
         let target = Target::container(c.id.clone(), c.name.clone(), None, None);
         let mut policy = PolicyView::default();
@@ -147,6 +168,10 @@ mod tests {
         assert_eq!(claims.digest, digest_of('2'));
         assert_eq!(claims.reference, c.image);
         assert_eq!(claims.from_version.as_deref(), Some("1.4.2"));
+        assert_eq!(claims.to_version.as_deref(), Some("1.5.0"));
+        assert!(plan.steps[0]
+            .reason
+            .contains("(version 1.5.0) in its registry"));
         assert_eq!(from.as_str(), c.image_id);
     }
 

@@ -120,6 +120,13 @@ pub const MIGRATIONS: &[&str] = &[
        checked_at TEXT NOT NULL,
        PRIMARY KEY (host, container)
      );",
+    // 7: the new image's version and revision, read from its config in
+    // the registry before any pull, or why they could not be read; the
+    // compose service, for the commits between the revisions.
+    "ALTER TABLE updates ADD COLUMN new_version TEXT;
+     ALTER TABLE updates ADD COLUMN new_revision TEXT;
+     ALTER TABLE updates ADD COLUMN labels_unread TEXT;
+     ALTER TABLE updates ADD COLUMN service TEXT;",
 ];
 
 /// The version this release writes.

@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension as _};
 use super::{Store, StoreError};
 use crate::model::UpdateFound;
 
-const COLUMNS: &str = "host, container, container_id, reference, image_id, version, revision, registry_digest, found_at, checked_at";
+const COLUMNS: &str = "host, container, container_id, reference, image_id, version, revision, registry_digest, found_at, checked_at, new_version, new_revision, labels_unread, service";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UpdateFound> {
     Ok(UpdateFound {
@@ -22,6 +22,10 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UpdateFound> {
         registry_digest: r.get(7)?,
         found_at: r.get(8)?,
         checked_at: r.get(9)?,
+        new_version: r.get(10)?,
+        new_revision: r.get(11)?,
+        labels_unread: r.get(12)?,
+        service: r.get(13)?,
     })
 }
 
@@ -62,7 +66,7 @@ pub fn record(
             }
         };
         tx.execute(
-            &format!("INSERT OR REPLACE INTO updates ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+            &format!("INSERT OR REPLACE INTO updates ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
             params![
                 host,
                 f.container,
@@ -73,7 +77,11 @@ pub fn record(
                 f.revision,
                 f.registry_digest,
                 found_at,
-                f.checked_at
+                f.checked_at,
+                f.new_version,
+                f.new_revision,
+                f.labels_unread,
+                f.service
             ],
         )?;
     }
@@ -107,6 +115,10 @@ mod tests {
             registry_digest: digest.into(),
             found_at: at.into(),
             checked_at: at.into(),
+            new_version: Some("1.5".into()),
+            new_revision: Some("9c2d1e0".into()),
+            labels_unread: None,
+            service: Some("shop/api".into()),
         }
     }
 
@@ -121,6 +133,11 @@ mod tests {
         assert!(news.is_empty(), "the same digest is not news again");
         assert_eq!(list(&store).unwrap()[0].found_at, "t1");
         assert_eq!(list(&store).unwrap()[0].checked_at, "t2");
+        assert_eq!(list(&store).unwrap()[0].new_version.as_deref(), Some("1.5"));
+        assert_eq!(
+            list(&store).unwrap()[0].new_revision.as_deref(),
+            Some("9c2d1e0")
+        );
         let news = record(&store, "local", &names, &[found("api", "sha256:b", "t3")]).unwrap();
         assert_eq!(news.len(), 1, "a newer digest is");
         record(&store, "local", &names, &[]).unwrap();

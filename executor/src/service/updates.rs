@@ -6,7 +6,7 @@
 use super::*;
 use crate::docker::UpdatePlan;
 use crate::policy::Update;
-use crate::registry::{Credentials, ImageRef};
+use crate::registry::{self, Credentials, ImageRef};
 
 /// How long the registry may take to name a tag's digest (it is further
 /// away than the engine).
@@ -63,7 +63,9 @@ impl ExecutorService {
             truncate_for_audit(&redact::neutralise_controls(&target.image_ref)),
             target.image_id
         ));
-        let (reference, registry, credentials) = self.registries.allowed(&target.image_ref)?;
+        let allowed = self.registries.allowed(&target.image_ref)?;
+        let (reference, registry, credentials) =
+            (allowed.reference, allowed.config, allowed.credentials);
         let now = self
             .docker
             .registry_digest(
@@ -103,18 +105,16 @@ impl ExecutorService {
             Some(d) => d,
             None => self.docker.inspect(&permit).await?,
         };
-        let (reference, registry, credentials) = self.registries.allowed(&details.image)?;
+        let allowed = self.registries.allowed(&details.image)?;
         call.entry.input = format!(
             "reference={}",
             truncate_for_audit(&redact::neutralise_controls(&details.image))
         );
+        let read_limit = allowed.config.pull_timeout.min(REGISTRY_READ);
+        let reference = &allowed.reference;
         let digest = self
             .docker
-            .registry_digest(
-                &reference,
-                credentials,
-                registry.pull_timeout.min(REGISTRY_READ),
-            )
+            .registry_digest(reference, allowed.credentials, read_limit)
             .await?;
         let running = self.docker.repo_digests(&details.image_id).await?;
         let name = reference.name();
@@ -129,12 +129,47 @@ impl ExecutorService {
             .map(|i| i.oci_labels)
             .unwrap_or_default();
         let text = |t: &str| redact::redact_text(&redact::neutralise_controls(t)).0;
+        // The new image's labels, read from its config in the registry
+        // (the engine cannot say them before a pull); a read that fails
+        // says why and leaves the digest's answer standing.
+        let (new_labels, new_labels_unread) = if update_available {
+            let read = async {
+                let mut session = allowed.reader()?;
+                session.image_config(&digest).await
+            };
+            match registry::reader::within(read_limit, read).await {
+                Ok(config) => {
+                    let mut labels: BTreeMap<String, String> = config
+                        .labels
+                        .into_iter()
+                        .filter(|(k, _)| crate::docker::OCI_LABELS.contains(&k.as_str()))
+                        .collect();
+                    if let Some(created) = config.created {
+                        labels
+                            .entry("org.opencontainers.image.created".into())
+                            .or_insert(created);
+                    }
+                    (labels, String::new())
+                }
+                Err(e) => (BTreeMap::new(), text(&redact::withhold_known(&e.0).0)),
+            }
+        } else {
+            (BTreeMap::new(), String::new())
+        };
         call.entry.result = format!(
-            "digest={digest} {}",
+            "digest={digest} {}{}",
             if update_available {
                 "update available"
             } else {
                 "up to date"
+            },
+            if new_labels_unread.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; its labels unread: {}",
+                    truncate_for_audit(&new_labels_unread)
+                )
             }
         );
         Ok(pb::RegistryDigestResponse {
@@ -145,6 +180,8 @@ impl ExecutorService {
             running_digests: running.iter().map(|d| text(d)).collect(),
             oci_labels: labels.into_iter().map(|(k, v)| (k, text(&v))).collect(),
             update_available,
+            new_oci_labels: new_labels.into_iter().map(|(k, v)| (k, text(&v))).collect(),
+            new_labels_unread,
         })
     }
 

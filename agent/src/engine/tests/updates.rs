@@ -40,6 +40,7 @@ fn registry(running: char, update_available: bool) -> RegistryView {
         .into_iter()
         .collect(),
         update_available,
+        ..Default::default()
     }
 }
 

@@ -255,7 +255,7 @@ function approvalCard(a, now, after) {
       ...(a.update ? [
         el("dt", { text: "Tag" }), el("dd", { class: "mono", text: a.update.reference }),
         el("dt", { text: "Runs now" }), el("dd", { class: "mono", text: (a.update.from_version ? "version " + a.update.from_version + ", " : "") + (a.from_image_id || "") }),
-        el("dt", { text: "Will run" }), el("dd", { class: "mono", text: a.update.digest + " (the manifest the tag names in its registry; kept only if it runs healthy through the executor's window)" })] : []),
+        el("dt", { text: "Will run" }), el("dd", { class: "mono", text: (a.update.to_version ? "version " + a.update.to_version + ", " : "") + a.update.digest + " (the manifest the tag names in its registry; kept only if it runs healthy through the executor's window)" })] : []),
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
       el("dt", { text: "Issued" }), el("dd", { class: a.issued_ahead ? "warn" : "", text: when(a.issued_at, now) + (a.issued_ahead ? " (ahead of this machine's clock)" : "") }),
       el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),
@@ -542,7 +542,7 @@ async function updatesView() {
         el("dl", {},
           el("dt", { text: "Tag" }), el("dd", { class: "mono", text: x.reference }),
           el("dt", { text: "Runs" }), el("dd", { class: "mono", text: (x.version ? "version " + x.version + ", " : "") + (x.revision ? "revision " + x.revision + ", " : "") + x.image_id }),
-          el("dt", { text: "Registry names" }), el("dd", { class: "mono", text: x.registry_digest }),
+          el("dt", { text: "Registry names" }), el("dd", { class: "mono", text: (x.new_version ? "version " + x.new_version + ", " : "") + (x.new_revision ? "revision " + x.new_revision + ", " : "") + x.registry_digest + (x.labels_unread ? " (its labels unread: " + x.labels_unread + ")" : "") }),
           el("dt", { text: "Since" }), el("dd", { text: x.found_at })),
         el("button", { class: "update-propose", onclick: async () => {
           try { const r = await post("/api/updates/" + encodeURIComponent(name) + "/propose"); location.hash = "#/requests/" + r.request_id; }
