@@ -272,8 +272,9 @@ impl WriteOp {
                     },
                     // `PlanStep::new` and the wire check the digest; a step
                     // whose digest did not parse cannot exist.
-                    ContainerStep::Update { digest, .. } => ContainerWrite::Update {
+                    ContainerStep::Update { digest, to_tag, .. } => ContainerWrite::Update {
                         digest: digest.clone(),
+                        to_tag: to_tag.clone(),
                     },
                 },
             },
@@ -724,6 +725,8 @@ impl ExecutorClient {
             update_available: r.update_available,
             new_oci_labels: r.new_oci_labels.into_iter().collect(),
             new_labels_unread: r.new_labels_unread,
+            new_tag: r.new_tag,
+            tags_unread: r.tags_unread,
         })
     }
 

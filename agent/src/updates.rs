@@ -139,6 +139,7 @@ impl UpdateChecker {
                                 labels_unread: Some(r.new_labels_unread.clone())
                                     .filter(|w| !w.is_empty()),
                                 service: compose_service(&c.labels),
+                                new_tag: r.to_tag().map(str::to_string),
                                 found_at: now.clone(),
                                 checked_at: now.clone(),
                             });

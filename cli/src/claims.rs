@@ -141,8 +141,12 @@ pub fn describe(c: &ApprovalClaims) -> String {
     let images = match (&c.from_image_id, &c.image_id, &c.update) {
         (Some(from), Some(to), _) => format!(" from image {} to image {}", safe(from), safe(to)),
         (Some(from), None, Some(u)) => format!(
-            " following tag {} from image {}{} to the registry's manifest {}{} (put back unless it runs healthy through the executor's window)",
+            " following tag {}{} from image {}{} to the registry's manifest {}{} (put back unless it runs healthy through the executor's window)",
             safe(&u.reference),
+            u.to_tag
+                .as_ref()
+                .map(|t| format!(" to the newer tag {}", safe(t)))
+                .unwrap_or_default(),
             safe(from),
             u.from_version
                 .as_ref()

@@ -292,11 +292,15 @@ async fn updates(
     };
     for u in &list.updates {
         println!(
-            "{}  {}: runs{} {}; the registry names{} {} (since {})",
+            "{}  {}: runs{} {}; the registry names{}{} {} (since {})",
             safe(&u.command_name()),
             safe(&u.reference),
             labelled(&u.version, &u.revision),
             safe(&u.image_id),
+            u.new_tag
+                .as_ref()
+                .map(|t| format!(" the newer tag {}:", safe(t)))
+                .unwrap_or_default(),
             labelled(&u.new_version, &u.new_revision),
             safe(&u.registry_digest),
             safe(&u.found_at),

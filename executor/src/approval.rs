@@ -76,6 +76,8 @@ pub enum ApprovalError {
     WrongPreviousImage { signed: String, actual: String },
     #[error("approval is for an update to {signed}, but {requested} was asked for")]
     WrongDigest { signed: String, requested: String },
+    #[error("approval is for an update to tag {signed}, but {requested} was asked for")]
+    WrongTag { signed: String, requested: String },
     #[error("approval updates the tag {signed}, but the container runs {actual}")]
     WrongReference { signed: String, actual: String },
     #[error("{reference} names {now} in its registry now, not the approved {approved}: an update runs only what the tag names when it runs; ask again")]
@@ -243,11 +245,18 @@ impl ApprovalVerifier {
                     digest: String::new(),
                     from_version: None,
                     to_version: None,
+                    to_tag: None,
                 });
             if update.digest != requested.as_str() {
                 return Err(ApprovalError::WrongDigest {
                     signed: shown(&update.digest, 80),
                     requested: requested.to_string(),
+                });
+            }
+            if update.to_tag.as_deref() != write.to_tag() {
+                return Err(ApprovalError::WrongTag {
+                    signed: shown(update.to_tag.as_deref().unwrap_or("(the tag it runs)"), 128),
+                    requested: shown(write.to_tag().unwrap_or("(the tag it runs)"), 128),
                 });
             }
             if update.reference != target.image_ref {

@@ -488,7 +488,7 @@ impl Policy {
                 permit: Permit::new(target),
                 to_image: to_image.clone(),
             },
-            ContainerWrite::Update { digest } => WritePermit::Update {
+            ContainerWrite::Update { digest, .. } => WritePermit::Update {
                 permit: Permit::new(target),
                 digest: digest.clone(),
             },

@@ -10,6 +10,7 @@
 //! (`reader`), from the same entries only. The credentials never reach the
 //! agent, an answer, a log line or the audit log.
 
+pub mod line;
 pub mod reader;
 
 use std::path::{Path, PathBuf};
@@ -182,11 +183,19 @@ impl ImageRef {
         } else {
             repository
         };
-        if repository.is_empty()
-            || repository
-                .split('/')
-                .any(|c| c.is_empty() || c.bytes().any(|b| b.is_ascii_uppercase() || b == b':'))
-        {
+        // Each path component as the distribution grammar has it: lower
+        // case letters and digits, separated by `.`, `_` or `-`, never at
+        // an end (so never `..`).
+        let component_ok = |c: &str| {
+            let b = c.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && !c.contains("..")
+                && b.iter()
+                    .all(|&x| x.is_ascii_lowercase() || x.is_ascii_digit() || b"._-".contains(&x))
+        };
+        if repository.is_empty() || !repository.split('/').all(component_ok) {
             return None;
         }
         Some(ImageRef {
@@ -213,6 +222,34 @@ impl ImageRef {
     /// `name@digest`: what is pulled.
     pub fn at(&self, digest: &str) -> String {
         format!("{}@{digest}", self.name())
+    }
+
+    /// The same repository under another tag.
+    pub fn with_tag(&self, tag: &str) -> ImageRef {
+        ImageRef {
+            tag: Some(tag.to_string()),
+            digest: None,
+            ..self.clone()
+        }
+    }
+
+    /// The move from this reference's tag to `to_tag` of the same
+    /// repository, as the container's `drydock.update` label allows it.
+    pub fn moved_to(
+        &self,
+        to_tag: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<ImageRef, RegistryRefusal> {
+        let follow = line::Follow::of(labels);
+        let current = self.tag.as_deref().unwrap_or_default();
+        if !line::newer_in_line(current, to_tag, follow) {
+            return Err(RegistryRefusal::NotInLine {
+                current: shown(current),
+                to: shown(to_tag),
+                follow: follow.as_str(),
+            });
+        }
+        Ok(self.with_tag(to_tag))
     }
 
     /// `name:tag`, the reference a tag names.
@@ -267,6 +304,12 @@ pub enum RegistryRefusal {
     NotAllowed {
         registry: String,
         repository: String,
+    },
+    #[error("the container runs tag `{current}` and is labelled drydock.update={follow}: `{to}` is not a newer version of that line; an update moves only to one (or follows the tag it runs)")]
+    NotInLine {
+        current: String,
+        to: String,
+        follow: &'static str,
     },
 }
 
@@ -443,6 +486,8 @@ mod tests {
             ("shop/api:", None),
             ("shop/api@latest", None),
             ("shop api", None),
+            ("r.example.com/shop/../admin/x:1", None),
+            ("r.example.com/shop/-x:1", None),
         ];
         for (input, want) in cases {
             let got = ImageRef::parse(input).map(|r| (r.registry, r.repository, r.tag));

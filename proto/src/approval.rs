@@ -268,9 +268,11 @@ pub enum ContainerWrite {
         to_image: ImageId,
     },
     /// Re-create the container with the image of the manifest `digest`,
-    /// pulled from the registry of the tag it runs.
+    /// pulled from the registry of the tag it runs; under `to_tag`, a newer
+    /// tag of the same repository, when not the same tag.
     Update {
         digest: ImageId,
+        to_tag: Option<String>,
     },
 }
 
@@ -288,7 +290,15 @@ impl ContainerWrite {
     /// The manifest digest an update pulls.
     pub fn digest(&self) -> Option<&ImageId> {
         match self {
-            ContainerWrite::Update { digest } => Some(digest),
+            ContainerWrite::Update { digest, .. } => Some(digest),
+            _ => None,
+        }
+    }
+
+    /// The newer tag an update moves to, when not the tag it runs.
+    pub fn to_tag(&self) -> Option<&str> {
+        match self {
+            ContainerWrite::Update { to_tag, .. } => to_tag.as_deref(),
             _ => None,
         }
     }
@@ -412,7 +422,18 @@ pub struct UpdateClaims {
     /// config in the registry, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_version: Option<String>,
+    /// The newer tag of the same repository the container moves to (a
+    /// container labelled `drydock.update=patch` or `minor`); absent: it
+    /// follows the tag it runs. The executor refuses unless the request
+    /// names the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_tag: Option<String>,
 }
+
+/// The container label that says which updates count: `digest` (the
+/// default: the same tag names another image), `patch` or `minor` (a newer
+/// version tag of the running tag's line), or `none`.
+pub const UPDATE_LABEL: &str = "drydock.update";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ApprovalFormatError {

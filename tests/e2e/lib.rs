@@ -813,6 +813,7 @@ pub mod approvals {
             digest: digest.into(),
             from_version: from_version.map(str::to_string),
             to_version: None,
+            to_tag: None,
         });
         sign(&c, key, "local-operator")
     }

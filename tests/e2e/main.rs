@@ -41,6 +41,7 @@ mod ui;
 mod update;
 mod update_flow;
 mod update_grants;
+mod update_line;
 mod update_resume;
 mod upgrade;
 mod webhooks;

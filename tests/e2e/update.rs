@@ -71,6 +71,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
                 digest: digest.into(),
                 approval,
                 grant: None,
+                to_tag: String::new(),
             }
         };
     let ca = read(&dd.home.path("pki/ca.crt"));

@@ -18,7 +18,7 @@ use crate::update::{file_size, inspect, wait, with_registry, Project, Registry, 
 use crate::webhooks::Receiver;
 
 /// A container removed when the test ends, however it ends.
-struct Removed(String);
+pub(crate) struct Removed(pub(crate) String);
 
 impl Drop for Removed {
     fn drop(&mut self) {

@@ -56,6 +56,7 @@ fn granted(request_id: &str, container: &str, digest: &str, grant: pb::Grant) ->
         digest: digest.into(),
         approval: None,
         grant: Some(grant),
+        to_tag: String::new(),
     }
 }
 

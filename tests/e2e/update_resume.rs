@@ -59,6 +59,7 @@ async fn kill_in_window(
         digest: digest.to_string(),
         approval: Some(approval),
         grant: None,
+        to_tag: String::new(),
     };
     let call = tokio::spawn(async move { client.update_container(request).await });
     wait("the swap", Duration::from_secs(60), || {

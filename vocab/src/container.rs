@@ -602,6 +602,14 @@ pub struct RegistryView {
     pub new_oci_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub new_labels_unread: String,
+    /// For a container labelled `drydock.update=patch` or `minor`: the
+    /// newest newer tag of its line (`registry_digest` is that tag's);
+    /// empty when the tag it runs is followed. `tags_unread`: why the
+    /// repository's tags could not be listed, if so.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub new_tag: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tags_unread: String,
 }
 
 impl RegistryView {
@@ -613,6 +621,11 @@ impl RegistryView {
     /// The running image's revision label, if any.
     pub fn revision(&self) -> Option<&str> {
         self.oci_labels.get(OCI_REVISION).map(String::as_str)
+    }
+
+    /// The newer tag an update moves to, when not the tag it runs.
+    pub fn to_tag(&self) -> Option<&str> {
+        Some(self.new_tag.as_str()).filter(|t| !t.is_empty())
     }
 
     /// The new image's version label, if read.

@@ -426,6 +426,9 @@ pub enum ContainerStep {
         reference: String,
         from_version: Option<String>,
         to_version: Option<String>,
+        /// A newer tag of the same repository, when the update moves to
+        /// one (`drydock.update=patch` or `minor`).
+        to_tag: Option<String>,
     },
 }
 
@@ -601,12 +604,14 @@ impl PlanStep {
                 reference,
                 from_version,
                 to_version,
+                to_tag,
             }) => Some((
                 UpdateClaims {
                     reference: reference.clone(),
                     digest: digest.to_string(),
                     from_version: from_version.clone(),
                     to_version: to_version.clone(),
+                    to_tag: to_tag.clone(),
                 },
                 from_image,
             )),
@@ -679,6 +684,7 @@ impl TryFrom<PlanStepWire> for PlanStep {
                     reference: u.reference,
                     from_version: u.from_version,
                     to_version: u.to_version,
+                    to_tag: u.to_tag,
                 })
             }
             WriteAction::ForceUpdate => {

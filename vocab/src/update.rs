@@ -30,6 +30,10 @@ pub struct UpdateFound {
     /// executor cannot reach itself, a TLS root it lacks), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels_unread: Option<String>,
+    /// The newer tag of its line it would move to (`drydock.update=patch`
+    /// or `minor`); absent: the tag it runs moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tag: Option<String>,
     /// Its compose service (`project/service`), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
@@ -71,6 +75,4 @@ pub struct UpdateList {
     pub not_checked: Vec<NotChecked>,
 }
 
-/// The container label that says which updates count: `digest` (the
-/// default: the same tag names another image) or `none`.
-pub const UPDATE_LABEL: &str = "drydock.update";
+pub use drydock_proto::approval::UPDATE_LABEL;

@@ -88,7 +88,7 @@ impl ExecutorClient {
                     })
                     .await?
             }
-            ContainerWrite::Update { digest } => {
+            ContainerWrite::Update { digest, to_tag } => {
                 client
                     .update_container(pb::UpdateRequest {
                         request_id: req.request_id,
@@ -96,6 +96,7 @@ impl ExecutorClient {
                         digest: digest.to_string(),
                         approval: req.approval,
                         grant: req.grant,
+                        to_tag: to_tag.clone().unwrap_or_default(),
                     })
                     .await?
             }

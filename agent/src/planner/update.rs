@@ -28,14 +28,33 @@ pub fn update_plan(
         .version()
         .map(|v| format!(" (version {v})"))
         .unwrap_or_default();
+    let unlisted = if registry.tags_unread.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (its registry's tags could not be listed for a newer version of its line: {})",
+            registry.tags_unread
+        )
+    };
     if !registry.update_available {
         return Err(NoUpdate::UpToDate(format!(
-            "{} is up to date: {} names {} in its registry, the image it runs{version}.",
+            "{} is up to date: {} names {} in its registry, the image it runs{version}{unlisted}.",
             target.name(),
             registry.reference,
             short(&registry.registry_digest)
         )));
     }
+    // What the registry names: the same tag, or a newer one of its line.
+    let named = match registry.to_tag() {
+        Some(tag) => format!(
+            "{}:{tag}, the newest version of its line,",
+            registry
+                .reference
+                .rsplit_once(':')
+                .map_or(registry.reference.as_str(), |(name, _)| name)
+        ),
+        None => registry.reference.clone(),
+    };
     if !policy.actions.enabled(WriteAction::Update) {
         return Err(NoUpdate::Blocked(format!(
             "{} names {} in its registry, newer than what {} runs{version}, but the executor's policy does not allow updates: set actions.update.enabled in executor.yaml, or pull and recreate it by hand.",
@@ -67,6 +86,7 @@ pub fn update_plan(
         reference: registry.reference.clone(),
         from_version: registry.version().map(str::to_string),
         to_version: registry.new_version().map(str::to_string),
+        to_tag: registry.to_tag().map(str::to_string),
     };
     let new_version = match (registry.new_version(), registry.new_revision()) {
         (Some(v), _) => format!(" (version {v})"),
@@ -80,8 +100,7 @@ pub fn update_plan(
         target.clone(),
         StepWrite::Container(write),
         format!(
-            "{} names {}{new_version} in its registry; {} runs {}{version}",
-            registry.reference,
+            "{named} names {}{new_version} in its registry; {} runs {}{version}",
             short(&registry.registry_digest),
             target.name(),
             short(&c.image_id)
@@ -152,6 +171,7 @@ mod tests {
             .into_iter()
             .collect(),
             new_labels_unread: String::new(),
+            ..Default::default()
         };
         let target = Target::container(c.id.clone(), c.name.clone(), None, None);
         let mut policy = PolicyView::default();
@@ -169,10 +189,28 @@ mod tests {
         assert_eq!(claims.reference, c.image);
         assert_eq!(claims.from_version.as_deref(), Some("1.4.2"));
         assert_eq!(claims.to_version.as_deref(), Some("1.5.0"));
+        assert_eq!(claims.to_tag, None, "the tag it runs is followed");
         assert!(plan.steps[0]
             .reason
             .contains("(version 1.5.0) in its registry"));
         assert_eq!(from.as_str(), c.image_id);
+    }
+
+    #[test]
+    fn a_newer_tag_of_the_line_is_bound_in_the_claims() {
+        let (mut registry, c, target, policy) = setup();
+        registry.new_tag = "stable-2".into();
+        let plan = update_plan(&registry, &c, &target, &policy).expect("a plan");
+        let (claims, _) = plan.steps[0].update().expect("an update step");
+        assert_eq!(claims.to_tag.as_deref(), Some("stable-2"));
+        assert_eq!(claims.reference, c.image, "the tag it runs now");
+        assert!(
+            plan.steps[0].reason.starts_with(
+                "registry.example.com/shop/api:stable-2, the newest version of its line,"
+            ),
+            "{}",
+            plan.steps[0].reason
+        );
     }
 
     #[test]

@@ -126,7 +126,8 @@ pub const MIGRATIONS: &[&str] = &[
     "ALTER TABLE updates ADD COLUMN new_version TEXT;
      ALTER TABLE updates ADD COLUMN new_revision TEXT;
      ALTER TABLE updates ADD COLUMN labels_unread TEXT;
-     ALTER TABLE updates ADD COLUMN service TEXT;",
+     ALTER TABLE updates ADD COLUMN service TEXT;
+     ALTER TABLE updates ADD COLUMN new_tag TEXT;",
 ];
 
 /// The version this release writes.

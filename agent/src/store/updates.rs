@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension as _};
 use super::{Store, StoreError};
 use crate::model::UpdateFound;
 
-const COLUMNS: &str = "host, container, container_id, reference, image_id, version, revision, registry_digest, found_at, checked_at, new_version, new_revision, labels_unread, service";
+const COLUMNS: &str = "host, container, container_id, reference, image_id, version, revision, registry_digest, found_at, checked_at, new_version, new_revision, labels_unread, service, new_tag";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UpdateFound> {
     Ok(UpdateFound {
@@ -26,6 +26,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UpdateFound> {
         new_revision: r.get(11)?,
         labels_unread: r.get(12)?,
         service: r.get(13)?,
+        new_tag: r.get(14)?,
     })
 }
 
@@ -66,7 +67,7 @@ pub fn record(
             }
         };
         tx.execute(
-            &format!("INSERT OR REPLACE INTO updates ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
+            &format!("INSERT OR REPLACE INTO updates ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
             params![
                 host,
                 f.container,
@@ -81,7 +82,8 @@ pub fn record(
                 f.new_version,
                 f.new_revision,
                 f.labels_unread,
-                f.service
+                f.service,
+                f.new_tag
             ],
         )?;
     }
@@ -119,6 +121,7 @@ mod tests {
             new_revision: Some("9c2d1e0".into()),
             labels_unread: None,
             service: Some("shop/api".into()),
+            new_tag: None,
         }
     }
 

@@ -197,12 +197,14 @@ impl DockerAdapter {
         let why = held.err().unwrap_or_default();
         let restored = self.restore(&old_id, name, was_running, &progress).await;
         // An update moved the tag to the new image before the swap: back to
-        // the old one (the tag the new container was created from).
-        let reference = new
+        // the old one. An update to a newer tag of the line moved no tag
+        // the old container runs (the new container runs another).
+        let old_reference = old.config.as_ref().and_then(|c| c.image.clone());
+        let new_reference = new
             .as_ref()
             .and_then(|n| n.config.as_ref())
-            .and_then(|c| c.image.clone())
-            .or_else(|| old.config.as_ref().and_then(|c| c.image.clone()));
+            .and_then(|c| c.image.clone());
+        let reference = old_reference.filter(|r| new_reference.as_ref().is_none_or(|n| n == r));
         let retagged = match (
             action,
             reference.as_deref().and_then(ImageRef::parse),

@@ -35,7 +35,10 @@ const REASON_LINES: usize = 5;
 /// What the executor pulls and how long it holds the new container.
 #[derive(Debug, Clone)]
 pub struct UpdatePlan<'a> {
+    /// The tag the new container runs, and the one the old one ran: the
+    /// same, unless the update moves to a newer tag of its line.
     pub reference: &'a ImageRef,
+    pub from_reference: &'a ImageRef,
     pub digest: &'a str,
     pub credentials: Option<&'a Credentials>,
     pub pull_timeout: Duration,
@@ -188,14 +191,23 @@ impl DockerAdapter {
             }
             Err(why) => {
                 let restored = self.restore(old_id, &name, was_running, &done).await;
-                let retagged = self.tag(&old_image_id, plan.reference).await;
+                // A tag that moved goes back; a newer tag of the line names
+                // the new image in the registry too, and stays.
+                let retagged = if plan.reference == plan.from_reference {
+                    self.tag(&old_image_id, plan.reference).await
+                } else {
+                    Ok(())
+                };
                 let how = match (restored, retagged) {
-                    (Ok(()), Ok(())) => {
-                        format!(
-                        "{name} was put back as it was ({}), and {tagged} names its image again",
-                        if was_running { "running" } else { "not running" }
-                    )
-                    }
+                    (Ok(()), Ok(())) => format!(
+                        "{name} was put back as it was ({}), and {} names its image again",
+                        if was_running {
+                            "running"
+                        } else {
+                            "not running"
+                        },
+                        plan.from_reference.tagged().unwrap_or_default()
+                    ),
                     (Err(r), _) => format!("putting {name} back failed too: {r}"),
                     (Ok(()), Err(e)) => {
                         format!("{name} was put back, but {tagged} could not be moved back: {e}")

@@ -117,7 +117,23 @@ impl Origin {
         Origin::of(&uri, true)
     }
 
-    /// The origin of an absolute URI; plain HTTP only to loopback.
+    /// The origin of an absolute URI; plain HTTP only to loopback. For the
+    /// registry's own origin (`registry`), a loopback host is plain HTTP as
+    /// the engine reads it; a URI the registry names may be plain HTTP only
+    /// when the registry itself is (on loopback), so an HTTPS registry
+    /// cannot send the reads, or its credentials, to a local port in the
+    /// clear.
+    fn named_by(&self, uri: &Uri) -> Result<Origin, ReadError> {
+        let origin = Origin::of(uri, false)?;
+        if !origin.https && self.https {
+            return Err(fail(format!(
+                "the HTTPS registry pointed to {}, which is plain HTTP; not followed",
+                shown(&uri.to_string())
+            )));
+        }
+        Ok(origin)
+    }
+
     fn of(uri: &Uri, registry: bool) -> Result<Origin, ReadError> {
         let host = uri
             .host()
@@ -305,7 +321,7 @@ impl<'a> Session<'a> {
     pub async fn tags(&mut self) -> Result<Vec<String>, ReadError> {
         let path = format!("/v2/{}/tags/list?n=1000", self.repository);
         let answer = self
-            .authorised(&path, "application/json", MAX_SMALL)
+            .authorised(&path, "application/json", MAX_SMALL, false)
             .await?;
         let list: TagList =
             serde_json::from_slice(&answer.body).map_err(|_| fail("the tag list is not JSON"))?;
@@ -316,7 +332,7 @@ impl<'a> Session<'a> {
         check_digest_form(digest)?;
         let path = format!("/v2/{}/manifests/{digest}", self.repository);
         let answer = self
-            .authorised(&path, ACCEPT_MANIFESTS, MAX_MANIFEST)
+            .authorised(&path, ACCEPT_MANIFESTS, MAX_MANIFEST, false)
             .await?;
         verify(digest, &answer.body)?;
         serde_json::from_slice(&answer.body)
@@ -328,7 +344,7 @@ impl<'a> Session<'a> {
     async fn blob(&mut self, digest: &str, max: usize) -> Result<Bytes, ReadError> {
         check_digest_form(digest)?;
         let path = format!("/v2/{}/blobs/{digest}", self.repository);
-        let mut answer = self.authorised(&path, "*/*", max).await?;
+        let mut answer = self.authorised(&path, "*/*", max, true).await?;
         let mut base = self.origin.clone();
         for _ in 0..MAX_REDIRECTS {
             if !answer.status.is_redirection() {
@@ -344,10 +360,19 @@ impl<'a> Session<'a> {
                 .map_err(|_| fail("a redirect to an address that is not a URI"))?;
             let (origin, path) = match uri.host() {
                 Some(_) => (
-                    Origin::of(&uri, false)?,
+                    self.origin.named_by(&uri)?,
                     uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
                 ),
-                None => (base.clone(), location.to_string()),
+                // Only a path of the same origin (`/x`, not `//host/x`).
+                None if location.starts_with('/') && !location.starts_with("//") => {
+                    (base.clone(), location.to_string())
+                }
+                None => {
+                    return Err(fail(format!(
+                    "a redirect to `{}`, which is neither an absolute URI nor a path; not followed",
+                    shown(location)
+                )))
+                }
             };
             answer = get(&self.tls, &origin, &path, &[], max).await?;
             base = origin;
@@ -357,8 +382,27 @@ impl<'a> Session<'a> {
         Ok(answer.body)
     }
 
-    /// GET at the registry, authorising as its `401` asks (once).
+    /// GET at the registry, authorising as its `401` asks (once); a
+    /// redirect is returned only to a blob's read (`redirects`), which
+    /// follows it.
     async fn authorised(
+        &mut self,
+        path: &str,
+        accept: &str,
+        max: usize,
+        redirects: bool,
+    ) -> Result<Answer, ReadError> {
+        let answer = self.authorised_once(path, accept, max).await?;
+        if answer.status.is_redirection() && !redirects {
+            return Err(fail(format!(
+                "the registry redirected {}; only a blob's read follows a redirect",
+                shown(path)
+            )));
+        }
+        Ok(answer)
+    }
+
+    async fn authorised_once(
         &mut self,
         path: &str,
         accept: &str,
@@ -422,7 +466,7 @@ impl<'a> Session<'a> {
         let realm: Uri = realm
             .parse()
             .map_err(|_| fail("the registry's token realm is not a URI"))?;
-        let origin = Origin::of(&realm, false)?;
+        let origin = self.origin.named_by(&realm)?;
         let mut query = vec![format!(
             "scope={}",
             encode(&format!("repository:{}:pull", self.repository))
@@ -625,6 +669,13 @@ mod tests {
         assert_eq!((o.https, o.authority().as_str()), (false, "[::1]:9000"));
         let ftp: Uri = "ftp://127.0.0.1/x".parse().unwrap();
         assert!(Origin::of(&ftp, false).is_err());
+        // An HTTPS registry cannot point the reads at a local port in the
+        // clear; a loopback registry may.
+        let https = Origin::of_registry("registry.example.com").unwrap();
+        let local: Uri = "http://127.0.0.1:9000/token".parse().unwrap();
+        assert!(https.named_by(&local).is_err());
+        let plain = Origin::of_registry("127.0.0.1:5000").unwrap();
+        assert!(plain.named_by(&local).is_ok());
     }
 
     #[test]

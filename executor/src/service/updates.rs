@@ -14,7 +14,10 @@ const REGISTRY_READ: Duration = Duration::from_secs(30);
 
 /// An update's registry side, decided before the approval is spent.
 pub(super) struct UpdateJob {
+    /// What the new container runs, and what the old one ran (the same
+    /// tag, unless the update moves to a newer one of its line).
     reference: ImageRef,
+    from_reference: ImageRef,
     credentials: Option<Credentials>,
     pull_timeout: Duration,
     max_image_bytes: u64,
@@ -32,6 +35,7 @@ impl UpdateJob {
     ) -> Result<Option<String>, DockerError> {
         let plan = UpdatePlan {
             reference: &self.reference,
+            from_reference: &self.from_reference,
             digest: digest.as_str(),
             credentials: self.credentials.as_ref(),
             pull_timeout: self.pull_timeout,
@@ -46,6 +50,23 @@ impl UpdateJob {
     }
 }
 
+/// A reader's error as an answer and an audit row may hold it.
+fn text_of(error: &str) -> String {
+    redact::redact_text(&redact::neutralise_controls(
+        &redact::withhold_known(error).0,
+    ))
+    .0
+}
+
+/// How long each of the executor's own reads (the tags, the new image's
+/// labels) may take: with the digest's read they stay within the caller's
+/// deadline.
+const OWN_READ: Duration = Duration::from_secs(10);
+
+/// The longest label value an answer carries (whoever publishes an image
+/// chooses its labels).
+const MAX_LABEL: usize = 256;
+
 impl ExecutorService {
     /// The registry entry for `target`'s tag, or why it has none, and the
     /// approved digest checked against what the tag names in the registry
@@ -57,15 +78,26 @@ impl ExecutorService {
         call: &mut Call,
         target: &ResolvedTarget,
         digest: &ImageId,
+        to_tag: Option<&str>,
     ) -> Result<UpdateJob, ExecError> {
         call.entry.input.push_str(&format!(
-            " reference={} digest={digest} from_image_id={}",
+            " reference={} digest={digest} from_image_id={}{}",
             truncate_for_audit(&redact::neutralise_controls(&target.image_ref)),
-            target.image_id
+            target.image_id,
+            to_tag
+                .map(|t| format!(
+                    " to_tag={}",
+                    truncate_for_audit(&redact::neutralise_controls(t))
+                ))
+                .unwrap_or_default()
         ));
         let allowed = self.registries.allowed(&target.image_ref)?;
-        let (reference, registry, credentials) =
+        let (from_reference, registry, credentials) =
             (allowed.reference, allowed.config, allowed.credentials);
+        let reference = match to_tag {
+            Some(tag) => from_reference.moved_to(tag, &target.labels)?,
+            None => from_reference.clone(),
+        };
         let now = self
             .docker
             .registry_digest(
@@ -75,14 +107,16 @@ impl ExecutorService {
             )
             .await?;
         if now != digest.as_str() {
+            let tagged = reference.tagged().unwrap_or_default();
             return Err(ExecError::Approval(ApprovalError::TagMoved {
-                reference: truncate_for_audit(&redact::neutralise_controls(&target.image_ref)),
+                reference: truncate_for_audit(&redact::neutralise_controls(&tagged)),
                 approved: digest.to_string(),
                 now,
             }));
         }
         Ok(UpdateJob {
             reference,
+            from_reference,
             credentials: credentials.cloned(),
             pull_timeout: registry.pull_timeout,
             max_image_bytes: registry.max_image_bytes,
@@ -111,7 +145,31 @@ impl ExecutorService {
             truncate_for_audit(&redact::neutralise_controls(&details.image))
         );
         let read_limit = allowed.config.pull_timeout.min(REGISTRY_READ);
-        let reference = &allowed.reference;
+        // A container that follows its tag's line asks for the newest newer
+        // tag of it; without one (or when the tags cannot be listed) the
+        // tag it runs is followed.
+        let follow = registry::line::Follow::of(&details.labels);
+        let current_tag = allowed.reference.tag.clone().unwrap_or_default();
+        let (new_tag, tags_unread) = if registry::line::has_line(&current_tag, follow) {
+            let read = async {
+                let mut session = allowed.reader()?;
+                session.tags().await
+            };
+            match registry::reader::within(read_limit.min(OWN_READ), read).await {
+                Ok(tags) => (
+                    registry::line::newest(&current_tag, &tags, follow).map(str::to_string),
+                    String::new(),
+                ),
+                Err(e) => (None, text_of(&e.0)),
+            }
+        } else {
+            (None, String::new())
+        };
+        let followed = match &new_tag {
+            Some(tag) => allowed.reference.with_tag(tag),
+            None => allowed.reference.clone(),
+        };
+        let reference = &followed;
         let digest = self
             .docker
             .registry_digest(reference, allowed.credentials, read_limit)
@@ -137,27 +195,33 @@ impl ExecutorService {
                 let mut session = allowed.reader()?;
                 session.image_config(&digest).await
             };
-            match registry::reader::within(read_limit, read).await {
+            match registry::reader::within(read_limit.min(OWN_READ), read).await {
                 Ok(config) => {
+                    let bounded = |v: String| v.chars().take(MAX_LABEL).collect::<String>();
                     let mut labels: BTreeMap<String, String> = config
                         .labels
                         .into_iter()
                         .filter(|(k, _)| crate::docker::OCI_LABELS.contains(&k.as_str()))
+                        .map(|(k, v)| (k, bounded(v)))
                         .collect();
                     if let Some(created) = config.created {
                         labels
                             .entry("org.opencontainers.image.created".into())
-                            .or_insert(created);
+                            .or_insert(bounded(created));
                     }
                     (labels, String::new())
                 }
-                Err(e) => (BTreeMap::new(), text(&redact::withhold_known(&e.0).0)),
+                Err(e) => (BTreeMap::new(), text_of(&e.0)),
             }
         } else {
             (BTreeMap::new(), String::new())
         };
         call.entry.result = format!(
-            "digest={digest} {}{}",
+            "digest={digest}{} {}{}",
+            new_tag
+                .as_deref()
+                .map(|t| format!(" of newer tag {}", truncate_for_audit(&text(t))))
+                .unwrap_or_default(),
             if update_available {
                 "update available"
             } else {
@@ -182,6 +246,8 @@ impl ExecutorService {
             update_available,
             new_oci_labels: new_labels.into_iter().map(|(k, v)| (k, text(&v))).collect(),
             new_labels_unread,
+            new_tag: new_tag.map(|t| text(&t)).unwrap_or_default(),
+            tags_unread,
         })
     }
 
@@ -197,6 +263,7 @@ impl ExecutorService {
             "a manifest digest",
             "an update names what it pulls by content, never by tag",
         );
+        let to_tag = tag_argument(&request.get_ref().to_tag);
         let request = request.map(|req| pb::WriteRequest {
             request_id: req.request_id,
             container: req.container,
@@ -204,8 +271,36 @@ impl ExecutorService {
             grant: req.grant,
             fault_class: String::new(),
         });
-        let write = digest.map(|digest| ContainerWrite::Update { digest });
+        let write = digest.and_then(|digest| {
+            Ok(ContainerWrite::Update {
+                digest,
+                to_tag: to_tag?,
+            })
+        });
         self.write_rpc(request, ContainerAction::Update, write)
             .await
+    }
+}
+
+/// `to_tag` as a tag (empty: none), or why it is not one.
+fn tag_argument(text: &str) -> Result<Option<String>, ExecError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let ok = text.len() <= 128
+        && text
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if ok {
+        Ok(Some(text.to_string()))
+    } else {
+        Err(ExecError::InvalidArgument(format!(
+            "to_tag `{}` is not an image tag (letters, digits, `_`, `.`, `-`; at most 128)",
+            truncate_for_audit(&redact::neutralise_controls(text))
+        )))
     }
 }

@@ -58,7 +58,10 @@ impl ExecutorService {
             approved.claims.expires_at
         );
         let update = match write.digest() {
-            Some(digest) => Some(self.update_job(call, &target, digest).await?),
+            Some(digest) => Some(
+                self.update_job(call, &target, digest, write.to_tag())
+                    .await?,
+            ),
             None => None,
         };
         if let Some(image) = write.to_image() {
@@ -150,7 +153,10 @@ impl ExecutorService {
         // what the tag names in an allowed registry now (checked before
         // the use is spent, so a moved tag does not burn it).
         let update = match write.digest() {
-            Some(digest) => Some(self.update_job(call, &target, digest).await?),
+            Some(digest) => Some(
+                self.update_job(call, &target, digest, write.to_tag())
+                    .await?,
+            ),
             None => {
                 let state = self.docker.inspect(&permit.to_read()).await?;
                 crate::grants::precondition(action, &state)?;

@@ -30,6 +30,7 @@ fn an_update_names_its_reference_digest_and_current_image_only() {
         digest: format!("sha256:{}", "2".repeat(64)),
         from_version: Some("1.4.2".into()),
         to_version: Some("1.5.0".into()),
+        to_tag: Some("1.5.0".into()),
     });
     assert_eq!(ApprovalClaims::decode(&c.encode()), Ok(c.clone()));
     let refused = |c: &ApprovalClaims| {

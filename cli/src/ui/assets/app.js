@@ -253,7 +253,7 @@ function approvalCard(a, now, after) {
         el("dt", { text: "From image" }), el("dd", { class: "mono", text: a.from_image_id || "" }),
         el("dt", { text: "To image" }), el("dd", { class: "mono", text: a.image_id })] : []),
       ...(a.update ? [
-        el("dt", { text: "Tag" }), el("dd", { class: "mono", text: a.update.reference }),
+        el("dt", { text: "Tag" }), el("dd", { class: "mono", text: a.update.reference + (a.update.to_tag ? ", moving to the newer tag " + a.update.to_tag : "") }),
         el("dt", { text: "Runs now" }), el("dd", { class: "mono", text: (a.update.from_version ? "version " + a.update.from_version + ", " : "") + (a.from_image_id || "") }),
         el("dt", { text: "Will run" }), el("dd", { class: "mono", text: (a.update.to_version ? "version " + a.update.to_version + ", " : "") + a.update.digest + " (the manifest the tag names in its registry; kept only if it runs healthy through the executor's window)" })] : []),
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
@@ -542,7 +542,7 @@ async function updatesView() {
         el("dl", {},
           el("dt", { text: "Tag" }), el("dd", { class: "mono", text: x.reference }),
           el("dt", { text: "Runs" }), el("dd", { class: "mono", text: (x.version ? "version " + x.version + ", " : "") + (x.revision ? "revision " + x.revision + ", " : "") + x.image_id }),
-          el("dt", { text: "Registry names" }), el("dd", { class: "mono", text: (x.new_version ? "version " + x.new_version + ", " : "") + (x.new_revision ? "revision " + x.new_revision + ", " : "") + x.registry_digest + (x.labels_unread ? " (its labels unread: " + x.labels_unread + ")" : "") }),
+          el("dt", { text: "Registry names" }), el("dd", { class: "mono", text: (x.new_tag ? "newer tag " + x.new_tag + ": " : "") + (x.new_version ? "version " + x.new_version + ", " : "") + (x.new_revision ? "revision " + x.new_revision + ", " : "") + x.registry_digest + (x.labels_unread ? " (its labels unread: " + x.labels_unread + ")" : "") }),
           el("dt", { text: "Since" }), el("dd", { text: x.found_at })),
         el("button", { class: "update-propose", onclick: async () => {
           try { const r = await post("/api/updates/" + encodeURIComponent(name) + "/propose"); location.hash = "#/requests/" + r.request_id; }
