@@ -44,6 +44,7 @@ pub(super) fn reports_a_failure(message: &str) -> bool {
         "crashed",
         "crashes",
         "crashing",
+        "fail",
         "fails",
         "failing",
         "failed",
@@ -62,6 +63,8 @@ pub(super) fn reports_a_failure(message: &str) -> bool {
         "cannot connect",
         "won't load",
         "not working",
+        "nothing works",
+        "nothing else works",
         "doesn't work",
         "stopped working",
         "white page",
@@ -82,10 +85,11 @@ pub(super) fn said_fine(lower: &str, word: &str) -> bool {
             .is_none_or(|c| !c.is_alphanumeric());
         let rest = &lower[i + word.len()..];
         let whole_after = rest.chars().next().is_none_or(|c| !c.is_alphanumeric());
+        // "the web container itself looks fine": a few words on.
         let clause: String = rest
             .chars()
             .take_while(|c| !matches!(c, ',' | '.' | ';' | '!' | '?'))
-            .take(24)
+            .take(40)
             .collect();
         let negated = clause.contains("not ") || clause.contains("n't") || clause.contains(" no ");
         whole_before
@@ -139,10 +143,12 @@ fn failed_lately(c: &ContainerSummaryView) -> bool {
 }
 
 /// The container the message names, unless it runs well while the
-/// message reports a death and exactly one other container of its
-/// compose project failed of itself: then that one is what the person's
-/// words describe ("element says it can't reach the homeserver": element
-/// is fine, the homeserver exited).
+/// message reports a death elsewhere, or a failure while it says the
+/// named one is fine, and exactly one other container of its compose
+/// project failed of itself: then that one is what the person's words
+/// describe ("element says it can't reach the homeserver": element is
+/// fine, the homeserver exited; "the shop errors, the web container looks
+/// fine": the web is the comparison, not the complaint).
 pub(super) fn or_failed_neighbour(
     message: &str,
     named: &Candidate,
@@ -162,10 +168,12 @@ pub(super) fn or_failed_neighbour(
         .into_iter()
         .filter(|w| score(c, w).is_some())
         .collect();
+    let lower = message.to_lowercase();
+    let said_fine_of_it = reports_a_failure(message) && naming.iter().any(|w| said_fine(&lower, w));
     if !runs_well
         || says_restarting
         || project.is_none()
-        || !reports_a_death_elsewhere(message, &naming)
+        || !(said_fine_of_it || reports_a_death_elsewhere(message, &naming))
     {
         return named.clone();
     }
@@ -182,8 +190,14 @@ pub(super) fn or_failed_neighbour(
             only,
             named.score.min(90),
             format!(
-                "{}, but it runs well; {} of the same compose project failed, and the message reports a failure",
-                named.why, only.name
+                "{}, but it runs well{}; {} of the same compose project failed, and the message reports a failure",
+                named.why,
+                if said_fine_of_it {
+                    " and the message says so"
+                } else {
+                    ""
+                },
+                only.name
             ),
         ),
         _ => named.clone(),

@@ -623,6 +623,24 @@ fn a_named_container_that_runs_well_points_to_its_project_s_failed_one() {
     let mut elsewhere = fleet.clone();
     elsewhere[1].host = Some("host-b".into());
     assert_eq!(found("element is down", &elsewhere), "ermine-element-1");
+    // A failure reported while the named one is said to be fine: the
+    // project's failed one is meant, however far on the words say it.
+    assert_eq!(
+        found(
+            "logins fail everywhere since the upgrade, element itself seems to be fine",
+            &fleet
+        ),
+        "ermine-synapse-1"
+    );
+    assert_eq!(
+        found("element is fine but nothing else works", &fleet),
+        "ermine-synapse-1"
+    );
+    // Said fine, and nothing reported wrong: the named one stands.
+    assert_eq!(
+        found("element seems fine after the upgrade", &fleet),
+        "ermine-element-1"
+    );
     // Two failed siblings: the words decide nothing more, the named one stands.
     let mut two = fleet.clone();
     two[2] = in_state("ermine-db-1", "ermine", "exited", "Exited (1) 1 minute ago");
