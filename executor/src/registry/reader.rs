@@ -289,6 +289,18 @@ impl<'a> Session<'a> {
     /// entry for this host's platform is read), each part checked against
     /// its digest.
     pub async fn image_config(&mut self, digest: &str) -> Result<ImageConfig, ReadError> {
+        // Content named by its digest never changes: read once (a registry
+        // such as Docker Hub counts every manifest read against a quota).
+        let key = format!("{}/{}@{digest}", self.origin.authority(), self.repository);
+        if let Some(known) = read_before(&key) {
+            return Ok(known);
+        }
+        let config = self.read_image_config(digest).await?;
+        remember(key, &config);
+        Ok(config)
+    }
+
+    async fn read_image_config(&mut self, digest: &str) -> Result<ImageConfig, ReadError> {
         let mut manifest = self.manifest(digest).await?;
         if let Some(entries) = manifest.manifests.take() {
             let (os, arch) = ("linux", platform_arch());
@@ -493,6 +505,27 @@ impl<'a> Session<'a> {
             .ok_or_else(|| fail("the token service answered no token"))?;
         Ok(format!("Bearer {token}"))
     }
+}
+
+/// Image configs read, by registry, repository and digest; at most
+/// `MAX_REMEMBERED`, the oldest forgotten first.
+static REMEMBERED: std::sync::Mutex<Vec<(String, ImageConfig)>> = std::sync::Mutex::new(Vec::new());
+const MAX_REMEMBERED: usize = 256;
+
+fn read_before(key: &str) -> Option<ImageConfig> {
+    let known = REMEMBERED.lock().unwrap_or_else(|p| p.into_inner());
+    known.iter().find(|(k, _)| k == key).map(|(_, c)| c.clone())
+}
+
+fn remember(key: String, config: &ImageConfig) {
+    let mut known = REMEMBERED.lock().unwrap_or_else(|p| p.into_inner());
+    if known.iter().any(|(k, _)| *k == key) {
+        return;
+    }
+    if known.len() >= MAX_REMEMBERED {
+        known.remove(0);
+    }
+    known.push((key, config.clone()));
 }
 
 /// `2xx`, or why not (status only; a registry's error body is not repeated).
@@ -811,6 +844,12 @@ mod tests {
         );
         assert_eq!(config.created.as_deref(), Some("2026-12-01T00:00:00Z"));
         let seen = server.await.unwrap();
+        // Read again: from memory, the registry is not asked (it is gone).
+        let again = session(port, &creds)
+            .image_config(&index)
+            .await
+            .expect("remembered");
+        assert_eq!(again, config);
         // The storage the blob redirects to never sees an authorization.
         let storage: Vec<_> = seen.iter().filter(|s| s.starts_with("/storage")).collect();
         assert_eq!(storage, vec!["/storage/config "], "{seen:#?}");
