@@ -54,25 +54,7 @@ pub(super) fn reports_a_failure(message: &str) -> bool {
         "502",
         "503",
         "504",
-        "500s",
-        "502s",
-        "503s",
-        "504s",
         "unreachable",
-        "offline",
-        "refused",
-        "refuses",
-        "refusing",
-        "stuck",
-        "hangs",
-        "hung",
-        "forever",
-        "timeout",
-        "timeouts",
-        "can't",
-        "cannot",
-        "won't",
-        "unable",
     ];
     const PHRASES: &[&str] = &[
         "can't reach",
@@ -119,6 +101,39 @@ pub(super) fn said_fine(lower: &str, word: &str) -> bool {
     })
 }
 
+/// Whether the message reports that something died or will not run (not
+/// that it is slow or answers with an error, which a container that runs
+/// well can be) in a clause that does not name the container `naming`
+/// words match: "the server quits and element says it can't reach it"
+/// reports a death of something other than element; "orders is down"
+/// reports one of orders itself.
+fn reports_a_death_elsewhere(message: &str, naming: &[String]) -> bool {
+    if !reports_a_failure(message) {
+        return false;
+    }
+    const WORDS: &[&str] = &[
+        "down", "quits", "quit", "dies", "died", "dead", "crash", "crashed", "crashes", "crashing",
+        "exited", "exits",
+    ];
+    let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
+    let clauses = m
+        .split([',', ';', '.', '!', '?'])
+        .flat_map(|c| c.split(" and "))
+        .flat_map(|c| c.split(" but "))
+        .flat_map(|c| c.split(" while "));
+    clauses.into_iter().any(|clause| {
+        let words: Vec<&str> = clause
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let death = words.iter().any(|w| WORDS.contains(w))
+            || described(clause)
+                .iter()
+                .any(|d| matches!(d, Described::Crashed | Described::WontStart));
+        death && !words.iter().any(|w| naming.iter().any(|n| n == w))
+    })
+}
+
 /// Failed within the last hours as `docker ps` words it (a failure days
 /// old is no news a person reports now).
 fn failed_lately(c: &ContainerSummaryView) -> bool {
@@ -128,14 +143,12 @@ fn failed_lately(c: &ContainerSummaryView) -> bool {
 }
 
 /// The container the message names, unless it runs well while the
-/// message reports a failure and exactly one other container of its
-/// compose project failed of itself: then that one is what the person's
-/// words describe, as a senior engineer reads them: what the person sees
-/// fail is often not what failed ("element says it can't reach the
-/// homeserver": element is fine, the homeserver exited; "the shop errors,
-/// the web container looks fine": the web is the comparison, not the
-/// complaint; "the wiki answers 502": the wiki's proxy runs, the wiki
-/// exited).
+/// message reports a death elsewhere, or a failure while it says the
+/// named one is fine, and exactly one other container of its compose
+/// project failed of itself: then that one is what the person's words
+/// describe ("element says it can't reach the homeserver": element is
+/// fine, the homeserver exited; "the shop errors, the web container looks
+/// fine": the web is the comparison, not the complaint).
 pub(super) fn or_failed_neighbour(
     message: &str,
     named: &Candidate,
@@ -160,9 +173,7 @@ pub(super) fn or_failed_neighbour(
     if !runs_well
         || says_restarting
         || project.is_none()
-        // Slowness is what a container that runs can have itself.
-        || described(message).contains(&Described::Slow)
-        || !(said_fine_of_it || reports_a_failure(message))
+        || !(said_fine_of_it || reports_a_death_elsewhere(message, &naming))
     {
         return named.clone();
     }
