@@ -18,11 +18,7 @@ use tonic::Code;
 const SCOPE: &str = "dd-backup-*";
 
 fn key(dd: &Drydock) -> ed25519_dalek::SigningKey {
-    dd.home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key")
+    dd.approver_key()
 }
 
 fn restart(request_id: &str, container: &str, approval: pb::Approval) -> pb::WriteRequest {

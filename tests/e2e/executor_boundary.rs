@@ -26,11 +26,7 @@ fn pki(dd: &Drydock) -> Pki {
 }
 
 fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
-    dd.home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key")
+    dd.approver_key()
 }
 
 fn write(request_id: &str, container: &str, approval: Option<pb::Approval>) -> pb::WriteRequest {

@@ -55,11 +55,7 @@ fn host_add(dd: &Drydock, name: &str, out: Option<&std::path::Path>) -> std::pat
 }
 
 fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
-    dd.home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key")
+    dd.approver_key()
 }
 
 /// Restart claims for `container`, made for `host` (or none).

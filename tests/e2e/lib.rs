@@ -102,6 +102,15 @@ pub fn prepare() {
 }
 
 impl Drydock {
+    /// The local approver's signing key, as `drydock approve` uses it.
+    pub fn approver_key(&self) -> ed25519_dalek::SigningKey {
+        self.home
+            .load_cli_config()
+            .expect("cli config")
+            .signing_key()
+            .expect("approver key")
+    }
+
     /// A git checkout with one empty commit per `(subject, tag)`, named in
     /// cli.yaml's `sources` for `service`.
     pub fn source_checkout(&self, service: &str, commits: &[(&str, &str)]) -> tempfile::TempDir {

@@ -205,6 +205,29 @@ impl Drop for Project {
 pub const SERVE: &str = "[\"serve\", \"--port\", \"8080\"]";
 pub const UNHEALTHY: &str = "[\"serve\", \"--port\", \"8080\", \"--wedge-after-secs\", \"1\", \"--line\", \"v3: listening on :8080\"]";
 
+/// Write a credentials file for the registry into `dd`'s home and edit
+/// its executor.yaml with `edit` (given the file's path): the file.
+pub fn allow_registry(
+    dd: &crate::Drydock,
+    password: &str,
+    edit: impl Fn(String, &str) -> String,
+) -> PathBuf {
+    let creds = dd.home.path("registry.json");
+    drydock_daemon::files::write_new(
+        &creds,
+        format!("{{\"username\": \"ci\", \"password\": \"{password}\"}}").as_bytes(),
+        true,
+    )
+    .expect("write credentials");
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        edit(config, &creds.display().to_string()),
+    )
+    .expect("write executor config");
+    creds
+}
+
 /// The executor's config with updates on, the registry allowed for the
 /// project's repositories, its credentials file, and a short window.
 pub fn with_registry(yaml: String, host: &str, prefix: &str, credentials: &str) -> String {

@@ -391,12 +391,7 @@ async fn rollback_refusals_are_each_refused_and_audited() {
         &[drydock::fixture::FIXTURE_IMAGE, "sleep"],
     );
     let v2 = project.build("v2rev", V2_CMD);
-    let key = dd
-        .home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key");
+    let key = dd.approver_key();
     let rollback_claims = |request: &str, container: &str, to: &str, from: &str| {
         let mut c = claims(request, WriteAction::Rollback, container);
         c.image_id = Some(to.into());

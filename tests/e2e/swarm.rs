@@ -49,11 +49,7 @@ pub fn home_on(engine: &SecondEngine) -> Drydock {
 }
 
 fn approver(dd: &Drydock) -> ed25519_dalek::SigningKey {
-    dd.home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key")
+    dd.approver_key()
 }
 
 /// A service's id, spec version and image, as the engine says now.

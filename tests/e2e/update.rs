@@ -53,12 +53,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
     let (v2, v2_digest) = project.push("2", SERVE);
     project.only_in_registry(&v2, &v1);
 
-    let key = dd
-        .home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key");
+    let key = dd.approver_key();
     let update_claims =
         |request: &str, container: &str, reference: &str, digest: &str, from: &str| {
             update_approval(&key, request, container, reference, digest, from, Some("1"))

@@ -39,24 +39,9 @@ async fn an_update_is_found_approved_in_the_console_and_a_failed_one_reported_af
     let registry = Registry::start();
     let mut project = Project::new("update-flow", &registry);
     let dd = Drydock::init_options(|o| o.targets = vec![format!("{}_*", project.name)]);
-    let credentials = dd.home.path("registry.json");
-    drydock_daemon::files::write_new(
-        &credentials,
-        br#"{"username": "ci", "password": "flow-pa55word"}"#,
-        true,
-    )
-    .expect("write credentials");
-    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
-    std::fs::write(
-        dd.home.executor_config(),
-        with_registry(
-            config,
-            &registry.host(),
-            &project.name,
-            &credentials.display().to_string(),
-        ),
-    )
-    .expect("write executor config");
+    drydock_e2e::registry::allow_registry(&dd, "flow-pa55word", |y, creds| {
+        with_registry(y, &registry.host(), &project.name, creds)
+    });
     let hook = Receiver::start();
     let agent = std::fs::read_to_string(dd.home.agent_config()).expect("agent config");
     std::fs::write(

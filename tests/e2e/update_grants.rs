@@ -243,21 +243,9 @@ async fn an_update_found_inside_a_grant_s_hours_is_made_with_no_person_asked() {
     let registry = Registry::start();
     let mut project = Project::new("upgrant-flow", &registry);
     let dd = Drydock::init_options(|o| o.targets = vec![format!("{}_*", project.name)]);
-    let creds = dd.home.path("registry.json");
-    drydock_daemon::files::write_new(&creds, br#"{"username": "ci", "password": "pw"}"#, true)
-        .expect("write credentials");
-    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
-    std::fs::write(
-        dd.home.executor_config(),
-        granting(
-            config,
-            &registry.host(),
-            &project.name,
-            &creds.display().to_string(),
-            true,
-        ),
-    )
-    .expect("write executor config");
+    drydock_e2e::registry::allow_registry(&dd, "pw", |y, creds| {
+        granting(y, &registry.host(), &project.name, creds, true)
+    });
     let agent = std::fs::read_to_string(dd.home.agent_config()).expect("agent config");
     std::fs::write(
         dd.home.agent_config(),

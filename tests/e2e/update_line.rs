@@ -15,6 +15,7 @@ use tonic::Code;
 
 use crate::update::{inspect, with_registry, Project, Registry, SERVE};
 use crate::update_flow::Removed;
+use drydock_e2e::registry::allow_registry;
 
 /// Push `version` under its own tag; its image id and digest.
 fn push_version(project: &mut Project, repo: &str, version: &str) -> (String, String) {
@@ -38,20 +39,9 @@ async fn a_container_follows_its_version_line_and_no_further() {
     let mut project = Project::new("upline", &registry);
     let repo = format!("{}/{}/api", registry.host(), project.name);
     let dd = Drydock::init_options(|o| o.targets = vec![format!("{}_*", project.name)]);
-    let creds = dd.home.path("registry.json");
-    drydock_daemon::files::write_new(&creds, br#"{"username": "ci", "password": "pw"}"#, true)
-        .expect("write credentials");
-    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
-    std::fs::write(
-        dd.home.executor_config(),
-        with_registry(
-            config,
-            &registry.host(),
-            &project.name,
-            &creds.display().to_string(),
-        ),
-    )
-    .expect("write executor config");
+    allow_registry(&dd, "pw", |y, creds| {
+        with_registry(y, &registry.host(), &project.name, creds)
+    });
     let (v100, _) = push_version(&mut project, &repo, "1.0.0");
     let mut newer = Vec::new();
     for v in ["1.0.1", "1.1.0", "2.0.0"] {
@@ -75,12 +65,7 @@ async fn a_container_follows_its_version_line_and_no_further() {
     let plain_id = run(&plain.0, None, &running);
 
     // The executor, asked as the agent asks: each line's newest tag.
-    let key = dd
-        .home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key");
+    let key = dd.approver_key();
     let exec = ExecutorProcess::start(&dd, |y| y);
     let mut c = exec.agent_client(&dd).await;
     let read = |name: &str| pb::ContainerRequest {

@@ -37,12 +37,7 @@ async fn kill_in_window(
     digest: &str,
     from: &str,
 ) {
-    let key = dd
-        .home
-        .load_cli_config()
-        .expect("cli config")
-        .signing_key()
-        .expect("approver key");
+    let key = dd.approver_key();
     let approval = update_approval(
         &key,
         request_id,
