@@ -11,7 +11,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use drydock_proto::approval::{ContainerWrite, ServiceAction, WriteAction};
+use drydock_proto::approval::{ContainerWrite, ServiceWrite, WriteAction};
 use drydock_proto::pb;
 use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -182,6 +182,13 @@ pub trait Reads: Send + Sync {
         tail: u32,
     ) -> Call<'a, LogsView>;
     fn nodes<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<NodeView>>;
+    /// The manifest digest the tag of a service's spec names in its
+    /// registry now, beside the digest its spec is pinned to.
+    fn service_registry_digest<'a>(
+        &'a self,
+        request_id: &'a str,
+        service: &'a str,
+    ) -> Call<'a, RegistryView>;
 
     /// One container's events from now on, as they happen (`WatchEvents`,
     /// kept to that container): what verification waits on. The executor
@@ -237,14 +244,14 @@ pub trait Executor: Reads {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOp {
     Container { id: String, write: ContainerWrite },
-    Service { id: String, action: ServiceAction },
+    Service { id: String, write: ServiceWrite },
 }
 
 impl WriteOp {
     pub fn action(&self) -> WriteAction {
         match self {
             WriteOp::Container { write, .. } => write.action().into(),
-            WriteOp::Service { action, .. } => (*action).into(),
+            WriteOp::Service { write, .. } => write.action().into(),
         }
     }
 
@@ -280,9 +287,12 @@ impl WriteOp {
             },
             StepWrite::Service(w) => WriteOp::Service {
                 id,
-                action: match w {
-                    ServiceStep::ForceUpdate { .. } => ServiceAction::ForceUpdate,
-                    ServiceStep::Rollback { .. } => ServiceAction::Rollback,
+                write: match w {
+                    ServiceStep::ForceUpdate { .. } => ServiceWrite::ForceUpdate,
+                    ServiceStep::Rollback { .. } => ServiceWrite::Rollback,
+                    ServiceStep::Update { digest, .. } => ServiceWrite::Update {
+                        digest: digest.clone(),
+                    },
                 },
             },
         }
@@ -715,19 +725,7 @@ impl ExecutorClient {
             })
             .await?
             .into_inner();
-        Ok(RegistryView {
-            container_id: r.container_id,
-            reference: r.reference,
-            registry_digest: r.registry_digest,
-            image_id: r.image_id,
-            running_digests: r.running_digests,
-            oci_labels: r.oci_labels.into_iter().collect(),
-            update_available: r.update_available,
-            new_oci_labels: r.new_oci_labels.into_iter().collect(),
-            new_labels_unread: r.new_labels_unread,
-            new_tag: r.new_tag,
-            tags_unread: r.tags_unread,
-        })
+        Ok(swarm::registry_view(r))
     }
 
     async fn image(&self, request_id: &str, image_id: &str) -> Result<ImageView, ExecutorError> {

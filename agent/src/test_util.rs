@@ -369,6 +369,9 @@ impl Reads for Scripted {
     fn nodes<'a>(&'a self, _: &'a str) -> Call<'a, Vec<NodeView>> {
         Box::pin(async move { swarm_read(self, "nodes", |s| s.nodes.clone()) })
     }
+    fn service_registry_digest<'a>(&'a self, r: &'a str, name: &'a str) -> Call<'a, RegistryView> {
+        self.registry_digest(r, name)
+    }
     fn check_http<'a>(&'a self, _: &'a str, service: &'a str) -> Call<'a, HttpCheckView> {
         Box::pin(async move {
             self.calls.lock().unwrap().push("check_http".into());

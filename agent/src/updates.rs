@@ -4,7 +4,10 @@
 //! another image than it runs has an update available: it is kept in the
 //! store, listed (`GET /api/v1/updates`, `drydock updates`, the console,
 //! MCP), and notified once per digest (`update_available`). A container
-//! labelled `drydock.update=none` is never asked about.
+//! labelled `drydock.update=none` is never asked about. Swarm services in
+//! scope are asked about the same way (`ServiceRegistryDigest`: the tag of
+//! their spec against the digest the engine pinned it to); their update is
+//! always a person's (no grant covers one).
 //!
 //! An update found that an update grant covers now (its scope, its hours
 //! in the executor host's local time, the executor allowing update grants)
@@ -125,24 +128,8 @@ impl UpdateChecker {
                     Ok(r) => {
                         checked.push(c.name.clone());
                         if r.update_available {
-                            found.push(UpdateFound {
-                                host: label.clone(),
-                                container: c.name.clone(),
-                                container_id: r.container_id.clone(),
-                                reference: r.reference.clone(),
-                                image_id: r.image_id.clone(),
-                                version: r.version().map(str::to_string),
-                                revision: r.revision().map(str::to_string),
-                                registry_digest: r.registry_digest.clone(),
-                                new_version: r.new_version().map(str::to_string),
-                                new_revision: r.new_revision().map(str::to_string),
-                                labels_unread: Some(r.new_labels_unread.clone())
-                                    .filter(|w| !w.is_empty()),
-                                service: compose_service(&c.labels),
-                                new_tag: r.to_tag().map(str::to_string),
-                                found_at: now.clone(),
-                                checked_at: now.clone(),
-                            });
+                            let service = compose_service(&c.labels);
+                            found.push(update_found(&label, &c.name, &r, service, &now));
                         }
                     }
                     // Not a tag of an allowed registry (an image built
@@ -151,6 +138,27 @@ impl UpdateChecker {
                     Err(e) => not_checked.push(NotChecked {
                         host: label.clone(),
                         container: c.name.clone(),
+                        why: e.to_string(),
+                    }),
+                }
+            }
+            // Swarm services: none on an engine that is no Swarm manager.
+            let services = host.executor.services(CHECK_ID).await.unwrap_or_default();
+            for s in services {
+                if s.labels.get(UPDATE_LABEL).is_some_and(|v| v == "none") {
+                    continue;
+                }
+                match host.executor.service_registry_digest(CHECK_ID, &s.id).await {
+                    Ok(r) => {
+                        checked.push(s.name.clone());
+                        if r.update_available {
+                            found.push(update_found(&label, &s.name, &r, None, &now));
+                        }
+                    }
+                    Err(e) if e.code == Code::PermissionDenied || e.code == Code::NotFound => {}
+                    Err(e) => not_checked.push(NotChecked {
+                        host: label.clone(),
+                        container: s.name.clone(),
                         why: e.to_string(),
                     }),
                 }
@@ -251,6 +259,34 @@ impl UpdateChecker {
             }
         }
         Ok(())
+    }
+}
+
+/// An update found of a container or a Swarm service (whose `image_id` is
+/// empty: its spec names a pinned digest, which `RegistryDigest` says).
+fn update_found(
+    host: &str,
+    name: &str,
+    r: &crate::model::RegistryView,
+    service: Option<String>,
+    now: &str,
+) -> UpdateFound {
+    UpdateFound {
+        host: host.to_string(),
+        container: name.to_string(),
+        container_id: r.container_id.clone(),
+        reference: r.reference.clone(),
+        image_id: r.image_id.clone(),
+        version: r.version().map(str::to_string),
+        revision: r.revision().map(str::to_string),
+        registry_digest: r.registry_digest.clone(),
+        new_version: r.new_version().map(str::to_string),
+        new_revision: r.new_revision().map(str::to_string),
+        labels_unread: Some(r.new_labels_unread.clone()).filter(|w| !w.is_empty()),
+        service,
+        new_tag: r.to_tag().map(str::to_string),
+        found_at: now.to_string(),
+        checked_at: now.to_string(),
     }
 }
 

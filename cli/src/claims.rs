@@ -120,13 +120,26 @@ pub fn describe(c: &ApprovalClaims) -> String {
         .map(|h| format!(" on host {}", safe(h)))
         .unwrap_or_default();
     if let Some(s) = &c.service {
-        let images = match &s.to_image {
-            Some(to) => format!(
+        let version = |v: &Option<String>| {
+            v.as_ref()
+                .map(|v| format!(" (version {})", safe(v)))
+                .unwrap_or_default()
+        };
+        let images = match (&s.to_image, &c.update) {
+            (Some(to), _) => format!(
                 " from image {} back to image {} and the rest of its previous spec (environment, mounts, secrets, resources: all the last update changed)",
                 safe(&s.image),
                 safe(to)
             ),
-            None => format!(" running image {}", safe(&s.image)),
+            (None, Some(u)) => format!(
+                " following tag {} from image {}{} to the registry's manifest {}{} (the engine's rolling update, rolled back by the engine if a new task fails)",
+                safe(&u.reference),
+                safe(&s.image),
+                version(&u.from_version),
+                safe(&u.digest),
+                version(&u.to_version)
+            ),
+            (None, None) => format!(" running image {}", safe(&s.image)),
         };
         return format!(
             "{} Swarm service {} (id {}, spec version {}){on}{images} — request {}, approval {}, {window}",

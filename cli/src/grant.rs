@@ -38,7 +38,10 @@ pub fn build(args: &CreateArgs, now: i64) -> anyhow::Result<GrantClaims> {
     for a in &args.actions {
         match WriteAction::parse(a) {
             Some(
-                t2 @ (WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback),
+                t2 @ (WriteAction::Stop
+                | WriteAction::Rollback
+                | WriteAction::ServiceRollback
+                | WriteAction::ServiceUpdate),
             ) => {
                 bail!(
                     "--action {t2}: {t2} is a T2 action, and a grant covers only start, restart, force_update and (alone, with --window) update"

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use drydock_proto::approval::{
-    self, ApprovalClaims, ApprovalFormatError, ContainerWrite, ServiceAction, WriteAction,
-    CLOCK_SKEW_SECS,
+    self, ApprovalClaims, ApprovalFormatError, ContainerWrite, ServiceAction, ServiceWrite,
+    WriteAction, CLOCK_SKEW_SECS,
 };
 use ed25519_dalek::VerifyingKey;
 
@@ -283,11 +283,12 @@ impl ApprovalVerifier {
     pub fn verify_service(
         &self,
         input: Option<ApprovalInput<'_>>,
-        action: ServiceAction,
+        write: &ServiceWrite,
         service: &ResolvedService,
         request_id: &str,
         now: i64,
     ) -> Result<VerifiedApproval, ApprovalError> {
+        let action = write.action();
         let (claims, input) = self.open(input, action.into())?;
         // Decoding refuses a service action's claims without a service.
         let Some(signed) = claims.service.clone() else {
@@ -331,6 +332,29 @@ impl ApprovalVerifier {
                     } else {
                         previous
                     },
+                });
+            }
+        }
+        // An update's claims name the tag its spec follows (the spec's
+        // image without its digest pin) and the digest it moves to
+        // (decoding refuses a service_update without them).
+        if let Some(requested) = write.digest() {
+            let (reference, digest) = claims
+                .update
+                .as_ref()
+                .map(|u| (u.reference.as_str(), u.digest.as_str()))
+                .unwrap_or_default();
+            if digest != requested.as_str() {
+                return Err(ApprovalError::WrongDigest {
+                    signed: shown(digest, 80),
+                    requested: requested.to_string(),
+                });
+            }
+            let followed = approval::followed_tag(&service.image);
+            if reference != followed {
+                return Err(ApprovalError::WrongReference {
+                    signed: shown(reference, 256),
+                    actual: shown(followed, 256),
                 });
             }
         }

@@ -370,7 +370,7 @@ pub fn service_precondition(
     let fail = |m: String| Err(GrantRefusal::Precondition(m));
     match action {
         ServiceAction::ForceUpdate => {}
-        ServiceAction::Rollback => {
+        ServiceAction::Rollback | ServiceAction::Update => {
             return fail(format!("{} is never covered by a grant", action.as_str()))
         }
     }

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use drydock_proto::approval::{
-    ContainerAction, ContainerWrite, ImageId, ServiceAction, WriteAction,
+    ContainerAction, ContainerWrite, ImageId, ServiceAction, ServiceWrite, WriteAction,
 };
 
 use crate::config::{ActionsConfig, TargetsConfig};
@@ -134,6 +134,9 @@ pub enum ForceUpdate {}
 /// Returning a Swarm service to its previous spec (T2).
 #[derive(Debug)]
 pub enum ServiceRollback {}
+/// Moving a Swarm service's spec to a newer image of its tag (T2).
+#[derive(Debug)]
+pub enum ServiceUpdate {}
 
 macro_rules! allows {
     ($($kind:ident = $tier:expr),*) => {$(
@@ -173,7 +176,8 @@ macro_rules! allows_service {
 allows_service!(
     Read = Tier::Read,
     ForceUpdate = Tier::Change,
-    ServiceRollback = Tier::Disruptive
+    ServiceRollback = Tier::Disruptive,
+    ServiceUpdate = Tier::Disruptive
 );
 
 /// Proof that policy allowed `A` on one Swarm service, at the spec version
@@ -217,6 +221,11 @@ impl<A: AllowsService> ServicePermit<A> {
 pub enum ServiceWritePermit {
     ForceUpdate(ServicePermit<ForceUpdate>),
     Rollback(ServicePermit<ServiceRollback>),
+    /// An update carries the manifest digest its spec moves to.
+    Update {
+        permit: ServicePermit<ServiceUpdate>,
+        digest: ImageId,
+    },
 }
 
 impl ServiceWritePermit {
@@ -224,6 +233,7 @@ impl ServiceWritePermit {
         match self {
             ServiceWritePermit::ForceUpdate(_) => ServiceAction::ForceUpdate,
             ServiceWritePermit::Rollback(_) => ServiceAction::Rollback,
+            ServiceWritePermit::Update { .. } => ServiceAction::Update,
         }
     }
 
@@ -231,6 +241,7 @@ impl ServiceWritePermit {
         match self {
             ServiceWritePermit::ForceUpdate(p) => p.to_read(),
             ServiceWritePermit::Rollback(p) => p.to_read(),
+            ServiceWritePermit::Update { permit, .. } => permit.to_read(),
         }
     }
 }
@@ -340,7 +351,8 @@ impl Policy {
             WriteAction::Rollback => self.actions.rollback.enabled,
             WriteAction::ForceUpdate => self.actions.force_update.enabled,
             WriteAction::ServiceRollback => self.actions.service_rollback.enabled,
-            WriteAction::Update => self.actions.update.enabled,
+            // One toggle for updates, of containers and of services.
+            WriteAction::Update | WriteAction::ServiceUpdate => self.actions.update.enabled,
         }
     }
 
@@ -354,6 +366,7 @@ impl Policy {
             WriteAction::ForceUpdate => <ForceUpdate as AllowsService>::TIER,
             WriteAction::ServiceRollback => <ServiceRollback as AllowsService>::TIER,
             WriteAction::Update => <Update as Allows>::TIER,
+            WriteAction::ServiceUpdate => <ServiceUpdate as AllowsService>::TIER,
         }
     }
 
@@ -425,20 +438,25 @@ impl Policy {
     /// after it, against the same resolved service.
     pub fn permit_service_write(
         &self,
-        action: ServiceAction,
+        write: &ServiceWrite,
         service: &ResolvedService,
     ) -> Result<ServiceWritePermit, PolicyError> {
         self.check_service(service)?;
+        let action = write.action();
         if !self.action_enabled(action.into()) {
             return Err(PolicyError::ActionDisabled {
                 action: action.as_str(),
             });
         }
-        Ok(match action {
-            ServiceAction::ForceUpdate => {
+        Ok(match write {
+            ServiceWrite::ForceUpdate => {
                 ServiceWritePermit::ForceUpdate(ServicePermit::new(service))
             }
-            ServiceAction::Rollback => ServiceWritePermit::Rollback(ServicePermit::new(service)),
+            ServiceWrite::Rollback => ServiceWritePermit::Rollback(ServicePermit::new(service)),
+            ServiceWrite::Update { digest } => ServiceWritePermit::Update {
+                permit: ServicePermit::new(service),
+                digest: digest.clone(),
+            },
         })
     }
 

@@ -83,10 +83,14 @@ pub enum WriteAction {
     /// the claims name (`update`), and put the old one back unless the new
     /// one runs healthy for the executor's health window.
     Update,
+    /// Move a Swarm service's spec to the manifest digest its tag names now
+    /// in an allowed registry, through the engine's own rolling update with
+    /// `failure_action: rollback` (`docker service update --image`).
+    ServiceUpdate,
 }
 
 impl WriteAction {
-    pub const ALL: [WriteAction; 7] = [
+    pub const ALL: [WriteAction; 8] = [
         WriteAction::Start,
         WriteAction::Restart,
         WriteAction::Stop,
@@ -94,6 +98,7 @@ impl WriteAction {
         WriteAction::ForceUpdate,
         WriteAction::ServiceRollback,
         WriteAction::Update,
+        WriteAction::ServiceUpdate,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -105,6 +110,7 @@ impl WriteAction {
             WriteAction::ForceUpdate => "force_update",
             WriteAction::ServiceRollback => "service_rollback",
             WriteAction::Update => "update",
+            WriteAction::ServiceUpdate => "service_update",
         }
     }
 
@@ -124,7 +130,7 @@ impl WriteAction {
     pub const fn on_service(self) -> bool {
         matches!(
             self,
-            WriteAction::ForceUpdate | WriteAction::ServiceRollback
+            WriteAction::ForceUpdate | WriteAction::ServiceRollback | WriteAction::ServiceUpdate
         )
     }
 }
@@ -142,6 +148,7 @@ impl WriteAction {
             WriteAction::ForceUpdate => ActionOn::Service(ServiceAction::ForceUpdate),
             WriteAction::ServiceRollback => ActionOn::Service(ServiceAction::Rollback),
             WriteAction::Update => ActionOn::Container(ContainerAction::Update),
+            WriteAction::ServiceUpdate => ActionOn::Service(ServiceAction::Update),
         }
     }
 }
@@ -168,6 +175,7 @@ pub enum ContainerAction {
 pub enum ServiceAction {
     ForceUpdate,
     Rollback,
+    Update,
 }
 
 impl From<ContainerAction> for WriteAction {
@@ -187,6 +195,7 @@ impl From<ServiceAction> for WriteAction {
         match a {
             ServiceAction::ForceUpdate => WriteAction::ForceUpdate,
             ServiceAction::Rollback => WriteAction::ServiceRollback,
+            ServiceAction::Update => WriteAction::ServiceUpdate,
         }
     }
 }
@@ -208,6 +217,7 @@ impl ServiceAction {
         match self {
             ServiceAction::ForceUpdate => "force_update",
             ServiceAction::Rollback => "service_rollback",
+            ServiceAction::Update => "service_update",
         }
     }
 }
@@ -310,6 +320,45 @@ impl ContainerWrite {
             _ => None,
         }
     }
+}
+
+/// A write on one Swarm service, with what belongs to it: an update cannot
+/// be asked for without the digest it moves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceWrite {
+    ForceUpdate,
+    Rollback,
+    /// Move the spec to the image of the manifest `digest`, which the tag
+    /// of its spec names now in its registry.
+    Update {
+        digest: ImageId,
+    },
+}
+
+impl ServiceWrite {
+    pub fn action(&self) -> ServiceAction {
+        match self {
+            ServiceWrite::ForceUpdate => ServiceAction::ForceUpdate,
+            ServiceWrite::Rollback => ServiceAction::Rollback,
+            ServiceWrite::Update { .. } => ServiceAction::Update,
+        }
+    }
+
+    /// The manifest digest an update moves to.
+    pub fn digest(&self) -> Option<&ImageId> {
+        match self {
+            ServiceWrite::Update { digest } => Some(digest),
+            _ => None,
+        }
+    }
+}
+
+/// The tag a service's spec follows: its image without the digest pin the
+/// engine adds (`registry/repo:tag@sha256:…` → `registry/repo:tag`).
+pub fn followed_tag(spec_image: &str) -> &str {
+    spec_image
+        .split_once('@')
+        .map_or(spec_image, |(tagged, _)| tagged)
 }
 
 /// A Swarm object's id: 25 lowercase letters and digits.
@@ -510,8 +559,8 @@ impl ApprovalClaims {
                     (WriteAction::ServiceRollback, None) => {
                         malformed("a service_rollback names the image it returns to".into())
                     }
-                    (WriteAction::ForceUpdate, Some(_)) => {
-                        malformed("a force_update names no image to return to".into())
+                    (WriteAction::ForceUpdate | WriteAction::ServiceUpdate, Some(_)) => {
+                        malformed(format!("a {} names no image to return to", self.action))
                     }
                     _ => Ok(()),
                 }
@@ -524,12 +573,22 @@ impl ApprovalClaims {
     fn check_update(&self) -> Result<(), ApprovalFormatError> {
         let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
         match (&self.update, self.action) {
-            (Some(u), WriteAction::Update) => {
+            (Some(u), WriteAction::Update | WriteAction::ServiceUpdate) => {
                 if !is_image_id(&u.digest) {
                     return malformed("an update's digest is sha256: and 64 hex digits".into());
                 }
                 if u.reference.is_empty() || u.reference.len() > 255 {
                     return malformed("an update names the image reference it follows".into());
+                }
+                if self.action == WriteAction::ServiceUpdate {
+                    // The service's spec image is in `service`; a service
+                    // follows the tag of its spec.
+                    return match (&self.image_id, &self.from_image_id, &u.to_tag) {
+                        (None, None, None) => Ok(()),
+                        _ => malformed(
+                            "a service_update names no image_id, from_image_id or to_tag".into(),
+                        ),
+                    };
                 }
                 match &self.from_image_id {
                     Some(from) if is_image_id(from) && self.image_id.is_none() => Ok(()),
@@ -539,8 +598,8 @@ impl ApprovalClaims {
                     ),
                 }
             }
-            (None, WriteAction::Update) => {
-                malformed("an update names its reference and digest".into())
+            (None, WriteAction::Update | WriteAction::ServiceUpdate) => {
+                malformed(format!("a {} names its reference and digest", self.action))
             }
             (Some(_), other) => malformed(format!("a {other} names no update")),
             (None, _) => Ok(()),
@@ -551,7 +610,10 @@ impl ApprovalClaims {
     /// update (`check_update`) names any.
     fn check_images(&self) -> Result<(), ApprovalFormatError> {
         let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
-        if self.action == WriteAction::Update {
+        if matches!(
+            self.action,
+            WriteAction::Update | WriteAction::ServiceUpdate
+        ) {
             return Ok(());
         }
         match (&self.image_id, &self.from_image_id) {

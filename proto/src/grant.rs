@@ -287,7 +287,10 @@ impl GrantClaims {
         if let Some(t2) = self.actions.iter().find(|a| {
             matches!(
                 a,
-                WriteAction::Stop | WriteAction::Rollback | WriteAction::ServiceRollback
+                WriteAction::Stop
+                    | WriteAction::Rollback
+                    | WriteAction::ServiceRollback
+                    | WriteAction::ServiceUpdate
             )
         }) {
             return invalid(format!(

@@ -36,6 +36,7 @@ mod rollback;
 mod swarm;
 mod swarm_deploy;
 mod swarm_repairs;
+mod swarm_update;
 mod troubleshoot_bench;
 mod ui;
 mod update;

@@ -20,11 +20,53 @@ pub struct Registry {
 
 impl Registry {
     pub fn start() -> Registry {
-        let dir = tempfile::tempdir().expect("temp dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        let registry = Self::spawn(Command::new("docker-registry"), port);
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the registry did not listen on 127.0.0.1:{port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        registry
+    }
+
+    /// A registry on the loopback of `engine`'s network namespace: the
+    /// engine pushes and pulls from it as from a local registry, and the
+    /// host cannot reach it.
+    pub fn start_in(engine: &crate::second_engine::SecondEngine) -> Registry {
+        let port = 5000 + rand::random::<u16>() % 1000;
+        let mut command = engine.nsenter();
+        command.arg("docker-registry");
+        let registry = Self::spawn(command, port);
+        let started = Instant::now();
+        loop {
+            let probe = engine
+                .nsenter()
+                .args(["bash", "-c", &format!("echo > /dev/tcp/127.0.0.1/{port}")])
+                .stderr(Stdio::null())
+                .status()
+                .expect("nsenter bash");
+            if probe.success() {
+                return registry;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the registry did not listen on 127.0.0.1:{port} in the engine's namespace"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `command serve CONFIG` for a registry on `port`, storing in a
+    /// temporary directory.
+    fn spawn(mut command: Command, port: u16) -> Registry {
+        let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("config.yml");
         std::fs::write(
             &config,
@@ -34,7 +76,7 @@ impl Registry {
             ),
         )
         .expect("write registry config");
-        let child = Command::new("docker-registry")
+        let child = command
             .arg("serve")
             .arg(&config)
             .stdout(Stdio::null())
@@ -43,14 +85,6 @@ impl Registry {
             .unwrap_or_else(|e| {
                 panic!("cannot run docker-registry ({e}); scripts/test-env.sh installs Debian's docker-registry")
             });
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the registry did not listen on 127.0.0.1:{port}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
         Registry {
             child,
             port,

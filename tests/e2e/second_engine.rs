@@ -153,6 +153,14 @@ impl SecondEngine {
         self.wait_up();
     }
 
+    /// `nsenter --net=…` for a process that must share the engine's
+    /// network namespace (its loopback is the engine's, not the host's).
+    pub fn nsenter(&self) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/var/run/netns/{}", self.netns));
+        c
+    }
+
     /// `unix:///…/docker.sock`: what an executor's `docker.endpoint` names.
     pub fn endpoint(&self) -> String {
         format!("unix://{}", self.dir.join("docker.sock").display())

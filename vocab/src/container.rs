@@ -432,7 +432,8 @@ pub const fn default_tier(action: WriteAction) -> Tier {
         WriteAction::Stop
         | WriteAction::Rollback
         | WriteAction::ServiceRollback
-        | WriteAction::Update => Tier::Disruptive,
+        | WriteAction::Update
+        | WriteAction::ServiceUpdate => Tier::Disruptive,
     }
 }
 

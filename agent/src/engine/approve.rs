@@ -56,7 +56,7 @@ impl Engine {
                         .or(s.update().map(|(_, from)| from.to_string())),
                     service: s.service_claims(),
                     host: host.map(str::to_string),
-                    update: s.update().map(|(u, _)| u),
+                    update: s.update_claims(),
                 };
                 ApprovalRecord {
                     id: claims.approval_id.clone(),

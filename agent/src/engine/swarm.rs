@@ -230,6 +230,12 @@ impl Engine {
         });
         gathered.push(Gathered::logs(&logs, "ServiceLogs"));
         gathered.push(Self::policy_gathered(policy));
+        if req.options.update {
+            let Some(registry) = self.registry_gathered(req, target).await? else {
+                return Ok(false);
+            };
+            gathered.push(registry);
+        }
         self.record(
             id,
             gathered,
@@ -285,6 +291,9 @@ impl Engine {
                 .await?;
             return Ok(false);
         };
+        if req.options.update {
+            return self.plan_service_update(req, &observed.service).await;
+        }
         let mut found = observed.finding();
         if let Some(d) = req.diagnosis.clone() {
             found.finding.diagnosis = d;
@@ -369,6 +378,41 @@ impl Engine {
     }
 }
 
+/// Why a service update did not hold, when the engine undid or paused it:
+/// its state, its message, the tasks that failed and the image its spec
+/// runs now. `None` while it holds.
+pub(super) fn update_undone(s: &ServiceView, checks: &[VerificationCheck]) -> Option<String> {
+    let sum = &s.summary;
+    let rolled_back = matches!(
+        sum.update_state,
+        UpdateState::RollbackStarted | UpdateState::RollbackCompleted | UpdateState::RollbackPaused
+    );
+    if !rolled_back && !sum.update_state.paused() {
+        return None;
+    }
+    let failed = checks
+        .iter()
+        .find(|c| c.level == "healthy" && !c.ok)
+        .map(|c| format!("; {}", c.detail))
+        .unwrap_or_default();
+    let message = if s.update_message.is_empty() {
+        String::new()
+    } else {
+        format!(": \"{}\"", s.update_message)
+    };
+    Some(if rolled_back {
+        format!(
+            "the engine rolled the update of {} back ({}{message}){failed}; its spec runs {} again. The rollback was Swarm's own (failure_action: rollback), within the executor's health window.",
+            sum.name, sum.update_state, sum.image
+        )
+    } else {
+        format!(
+            "the engine paused the update of {} ({}{message}){failed}; a person decides: `docker service update --rollback {}` or fix and update again.",
+            sum.name, sum.update_state, sum.name
+        )
+    })
+}
+
 /// A service's checks: every task it wants runs, its update is settled,
 /// after a rollback its spec runs `expect_image`, and no task failed since
 /// the write. With a healthcheck they must hold for its start period and
@@ -393,6 +437,13 @@ fn service_judged(
         None => stable_for,
     };
     let sum = &s.summary;
+    // An update the engine undid (its spec back on another image) or
+    // paused is settled: no point waiting for what it will not run.
+    let deadline = match (expect_image, &sum.update_state) {
+        (Some(_), UpdateState::Paused | UpdateState::RollbackPaused) => Duration::ZERO,
+        (Some(image), UpdateState::RollbackCompleted) if sum.image != image => Duration::ZERO,
+        _ => max_wait,
+    };
     let mut checks = vec![VerificationCheck {
         level: "running".into(),
         ok: sum.desired > 0 && sum.running >= sum.desired,
@@ -411,10 +462,19 @@ fn service_judged(
         ),
     });
     if let Some(image) = expect_image {
+        // The spec names it at once; its tasks run it only once the engine
+        // has replaced them.
+        let on_it = tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Running && t.image == image)
+            .count() as u64;
         checks.push(VerificationCheck {
             level: "image".into(),
-            ok: sum.image == image,
-            detail: format!("its spec runs {}", sum.image),
+            ok: sum.image == image && on_it >= sum.desired,
+            detail: format!(
+                "its spec runs {}; {on_it}/{} tasks run it",
+                sum.image, sum.desired
+            ),
         });
     }
     let failed_since: Vec<&TaskView> = tasks
@@ -437,6 +497,6 @@ fn service_judged(
     Judged {
         checks,
         hold,
-        deadline: max_wait,
+        deadline,
     }
 }

@@ -5,7 +5,7 @@
 
 use super::{Engine, Gathered, Stop};
 use crate::model::*;
-use crate::planner::update::{update_plan, NoUpdate};
+use crate::planner::update::{service_update_plan, update_plan, NoUpdate};
 
 impl Engine {
     /// The target's tag and its registry's digest; `None` when the read
@@ -16,17 +16,30 @@ impl Engine {
         target: &Target,
     ) -> Result<Option<Gathered>, Stop> {
         let id = &req.id;
-        let read = self.exec(id).registry_digest(id, target.id()).await;
+        let ex = self.exec(id);
+        let read = match target.kind() {
+            TargetKind::Container => ex.registry_digest(id, target.id()).await,
+            TargetKind::Service => ex.service_registry_digest(id, target.id()).await,
+        };
         let call = format!("read the registry's digest for {}'s tag", target.name());
         let Some(registry) = self.required(id, &call, read).await? else {
             return Ok(None);
+        };
+        // A service runs what its spec is pinned to; a container an image.
+        let running = match target.kind() {
+            TargetKind::Container => registry.image_id.clone(),
+            TargetKind::Service => registry
+                .running_digests
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "an unpinned image".into()),
         };
         let summary = format!(
             "{} names {} in its registry; {} runs {}{} ({})",
             registry.reference,
             registry.registry_digest,
             target.name(),
-            registry.image_id,
+            running,
             registry
                 .version()
                 .map(|v| format!(", version {v}"))
@@ -143,7 +156,42 @@ impl Engine {
             .await?;
             return Ok(false);
         };
-        match update_plan(registry, c, target, &policy) {
+        let planned = update_plan(registry, c, target, &policy);
+        self.propose_update(req, planned).await
+    }
+
+    /// Plan the update of a Swarm service the person asked for, or finish
+    /// saying why not.
+    pub(super) async fn plan_service_update(
+        &self,
+        req: &Request,
+        service: &ServiceView,
+    ) -> Result<bool, Stop> {
+        let (Some(registry), Some(target), Some(policy)) = (
+            req.latest::<kind::Registry>(),
+            req.target.as_ref(),
+            Self::latest_policy(req),
+        ) else {
+            self.finish(
+                &req.id,
+                Status::Failed,
+                "no registry digest or policy to plan an update from".into(),
+            )
+            .await?;
+            return Ok(false);
+        };
+        let planned = service_update_plan(registry, service, target, &policy);
+        self.propose_update(req, planned).await
+    }
+
+    /// Propose an update's plan, or finish with why there is none.
+    async fn propose_update(
+        &self,
+        req: &Request,
+        planned: Result<Plan, NoUpdate>,
+    ) -> Result<bool, Stop> {
+        let id = &req.id;
+        match planned {
             Ok(plan) => {
                 let diagnosis = req.diagnosis.clone().unwrap_or_default();
                 self.propose(req, plan, &diagnosis).await

@@ -164,8 +164,12 @@ impl Engine {
                 StepWrite::Service(ServiceStep::Rollback { to_image, .. }) => {
                     Some(to_image.clone())
                 }
+                StepWrite::Service(ServiceStep::Update {
+                    reference, digest, ..
+                }) => Some(format!("{reference}@{digest}")),
                 _ => None,
             });
+        let updating = last_write.is_some_and(|e| e.action == WriteAction::ServiceUpdate);
         // The tasks the snapshot before the write saw: the write replaces
         // them, and one failing on its way out is not the new spec failing.
         let known_before: Vec<String> = match req.latest::<kind::PreWriteSnapshot>() {
@@ -198,6 +202,14 @@ impl Engine {
                 )
                 .await?,
             );
+        }
+        // The engine rolled an update back (or paused it): its decision,
+        // which another round would not change.
+        if let (true, Some(s)) = (updating, &last) {
+            if let Some(why) = super::swarm::update_undone(s, &checks) {
+                self.finish(id, Status::Failed, why).await?;
+                return Ok(false);
+            }
         }
         self.conclude(req, target, checks, evidence_ids).await
     }

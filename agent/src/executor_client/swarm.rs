@@ -1,14 +1,31 @@
 //! The executor's Swarm RPCs, as the agent uses them: `pb::` types become
 //! the vocabulary's service, task and node views here.
 
-use drydock_proto::approval::ServiceAction;
+use drydock_proto::approval::ServiceWrite;
 use drydock_proto::pb;
 
 use super::{logs_view, Authority, ExecutorClient, ExecutorError, Written};
 use crate::model::{
-    HealthcheckView, LogsView, NodeAvailability, NodeState, NodeView, ServiceMode,
+    HealthcheckView, LogsView, NodeAvailability, NodeState, NodeView, RegistryView, ServiceMode,
     ServiceSummaryView, ServiceView, TaskState, TaskView, UpdatePolicyView, UpdateState,
 };
+
+/// A registry's answer, for a container or a service.
+pub(super) fn registry_view(r: pb::RegistryDigestResponse) -> RegistryView {
+    RegistryView {
+        container_id: r.container_id,
+        reference: r.reference,
+        registry_digest: r.registry_digest,
+        image_id: r.image_id,
+        running_digests: r.running_digests,
+        oci_labels: r.oci_labels.into_iter().collect(),
+        update_available: r.update_available,
+        new_oci_labels: r.new_oci_labels.into_iter().collect(),
+        new_labels_unread: r.new_labels_unread,
+        new_tag: r.new_tag,
+        tags_unread: r.tags_unread,
+    }
+}
 
 fn summary(s: pb::ServiceSummary) -> ServiceSummaryView {
     ServiceSummaryView {
@@ -176,11 +193,28 @@ impl ExecutorClient {
             .collect())
     }
 
+    pub(super) async fn service_registry_digest(
+        &self,
+        request_id: &str,
+        service: &str,
+    ) -> Result<RegistryView, ExecutorError> {
+        let r = self
+            .inner
+            .clone()
+            .service_registry_digest(pb::ServiceRequest {
+                request_id: request_id.into(),
+                service: service.into(),
+            })
+            .await?
+            .into_inner();
+        Ok(registry_view(r))
+    }
+
     /// A service's write, with what authorises it (a grant only for a
-    /// force update; the executor refuses one for a rollback anyway).
+    /// force update; the executor refuses one for another write anyway).
     pub(super) async fn write_service(
         &self,
-        action: ServiceAction,
+        write: &ServiceWrite,
         request_id: &str,
         service_id: &str,
         authority: Authority,
@@ -192,9 +226,25 @@ impl ExecutorClient {
         };
         (req.approval, req.grant, req.fault_class) = authority.into_wire();
         let mut client = self.writes.clone();
-        let answer = match action {
-            ServiceAction::ForceUpdate => client.force_update_service(req).await?,
-            ServiceAction::Rollback => client.rollback_service(req).await?,
+        let answer = match write {
+            ServiceWrite::ForceUpdate => client.force_update_service(req).await?,
+            ServiceWrite::Rollback => client.rollback_service(req).await?,
+            ServiceWrite::Update { digest } => {
+                let pb::ServiceWriteRequest {
+                    request_id,
+                    service,
+                    approval,
+                    ..
+                } = req;
+                client
+                    .update_service(pb::ServiceUpdateRequest {
+                        request_id,
+                        service,
+                        digest: digest.to_string(),
+                        approval,
+                    })
+                    .await?
+            }
         }
         .into_inner();
         Ok(Written {

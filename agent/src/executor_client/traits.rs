@@ -112,6 +112,15 @@ impl Reads for ExecutorClient {
     fn nodes<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<NodeView>> {
         Box::pin(ExecutorClient::nodes(self, request_id))
     }
+    fn service_registry_digest<'a>(
+        &'a self,
+        request_id: &'a str,
+        service: &'a str,
+    ) -> Call<'a, RegistryView> {
+        Box::pin(ExecutorClient::service_registry_digest(
+            self, request_id, service,
+        ))
+    }
 }
 
 impl Executor for ExecutorClient {

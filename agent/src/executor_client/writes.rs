@@ -56,8 +56,8 @@ impl ExecutorClient {
         authority: Authority,
     ) -> Result<Written, ExecutorError> {
         let (container_id, write) = match op {
-            WriteOp::Service { id, action } => {
-                return self.write_service(*action, request_id, id, authority).await
+            WriteOp::Service { id, write } => {
+                return self.write_service(write, request_id, id, authority).await
             }
             WriteOp::Container { id, write } => (id, write),
         };

@@ -221,7 +221,7 @@ pub fn plan(
                     "{at}: `update` is not an action you propose; a person asks for an update (`drydock update`)"
                 ))
             }
-            WriteAction::ForceUpdate | WriteAction::ServiceRollback => {
+            WriteAction::ForceUpdate | WriteAction::ServiceRollback | WriteAction::ServiceUpdate => {
                 return Err(format!(
                     "{at}: `{action}` is not an action you propose; drydock plans a Swarm service's writes itself"
                 ))

@@ -3,10 +3,10 @@
 
 use super::digest;
 use crate::model::{
-    ContainerStep, ContainerView, Plan, PlanStep, PolicyView, RegistryView, StepWrite, Target,
-    WriteAction,
+    ContainerStep, ContainerView, Plan, PlanStep, PolicyView, RegistryView, ServiceStep,
+    ServiceView, StepWrite, Target, WriteAction,
 };
-use drydock_proto::approval::ImageId;
+use drydock_proto::approval::{followed_tag, ImageId};
 
 /// Why an update is not planned; the words the request ends with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +125,100 @@ pub fn update_plan(
     })
 }
 
+/// The update of a Swarm service to what the tag of its spec names in its
+/// registry now: the engine's rolling update, rolled back by the engine
+/// when a new task fails within the executor's health window.
+pub fn service_update_plan(
+    registry: &RegistryView,
+    s: &ServiceView,
+    target: &Target,
+    policy: &PolicyView,
+) -> Result<Plan, NoUpdate> {
+    let sum = &s.summary;
+    let version = registry
+        .version()
+        .map(|v| format!(" (version {v})"))
+        .unwrap_or_default();
+    if !registry.update_available {
+        return Err(NoUpdate::UpToDate(format!(
+            "{} is up to date: {} names {} in its registry, the image its spec runs{version}.",
+            target.name(),
+            registry.reference,
+            short(&registry.registry_digest)
+        )));
+    }
+    if !policy.actions.enabled(WriteAction::ServiceUpdate) {
+        return Err(NoUpdate::Blocked(format!(
+            "{} names {} in its registry, newer than what {} runs{version}, but the executor's policy does not allow updates: set actions.update.enabled in executor.yaml, or run `docker service update --image` by hand.",
+            registry.reference,
+            short(&registry.registry_digest),
+            target.name()
+        )));
+    }
+    let Some(to) = ImageId::parse(&registry.registry_digest) else {
+        return Err(NoUpdate::Blocked(format!(
+            "the executor named no manifest digest for {}'s tag; nothing to bind an approval to",
+            target.name()
+        )));
+    };
+    if followed_tag(&sum.image) != registry.reference {
+        return Err(NoUpdate::Blocked(format!(
+            "{}'s spec runs {} now, not {}: it changed while drydock read it; ask again",
+            target.name(),
+            sum.image,
+            registry.reference
+        )));
+    }
+    if sum.update_state.in_progress() || sum.update_state.paused() {
+        return Err(NoUpdate::Blocked(format!(
+            "{}'s update is {}: the engine or a person is changing it; ask again when it has settled",
+            target.name(),
+            sum.update_state
+        )));
+    }
+    let new_version = match (registry.new_version(), registry.new_revision()) {
+        (Some(v), _) => format!(" (version {v})"),
+        (None, Some(r)) => format!(" (revision {})", short_revision(r)),
+        (None, None) if !registry.new_labels_unread.is_empty() => {
+            format!(" (its labels unread: {})", registry.new_labels_unread)
+        }
+        (None, None) => String::new(),
+    };
+    let write = ServiceStep::Update {
+        version: sum.version,
+        image: sum.image.clone(),
+        reference: registry.reference.clone(),
+        digest: to,
+        from_version: registry.version().map(str::to_string),
+        to_version: registry.new_version().map(str::to_string),
+    };
+    let step = PlanStep::new(
+        target.clone(),
+        StepWrite::Service(write),
+        format!(
+            "{} names {}{new_version} in its registry; {}'s spec runs {}{version}",
+            registry.reference,
+            short(&registry.registry_digest),
+            target.name(),
+            sum.image
+        ),
+        policy.actions.tier(WriteAction::ServiceUpdate),
+        format!(
+            "the engine replaces {}'s tasks one by one with the image of {}, and every task it wants runs",
+            target.name(),
+            short(&registry.registry_digest)
+        ),
+        "the engine rolls the spec back by itself when a new task fails within the executor's health window (failure_action: rollback); after that, a service rollback".into(),
+    )
+    .map_err(|e| NoUpdate::Blocked(e.to_string()))?;
+    let steps = vec![step];
+    Ok(Plan {
+        digest: digest(&steps),
+        steps,
+        advice: Vec::new(),
+    })
+}
+
 /// `sha256:0123456789ab`: enough of a digest to tell two apart.
 fn short(digest: &str) -> String {
     digest.chars().take(19).collect()
@@ -230,6 +324,69 @@ mod tests {
         registry.update_available = false;
         assert!(matches!(
             update_plan(&registry, &c, &target, &policy),
+            Err(NoUpdate::UpToDate(m)) if m.contains("up to date")
+        ));
+    }
+
+    fn service_setup() -> (RegistryView, ServiceView, Target, PolicyView) {
+        let (mut registry, _, _, mut policy) = setup();
+        registry.reference = "registry.example.com/shop/web:stable".into();
+        registry.container_id = "a".repeat(25);
+        let mut s = ServiceView::default();
+        s.summary.id = "a".repeat(25);
+        s.summary.name = "shop_web".into();
+        s.summary.version = 12;
+        s.summary.image = format!("{}@{}", registry.reference, digest_of('3'));
+        let target = Target::service(s.summary.id.clone(), "shop_web", Some("shop".into()), None);
+        policy.actions.set_enabled(WriteAction::ServiceUpdate, true);
+        (registry, s, target, policy)
+    }
+
+    #[test]
+    fn a_service_update_is_bound_to_its_spec_version_tag_and_digest() {
+        let (registry, s, target, policy) = service_setup();
+        let plan = service_update_plan(&registry, &s, &target, &policy).expect("a plan");
+        assert_eq!(plan.steps.len(), 1);
+        let step = &plan.steps[0];
+        assert_eq!(step.action(), WriteAction::ServiceUpdate);
+        let claims = step.service_claims().expect("service claims");
+        assert_eq!(
+            (claims.version, claims.image.as_str()),
+            (12, s.summary.image.as_str())
+        );
+        assert_eq!(claims.to_image, None);
+        let update = step.update_claims().expect("update claims");
+        assert_eq!(update.digest, digest_of('2'));
+        assert_eq!(update.reference, "registry.example.com/shop/web:stable");
+        assert_eq!(update.to_version.as_deref(), Some("1.5.0"));
+        assert_eq!(update.to_tag, None);
+    }
+
+    #[test]
+    fn no_service_update_when_up_to_date_disabled_moved_or_under_way() {
+        let (mut registry, s, target, mut policy) = service_setup();
+        let mut moved = s.clone();
+        moved.summary.image = "registry.example.com/shop/web:canary".into();
+        assert!(matches!(
+            service_update_plan(&registry, &moved, &target, &policy),
+            Err(NoUpdate::Blocked(m)) if m.contains("ask again")
+        ));
+        let mut busy = s.clone();
+        busy.summary.update_state = crate::model::UpdateState::Updating;
+        assert!(matches!(
+            service_update_plan(&registry, &busy, &target, &policy),
+            Err(NoUpdate::Blocked(m)) if m.contains("update is updating")
+        ));
+        policy
+            .actions
+            .set_enabled(WriteAction::ServiceUpdate, false);
+        assert!(matches!(
+            service_update_plan(&registry, &s, &target, &policy),
+            Err(NoUpdate::Blocked(m)) if m.contains("actions.update.enabled")
+        ));
+        registry.update_available = false;
+        assert!(matches!(
+            service_update_plan(&registry, &s, &target, &policy),
             Err(NoUpdate::UpToDate(m)) if m.contains("up to date")
         ));
     }

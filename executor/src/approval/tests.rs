@@ -262,48 +262,48 @@ fn service_binding_table() {
         c
     };
     type Mutate = fn(&mut ApprovalClaims);
-    let cases: Vec<(&str, Mutate, ServiceAction, Option<&str>)> = vec![
-        ("valid", |_| {}, ServiceAction::Rollback, None),
+    let cases: Vec<(&str, Mutate, ServiceWrite, Option<&str>)> = vec![
+        ("valid", |_| {}, ServiceWrite::Rollback, None),
         (
             "a force update's call",
             |_| {},
-            ServiceAction::ForceUpdate,
+            ServiceWrite::ForceUpdate,
             Some("for action service_rollback"),
         ),
         (
             "another service",
             |c| c.service.as_mut().unwrap().id = "x".repeat(25),
-            ServiceAction::Rollback,
+            ServiceWrite::Rollback,
             Some("for service xxxxx"),
         ),
         (
             "a harmless name",
             |c| c.service.as_mut().unwrap().name = "shop_docs".into(),
-            ServiceAction::Rollback,
+            ServiceWrite::Rollback,
             Some("names service `shop_docs`"),
         ),
         (
             "a spec changed since",
             |c| c.service.as_mut().unwrap().version = 72,
-            ServiceAction::Rollback,
+            ServiceWrite::Rollback,
             Some("spec version 72"),
         ),
         (
             "another image shown",
             |c| c.service.as_mut().unwrap().image = "shop/api:3".into(),
-            ServiceAction::Rollback,
+            ServiceWrite::Rollback,
             Some("ran image shop/api:3"),
         ),
         (
             "another image to return to",
             |c| c.service.as_mut().unwrap().to_image = Some("evil/api:1".into()),
-            ServiceAction::Rollback,
+            ServiceWrite::Rollback,
             Some("returns the service to image evil/api:1"),
         ),
         (
             "another request",
             |c| c.request_id = "other".into(),
-            ServiceAction::Rollback,
+            ServiceWrite::Rollback,
             Some("for request other"),
         ),
     ];
@@ -318,7 +318,7 @@ fn service_binding_table() {
                 signature: &sig,
                 key_id: "alice",
             }),
-            action,
+            &action,
             &service,
             "req",
             NOW,
@@ -346,11 +346,102 @@ fn service_binding_table() {
                 signature: &sig,
                 key_id: "alice",
             }),
-            ServiceAction::Rollback,
+            &ServiceWrite::Rollback,
             &fresh,
             "req",
             NOW,
         )
         .unwrap_err();
     assert!(err.to_string().contains("no previous spec"), "{err}");
+}
+
+#[test]
+fn a_service_update_is_bound_to_the_tag_its_spec_follows_and_the_digest() {
+    let key = generate_signing_key();
+    let verifier = ApprovalVerifier::new(
+        &[ApproverConfig {
+            id: "alice".into(),
+            public_key: approval::format_public_key(&key.verifying_key()),
+        }],
+        Duration::from_secs(3600),
+    );
+    let pin = format!("sha256:{}", "1".repeat(64));
+    let to = format!("sha256:{}", "2".repeat(64));
+    let service = ResolvedService {
+        id: "n3urbn38u90m4jz0gvcm4t7ha".into(),
+        name: "shop_web".into(),
+        version: 12,
+        image: format!("registry.example.com/shop/web:stable@{pin}"),
+        ..Default::default()
+    };
+    let signed = || {
+        let mut c = claims();
+        c.action = WriteAction::ServiceUpdate;
+        c.container_id.clear();
+        c.container_name.clear();
+        c.service = Some(approval::ServiceClaims {
+            id: service.id.clone(),
+            name: service.name.clone(),
+            version: 12,
+            image: service.image.clone(),
+            to_image: None,
+        });
+        c.update = Some(approval::UpdateClaims {
+            reference: "registry.example.com/shop/web:stable".into(),
+            digest: to.clone(),
+            from_version: None,
+            to_version: None,
+            to_tag: None,
+        });
+        c
+    };
+    let verify = |c: &ApprovalClaims, digest: &str| {
+        let bytes = c.encode();
+        let sig = approval::sign(&bytes, &key);
+        verifier
+            .verify_service(
+                Some(ApprovalInput {
+                    claims: &bytes,
+                    signature: &sig,
+                    key_id: "alice",
+                }),
+                &ServiceWrite::Update {
+                    digest: approval::ImageId::parse(digest).unwrap(),
+                },
+                &service,
+                "req",
+                NOW,
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(verify(&signed(), &to), Ok(()));
+    let err = verify(&signed(), &pin).unwrap_err();
+    assert!(err.contains("for an update to sha256:2222"), "{err}");
+    let mut other = signed();
+    other.update.as_mut().unwrap().reference = "registry.example.com/shop/web:canary".into();
+    let err = verify(&other, &to).unwrap_err();
+    assert!(
+        err.contains("updates the tag registry.example.com/shop/web:canary"),
+        "{err}"
+    );
+    let mut moved = signed();
+    moved.service.as_mut().unwrap().version = 11;
+    assert!(verify(&moved, &to).unwrap_err().contains("spec version 11"));
+    // Decoding refuses what a service update cannot name.
+    let mut bad = signed();
+    bad.update.as_mut().unwrap().to_tag = Some("2".into());
+    assert!(verify(&bad, &to)
+        .unwrap_err()
+        .contains("names no image_id, from_image_id or to_tag"));
+    let mut bad = signed();
+    bad.update = None;
+    assert!(verify(&bad, &to)
+        .unwrap_err()
+        .contains("names its reference and digest"));
+    let mut bad = signed();
+    bad.service.as_mut().unwrap().to_image = Some("x".into());
+    assert!(verify(&bad, &to)
+        .unwrap_err()
+        .contains("names no image to return to"));
 }

@@ -25,7 +25,9 @@ use super::{
     engine_message, DockerAdapter, DockerError, HealthcheckSpec, ServiceMode, TaskState,
     UpdateState,
 };
-use crate::policy::{ForceUpdate, Read, ResolvedService, ServicePermit, ServiceRollback};
+use crate::policy::{
+    ForceUpdate, Read, ResolvedService, ServicePermit, ServiceRollback, ServiceUpdate,
+};
 
 /// The most tasks `ServiceTasks` answers with (newest first).
 pub const MAX_TASKS: usize = 100;
@@ -637,144 +639,9 @@ impl DockerAdapter {
         })
         .await
     }
-
-    /// `docker service update --force`: the same spec, its `ForceUpdate`
-    /// counter raised, sent with the permit's version. Once; never retried.
-    pub async fn force_update(
-        &self,
-        permit: &ServicePermit<ForceUpdate>,
-    ) -> Result<u64, DockerError> {
-        self.update_service("force_update", permit.service_id(), permit.version(), None)
-            .await
-    }
-
-    /// `docker service rollback`: back to the previous spec, sent with the
-    /// permit's version. Once; never retried.
-    pub async fn rollback_service(
-        &self,
-        permit: &ServicePermit<ServiceRollback>,
-    ) -> Result<u64, DockerError> {
-        self.update_service(
-            "service_rollback",
-            permit.service_id(),
-            permit.version(),
-            Some("previous"),
-        )
-        .await
-    }
-
-    /// The engine's own API version (from `/version`), or the negotiated
-    /// one when the engine does not say.
-    async fn engine_api_version(&self) -> bollard::ClientVersion {
-        #[derive(serde::Deserialize)]
-        struct Version {
-            #[serde(rename = "ApiVersion", default)]
-            api_version: String,
-        }
-        let negotiated = self.client().client_version();
-        let Ok((status, body)) = self.raw.get(&negotiated, "/version").await else {
-            return negotiated;
-        };
-        serde_json::from_slice::<Version>(&body)
-            .ok()
-            .filter(|_| status.is_success())
-            .and_then(|v| parse_api_version(&v.api_version))
-            .unwrap_or(negotiated)
-    }
-
-    /// One update of a service: its current spec read raw and sent back
-    /// whole (forced, or with `rollback=previous`) at `version`. Returns
-    /// the version after the write.
-    async fn update_service(
-        &self,
-        operation: &'static str,
-        id: &str,
-        version: u64,
-        rollback: Option<&str>,
-    ) -> Result<u64, DockerError> {
-        let id = swarm_id(operation, id)?;
-        let deadline = self.timeouts.write;
-        let write = async {
-            // The spec goes back as the engine gave it, untouched JSON, at
-            // the engine's own API version: at an older one the engine
-            // would clear the settings that version does not know.
-            let client_version = self.engine_api_version().await;
-            let raw_error = |e: super::transport::RawError| match e {
-                super::transport::RawError::Connection(e) => {
-                    DockerError::Unavailable(format!("{operation}: {e}"))
-                }
-                super::transport::RawError::Answer(e) => DockerError::Rejected {
-                    operation,
-                    message: e,
-                },
-            };
-            let (status, body) = self
-                .raw
-                .get(&client_version, &format!("/services/{id}"))
-                .await
-                .map_err(raw_error)?;
-            if !status.is_success() {
-                return Err(swarm_error(operation, status, &body));
-            }
-            let mut service: serde_json::Value =
-                serde_json::from_slice(&body).map_err(|e| DockerError::Rejected {
-                    operation,
-                    message: format!("the engine's service is not as expected: {e}"),
-                })?;
-            let current = service["Version"]["Index"].as_u64().unwrap_or(0);
-            if current != version {
-                return Err(DockerError::Rejected {
-                    operation,
-                    message: format!(
-                        "the service's spec is at version {current}, not {version} as when it was checked; nothing was done"
-                    ),
-                });
-            }
-            let mut spec = service["Spec"].take();
-            if rollback.is_none() {
-                let template = spec
-                    .get_mut("TaskTemplate")
-                    .and_then(|t| t.as_object_mut())
-                    .ok_or_else(|| DockerError::Rejected {
-                        operation,
-                        message: "the service's spec has no task template".into(),
-                    })?;
-                let forced = template
-                    .get("ForceUpdate")
-                    .and_then(|f| f.as_u64())
-                    .unwrap_or(0);
-                template.insert("ForceUpdate".into(), (forced.saturating_add(1)).into());
-            }
-            let query = match rollback {
-                Some(r) => format!("/services/{id}/update?version={version}&rollback={r}"),
-                None => format!("/services/{id}/update?version={version}"),
-            };
-            let body = serde_json::to_vec(&spec).map_err(|e| DockerError::Rejected {
-                operation,
-                message: e.to_string(),
-            })?;
-            let (status, answer) = self
-                .raw
-                .post_json(&client_version, &query, body)
-                .await
-                .map_err(raw_error)?;
-            if !status.is_success() {
-                return Err(swarm_error(operation, status, &answer));
-            }
-            Ok(self
-                .service_by_id(id)
-                .await
-                .map(|s| s.version)
-                .unwrap_or(version.saturating_add(1)))
-        };
-        tokio::time::timeout(deadline, write)
-            .await
-            .map_err(|_| DockerError::Timeout {
-                operation,
-                timeout: deadline,
-            })?
-    }
 }
+
+mod writes;
 
 #[cfg(test)]
 mod tests;

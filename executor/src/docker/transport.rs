@@ -110,20 +110,26 @@ impl Raw {
     /// `POST /v{version}{path}` with a JSON body: the status and the whole
     /// answer. For the Swarm writes, which must send back the engine's own
     /// spec whole (bollard's models leave out fields an engine may have,
-    /// and a spec sent back without them would lose them). The caller puts
-    /// its own deadline around it.
+    /// and a spec sent back without them would lose them). `registry_auth`
+    /// is the `X-Registry-Auth` header's value, for a spec whose image the
+    /// nodes pull. The caller puts its own deadline around it.
     pub async fn post_json(
         &self,
         version: &ClientVersion,
         path_and_query: &str,
         body: Vec<u8>,
+        registry_auth: Option<String>,
     ) -> Result<(http::StatusCode, bytes::Bytes), RawError> {
         let uri = format!(
             "{}/v{}.{}{path_and_query}",
             self.base, version.major_version, version.minor_version
         );
-        let req = http::Request::post(uri)
-            .header(http::header::CONTENT_TYPE, "application/json")
+        let mut req =
+            http::Request::post(uri).header(http::header::CONTENT_TYPE, "application/json");
+        if let Some(auth) = registry_auth {
+            req = req.header("X-Registry-Auth", auth);
+        }
+        let req = req
             .body(bollard::body_full(bytes::Bytes::from(body)))
             .map_err(|e| RawError::Answer(e.to_string()))?;
         (self.send)(req).await

@@ -247,7 +247,7 @@ fn services_fail_closed_and_are_selected_like_containers() {
         );
         assert_eq!(
             policy
-                .permit_service_write(ServiceAction::ForceUpdate, s)
+                .permit_service_write(&ServiceWrite::ForceUpdate, s)
                 .is_ok(),
             *want
         );
@@ -268,10 +268,20 @@ fn services_fail_closed_and_are_selected_like_containers() {
     // Off by default: the T2 rollback.
     assert_eq!(
         policy
-            .permit_service_write(ServiceAction::Rollback, &s)
+            .permit_service_write(&ServiceWrite::Rollback, &s)
             .unwrap_err(),
         PolicyError::ActionDisabled {
             action: "service_rollback"
+        }
+    );
+    // Off by default too: a service update (actions.update).
+    let update = ServiceWrite::Update {
+        digest: ImageId::parse(&format!("sha256:{}", "2".repeat(64))).unwrap(),
+    };
+    assert_eq!(
+        policy.permit_service_write(&update, &s).unwrap_err(),
+        PolicyError::ActionDisabled {
+            action: "service_update"
         }
     );
     let mut own = s.clone();

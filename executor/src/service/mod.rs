@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use drydock_proto::approval::{
-    ContainerAction, ContainerWrite, ImageId, ServiceAction, WriteAction,
+    ContainerAction, ContainerWrite, ImageId, ServiceAction, ServiceWrite, WriteAction,
 };
 use drydock_proto::pb;
 use tonic::{Request, Response, Status};
@@ -444,33 +444,6 @@ impl ExecutorService {
     }
 }
 
-/// `text` as a content id (`sha256:` and 64 hex digits), or the refusal
-/// naming the `field`, what it must be and why.
-fn content_id(text: &str, field: &str, what: &str, why: &str) -> Result<ImageId, ExecError> {
-    ImageId::parse(text).ok_or_else(|| {
-        ExecError::InvalidArgument(format!(
-            "{field} `{}` is not {what} (sha256: and 64 hex digits); {why}",
-            truncate_for_audit(&redact::neutralise_controls(text))
-        ))
-    })
-}
-
-/// A write that only a person's approval can authorise, as the write path
-/// takes it (no grant, no fault class).
-fn approval_only(
-    request_id: String,
-    container: String,
-    approval: Option<pb::Approval>,
-) -> pb::WriteRequest {
-    pb::WriteRequest {
-        request_id,
-        container,
-        approval,
-        grant: None,
-        fault_class: String::new(),
-    }
-}
-
 /// Audit the outcome, then answer. If the audit row cannot be written the
 /// caller gets an error, never an unaudited success.
 #[allow(clippy::result_large_err)]
@@ -775,7 +748,8 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::ServiceWriteRequest>,
     ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
-        self.service_write_rpc(request, ServiceAction::ForceUpdate)
+        let write = Ok(ServiceWrite::ForceUpdate);
+        self.service_write_rpc(request, ServiceAction::ForceUpdate, write)
             .await
     }
 
@@ -783,8 +757,27 @@ impl pb::executor_server::Executor for ExecutorService {
         &self,
         request: Request<pb::ServiceWriteRequest>,
     ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
-        self.service_write_rpc(request, ServiceAction::Rollback)
+        let write = Ok(ServiceWrite::Rollback);
+        self.service_write_rpc(request, ServiceAction::Rollback, write)
             .await
+    }
+
+    async fn service_registry_digest(
+        &self,
+        request: Request<pb::ServiceRequest>,
+    ) -> Result<Response<pb::RegistryDigestResponse>, Status> {
+        let mut call = self.begin(&request, "service_registry_digest", Tier::Read);
+        let result = self
+            .service_registry_digest(&mut call, request.into_inner())
+            .await;
+        self.finish(call, result).await
+    }
+
+    async fn update_service(
+        &self,
+        request: Request<pb::ServiceUpdateRequest>,
+    ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
+        self.update_service_rpc(request).await
     }
 
     type WatchEventsStream = events::EventStream;

@@ -19,6 +19,8 @@ pub(super) struct AuthorizedServiceWrite {
     /// Under a grant: the tasks are checked once more right before the
     /// engine is called.
     recheck_state: bool,
+    /// An update's registry side.
+    job: Option<super::updates::ServiceUpdateJob>,
 }
 
 fn clean(s: &str) -> String {
@@ -160,7 +162,7 @@ impl ExecutorService {
         Ok(found)
     }
 
-    async fn permit_service_read(
+    pub(super) async fn permit_service_read(
         &self,
         call: &mut Call,
         reference: &str,
@@ -337,6 +339,7 @@ impl ExecutorService {
         &self,
         request: Request<pb::ServiceWriteRequest>,
         action: ServiceAction,
+        write: Result<ServiceWrite, ExecError>,
     ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
         let mut call = self.begin(
             &request,
@@ -344,13 +347,16 @@ impl ExecutorService {
             Policy::tier(WriteAction::from(action)),
         );
         let req = request.into_inner();
-        let authorized = match call.open_write(
-            &req.request_id,
-            &req.service,
-            req.approval.as_ref(),
-            req.grant.as_ref(),
-        ) {
-            Ok(()) => self.authorize_service_write(&mut call, req, action).await,
+        let authorized = match call
+            .open_write(
+                &req.request_id,
+                &req.service,
+                req.approval.as_ref(),
+                req.grant.as_ref(),
+            )
+            .and(write)
+        {
+            Ok(write) => self.authorize_service_write(&mut call, req, write).await,
             Err(e) => Err(e),
         };
         match authorized {
@@ -368,13 +374,14 @@ impl ExecutorService {
         &self,
         call: &mut Call,
         req: pb::ServiceWriteRequest,
-        action: ServiceAction,
+        write: ServiceWrite,
     ) -> Result<AuthorizedServiceWrite, ExecError> {
+        let action = write.action();
         let service = self.resolve_service(call, &req.service).await?;
         let resolved = service.resolved();
         let permit = self
             .policy
-            .permit_service_write(action, &resolved)
+            .permit_service_write(&write, &resolved)
             .map_err(|e| match e {
                 PolicyError::ServiceNotAllowed { .. } | PolicyError::Drydock { .. } => {
                     ExecError::ServiceNotFound {
@@ -401,7 +408,13 @@ impl ExecutorService {
         });
         let approved =
             self.approvals
-                .verify_service(input, action, &resolved, &req.request_id, unix_now())?;
+                .verify_service(input, &write, &resolved, &req.request_id, unix_now())?;
+        // An update's registry: allowed, and its tag naming the approved
+        // digest now, before the approval is spent.
+        let job = match write.digest() {
+            Some(digest) => Some(self.service_update_job(call, &service, digest).await?),
+            None => None,
+        };
         call.entry.approval_id = truncate_for_audit(&approved.claims.approval_id);
         call.entry.input.push_str(&format!(
             " plan_digest={} expires_at={}",
@@ -430,6 +443,7 @@ impl ExecutorService {
                 version: 0,
             },
             recheck_state: false,
+            job,
         })
     }
 
@@ -490,6 +504,7 @@ impl ExecutorService {
                 version: 0,
             },
             recheck_state: true,
+            job: None,
         })
     }
 
@@ -507,6 +522,7 @@ impl ExecutorService {
                 permit,
                 mut response,
                 recheck_state,
+                job,
             } = write;
             let action = permit.action();
             let still_failing = if recheck_state {
@@ -530,6 +546,13 @@ impl ExecutorService {
                     let done = match &permit {
                         ServiceWritePermit::ForceUpdate(p) => docker.force_update(p).await,
                         ServiceWritePermit::Rollback(p) => docker.rollback_service(p).await,
+                        ServiceWritePermit::Update { permit, digest } => match &job {
+                            Some(job) => job.run(&docker, permit, digest).await,
+                            None => Err(crate::docker::DockerError::Rejected {
+                                operation: "service_update",
+                                message: "an update without its registry".into(),
+                            }),
+                        },
                     };
                     done.map_err(ExecError::from).map(|version| {
                         call.entry.result =

@@ -4,8 +4,9 @@
 //! limits and credentials into the write's own task.
 
 use super::*;
+use crate::docker::ServiceInfo;
 use crate::docker::UpdatePlan;
-use crate::policy::Update;
+use crate::policy::{ServicePermit, ServiceUpdate, Update};
 use crate::registry::{self, Credentials, ImageRef};
 
 /// How long the registry may take to name a tag's digest (it is further
@@ -191,28 +192,7 @@ impl ExecutorService {
         // (the engine cannot say them before a pull); a read that fails
         // says why and leaves the digest's answer standing.
         let (new_labels, new_labels_unread) = if update_available {
-            let read = async {
-                let mut session = allowed.reader()?;
-                session.image_config(&digest).await
-            };
-            match registry::reader::within(read_limit.min(OWN_READ), read).await {
-                Ok(config) => {
-                    let bounded = |v: String| v.chars().take(MAX_LABEL).collect::<String>();
-                    let mut labels: BTreeMap<String, String> = config
-                        .labels
-                        .into_iter()
-                        .filter(|(k, _)| crate::docker::OCI_LABELS.contains(&k.as_str()))
-                        .map(|(k, v)| (k, bounded(v)))
-                        .collect();
-                    if let Some(created) = config.created {
-                        labels
-                            .entry("org.opencontainers.image.created".into())
-                            .or_insert(bounded(created));
-                    }
-                    (labels, String::new())
-                }
-                Err(e) => (BTreeMap::new(), text_of(&e.0)),
-            }
+            registry_labels(&allowed, &digest, read_limit).await
         } else {
             (BTreeMap::new(), String::new())
         };
@@ -278,6 +258,195 @@ impl ExecutorService {
             })
         });
         self.write_rpc(request, ContainerAction::Update, write)
+            .await
+    }
+}
+
+/// An image's OCI labels (and its creation time), read from its config in
+/// the registry by its manifest `digest`; empty with why, when unread.
+async fn registry_labels(
+    allowed: &registry::Allowed<'_>,
+    digest: &str,
+    limit: Duration,
+) -> (BTreeMap<String, String>, String) {
+    let read = async {
+        let mut session = allowed.reader()?;
+        session.image_config(digest).await
+    };
+    match registry::reader::within(limit.min(OWN_READ), read).await {
+        Ok(config) => {
+            let bounded = |v: String| v.chars().take(MAX_LABEL).collect::<String>();
+            let mut labels: BTreeMap<String, String> = config
+                .labels
+                .into_iter()
+                .filter(|(k, _)| crate::docker::OCI_LABELS.contains(&k.as_str()))
+                .map(|(k, v)| (k, bounded(v)))
+                .collect();
+            if let Some(created) = config.created {
+                labels
+                    .entry("org.opencontainers.image.created".into())
+                    .or_insert(bounded(created));
+            }
+            (labels, String::new())
+        }
+        Err(e) => (BTreeMap::new(), text_of(&e.0)),
+    }
+}
+
+/// A service update's registry side, decided before the approval is
+/// spent: the spec's new image (its tag pinned to the approved digest),
+/// the engine's monitor and the registry's credentials for the nodes.
+pub(super) struct ServiceUpdateJob {
+    image: String,
+    registry: String,
+    credentials: Option<Credentials>,
+    monitor: Duration,
+}
+
+impl ServiceUpdateJob {
+    /// Hand the new spec to the engine's rolling update; the spec version
+    /// after it.
+    pub(super) async fn run(
+        &self,
+        docker: &DockerAdapter,
+        permit: &ServicePermit<ServiceUpdate>,
+        _digest: &ImageId,
+    ) -> Result<u64, DockerError> {
+        docker
+            .update_service_image(
+                permit,
+                &self.image,
+                self.monitor,
+                self.credentials.as_ref(),
+                &self.registry,
+            )
+            .await
+    }
+}
+
+impl ExecutorService {
+    /// The registry entry for a service's tag (its spec's image without
+    /// the engine's digest pin), and the approved digest checked against
+    /// what the tag names now. Recorded in the call's input either way.
+    pub(super) async fn service_update_job(
+        &self,
+        call: &mut Call,
+        service: &ServiceInfo,
+        digest: &ImageId,
+    ) -> Result<ServiceUpdateJob, ExecError> {
+        let followed = drydock_proto::approval::followed_tag(&service.image);
+        call.entry.input.push_str(&format!(" digest={digest}"));
+        let allowed = self.registries.allowed(followed)?;
+        let now = self
+            .docker
+            .registry_digest(
+                &allowed.reference,
+                allowed.credentials,
+                allowed.config.pull_timeout.min(REGISTRY_READ),
+            )
+            .await?;
+        if now != digest.as_str() {
+            return Err(ExecError::Approval(ApprovalError::TagMoved {
+                reference: truncate_for_audit(&redact::neutralise_controls(followed)),
+                approved: digest.to_string(),
+                now,
+            }));
+        }
+        Ok(ServiceUpdateJob {
+            image: format!("{followed}@{digest}"),
+            registry: allowed.reference.registry.clone(),
+            credentials: allowed.credentials.cloned(),
+            monitor: self.update.health_window,
+        })
+    }
+
+    /// `ServiceRegistryDigest`: a visible service's tag, the digest its
+    /// registry names for it now, and the digest its spec is pinned to.
+    pub(super) async fn service_registry_digest(
+        &self,
+        call: &mut Call,
+        req: pb::ServiceRequest,
+    ) -> Result<pb::RegistryDigestResponse, ExecError> {
+        call.record(&req.request_id, &req.service);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let (_permit, service) = self.permit_service_read(call, &req.service).await?;
+        let followed = drydock_proto::approval::followed_tag(&service.image);
+        call.entry.input = format!(
+            "reference={}",
+            truncate_for_audit(&redact::neutralise_controls(followed))
+        );
+        let allowed = self.registries.allowed(followed)?;
+        let read_limit = allowed.config.pull_timeout.min(REGISTRY_READ);
+        let digest = self
+            .docker
+            .registry_digest(&allowed.reference, allowed.credentials, read_limit)
+            .await?;
+        // The engine pins the spec to the digest it resolved at deploy.
+        let pinned = service
+            .image
+            .split_once('@')
+            .map(|(_, d)| d.to_string())
+            .filter(|d| drydock_proto::approval::is_image_id(d));
+        let update_available = pinned.as_deref() != Some(digest.as_str());
+        let (labels, _) = match &pinned {
+            Some(pin) => registry_labels(&allowed, pin, read_limit).await,
+            None => (BTreeMap::new(), String::new()),
+        };
+        let (new_labels, new_labels_unread) = if update_available {
+            registry_labels(&allowed, &digest, read_limit).await
+        } else {
+            (BTreeMap::new(), String::new())
+        };
+        call.entry.result = format!(
+            "digest={digest} {}",
+            if update_available {
+                "update available"
+            } else {
+                "up to date"
+            }
+        );
+        let text = |t: &str| redact::redact_text(&redact::neutralise_controls(t)).0;
+        let name = allowed.reference.name();
+        Ok(pb::RegistryDigestResponse {
+            container_id: service.id.clone(),
+            reference: text(followed),
+            registry_digest: digest,
+            image_id: String::new(),
+            running_digests: pinned
+                .map(|p| text(&format!("{name}@{p}")))
+                .into_iter()
+                .collect(),
+            oci_labels: labels.into_iter().map(|(k, v)| (k, text(&v))).collect(),
+            update_available,
+            new_oci_labels: new_labels.into_iter().map(|(k, v)| (k, text(&v))).collect(),
+            new_labels_unread,
+            new_tag: String::new(),
+            tags_unread: String::new(),
+        })
+    }
+
+    /// `UpdateService`: the service write path with the digest the
+    /// approval must name. Approval only: a grant never covers it.
+    pub(super) async fn update_service_rpc(
+        &self,
+        request: Request<pb::ServiceUpdateRequest>,
+    ) -> Result<Response<pb::ServiceWriteResponse>, Status> {
+        let digest = content_id(
+            &request.get_ref().digest,
+            "digest",
+            "a manifest digest",
+            "an update names what it runs by content, never by tag",
+        );
+        let request = request.map(|req| pb::ServiceWriteRequest {
+            request_id: req.request_id,
+            service: req.service,
+            approval: req.approval,
+            grant: None,
+            fault_class: String::new(),
+        });
+        let write = digest.map(|digest| ServiceWrite::Update { digest });
+        self.service_write_rpc(request, ServiceAction::Update, write)
             .await
     }
 }

@@ -114,6 +114,38 @@ pub(super) fn validate_fault_class(class: &str) -> Result<(), ExecError> {
     Ok(())
 }
 
+/// `text` as a content id (`sha256:` and 64 hex digits), or the refusal
+/// naming the `field`, what it must be and why.
+pub(super) fn content_id(
+    text: &str,
+    field: &str,
+    what: &str,
+    why: &str,
+) -> Result<ImageId, ExecError> {
+    ImageId::parse(text).ok_or_else(|| {
+        ExecError::InvalidArgument(format!(
+            "{field} `{}` is not {what} (sha256: and 64 hex digits); {why}",
+            truncate_for_audit(&redact::neutralise_controls(text))
+        ))
+    })
+}
+
+/// A write that only a person's approval can authorise, as the write path
+/// takes it (no grant, no fault class).
+pub(super) fn approval_only(
+    request_id: String,
+    container: String,
+    approval: Option<pb::Approval>,
+) -> pb::WriteRequest {
+    pb::WriteRequest {
+        request_id,
+        container,
+        approval,
+        grant: None,
+        fault_class: String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -254,8 +254,8 @@ function approvalCard(a, now, after) {
         el("dt", { text: "To image" }), el("dd", { class: "mono", text: a.image_id })] : []),
       ...(a.update ? [
         el("dt", { text: "Tag" }), el("dd", { class: "mono", text: a.update.reference + (a.update.to_tag ? ", moving to the newer tag " + a.update.to_tag : "") }),
-        el("dt", { text: "Runs now" }), el("dd", { class: "mono", text: (a.update.from_version ? "version " + a.update.from_version + ", " : "") + (a.from_image_id || "") }),
-        el("dt", { text: "Will run" }), el("dd", { class: "mono", text: (a.update.to_version ? "version " + a.update.to_version + ", " : "") + a.update.digest + " (the manifest the tag names in its registry; kept only if it runs healthy through the executor's window)" })] : []),
+        el("dt", { text: "Runs now" }), el("dd", { class: "mono", text: (a.update.from_version ? "version " + a.update.from_version + ", " : "") + (a.from_image_id || (sv ? sv.image : "")) }),
+        el("dt", { text: "Will run" }), el("dd", { class: "mono", text: (a.update.to_version ? "version " + a.update.to_version + ", " : "") + a.update.digest + (sv ? " (the manifest the tag names in its registry; the engine rolls its tasks over and rolls the spec back by itself if a new task fails)" : " (the manifest the tag names in its registry; kept only if it runs healthy through the executor's window)") })] : []),
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
       el("dt", { text: "Issued" }), el("dd", { class: a.issued_ahead ? "warn" : "", text: when(a.issued_at, now) + (a.issued_ahead ? " (ahead of this machine's clock)" : "") }),
       el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),
