@@ -335,6 +335,8 @@ fn follow_objects(
             }
         }
     }
+    // A refused login's capitals are codes (`AUTH_FAILED`), not settings.
+    let refused_login = words::family(line).is_some_and(|m| m.family == words::Family::AuthFailed);
     // A variable: set or not, by name; a near miss named.
     let variables: Vec<String> = detail
         .filter(|d| {
@@ -343,7 +345,7 @@ fn follow_objects(
         })
         .map(|d| vec![d.to_string()])
         .unwrap_or_else(|| o.variables.clone());
-    if class == FaultClass::ConfigError {
+    if class == FaultClass::ConfigError && !refused_login {
         let facts: Vec<follow::VariableFact> = variables
             .iter()
             .take(2)
@@ -356,6 +358,16 @@ fn follow_objects(
         for fact in facts {
             out.confirms |= !fact.set;
             out.facts.push(fact.said());
+        }
+    }
+    // Credentials refused: the settings that hold them, by name.
+    if class == FaultClass::ConfigError && refused_login {
+        let held = follow::credential_settings(c);
+        if let Some(first) = held.first() {
+            out.confirms = true;
+            out.detail.get_or_insert_with(|| first.clone());
+            out.facts
+                .push(format!("its credentials are set in {}", held.join(", ")));
         }
     }
     // A user: who it runs as, beside the path it was refused.
@@ -503,16 +515,27 @@ fn diagnose_settled<'a>(obs: &Observation<'a>) -> Finding {
         if matches!(first.class, FaultClass::Unhealthy | FaultClass::CrashLoop)
             && !causes.iter().any(|k| k.class == class)
         {
-            causes.push(cause(
-                class,
-                format!("its logs say: {what} (\"{line}\")"),
-                0.6,
-                &[logs_ev],
-            ));
+            let followed = follow_objects(&facts, class, &line, said_detail.as_deref());
+            let mut reason = format!("its logs say: {what} (\"{line}\")");
+            for fact in &followed.facts {
+                reason.push_str(&format!("; {fact}"));
+            }
+            // Unhealthy since it started, and its logs name what a restart
+            // cannot change: that is the cause, and the unhealthiness its
+            // symptom.
+            let leads = first.class == FaultClass::Unhealthy
+                && facts.shape.unhealthy_since_start
+                && state::a_restart_cannot_fix(class);
+            let said = cause(class, reason, if leads { 0.75 } else { 0.6 }, &[logs_ev]);
+            if leads {
+                causes.insert(0, said);
+            } else {
+                causes.push(said);
+            }
             if matched_line.is_none() {
                 matched_line = Some(line);
             }
-            detail = detail.or(said_detail);
+            detail = detail.or(said_detail).or(followed.detail);
         }
     }
 

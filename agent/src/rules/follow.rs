@@ -234,6 +234,33 @@ pub fn variable(name: &str, c: &ContainerView) -> VariableFact {
     }
 }
 
+/// The settings of the environment that hold credentials, by name only
+/// (`OPENVPN_USER`, `DB_PASSWORD`, `API_TOKEN`): where a refused login's
+/// values come from. At most four.
+pub fn credential_settings(c: &ContainerView) -> Vec<String> {
+    env_names(c)
+        .into_iter()
+        .filter(|n| {
+            let upper = n.to_ascii_uppercase();
+            upper.split('_').any(|part| {
+                matches!(
+                    part,
+                    "USER"
+                        | "USERNAME"
+                        | "LOGIN"
+                        | "PASSWORD"
+                        | "PASS"
+                        | "PASSWD"
+                        | "TOKEN"
+                        | "SECRET"
+                        | "APIKEY"
+                )
+            }) || upper.ends_with("API_KEY")
+        })
+        .take(4)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,10 @@ pub struct Shape {
     pub startup_failure: bool,
     /// The line of its last run that said it was ready, if one did.
     pub ready_line: Option<String>,
+    /// Running, unhealthy, never seen healthy, and its failing streak as
+    /// long as the probes its run has had time for: it has failed its
+    /// healthcheck since it started, however long it has run.
+    pub unhealthy_since_start: bool,
     /// It passed its healthcheck at some point (the health log or an
     /// engine `health_status` event).
     pub was_healthy: bool,
@@ -163,7 +167,12 @@ impl Shape {
         if self.same_at_every_start.is_some() {
             return None;
         }
-        if let Some(up) = self.uptime_secs.filter(|u| *u >= self.ran_well_after) {
+        // Running that long while failing every probe since it started is
+        // no run that went well.
+        if let Some(up) = self
+            .uptime_secs
+            .filter(|u| *u >= self.ran_well_after && !self.unhealthy_since_start)
+        {
             return Some(format!(
                 "it ran for {} before it died",
                 crate::model::span(up)
@@ -332,6 +341,28 @@ pub fn shape(
         || events_seen.iter().any(|e| {
             e.action == EventAction::HealthStatus && e.health == Some(HealthStatus::Healthy)
         });
+    let unhealthy_since_start = c.running
+        && c.health_status == HealthStatus::Unhealthy
+        && !was_healthy
+        && match (&c.healthcheck, uptime_secs) {
+            (Some(hc), Some(up)) => {
+                // Docker's defaults: a probe every 30 s; failures in the
+                // start period do not count towards the streak.
+                let interval = if hc.interval_ms == 0 {
+                    30_000
+                } else {
+                    hc.interval_ms
+                };
+                let counted_ms = u64::try_from(up)
+                    .unwrap_or(0)
+                    .saturating_mul(1000)
+                    .saturating_sub(hc.start_period_ms);
+                let probes = counted_ms / interval.saturating_add(hc.timeout_ms.min(interval));
+                // Some slack: probes take time, and the clock is the agent's.
+                u64::from(c.failing_streak).saturating_mul(10) >= probes.saturating_mul(7)
+            }
+            _ => false,
+        };
     // Each run the engine recorded: a start and the death after it.
     let mut starts = Vec::new();
     let mut died_at = Vec::new();
@@ -383,6 +414,7 @@ pub fn shape(
         uptime_secs,
         startup_failure,
         ready_line,
+        unhealthy_since_start,
         was_healthy,
         starts: starts.len(),
         deaths,
@@ -450,7 +482,7 @@ pub fn fixed_before(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ContainerState, HealthProbeView};
+    use crate::model::{ContainerState, HealthProbeView, HealthcheckView};
 
     const SEC: i64 = 1_000_000_000;
     const T0: i64 = 1_800_000_000;
@@ -587,6 +619,51 @@ mod tests {
             output: String::new(),
         }];
         assert!(shape(&c, &[], &[], None, 60, T0 + 10).was_healthy);
+    }
+
+    #[test]
+    fn a_long_run_unhealthy_since_its_start_did_not_run_well() {
+        let at = |t: i64| {
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(t as u64),
+            )
+            .to_string()
+        };
+        let mut c = ContainerView {
+            status: ContainerState::Running,
+            running: true,
+            started_at: at(T0),
+            health_status: HealthStatus::Unhealthy,
+            healthcheck: Some(HealthcheckView {
+                interval_ms: 1000,
+                timeout_ms: 1000,
+                retries: 1,
+                ..Default::default()
+            }),
+            health_log: vec![
+                HealthProbeView {
+                    exit_code: 1,
+                    output: String::new(),
+                };
+                5
+            ],
+            failing_streak: 118,
+            ..Default::default()
+        };
+        // Two minutes up, every probe failed: no evidence a restart helps.
+        let s = shape(&c, &[], &[], Some("AUTH_FAILED"), 60, T0 + 120);
+        assert!(s.unhealthy_since_start, "{s:?}");
+        assert_eq!(s.ran_well(), None);
+        // Failing only for its last seconds of a long run: it ran well.
+        c.failing_streak = 10;
+        let s = shape(&c, &[], &[], Some("AUTH_FAILED"), 60, T0 + 3600);
+        assert!(!s.unhealthy_since_start, "{s:?}");
+        assert!(s.ran_well().is_some());
+        // Seen healthy once: it ran well, whatever the streak.
+        c.failing_streak = 118;
+        c.health_log[0].exit_code = 0;
+        let s = shape(&c, &[], &[], None, 60, T0 + 120);
+        assert!(!s.unhealthy_since_start && s.ran_well().is_some(), "{s:?}");
     }
 
     #[test]

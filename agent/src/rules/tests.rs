@@ -778,3 +778,48 @@ fn an_error_code_is_not_an_unset_variable() {
         f.diagnosis.causes[0].reason
     );
 }
+
+#[test]
+fn a_login_refused_at_every_try_names_the_settings_that_hold_the_credentials() {
+    let c = ContainerView {
+        health_status: "unhealthy".into(),
+        failing_streak: 30,
+        env: vec![
+            "VPN_SERVICE_PROVIDER=protonvpn".into(),
+            "OPENVPN_USER=[REDACTED]".into(),
+            "OPENVPN_PASSWORD=[REDACTED]".into(),
+            "TZ=Europe/Amsterdam".into(),
+        ],
+        ..view()
+    };
+    let f = run(
+        &c,
+        &[
+            "2025-10-22T15:06:21Z ERROR [openvpn] AUTH: Received control message: AUTH_FAILED",
+            "Your credentials might be wrong",
+            "2025-10-22T15:06:21Z INFO [openvpn] SIGUSR1[soft,auth-failure] received, process restarting",
+            "2025-10-22T15:06:33Z INFO [openvpn] Peer Connection Initiated with [AF_INET]190.2.131.156:1194",
+            "2025-10-22T15:06:38Z ERROR [openvpn] AUTH: Received control message: AUTH_FAILED",
+            "Your credentials might be wrong",
+            "2025-10-22T15:06:38Z INFO [openvpn] SIGUSR1[soft,auth-failure] received, process restarting",
+        ],
+    );
+    let named = f
+        .diagnosis
+        .causes
+        .iter()
+        .find(|k| k.class == FaultClass::ConfigError)
+        .unwrap_or_else(|| panic!("no config_error: {:#?}", f.diagnosis.causes));
+    assert!(
+        named
+            .reason
+            .contains("its credentials are set in OPENVPN_PASSWORD, OPENVPN_USER"),
+        "{}",
+        named.reason
+    );
+    assert!(
+        !named.reason.contains("AUTH_FAILED is not set"),
+        "{}",
+        named.reason
+    );
+}

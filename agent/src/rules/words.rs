@@ -78,7 +78,7 @@ const ROWS: &[Row] = &[
         family: Family::AuthFailed,
         class: FaultClass::ConfigError,
         what: "was refused by a service it logs in to (credentials)",
-        pattern: r#"(?i)authentication failed|auth(?:entication|orization)? (?:error|failure)|password authentication|invalid (?:credentials|username or password|password|api[ _-]?key|token)|wrong password|bad credentials|access denied for user|login failed|\bNOAUTH\b|\bWRONGPASS\b|ACCESS_REFUSED|\bSASL\b.*(?:fail|denied)|not authori[sz]ed|\b401 Unauthorized|AuthenticationException|authentication required|unauthenticated|credentials (?:are )?(?:invalid|rejected|expired)"#,
+        pattern: r#"(?i)authentication failed|auth(?:entication|orization)? (?:error|failure)|password authentication|invalid (?:credentials|username or password|password|api[ _-]?key|token)|wrong password|bad credentials|access denied for user|login failed|\bNOAUTH\b|\bWRONGPASS\b|ACCESS_REFUSED|\bSASL\b.*(?:fail|denied)|not authori[sz]ed|\b401 Unauthorized|AuthenticationException|authentication required|unauthenticated|credentials (?:are )?(?:invalid|rejected|expired)|credentials (?:might|may|could) be (?:wrong|invalid|incorrect)|\bAUTH_FAILED\b|auth(?:entication)?[- ]failure"#,
     },
     Row {
         family: Family::TlsFailed,
@@ -304,6 +304,9 @@ mod tests {
             ("ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN", AuthFailed),
             ("NOAUTH Authentication required.", AuthFailed),
             ("Login failed for user 'sa'.", AuthFailed),
+            // OpenVPN's refusal, and a program's own guess at it.
+            ("ERROR [openvpn] AUTH: Received control message: AUTH_FAILED", AuthFailed),
+            ("Your credentials might be wrong", AuthFailed),
             // TLS.
             ("x509: certificate signed by unknown authority", TlsFailed),
             ("javax.net.ssl.SSLHandshakeException: PKIX path building failed", TlsFailed),
