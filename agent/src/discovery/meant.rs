@@ -6,7 +6,12 @@ use super::words::words;
 use super::{candidate, described, exit_code_of, score, Described};
 use crate::model::{
     Candidate, ContainerState, ContainerSummaryView, HealthStatus, COMPOSE_PROJECT_LABEL,
+    COMPOSE_SERVICE_LABEL,
 };
+
+/// Compose v2's label naming the services a container depends on
+/// (`db:service_started:false,redis:service_healthy:true`).
+const DEPENDS_ON_LABEL: &str = "com.docker.compose.depends_on";
 
 /// Failed of itself: restarting, unhealthy, or exited with a code of its
 /// own (not 0, and not the SIGKILL or SIGTERM of a stop).
@@ -70,9 +75,20 @@ pub(super) fn reports_a_failure(message: &str) -> bool {
         "white page",
         "blank page",
     ];
+    // "notes stopped syncing", "nothing on the lan resolves".
+    let stopped_doing = words
+        .windows(2)
+        .any(|w| w[0] == "stopped" && w[1].len() > 4 && w[1].ends_with("ing"));
+    let nothing_does = words.iter().position(|w| *w == "nothing").is_some_and(|i| {
+        words[i + 1..]
+            .iter()
+            .any(|w| w.len() > 3 && w.ends_with('s') && !w.ends_with("ss"))
+    });
     !described(message).is_empty()
         || words.iter().any(|w| WORDS.contains(w))
         || PHRASES.iter().any(|p| m.contains(p))
+        || stopped_doing
+        || nothing_does
 }
 
 /// Whether the message says what `word` names is fine ("the movies one is
@@ -95,9 +111,11 @@ pub(super) fn said_fine(lower: &str, word: &str) -> bool {
         whole_before
             && whole_after
             && !negated
-            && [" fine", " ok", " okay", " works", " working", " healthy"]
-                .iter()
-                .any(|f| clause.contains(f))
+            && [
+                " fine", " ok", " okay", " works", " working", " healthy", " is up", " are up",
+            ]
+            .iter()
+            .any(|f| clause.contains(f))
     })
 }
 
@@ -115,23 +133,46 @@ fn reports_a_death_elsewhere(message: &str, naming: &[String]) -> bool {
         "down", "quits", "quit", "dies", "died", "dead", "crash", "crashed", "crashes", "crashing",
         "exited", "exits",
     ];
-    let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
-    let clauses = m
-        .split([',', ';', '.', '!', '?'])
-        .flat_map(|c| c.split(" and "))
-        .flat_map(|c| c.split(" but "))
-        .flat_map(|c| c.split(" while "));
-    clauses.into_iter().any(|clause| {
+    clauses(message).any(|clause| {
         let words: Vec<&str> = clause
             .split(|c: char| !(c.is_alphanumeric() || c == '\''))
             .filter(|w| !w.is_empty())
             .collect();
         let death = words.iter().any(|w| WORDS.contains(w))
-            || described(clause)
-                .iter()
-                .any(|d| matches!(d, Described::Crashed | Described::WontStart));
+            || described(&clause).iter().any(|d| {
+                matches!(
+                    d,
+                    Described::Crashed | Described::WontStart | Described::Restarting
+                )
+            });
         death && !words.iter().any(|w| naming.iter().any(|n| n == w))
     })
+}
+
+/// Whether `a` depends on `b` by compose's `depends_on` (v2's label).
+fn depends_on(a: &ContainerSummaryView, b: &ContainerSummaryView) -> bool {
+    let Some(service) = b.labels.get(COMPOSE_SERVICE_LABEL) else {
+        return false;
+    };
+    a.labels.get(DEPENDS_ON_LABEL).is_some_and(|deps| {
+        deps.split(',')
+            .filter_map(|d| d.split(':').next())
+            .any(|d| d.trim() == service)
+    })
+}
+
+/// The message's clauses, lower case: split at punctuation and at "and",
+/// "but" and "while".
+fn clauses(message: &str) -> impl Iterator<Item = String> {
+    let m = message.to_lowercase().replace(['\u{2019}', '`'], "'");
+    let all: Vec<String> = m
+        .split([',', ';', '.', '!', '?'])
+        .flat_map(|c| c.split(" and "))
+        .flat_map(|c| c.split(" but "))
+        .flat_map(|c| c.split(" while "))
+        .map(str::to_string)
+        .collect();
+    all.into_iter()
 }
 
 /// Failed within the last hours as `docker ps` words it (a failure days
@@ -161,13 +202,17 @@ pub(super) fn or_failed_neighbour(
     let runs_well = c.state == ContainerState::Running
         && c.health() != HealthStatus::Unhealthy
         && !c.restarting();
-    // A person who says it restarts knows better than a list that shows
-    // it up between two restarts.
-    let says_restarting = described(message).contains(&Described::Restarting);
     let naming: Vec<String> = words(message)
         .into_iter()
         .filter(|w| score(c, w).is_some())
         .collect();
+    // A person who says it restarts knows better than a list that shows
+    // it up between two restarts (said of it, not of another: "the broker
+    // keeps restarting, the gateway can't publish").
+    let says_restarting = clauses(message).any(|clause| {
+        described(&clause).contains(&Described::Restarting)
+            && (naming.is_empty() || naming.iter().any(|n| clause.contains(n.as_str())))
+    });
     let lower = message.to_lowercase();
     let said_fine_of_it = reports_a_failure(message) && naming.iter().any(|w| said_fine(&lower, w));
     if !runs_well
@@ -177,12 +222,35 @@ pub(super) fn or_failed_neighbour(
     {
         return named.clone();
     }
-    let failed: Vec<&ContainerSummaryView> = containers
+    let mates: Vec<&ContainerSummaryView> = containers
         .iter()
         .filter(|o| o.id != c.id && o.host == c.host)
         .filter(|o| o.labels.get(COMPOSE_PROJECT_LABEL) == project)
+        .collect();
+    let failed: Vec<&ContainerSummaryView> = mates
+        .iter()
+        .copied()
         .filter(|o| failed_of_itself(o) && failed_lately(o))
         .collect();
+    // Said to be fine, and none failed that a list can show: what depends
+    // on it, or what it depends on, when that is one container ("postgres
+    // is up and I can psql into it": what uses postgres).
+    if failed.is_empty() && said_fine_of_it {
+        let linked: Vec<&&ContainerSummaryView> = mates
+            .iter()
+            .filter(|o| depends_on(o, c) || depends_on(c, o))
+            .collect();
+        if let [only] = linked.as_slice() {
+            return candidate(
+                only,
+                named.score.min(85),
+                format!(
+                    "{}, but the message says it is fine while it reports a failure; {} is the one container of its compose project linked to it (depends_on)",
+                    named.why, only.name
+                ),
+            );
+        }
+    }
     match failed.as_slice() {
         // Below the score of a name, id or service given exactly: a
         // neighbour is never taken for what a person named outright.
