@@ -58,6 +58,17 @@ fn approvals_bind_the_host_they_were_made_for() {
     assert_eq!(c_version(), CLAIMS_VERSION);
 }
 
+/// A verifier that trusts `key` as the approver `alice`.
+fn alice(key: &ed25519_dalek::SigningKey) -> ApprovalVerifier {
+    ApprovalVerifier::new(
+        &[ApproverConfig {
+            id: "alice".into(),
+            public_key: approval::format_public_key(&key.verifying_key()),
+        }],
+        Duration::from_secs(3600),
+    )
+}
+
 fn c_version() -> u32 {
     ApprovalClaims::version_for(Some("host-b"))
 }
@@ -126,13 +137,7 @@ fn claims() -> ApprovalClaims {
 fn binding_table() {
     let key = generate_signing_key();
     let other_key = generate_signing_key();
-    let verifier = ApprovalVerifier::new(
-        &[ApproverConfig {
-            id: "alice".into(),
-            public_key: approval::format_public_key(&key.verifying_key()),
-        }],
-        Duration::from_secs(3600),
-    );
+    let verifier = alice(&key);
     type Mutate = fn(&mut ApprovalClaims);
     let cases: Vec<(&str, Mutate, bool, Option<&str>)> = vec![
         ("valid", |_| {}, true, None),
@@ -232,13 +237,7 @@ fn binding_table() {
 #[test]
 fn service_binding_table() {
     let key = generate_signing_key();
-    let verifier = ApprovalVerifier::new(
-        &[ApproverConfig {
-            id: "alice".into(),
-            public_key: approval::format_public_key(&key.verifying_key()),
-        }],
-        Duration::from_secs(3600),
-    );
+    let verifier = alice(&key);
     let service = ResolvedService {
         id: "n3urbn38u90m4jz0gvcm4t7ha".into(),
         name: "shop_api".into(),
@@ -358,13 +357,7 @@ fn service_binding_table() {
 #[test]
 fn a_service_update_is_bound_to_the_tag_its_spec_follows_and_the_digest() {
     let key = generate_signing_key();
-    let verifier = ApprovalVerifier::new(
-        &[ApproverConfig {
-            id: "alice".into(),
-            public_key: approval::format_public_key(&key.verifying_key()),
-        }],
-        Duration::from_secs(3600),
-    );
+    let verifier = alice(&key);
     let pin = format!("sha256:{}", "1".repeat(64));
     let to = format!("sha256:{}", "2".repeat(64));
     let service = ResolvedService {
