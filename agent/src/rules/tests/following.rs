@@ -1,5 +1,6 @@
 //! What a line names, followed into the container's definition: a path
-//! no mount holds, a device node, the command the log itself gives.
+//! no mount holds, a device node, the command the log itself gives, the
+//! settings that hold refused credentials.
 
 use super::*;
 
@@ -81,5 +82,50 @@ fn what_a_line_names_is_followed_to_a_missing_mount_a_device_and_the_log_s_advic
         FaultClass::PermissionDenied,
         "{:?}",
         f.diagnosis.causes[0]
+    );
+}
+
+#[test]
+fn a_login_refused_at_every_try_names_the_settings_that_hold_the_credentials() {
+    let c = ContainerView {
+        health_status: "unhealthy".into(),
+        failing_streak: 30,
+        env: vec![
+            "VPN_SERVICE_PROVIDER=protonvpn".into(),
+            "OPENVPN_USER=[REDACTED]".into(),
+            "OPENVPN_PASSWORD=[REDACTED]".into(),
+            "TZ=Europe/Amsterdam".into(),
+        ],
+        ..view()
+    };
+    let f = run(
+        &c,
+        &[
+            "2025-10-22T15:06:21Z ERROR [openvpn] AUTH: Received control message: AUTH_FAILED",
+            "Your credentials might be wrong",
+            "2025-10-22T15:06:21Z INFO [openvpn] SIGUSR1[soft,auth-failure] received, process restarting",
+            "2025-10-22T15:06:33Z INFO [openvpn] Peer Connection Initiated with [AF_INET]190.2.131.156:1194",
+            "2025-10-22T15:06:38Z ERROR [openvpn] AUTH: Received control message: AUTH_FAILED",
+            "Your credentials might be wrong",
+            "2025-10-22T15:06:38Z INFO [openvpn] SIGUSR1[soft,auth-failure] received, process restarting",
+        ],
+    );
+    let named = f
+        .diagnosis
+        .causes
+        .iter()
+        .find(|k| k.class == FaultClass::ConfigError)
+        .unwrap_or_else(|| panic!("no config_error: {:#?}", f.diagnosis.causes));
+    assert!(
+        named
+            .reason
+            .contains("its credentials are set in OPENVPN_PASSWORD, OPENVPN_USER"),
+        "{}",
+        named.reason
+    );
+    assert!(
+        !named.reason.contains("AUTH_FAILED is not set"),
+        "{}",
+        named.reason
     );
 }
