@@ -55,7 +55,12 @@ pub struct Updated {
     pub watched: Duration,
 }
 
-fn engine_credentials(c: Option<&Credentials>, registry: &str) -> Option<DockerCredentials> {
+/// The registry's credentials as the engine takes them (bollard's pulls,
+/// and a service update's `X-Registry-Auth`).
+pub(super) fn engine_credentials(
+    c: Option<&Credentials>,
+    registry: &str,
+) -> Option<DockerCredentials> {
     c.map(|c| DockerCredentials {
         username: c.username.clone(),
         password: c.password.clone(),

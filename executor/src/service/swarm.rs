@@ -546,8 +546,8 @@ impl ExecutorService {
                     let done = match &permit {
                         ServiceWritePermit::ForceUpdate(p) => docker.force_update(p).await,
                         ServiceWritePermit::Rollback(p) => docker.rollback_service(p).await,
-                        ServiceWritePermit::Update { permit, digest } => match &job {
-                            Some(job) => job.run(&docker, permit, digest).await,
+                        ServiceWritePermit::Update { permit, .. } => match &job {
+                            Some(job) => job.run(&docker, permit).await,
                             None => Err(crate::docker::DockerError::Rejected {
                                 operation: "service_update",
                                 message: "an update without its registry".into(),

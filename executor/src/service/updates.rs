@@ -310,7 +310,6 @@ impl ServiceUpdateJob {
         &self,
         docker: &DockerAdapter,
         permit: &ServicePermit<ServiceUpdate>,
-        _digest: &ImageId,
     ) -> Result<u64, DockerError> {
         docker
             .update_service_image(

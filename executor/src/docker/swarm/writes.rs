@@ -50,16 +50,12 @@ impl DockerAdapter {
         credentials: Option<&crate::registry::Credentials>,
         registry: &str,
     ) -> Result<u64, DockerError> {
-        let auth = credentials.map(|c| {
-            use base64::Engine as _;
-            let json = serde_json::json!({
-                "username": c.username,
-                "password": c.password,
-                "identitytoken": c.identitytoken,
-                "serveraddress": registry,
+        let auth = crate::docker::update::engine_credentials(credentials, registry)
+            .and_then(|c| serde_json::to_vec(&c).ok())
+            .map(|json| {
+                use base64::Engine as _;
+                base64::engine::general_purpose::URL_SAFE.encode(json)
             });
-            base64::engine::general_purpose::URL_SAFE.encode(json.to_string())
-        });
         self.update_service(
             "service_update",
             permit.service_id(),
