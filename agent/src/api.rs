@@ -233,6 +233,10 @@ struct CreateBody {
     /// Update the target to the image its tag names now in its registry.
     #[serde(default)]
     update: bool,
+    /// Build the target from its build context (at `at`, else the
+    /// checkout's HEAD) and run what was built.
+    #[serde(default)]
+    build: Option<drydock_vocab::BuildOptions>,
 }
 
 /// The host a request is asked about: `host`, or the `@HOST` of
@@ -279,7 +283,7 @@ async fn create_request(
     State(s): State<AppState>,
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
-    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"update\"?: bool, \"utc_offset_minutes\"?: int, \"host\"?: \"...\"}}")))?;
+    let Json(body) = body.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid body", format!("{e}; expected {{\"message\": \"...\", \"container\"?: \"...\", \"diagnose_only\"?: bool, \"update\"?: bool, \"build\"?: {{\"at\"?: \"...\"}}, \"utc_offset_minutes\"?: int, \"host\"?: \"...\"}}")))?;
     let message = body.message.trim().to_string();
     if message.is_empty() || message.len() > MAX_MESSAGE_LEN {
         return Err(Problem::new(
@@ -315,13 +319,37 @@ async fn create_request(
             format!("utc_offset_minutes {off} must be between -{max} and {max} (UTC+01:00 is 60)"),
         ));
     }
-    // "update the api" asks for an update as `update: true` does.
-    let update = body.update || crate::rules::asks_for_update(&message);
-    if update && body.diagnose_only {
+    // "rebuild the api at 9c2d1e0" asks for a build as `build` does;
+    // "update the api" for an update as `update: true` does.
+    let build = body
+        .build
+        .or_else(|| crate::rules::asks_for_build(&message));
+    if let Some(at) = build
+        .as_ref()
+        .map(|b| b.at.as_str())
+        .filter(|a| !a.is_empty())
+    {
+        if !crate::rules::is_revision(at) {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid build",
+                format!("build.at `{}` is not a revision: a commit id, a branch or a tag of letters, digits, `.`, `_`, `-` and `/`", at.chars().take(80).collect::<String>()),
+            ));
+        }
+    }
+    let update = build.is_none() && (body.update || crate::rules::asks_for_update(&message));
+    if (update || build.is_some()) && body.diagnose_only {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
             "invalid request",
-            "an update changes the container and diagnose_only forbids any change; ask for one or the other",
+            "an update or a build changes the container and diagnose_only forbids any change; ask for one or the other",
+        ));
+    }
+    if body.update && build.is_some() {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid request",
+            "an update runs what the registry names and a build what the checkout holds; ask for one or the other",
         ));
     }
     let req = s
@@ -336,6 +364,7 @@ async fn create_request(
                 // answer from the evidence, not a plan.
                 diagnose_only: body.diagnose_only || crate::rules::is_question(&body.message),
                 update,
+                build,
             },
         )
         .await?;

@@ -17,16 +17,19 @@ use drydock_proto::pb::executor_client::ExecutorClient as PbClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::model::{
-    ActionPolicy, ActionsView, ApproverView, ContainerEvent, ContainerState, ContainerSummaryView,
-    ContainerView, DiskUsageView, EngineDiskView, EventAction, HealthProbeView, HealthStatus,
-    HealthcheckView, HttpCheckView, ImageView, LogLineView, LogsView, MountUsageView, NodeView,
-    PolicyView, RegistryView, ServiceSummaryView, ServiceView, StatsView, TaskView, Tier,
+    ActionPolicy, ActionsView, ApproverView, BuildSourceView, ContainerEvent, ContainerState,
+    ContainerSummaryView, ContainerView, DiskUsageView, EngineDiskView, EventAction,
+    HealthProbeView, HealthStatus, HealthcheckView, HttpCheckView, ImageView, LogLineView,
+    LogsView, MountUsageView, NodeView, PolicyView, RegistryView, ServiceSummaryView, ServiceView,
+    StatsView, TaskView, Tier,
 };
 
+mod builds;
 mod health;
 mod swarm;
 mod traits;
 mod writes;
+pub use writes::{BuiltImage, Written};
 
 /// What authorises a write: a person's approval of this one step, or an
 /// operator's automation grant plus the fault class it is used for.
@@ -160,6 +163,14 @@ pub trait Reads: Send + Sync {
     /// Whether an image (by content id) is on the engine, and its OCI
     /// labels.
     fn image<'a>(&'a self, request_id: &'a str, image_id: &'a str) -> Call<'a, ImageView>;
+    /// The container's build context and the commit `revision` names in
+    /// it (its checkout's HEAD when empty).
+    fn build_source<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        revision: &'a str,
+    ) -> Call<'a, BuildSourceView>;
     /// The container's tag and the manifest digest its registry names by
     /// it now (PERMISSION_DENIED for a registry the executor does not
     /// allow).
@@ -261,51 +272,6 @@ impl WriteOp {
             WriteOp::Container { id, .. } | WriteOp::Service { id, .. } => id,
         }
     }
-
-    /// The call a plan step makes: its write, on its target's id. (A step
-    /// pairs each write with a target of its kind: `PlanStep::new`.)
-    pub fn of(step: &crate::model::PlanStep) -> WriteOp {
-        use crate::model::{ContainerStep, ServiceStep, StepWrite};
-        let id = step.target().id().to_string();
-        match step.write() {
-            StepWrite::Container(w) => WriteOp::Container {
-                id,
-                write: match w {
-                    ContainerStep::Start => ContainerWrite::Start,
-                    ContainerStep::Restart => ContainerWrite::Restart,
-                    ContainerStep::Stop => ContainerWrite::Stop,
-                    ContainerStep::Rollback { to_image, .. } => ContainerWrite::Rollback {
-                        to_image: to_image.clone(),
-                    },
-                    // `PlanStep::new` and the wire check the digest; a step
-                    // whose digest did not parse cannot exist.
-                    ContainerStep::Update { digest, to_tag, .. } => ContainerWrite::Update {
-                        digest: digest.clone(),
-                        to_tag: to_tag.clone(),
-                    },
-                },
-            },
-            StepWrite::Service(w) => WriteOp::Service {
-                id,
-                write: match w {
-                    ServiceStep::ForceUpdate { .. } => ServiceWrite::ForceUpdate,
-                    ServiceStep::Rollback { .. } => ServiceWrite::Rollback,
-                    ServiceStep::Update { digest, .. } => ServiceWrite::Update {
-                        digest: digest.clone(),
-                    },
-                },
-            },
-        }
-    }
-}
-
-/// What a write left behind.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Written {
-    /// A rollback's new container (it took the old one's name).
-    pub new_container_id: Option<String>,
-    /// A Swarm service's spec version after the write.
-    pub service_version: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]

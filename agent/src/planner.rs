@@ -690,6 +690,7 @@ fn steps_and_advice(
     }
 }
 
+pub mod build;
 pub mod host;
 pub mod swarm;
 #[cfg(test)]

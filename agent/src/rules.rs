@@ -42,9 +42,10 @@ macro_rules! regex_is_match {
 mod state;
 use state::*;
 
+pub use drydock_proto::approval::is_revision;
 pub use logs::{match_logs, LogMatch};
 pub use past::PastDeath;
-pub use question::{asks_about_usage, asks_for_update, is_question, AskedTime};
+pub use question::{asks_about_usage, asks_for_build, asks_for_update, is_question, AskedTime};
 pub use salient::Salient;
 pub use shape::Shape;
 pub use state::a_restart_cannot_fix;

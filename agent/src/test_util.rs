@@ -336,6 +336,21 @@ impl Reads for Scripted {
             })
         })
     }
+    fn build_source<'a>(
+        &'a self,
+        _: &'a str,
+        name: &'a str,
+        _: &'a str,
+    ) -> Call<'a, BuildSourceView> {
+        Box::pin(async move {
+            self.note("build_source", name, "");
+            self.answer("build_source", || ())?;
+            Err(ExecutorError::new(
+                Code::FailedPrecondition,
+                "it is built from no context in build.contexts",
+            ))
+        })
+    }
     fn image<'a>(&'a self, _: &'a str, image_id: &'a str) -> Call<'a, ImageView> {
         Box::pin(async move {
             self.answer("image", || ImageView {
@@ -414,6 +429,7 @@ impl Executor for Scripted {
                 new_container_id: matches!(action, WriteAction::Rollback | WriteAction::Update)
                     .then(|| self.write.after.id.clone()),
                 service_version: None,
+                built: None,
             })
         })
     }
@@ -468,5 +484,6 @@ pub fn swarm_write(s: &Scripted, action: WriteAction) -> Result<Written, Executo
     Ok(Written {
         new_container_id: None,
         service_version: Some(script.service.summary.version),
+        built: None,
     })
 }

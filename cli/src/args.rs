@@ -130,6 +130,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build a container's image from its build context (a git checkout
+    /// the executor allows) at a commit, then run it: the commit, its tree
+    /// and the Dockerfile signed by you, built from the commit's own files
+    /// (never the checkout's), and put back by the executor unless the new
+    /// image runs healthy through its window.
+    Build {
+        /// The container (name or id); `NAME@HOST` on one of several hosts.
+        container: String,
+        /// The commit to build: an id (7 digits or more), a branch or a
+        /// tag of the checkout; its HEAD when not given.
+        #[arg(long, value_name = "REV", value_parser = revision)]
+        at: Option<String>,
+        /// Look on this host only (a name from the agent's `hosts:`).
+        #[arg(long)]
+        host: Option<String>,
+        /// Approve the build and the update without asking (still signed with the local approver key).
+        #[arg(long)]
+        yes: bool,
+        /// Print only the final request as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Follow an existing request until it finishes.
     Follow {
         #[arg(value_parser = crate::text::plain_id)]
@@ -412,4 +434,15 @@ pub struct CreateArgs {
     /// Sign without asking.
     #[arg(long)]
     pub yes: bool,
+}
+
+/// `--at`: a commit id, a branch or a tag.
+fn revision(s: &str) -> Result<String, String> {
+    if drydock_proto::approval::is_revision(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a revision: a commit id, a branch or a tag of letters, digits, `.`, `_`, `-` and `/`"
+        ))
+    }
 }

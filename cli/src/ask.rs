@@ -25,6 +25,9 @@ pub struct AskOptions {
     pub diagnose_only: bool,
     /// `drydock update`: update the container to its tag's newest image.
     pub update: bool,
+    /// `drydock build`: build the container from its build context (at a
+    /// revision) and run what was built.
+    pub build: Option<drydock_vocab::BuildOptions>,
     pub yes: bool,
     pub json: bool,
     /// `--to REQ`: a follow-up on that request instead of a new one.
@@ -225,6 +228,7 @@ pub async fn ask(cfg: &CliConfig, opts: &AskOptions) -> anyhow::Result<AskResult
                 host: opts.host.clone(),
                 diagnose_only: opts.diagnose_only,
                 update: opts.update,
+                build: opts.build.clone(),
                 utc_offset_minutes: None,
             },
         )

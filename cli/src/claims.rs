@@ -151,7 +151,34 @@ pub fn describe(c: &ApprovalClaims) -> String {
             safe(&c.approval_id)
         );
     }
+    let built = c.build.as_ref().map(|b| {
+        format!(
+            "commit {} (tree {}, {}{}{}) of build context {}, tagged {}",
+            b.commit,
+            safe(&b.tree),
+            safe(&b.dockerfile),
+            b.subject
+                .as_ref()
+                .map(|s| format!(", \"{}\"", safe(s)))
+                .unwrap_or_default(),
+            b.author
+                .as_ref()
+                .map(|a| format!(" by {}", safe(a)))
+                .unwrap_or_default(),
+            safe(&b.context),
+            safe(&b.tag)
+        )
+    });
     let images = match (&c.from_image_id, &c.image_id, &c.update) {
+        _ if c.build.is_some() && c.from_image_id.is_none() => format!(
+            " from {} (built from the commit's own files; the container is not touched)",
+            built.unwrap_or_default()
+        ),
+        (Some(from), None, None) if c.build.is_some() => format!(
+            " from image {} to the image built from {} (put back unless it runs healthy through the executor's window)",
+            safe(from),
+            built.unwrap_or_default()
+        ),
         (Some(from), Some(to), _) => format!(" from image {} to image {}", safe(from), safe(to)),
         (Some(from), None, Some(u)) => format!(
             " following tag {}{} from image {}{} to the registry's manifest {}{} (put back unless it runs healthy through the executor's window)",
@@ -209,6 +236,7 @@ mod tests {
             service: None,
             host: Some("host-a".into()),
             update: None,
+            build: None,
         }
     }
 
@@ -297,6 +325,44 @@ mod tests {
                 "c".repeat(64),
                 "2".repeat(64),
                 "1".repeat(64)
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_build_and_its_update_name_the_commit_tree_and_tag() {
+        let commit = drydock_proto::approval::CommitId::parse(&"9c2d1e0a".repeat(5)).unwrap();
+        let mut c = claims(NOW, NOW + 600);
+        c.action = WriteAction::Build;
+        c.build = Some(drydock_proto::approval::BuildClaims {
+            context: "api".into(),
+            tag: drydock_proto::approval::build_tag("api", &commit),
+            commit,
+            tree: "ab".repeat(20),
+            dockerfile: "Dockerfile".into(),
+            subject: Some("fix the port".into()),
+            author: Some("Ann <ann@example.com>".into()),
+        });
+        let text = describe(&c);
+        for part in [
+            "build container web",
+            &format!("commit {}", "9c2d1e0a".repeat(5)),
+            &format!("tree {}", "ab".repeat(20)),
+            "\"fix the port\" by Ann",
+            "tagged drydock/api:9c2d1e0a9c2d",
+            "the container is not touched",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+        c.action = WriteAction::Update;
+        c.from_image_id = Some(format!("sha256:{}", "2".repeat(64)));
+        let text = describe(&c);
+        assert!(
+            text.contains(&format!(
+                "from image sha256:{} to the image built from commit {}",
+                "2".repeat(64),
+                "9c2d1e0a".repeat(5)
             )),
             "{text}"
         );

@@ -72,6 +72,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 host,
                 diagnose_only,
                 update: false,
+                build: None,
                 yes,
                 json,
                 to,
@@ -92,6 +93,34 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
                 host,
                 diagnose_only: false,
                 update: true,
+                build: None,
+                yes,
+                json,
+                to: None,
+            };
+            Ok(ask::ask(&home.load_cli_config()?, &options)
+                .await?
+                .exit_code)
+        }
+        Command::Build {
+            container,
+            at,
+            host,
+            yes,
+            json,
+        } => {
+            let options = AskOptions {
+                message: match &at {
+                    Some(at) => format!("build {container} at {at}"),
+                    None => format!("build {container}"),
+                },
+                container: Some(container),
+                host,
+                diagnose_only: false,
+                update: false,
+                build: Some(drydock_vocab::BuildOptions {
+                    at: at.unwrap_or_default(),
+                }),
                 yes,
                 json,
                 to: None,

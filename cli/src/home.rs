@@ -556,10 +556,11 @@ fn executor_yaml(opts: &InitOptions, approver_public: &str) -> String {
          targets:\n  allow_names: [{targets}]\n{services}\
          # T2, off until you turn them on: stop, rollback (re-create a container\n\
          # with the image it ran before a change), service_rollback (a Swarm service\n\
-         # back to its previous spec) and update (a newer image of the container's tag\n\
-         # from a registry listed under `registries`): always your approval, never a grant.\n\
+         # back to its previous spec), update (a newer image of the container's tag\n\
+         # from a registry listed under `registries`) and build (an image from a git\n\
+         # checkout listed under `build.contexts`): always your approval, never a grant.\n\
          # Swarm services are seen only with targets.services (docs/configuration.md).\n\
-         actions:\n  restart: {{enabled: true}}\n  start: {{enabled: true}}\n  stop: {{enabled: false}}\n  rollback: {{enabled: false}}\n  force_update: {{enabled: true}}\n  service_rollback: {{enabled: false}}\n  update: {{enabled: false}}\n\
+         actions:\n  restart: {{enabled: true}}\n  start: {{enabled: true}}\n  stop: {{enabled: false}}\n  rollback: {{enabled: false}}\n  force_update: {{enabled: true}}\n  service_rollback: {{enabled: false}}\n  update: {{enabled: false}}\n  build: {{enabled: false}}\n\
          limits:\n  logs_max_lines: 500\n  logs_max_bytes: 262144\n\
          timeouts:\n  read: 5s\n  logs: 10s\n  write: 30s\n\
          audit:\n  path: state/audit.db\n  signing_key: pki/audit.key\n\

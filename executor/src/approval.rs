@@ -80,6 +80,14 @@ pub enum ApprovalError {
     WrongTag { signed: String, requested: String },
     #[error("approval updates the tag {signed}, but the container runs {actual}")]
     WrongReference { signed: String, actual: String },
+    #[error("approval is for a build of commit {signed}, but {requested} was asked for")]
+    WrongCommit { signed: String, requested: String },
+    #[error("approval was made for the build's {field} {signed}; it is {actual} now: ask again")]
+    SourceMoved {
+        field: &'static str,
+        signed: String,
+        actual: String,
+    },
     #[error("{reference} names {now} in its registry now, not the approved {approved}: an update runs only what the tag names when it runs; ask again")]
     TagMoved {
         reference: String,
@@ -271,6 +279,31 @@ impl ApprovalVerifier {
                     signed: from,
                     actual: target.image_id.clone(),
                 });
+            }
+        }
+        // A build's, or an update to a built image's, claims name the
+        // commit (its tree and context are checked once the executor has
+        // read the checkout, before the approval is spent).
+        if let Some(requested) = write.commit() {
+            let signed = claims
+                .build
+                .as_ref()
+                .map(|b| b.commit.to_string())
+                .unwrap_or_default();
+            if signed != requested.as_str() {
+                return Err(ApprovalError::WrongCommit {
+                    signed: shown(&signed, 80),
+                    requested: requested.to_string(),
+                });
+            }
+            if matches!(write, ContainerWrite::UpdateBuilt { .. }) {
+                let from = claims.from_image_id.clone().unwrap_or_default();
+                if from != target.image_id {
+                    return Err(ApprovalError::ImageMoved {
+                        signed: from,
+                        actual: target.image_id.clone(),
+                    });
+                }
             }
         }
         self.close(claims, input, request_id, now)

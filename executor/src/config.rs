@@ -67,6 +67,9 @@ pub struct Config {
     pub registries: Vec<crate::registry::RegistryConfig>,
     #[serde(default)]
     pub update: crate::registry::UpdateConfig,
+    /// The contexts a build may read, and its limits.
+    #[serde(default)]
+    pub build: crate::build::BuildConfig,
 }
 
 /// `host`: the name approvals and grants for this executor must carry.
@@ -268,6 +271,10 @@ pub struct ActionsConfig {
     /// `grants: true`.
     #[serde(default)]
     pub update: UpdateToggle,
+    /// T2: builds an image from a context in `build.contexts`; off unless
+    /// the operator turns it on, and never under a grant.
+    #[serde(default = "disabled")]
+    pub build: ActionToggle,
 }
 
 /// `actions.update`: whether updates are allowed, and whether a grant (with
@@ -291,6 +298,7 @@ impl Default for ActionsConfig {
             force_update: enabled(),
             service_rollback: disabled(),
             update: UpdateToggle::default(),
+            build: disabled(),
         }
     }
 }

@@ -656,6 +656,7 @@ impl DockerAdapter {
     }
 }
 
+mod build;
 mod disk;
 mod events;
 #[cfg(test)]
@@ -668,6 +669,10 @@ mod stats;
 mod swarm;
 mod transport;
 mod update;
+pub use build::{
+    base_images, BuildPlan, Built, BuiltImage, CONTEXT_LABEL, LOG_TAIL, REVISION_LABEL,
+    SOURCE_LABEL, TREE_LABEL,
+};
 pub use disk::{DiskUsage, EngineDisk, MountUsage};
 pub use events::{
     is_image_event, RawEvent, EVENT_ACTIONS, IMAGE_EVENT_ACTIONS, MAX_CONTAINER_EVENTS,

@@ -330,7 +330,10 @@ pub fn precondition(action: ContainerAction, c: &ContainerDetails) -> Result<(),
             "{} is {state}; under a grant, start only a container that crashed (a clean exit or a stop by signal is someone's decision)",
             c.name
         )),
-        ContainerAction::Stop | ContainerAction::Rollback | ContainerAction::Update => fail(format!(
+        ContainerAction::Stop
+        | ContainerAction::Rollback
+        | ContainerAction::Update
+        | ContainerAction::Build => fail(format!(
             "{} is never covered by a grant",
             action.as_str()
         )),

@@ -8,6 +8,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod build;
 pub mod config;
 pub mod docker;
 pub mod grants;

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use drydock_proto::approval::{
-    ContainerAction, ContainerWrite, ImageId, ServiceAction, ServiceWrite, WriteAction,
+    CommitId, ContainerAction, ContainerWrite, ImageId, ServiceAction, ServiceWrite, WriteAction,
 };
 
 use crate::config::{ActionsConfig, TargetsConfig};
@@ -128,6 +128,9 @@ pub enum Rollback {}
 /// Re-creating one container with a newer image of its tag, pulled (T2).
 #[derive(Debug)]
 pub enum Update {}
+/// Building an image for one container from its build context (T2).
+#[derive(Debug)]
+pub enum Build {}
 /// Replacing a Swarm service's tasks with the same spec (T1).
 #[derive(Debug)]
 pub enum ForceUpdate {}
@@ -152,7 +155,8 @@ allows!(
     Restart = Tier::Change,
     Stop = Tier::Disruptive,
     Rollback = Tier::Disruptive,
-    Update = Tier::Disruptive
+    Update = Tier::Disruptive,
+    Build = Tier::Disruptive
 );
 
 mod sealed_service {
@@ -303,6 +307,16 @@ pub enum WritePermit {
         permit: Permit<Update>,
         digest: ImageId,
     },
+    /// An update to a built image carries the commit it was built from.
+    UpdateBuilt {
+        permit: Permit<Update>,
+        commit: CommitId,
+    },
+    /// A build carries the commit it builds.
+    Build {
+        permit: Permit<Build>,
+        commit: CommitId,
+    },
 }
 
 impl WritePermit {
@@ -312,7 +326,8 @@ impl WritePermit {
             WritePermit::Restart(_) => ContainerAction::Restart,
             WritePermit::Stop(_) => ContainerAction::Stop,
             WritePermit::Rollback { .. } => ContainerAction::Rollback,
-            WritePermit::Update { .. } => ContainerAction::Update,
+            WritePermit::Update { .. } | WritePermit::UpdateBuilt { .. } => ContainerAction::Update,
+            WritePermit::Build { .. } => ContainerAction::Build,
         }
     }
 
@@ -322,7 +337,10 @@ impl WritePermit {
             WritePermit::Restart(p) => p.to_read(),
             WritePermit::Stop(p) => p.to_read(),
             WritePermit::Rollback { permit, .. } => permit.to_read(),
-            WritePermit::Update { permit, .. } => permit.to_read(),
+            WritePermit::Update { permit, .. } | WritePermit::UpdateBuilt { permit, .. } => {
+                permit.to_read()
+            }
+            WritePermit::Build { permit, .. } => permit.to_read(),
         }
     }
 }
@@ -353,6 +371,7 @@ impl Policy {
             WriteAction::ServiceRollback => self.actions.service_rollback.enabled,
             // One toggle for updates, of containers and of services.
             WriteAction::Update | WriteAction::ServiceUpdate => self.actions.update.enabled,
+            WriteAction::Build => self.actions.build.enabled,
         }
     }
 
@@ -367,6 +386,7 @@ impl Policy {
             WriteAction::ServiceRollback => <ServiceRollback as AllowsService>::TIER,
             WriteAction::Update => <Update as Allows>::TIER,
             WriteAction::ServiceUpdate => <ServiceUpdate as AllowsService>::TIER,
+            WriteAction::Build => Build::TIER,
         }
     }
 
@@ -509,6 +529,14 @@ impl Policy {
             ContainerWrite::Update { digest, .. } => WritePermit::Update {
                 permit: Permit::new(target),
                 digest: digest.clone(),
+            },
+            ContainerWrite::UpdateBuilt { commit } => WritePermit::UpdateBuilt {
+                permit: Permit::new(target),
+                commit: commit.clone(),
+            },
+            ContainerWrite::Build { commit } => WritePermit::Build {
+                permit: Permit::new(target),
+                commit: commit.clone(),
             },
         })
     }

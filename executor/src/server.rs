@@ -148,6 +148,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         },
         registries,
         update: config.update.clone(),
+        build: config.build.clone(),
     });
     let mut allowed = service.allowed_clients();
     allowed.extend(config.tls.health_clients.iter().cloned());

@@ -103,6 +103,7 @@ fn claims() -> impl Strategy<Value = ApprovalClaims> {
                     service: None,
                     host,
                     update: None,
+                    build: None,
                 }
             },
         )

@@ -87,10 +87,16 @@ pub enum WriteAction {
     /// in an allowed registry, through the engine's own rolling update with
     /// `failure_action: rollback` (`docker service update --image`).
     ServiceUpdate,
+    /// Build an image for the container from an allowed build context at
+    /// the commit the claims name (`build`), in a scratch copy of that
+    /// commit's tree, tagged `drydock/<context>:<short commit>`. The
+    /// container is not touched: deploying the image is an `update` of its
+    /// own, with its own approval.
+    Build,
 }
 
 impl WriteAction {
-    pub const ALL: [WriteAction; 8] = [
+    pub const ALL: [WriteAction; 9] = [
         WriteAction::Start,
         WriteAction::Restart,
         WriteAction::Stop,
@@ -99,6 +105,7 @@ impl WriteAction {
         WriteAction::ServiceRollback,
         WriteAction::Update,
         WriteAction::ServiceUpdate,
+        WriteAction::Build,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -111,6 +118,7 @@ impl WriteAction {
             WriteAction::ServiceRollback => "service_rollback",
             WriteAction::Update => "update",
             WriteAction::ServiceUpdate => "service_update",
+            WriteAction::Build => "build",
         }
     }
 
@@ -149,6 +157,7 @@ impl WriteAction {
             WriteAction::ServiceRollback => ActionOn::Service(ServiceAction::Rollback),
             WriteAction::Update => ActionOn::Container(ContainerAction::Update),
             WriteAction::ServiceUpdate => ActionOn::Service(ServiceAction::Update),
+            WriteAction::Build => ActionOn::Container(ContainerAction::Build),
         }
     }
 }
@@ -168,6 +177,8 @@ pub enum ContainerAction {
     Stop,
     Rollback,
     Update,
+    /// An image built for the container (the container itself unchanged).
+    Build,
 }
 
 /// The writes on one Swarm service.
@@ -186,6 +197,7 @@ impl From<ContainerAction> for WriteAction {
             ContainerAction::Stop => WriteAction::Stop,
             ContainerAction::Rollback => WriteAction::Rollback,
             ContainerAction::Update => WriteAction::Update,
+            ContainerAction::Build => WriteAction::Build,
         }
     }
 }
@@ -208,6 +220,7 @@ impl ContainerAction {
             ContainerAction::Stop => "stop",
             ContainerAction::Rollback => "rollback",
             ContainerAction::Update => "update",
+            ContainerAction::Build => "build",
         }
     }
 }
@@ -284,6 +297,16 @@ pub enum ContainerWrite {
         digest: ImageId,
         to_tag: Option<String>,
     },
+    /// Build the image of `commit` of the container's build context.
+    Build {
+        commit: CommitId,
+    },
+    /// Re-create the container with the image the executor built from
+    /// `commit` of its build context (an update, with the same health
+    /// window and restore, but nothing pulled).
+    UpdateBuilt {
+        commit: CommitId,
+    },
 }
 
 impl ContainerWrite {
@@ -293,7 +316,20 @@ impl ContainerWrite {
             ContainerWrite::Restart => ContainerAction::Restart,
             ContainerWrite::Stop => ContainerAction::Stop,
             ContainerWrite::Rollback { .. } => ContainerAction::Rollback,
-            ContainerWrite::Update { .. } => ContainerAction::Update,
+            ContainerWrite::Update { .. } | ContainerWrite::UpdateBuilt { .. } => {
+                ContainerAction::Update
+            }
+            ContainerWrite::Build { .. } => ContainerAction::Build,
+        }
+    }
+
+    /// The commit a build builds, or whose built image an update runs.
+    pub fn commit(&self) -> Option<&CommitId> {
+        match self {
+            ContainerWrite::Build { commit } | ContainerWrite::UpdateBuilt { commit } => {
+                Some(commit)
+            }
+            _ => None,
         }
     }
 
@@ -451,6 +487,11 @@ pub struct ApprovalClaims {
     /// every other action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update: Option<UpdateClaims>,
+    /// For a build, and for an update to a built image (then instead of
+    /// `update`): the context, the commit and its tree, the Dockerfile and
+    /// the tag. Absent for every other action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildClaims>,
 }
 
 /// What an update's approval binds besides the container and the image it
@@ -522,6 +563,7 @@ impl ApprovalClaims {
             .map_err(|e| ApprovalFormatError::Malformed(e.to_string()))?;
         check_host_version(claims.version, claims.host.as_deref())?;
         claims.check_images()?;
+        claims.check_build()?;
         claims.check_update()?;
         claims.check_service()?;
         Ok(claims)
@@ -572,6 +614,10 @@ impl ApprovalClaims {
     /// other action names an update.
     fn check_update(&self) -> Result<(), ApprovalFormatError> {
         let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
+        if self.action == WriteAction::Update && self.build.is_some() {
+            // An update to a built image (`check_build`).
+            return Ok(());
+        }
         match (&self.update, self.action) {
             (Some(u), WriteAction::Update | WriteAction::ServiceUpdate) => {
                 if !is_image_id(&u.digest) {
@@ -612,7 +658,7 @@ impl ApprovalClaims {
         let malformed = |m: String| Err(ApprovalFormatError::Malformed(m));
         if matches!(
             self.action,
-            WriteAction::Update | WriteAction::ServiceUpdate
+            WriteAction::Update | WriteAction::ServiceUpdate | WriteAction::Build
         ) {
             return Ok(());
         }
@@ -720,6 +766,9 @@ fn decode_prefixed(text: &str, prefix: &'static str) -> Result<[u8; 32], Approva
     raw.try_into()
         .map_err(|_| ApprovalFormatError::KeyFormat(prefix))
 }
+
+mod build;
+pub use build::*;
 
 #[cfg(test)]
 mod tests;

@@ -291,6 +291,7 @@ impl GrantClaims {
                     | WriteAction::Rollback
                     | WriteAction::ServiceRollback
                     | WriteAction::ServiceUpdate
+                    | WriteAction::Build
             )
         }) {
             return invalid(format!(
@@ -484,6 +485,7 @@ mod tests {
             service: None,
             host: Some("host-a".into()),
             update: None,
+            build: None,
         }
         .encode();
         let approval_sig = approval::sign(&claims, &key);

@@ -153,8 +153,16 @@ const CLI_LAYERS: &[&[&str]] = &[
 const EXECUTOR_LAYERS: &[&[&str]] = &[
     // Plain helpers with no executor state: redaction, the peer's
     // identity, the revocation list's format, one bounded HTTP GET, the
-    // registries' entries and image references.
-    &["redact", "tls", "revocations", "http_check", "registry"],
+    // registries' entries and image references, the build contexts and
+    // their git reads.
+    &[
+        "redact",
+        "tls",
+        "revocations",
+        "http_check",
+        "registry",
+        "build",
+    ],
     // `executor.yaml`.
     &["config"],
     // Policy (selectors and permits) and the audit store.

@@ -801,6 +801,7 @@ pub mod approvals {
             service: None,
             host: None,
             update: None,
+            build: None,
         }
     }
 

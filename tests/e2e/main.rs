@@ -7,6 +7,7 @@ mod agent_lifecycle;
 mod architecture;
 mod automation;
 mod backups;
+mod build;
 mod closed_loop;
 mod dependency_rules;
 mod deploy;

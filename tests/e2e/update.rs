@@ -67,6 +67,7 @@ async fn an_update_is_pulled_by_digest_held_for_its_window_and_restored_on_failu
                 approval,
                 grant: None,
                 to_tag: String::new(),
+                built_commit: String::new(),
             }
         };
     let ca = read(&dd.home.path("pki/ca.crt"));

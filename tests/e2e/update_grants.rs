@@ -57,6 +57,7 @@ fn granted(request_id: &str, container: &str, digest: &str, grant: pb::Grant) ->
         approval: None,
         grant: Some(grant),
         to_tag: String::new(),
+        built_commit: String::new(),
     }
 }
 

@@ -116,6 +116,7 @@ async fn a_container_follows_its_version_line_and_no_further() {
             approval: Some(a),
             grant: None,
             to_tag: to_tag.into(),
+            built_commit: String::new(),
         }
     };
     let refusals = [

@@ -55,6 +55,7 @@ async fn kill_in_window(
         approval: Some(approval),
         grant: None,
         to_tag: String::new(),
+        built_commit: String::new(),
     };
     let call = tokio::spawn(async move { client.update_container(request).await });
     wait("the swap", Duration::from_secs(60), || {

@@ -433,7 +433,8 @@ pub const fn default_tier(action: WriteAction) -> Tier {
         | WriteAction::Rollback
         | WriteAction::ServiceRollback
         | WriteAction::Update
-        | WriteAction::ServiceUpdate => Tier::Disruptive,
+        | WriteAction::ServiceUpdate
+        | WriteAction::Build => Tier::Disruptive,
     }
 }
 

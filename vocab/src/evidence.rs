@@ -502,6 +502,8 @@ evidence! {
     DiskUsage(DiskUsageView) = "disk_usage",
     /// The target's tag and the digest its registry names by it now.
     Registry(RegistryView) = "registry",
+    /// The target's build context and the commit asked for.
+    BuildSource(crate::BuildSourceView) = "build_source",
     /// A Swarm service's inspect.
     Service(ServiceView) = "service",
     /// A Swarm service's tasks.

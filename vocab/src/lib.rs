@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod build;
 pub mod change;
 pub mod container;
 pub mod event;
@@ -27,6 +28,7 @@ pub mod time;
 pub mod update;
 
 pub use api::*;
+pub use build::{BuildOptions, BuildSourceView};
 pub use change::*;
 pub use container::*;
 pub use drydock_proto::approval::{ImageId, ServiceClaims, WriteAction};

@@ -508,6 +508,10 @@ pub struct RequestOptions {
     /// in its registry (`drydock update`, "update the api").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub update: bool,
+    /// A person asked to build the target from its build context and run
+    /// what was built (`drydock build`, "rebuild the api at 9c2d1e0").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::BuildOptions>,
 }
 
 /// Token accounting from the model API's own usage fields, summed over the

@@ -53,10 +53,11 @@ impl Engine {
                     from_image_id: s
                         .images()
                         .map(|(_, from)| from.to_string())
-                        .or(s.update().map(|(_, from)| from.to_string())),
+                        .or(s.from_image().map(ToString::to_string)),
                     service: s.service_claims(),
                     host: host.map(str::to_string),
                     update: s.update_claims(),
+                    build: s.build_claims(),
                 };
                 ApprovalRecord {
                     id: claims.approval_id.clone(),

@@ -125,7 +125,9 @@ impl Engine {
         match self.config.llm.clone() {
             // An update is planned from the registry's digest, which only
             // drydock reads: the rules say what state the target is in.
-            Some(setup) if !req.options.update => self.diagnose_with_model(req, &setup).await,
+            Some(setup) if !req.options.update && req.options.build.is_none() => {
+                self.diagnose_with_model(req, &setup).await
+            }
             _ => self.diagnose_with_rules(req, None, None).await,
         }
     }

@@ -133,6 +133,18 @@ impl Engine {
                         step.target().name(),
                         new.chars().take(12).collect::<String>()
                     ),
+                    Ok(Written {
+                        built: Some(b), ..
+                    }) => format!(
+                        "build for {}: done in {}s; image {}{}",
+                        step.target().name(),
+                        b.secs,
+                        b.image_id.chars().take(19).collect::<String>(),
+                        b.log
+                            .last()
+                            .map(|l| format!(" (its build said: {l})"))
+                            .unwrap_or_default()
+                    ),
                     Ok(_) => format!("{} {}: done", step.action(), step.target().name()),
                     Err(e) if in_doubt => format!(
                         "{} {}: outcome in doubt ({e}); it is not sent again, the container's state decides",

@@ -20,6 +20,7 @@
 //! and a request caught mid-execution is re-verified, never re-executed.
 
 mod approve;
+mod build;
 mod dependency;
 mod diagnose;
 mod disk;

@@ -161,6 +161,12 @@ impl Engine {
             };
             gathered.push(registry);
         }
+        if let Some(build) = &req.options.build {
+            let Some(source) = self.build_gathered(req, target, &build.at).await? else {
+                return Ok(None);
+            };
+            gathered.push(source);
+        }
         gathered.extend(self.what_changed(req, &read).await?);
         if !read.events.is_empty() {
             gathered.push(Gathered::new(

@@ -11,6 +11,9 @@ impl Engine {
         if req.options.update {
             return self.plan_update(req).await;
         }
+        if req.options.build.is_some() {
+            return self.plan_build(req).await;
+        }
         let id = &req.id;
         let model_plan = self
             .llm_plans

@@ -185,7 +185,7 @@ impl Engine {
     }
 
     /// Propose an update's plan, or finish with why there is none.
-    async fn propose_update(
+    pub(super) async fn propose_update(
         &self,
         req: &Request,
         planned: Result<Plan, NoUpdate>,
@@ -201,7 +201,11 @@ impl Engine {
                 Ok(false)
             }
             Err(NoUpdate::Blocked(why)) => {
-                self.finish(id, Status::Completed, format!("no update: {why}"))
+                let what = match req.options.build {
+                    Some(_) => "no build",
+                    None => "no update",
+                };
+                self.finish(id, Status::Completed, format!("{what}: {why}"))
                     .await?;
                 Ok(false)
             }

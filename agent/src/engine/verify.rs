@@ -67,7 +67,8 @@ impl Engine {
         let started = Instant::now();
         // An update was held running and healthy through the executor's
         // health window before it was kept: it needs no second hold here.
-        let stable_for = (!req.options.update).then_some(self.config.stable_for);
+        let deployed = req.options.update || req.options.build.is_some();
+        let stable_for = (!deployed).then_some(self.config.stable_for);
         let Some((mut checks, last)) = self.wait_ready_for(id, target.id(), stable_for).await?
         else {
             return Ok(false);

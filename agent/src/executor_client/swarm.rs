@@ -250,6 +250,7 @@ impl ExecutorClient {
         Ok(Written {
             new_container_id: None,
             service_version: Some(answer.version),
+            built: None,
         })
     }
 }

@@ -6,9 +6,9 @@ use super::{
     WriteOp, Written,
 };
 use crate::model::{
-    ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView, HttpCheckView, ImageView,
-    LogsView, NodeView, PolicyView, RegistryView, ServiceSummaryView, ServiceView, StatsView,
-    TaskView,
+    BuildSourceView, ContainerEvent, ContainerSummaryView, ContainerView, DiskUsageView,
+    HttpCheckView, ImageView, LogsView, NodeView, PolicyView, RegistryView, ServiceSummaryView,
+    ServiceView, StatsView, TaskView,
 };
 
 impl Reads for ExecutorClient {
@@ -89,6 +89,16 @@ impl Reads for ExecutorClient {
         container: &'a str,
     ) -> Call<'a, RegistryView> {
         Box::pin(ExecutorClient::registry_digest(self, request_id, container))
+    }
+    fn build_source<'a>(
+        &'a self,
+        request_id: &'a str,
+        container: &'a str,
+        revision: &'a str,
+    ) -> Call<'a, BuildSourceView> {
+        Box::pin(ExecutorClient::build_source(
+            self, request_id, container, revision,
+        ))
     }
     fn services<'a>(&'a self, request_id: &'a str) -> Call<'a, Vec<ServiceSummaryView>> {
         Box::pin(ExecutorClient::services(self, request_id))

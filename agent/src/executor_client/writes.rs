@@ -2,10 +2,10 @@
 //! authority for it (a person's signed approval, or a grant), which only
 //! the operator's key can have made.
 
-use drydock_proto::approval::ContainerWrite;
+use drydock_proto::approval::{ContainerWrite, ServiceWrite};
 use drydock_proto::pb;
 
-use super::{Authority, ExecutorClient, ExecutorError, WriteOp, Written};
+use super::{Authority, ExecutorClient, ExecutorError, WriteOp};
 
 impl Authority {
     /// The request's `approval`, `grant` and `fault_class` fields: one of
@@ -88,6 +88,8 @@ impl ExecutorClient {
                     })
                     .await?
             }
+            ContainerWrite::Build { commit } => return self.build_image(req, commit).await,
+            ContainerWrite::UpdateBuilt { commit } => return self.update_built(req, commit).await,
             ContainerWrite::Update { digest, to_tag } => {
                 client
                     .update_container(pb::UpdateRequest {
@@ -97,6 +99,7 @@ impl ExecutorClient {
                         approval: req.approval,
                         grant: req.grant,
                         to_tag: to_tag.clone().unwrap_or_default(),
+                        built_commit: String::new(),
                     })
                     .await?
             }
@@ -105,6 +108,70 @@ impl ExecutorClient {
         Ok(Written {
             new_container_id: Some(answer.new_container_id).filter(|id| !id.is_empty()),
             service_version: None,
+            built: None,
         })
+    }
+}
+
+/// What a write left behind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    /// A rollback's new container (it took the old one's name).
+    pub new_container_id: Option<String>,
+    /// A Swarm service's spec version after the write.
+    pub service_version: Option<u64>,
+    /// A build's image, how long it took, and its output's last lines.
+    pub built: Option<BuiltImage>,
+}
+
+/// What a build made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltImage {
+    pub image_id: String,
+    pub secs: u64,
+    pub log: Vec<String>,
+}
+
+impl WriteOp {
+    /// The call a plan step makes: its write, on its target's id. (A step
+    /// pairs each write with a target of its kind: `PlanStep::new`.)
+    pub fn of(step: &crate::model::PlanStep) -> WriteOp {
+        use crate::model::{ContainerStep, ServiceStep, StepWrite};
+        let id = step.target().id().to_string();
+        match step.write() {
+            StepWrite::Container(w) => WriteOp::Container {
+                id,
+                write: match w {
+                    ContainerStep::Start => ContainerWrite::Start,
+                    ContainerStep::Restart => ContainerWrite::Restart,
+                    ContainerStep::Stop => ContainerWrite::Stop,
+                    ContainerStep::Rollback { to_image, .. } => ContainerWrite::Rollback {
+                        to_image: to_image.clone(),
+                    },
+                    // `PlanStep::new` and the wire check the digest; a step
+                    // whose digest did not parse cannot exist.
+                    ContainerStep::Update { digest, to_tag, .. } => ContainerWrite::Update {
+                        digest: digest.clone(),
+                        to_tag: to_tag.clone(),
+                    },
+                    ContainerStep::Build { source } => ContainerWrite::Build {
+                        commit: source.commit.clone(),
+                    },
+                    ContainerStep::UpdateBuilt { source, .. } => ContainerWrite::UpdateBuilt {
+                        commit: source.commit.clone(),
+                    },
+                },
+            },
+            StepWrite::Service(w) => WriteOp::Service {
+                id,
+                write: match w {
+                    ServiceStep::ForceUpdate { .. } => ServiceWrite::ForceUpdate,
+                    ServiceStep::Rollback { .. } => ServiceWrite::Rollback,
+                    ServiceStep::Update { digest, .. } => ServiceWrite::Update {
+                        digest: digest.clone(),
+                    },
+                },
+            },
+        }
     }
 }

@@ -226,6 +226,13 @@ pub fn plan(
                     "{at}: `{action}` is not an action you propose; drydock plans a Swarm service's writes itself"
                 ))
             }
+            // A build follows a person's request, from the commit drydock
+            // read in the context itself.
+            WriteAction::Build => {
+                return Err(format!(
+                    "{at}: `build` is not an action you propose; a person asks for a build (`drydock build`)"
+                ))
+            }
         };
         if !policy.actions.enabled(action) {
             return Err(format!(

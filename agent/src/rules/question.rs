@@ -34,6 +34,30 @@ pub fn asks_for_update(message: &str) -> bool {
     ) && !message.trim_end().ends_with('?')
 }
 
+/// Does the message ask for a build ("rebuild the api", "rebuild the api
+/// at 9c2d1e0")? Then the revision it names, if
+/// any.
+pub fn asks_for_build(message: &str) -> Option<drydock_vocab::BuildOptions> {
+    if message.trim_end().ends_with('?') {
+        return None;
+    }
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let first = words.first()?.to_ascii_lowercase();
+    if !matches!(
+        first.trim_matches(|c: char| !c.is_ascii_alphabetic()),
+        "rebuild" | "build"
+    ) {
+        return None;
+    }
+    let at = words
+        .windows(2)
+        .find(|w| w[0].eq_ignore_ascii_case("at"))
+        .map(|w| w[1].trim_end_matches(['.', ',', '!']).to_string())
+        .filter(|r| drydock_proto::approval::is_revision(r))
+        .unwrap_or_default();
+    Some(drydock_vocab::BuildOptions { at })
+}
+
 /// Does the message ask about resource use ("slow", "memory", "cpu")?
 /// Then a running container's usage sample can change the answer and is
 /// waited for; otherwise it is not on the critical path.

@@ -184,6 +184,7 @@ pub async fn open_from_alerts(
             utc_offset_minutes: None,
             host: None,
             update: false,
+            build: None,
         };
         match opener.open(message, options, RequestSource::Alert).await {
             Ok(req) => out.push(AlertOutcome {

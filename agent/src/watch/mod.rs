@@ -412,6 +412,7 @@ impl Watcher {
             utc_offset_minutes: None,
             host: self.host.clone(),
             update: false,
+            build: None,
         };
         match self
             .opener

@@ -593,6 +593,7 @@ mod tests {
                 service: None,
                 host: Some("host-a".into()),
                 update: None,
+                build: None,
             };
             B64.encode(c.encode())
         };

@@ -130,6 +130,7 @@ fn claims() -> ApprovalClaims {
         service: None,
         host: None,
         update: None,
+        build: None,
     }
 }
 

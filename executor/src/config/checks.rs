@@ -21,7 +21,13 @@ pub(super) const CHECKS: &[Check] = &[
     check_http_checks,
     check_host,
     check_registries,
+    check_build,
 ];
+
+/// `build` and `actions.build`.
+fn check_build(c: &Config) -> Result<(), ConfigError> {
+    crate::build::check(&c.build, c.actions.build.enabled)
+}
 
 /// `registries` and `update`.
 fn check_registries(c: &Config) -> Result<(), ConfigError> {

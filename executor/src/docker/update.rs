@@ -44,6 +44,9 @@ pub struct UpdatePlan<'a> {
     pub pull_timeout: Duration,
     pub max_image_bytes: u64,
     pub window: Duration,
+    /// An image the executor built (`reference` is its tag): run as it
+    /// is, nothing pulled (`digest` and the registry's fields unused).
+    pub built: Option<&'a str>,
 }
 
 /// A finished update.
@@ -129,7 +132,10 @@ impl DockerAdapter {
         let Some(tagged) = plan.reference.tagged() else {
             return Err(rejected("the reference names no tag".into()));
         };
-        let (image_id, pulled) = self.pull(&plan).await?;
+        let (image_id, pulled) = match plan.built {
+            Some(id) => (id.to_string(), false),
+            None => self.pull(&plan).await?,
+        };
         let old = self
             .step(
                 "inspect",

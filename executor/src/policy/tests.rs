@@ -133,6 +133,7 @@ fn disabled_action_is_refused_even_for_allowed_targets() {
         force_update: ActionToggle { enabled: true },
         service_rollback: ActionToggle { enabled: false },
         update: Default::default(),
+        build: ActionToggle { enabled: false },
     };
     let every = TargetsConfig {
         allow_names: vec!["*".into()],

@@ -9,8 +9,10 @@
 //! (domain values to redacted wire values) and `validate` (bounded input).
 //! The single conversion of errors into `tonic::Status` is `to_status`.
 
+mod builds;
 mod disk;
 mod events;
+mod identity;
 mod images;
 mod reads;
 mod shape;
@@ -26,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use drydock_proto::approval::{
-    ContainerAction, ContainerWrite, ImageId, ServiceAction, ServiceWrite, WriteAction,
+    CommitId, ContainerAction, ContainerWrite, ImageId, ServiceAction, ServiceWrite, WriteAction,
 };
 use drydock_proto::pb;
 use tonic::{Request, Response, Status};
@@ -84,6 +86,15 @@ pub enum ExecError {
     /// Too many event streams open for one identity.
     #[error("{0}")]
     TooManyStreams(String),
+    /// A build, or an update to a built image, that cannot go ahead.
+    #[error(transparent)]
+    Build(#[from] builds::BuildRefusal),
+}
+
+impl From<crate::build::git::GitError> for ExecError {
+    fn from(e: crate::build::git::GitError) -> ExecError {
+        ExecError::Build(builds::BuildRefusal::Source(e))
+    }
 }
 
 impl ExecError {
@@ -104,6 +115,7 @@ impl ExecError {
             ExecError::Invisible { .. } | ExecError::ServiceNotFound { .. } => Code::NotFound,
             ExecError::NotConfigured(_) => Code::NotFound,
             ExecError::RateLimited(_) | ExecError::TooManyStreams(_) => Code::ResourceExhausted,
+            ExecError::Build(b) => b.code(),
         }
     }
 
@@ -133,6 +145,7 @@ impl ExecError {
             | ExecError::NotConfigured(_)
             | ExecError::RateLimited(_)
             | ExecError::TooManyStreams(_) => Decision::Denied,
+            ExecError::Build(b) if !b.is_failure() => Decision::Denied,
             _ => Decision::Error,
         }
     }
@@ -158,6 +171,8 @@ pub struct ExecutorService {
     /// The registries an update may pull from, and how it is held.
     registries: Arc<crate::registry::Registries>,
     update: crate::registry::UpdateConfig,
+    /// The contexts a build may read, and its limits.
+    build: crate::build::BuildConfig,
     /// The key of the environment values' keyed hashes, read from the
     /// audit store at first use (its HMAC state is computed once).
     env_key: std::sync::OnceLock<ring::hmac::Key>,
@@ -241,6 +256,7 @@ pub struct ServiceParts {
     pub env_policy: redact::EnvPolicy,
     pub registries: crate::registry::Registries,
     pub update: crate::registry::UpdateConfig,
+    pub build: crate::build::BuildConfig,
 }
 
 impl ExecutorService {
@@ -261,6 +277,7 @@ impl ExecutorService {
             env_policy: p.env_policy,
             registries: Arc::new(p.registries),
             update: p.update,
+            build: p.build,
             env_key: std::sync::OnceLock::new(),
         }
     }
@@ -273,70 +290,6 @@ impl ExecutorService {
         Ok(self
             .env_key
             .get_or_init(|| ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key)))
-    }
-
-    /// The interceptor for the gRPC health service: it reveals nothing, but
-    /// it still answers only known identities.
-    // `tonic::Status` is large, but it is what interceptors return.
-    #[allow(clippy::result_large_err)]
-    pub fn health_gate(
-        allowed: HashSet<String>,
-        audit: Arc<AuditLog>,
-        refusals: Arc<crate::ratelimit::RefusalRows>,
-    ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
-        move |req: Request<()>| {
-            if let Some(h) = req.extensions().get::<crate::prehandler::Handled>() {
-                h.mark();
-            }
-            let certs = req.peer_certs();
-            match Self::check_identity(&allowed, certs.as_deref().map(Vec::as_slice)) {
-                // Successful probes run on a timer and reveal nothing: not
-                // audited. Refusals are.
-                Ok(_) => Ok(req),
-                Err((caller, why)) => {
-                    // Up to a count per window, each committed before the
-                    // answer; the rest are counted (`RefusalRows`), so a
-                    // flood of probes is not an fsync each.
-                    refusals.audit(&audit, || AuditEntry {
-                        caller,
-                        action: "health".into(),
-                        decision: crate::audit::Decision::Denied,
-                        code: crate::audit::Code::of(tonic::Code::Unauthenticated),
-                        reason: why.clone(),
-                        ..Default::default()
-                    });
-                    Err(Status::unauthenticated(why))
-                }
-            }
-        }
-    }
-
-    /// The identity of the caller if it is on the allow list. Also used by
-    /// the health service's interceptor.
-    pub fn check_identity(
-        allowed: &HashSet<String>,
-        certs: Option<&[tonic::transport::CertificateDer<'static>]>,
-    ) -> Result<String, (String, String)> {
-        match certs.and_then(|c| c.first()) {
-            None => Err((
-                "unknown".into(),
-                "no client certificate presented".to_string(),
-            )),
-            Some(cert) => match crate::tls::identity_from_cert(cert.as_ref()) {
-                None => Err((
-                    "unknown".into(),
-                    "client certificate has no common name".to_string(),
-                )),
-                Some(id) if allowed.contains(&id) => Ok(id),
-                Some(id) => {
-                    let shown = truncate_for_audit(&redact::neutralise_controls(&id));
-                    Err((
-                        shown.clone(),
-                        format!("client identity `{shown}` is not on the executor's allow list"),
-                    ))
-                }
-            },
-        }
     }
 
     pub fn allowed_clients(&self) -> HashSet<String> {
@@ -652,6 +605,25 @@ impl pb::executor_server::Executor for ExecutorService {
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         self.update_rpc(request).await
+    }
+
+    async fn build_source(
+        &self,
+        request: Request<pb::BuildSourceRequest>,
+    ) -> Result<Response<pb::BuildSourceResponse>, Status> {
+        let mut call = self.begin(&request, "build_source", Tier::Read);
+        let result = self.build_source(&mut call, request.into_inner()).await;
+        self.finish(call, result).await
+    }
+
+    async fn build_image(
+        &self,
+        request: Request<pb::BuildRequest>,
+    ) -> Result<Response<pb::WriteResponse>, Status> {
+        let commit = commit_argument(&request.get_ref().commit);
+        let request = request.map(|req| approval_only(req.request_id, req.container, req.approval));
+        let write = commit.map(|commit| ContainerWrite::Build { commit });
+        self.write_rpc(request, ContainerAction::Build, write).await
     }
 
     async fn inspect_image(

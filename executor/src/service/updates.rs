@@ -23,25 +23,48 @@ pub(super) struct UpdateJob {
     pull_timeout: Duration,
     max_image_bytes: u64,
     window: Duration,
+    /// An image the executor built (`reference` is its tag): nothing is
+    /// pulled.
+    built: Option<String>,
 }
 
 impl UpdateJob {
-    /// Pull, swap, hold; the answer's new container and image.
+    /// An update to the image the executor built and tagged `reference`.
+    pub(super) fn built(
+        reference: ImageRef,
+        from_reference: ImageRef,
+        image_id: String,
+        window: Duration,
+    ) -> UpdateJob {
+        UpdateJob {
+            reference,
+            from_reference,
+            credentials: None,
+            pull_timeout: Duration::ZERO,
+            max_image_bytes: u64::MAX,
+            window,
+            built: Some(image_id),
+        }
+    }
+
+    /// Pull (unless built here), swap, hold; the answer's new container
+    /// and image. `digest` is the manifest pulled (empty for a built one).
     pub(super) async fn run(
         &self,
         docker: &DockerAdapter,
         permit: &Permit<Update>,
-        digest: &ImageId,
+        digest: &str,
         response: &mut pb::WriteResponse,
     ) -> Result<Option<String>, DockerError> {
         let plan = UpdatePlan {
             reference: &self.reference,
             from_reference: &self.from_reference,
-            digest: digest.as_str(),
+            digest,
             credentials: self.credentials.as_ref(),
             pull_timeout: self.pull_timeout,
             max_image_bytes: self.max_image_bytes,
             window: self.window,
+            built: self.built.as_deref(),
         };
         let done = docker.update(permit, plan).await?;
         response.new_image_id = done.image_id;
@@ -122,6 +145,7 @@ impl ExecutorService {
             pull_timeout: registry.pull_timeout,
             max_image_bytes: registry.max_image_bytes,
             window: self.update.health_window,
+            built: None,
         })
     }
 
@@ -232,11 +256,32 @@ impl ExecutorService {
     }
 
     /// `UpdateContainer`: the write path with the digest the approval must
-    /// name, or the tag must name now under an update grant.
+    /// name, or the tag must name now under an update grant; or, with
+    /// `built_commit`, the image built from that commit (approval only).
     pub(super) async fn update_rpc(
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
+        if !request.get_ref().built_commit.is_empty() {
+            let r = request.get_ref();
+            let write = match (r.digest.is_empty(), r.to_tag.is_empty()) {
+                (true, true) => commit_argument(&r.built_commit)
+                    .map(|commit| ContainerWrite::UpdateBuilt { commit }),
+                _ => Err(ExecError::InvalidArgument(
+                    "an update names a digest (and a tag) or a built commit, not both".into(),
+                )),
+            };
+            let request = request.map(|req| pb::WriteRequest {
+                request_id: req.request_id,
+                container: req.container,
+                approval: req.approval,
+                grant: req.grant,
+                fault_class: String::new(),
+            });
+            return self
+                .write_rpc(request, ContainerAction::Update, write)
+                .await;
+        }
         let digest = content_id(
             &request.get_ref().digest,
             "digest",

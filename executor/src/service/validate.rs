@@ -130,6 +130,16 @@ pub(super) fn content_id(
     })
 }
 
+/// A commit a build names: a full id, never a branch or a tag.
+pub(super) fn commit_argument(text: &str) -> Result<CommitId, ExecError> {
+    CommitId::parse(text).ok_or_else(|| {
+        ExecError::InvalidArgument(format!(
+            "commit `{}` is not a full commit id (40 or 64 lowercase hex digits); a build names its source by content, never by a branch or tag",
+            truncate_for_audit(&redact::neutralise_controls(text))
+        ))
+    })
+}
+
 /// A write that only a person's approval can authorise, as the write path
 /// takes it (no grant, no fault class).
 pub(super) fn approval_only(

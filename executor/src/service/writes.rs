@@ -57,12 +57,23 @@ impl ExecutorService {
             truncate_for_audit(&approved.claims.plan_digest),
             approved.claims.expires_at
         );
-        let update = match write.digest() {
-            Some(digest) => Some(
+        let update = match (&write, write.digest()) {
+            (_, Some(digest)) => Some(
                 self.update_job(call, &target, digest, write.to_tag())
                     .await?,
             ),
-            None => None,
+            (ContainerWrite::UpdateBuilt { commit }, None) => Some(
+                self.built_update_job(call, &target, commit, &approved.claims)
+                    .await?,
+            ),
+            _ => None,
+        };
+        let build = match &write {
+            ContainerWrite::Build { commit } => Some(
+                self.build_job(call, &target, commit, &approved.claims)
+                    .await?,
+            ),
+            _ => None,
         };
         if let Some(image) = write.to_image() {
             call.entry.input.push_str(&format!(
@@ -94,6 +105,7 @@ impl ExecutorService {
             },
             recheck_state: false,
             update,
+            build,
         })
     }
 
@@ -112,6 +124,17 @@ impl ExecutorService {
         permit: WritePermit,
     ) -> Result<AuthorizedWrite, ExecError> {
         let action = write.action();
+        // A build, and what it built, are a person's decision each time.
+        if write.commit().is_some() {
+            return Err(GrantRefusal::NotCovered(format!(
+                "{} of a built image is never covered by a grant: a person approves each",
+                match write {
+                    ContainerWrite::Build { .. } => "a build",
+                    _ => "an update",
+                }
+            ))
+            .into());
+        }
         // An update is for no fault: it names no class.
         let fault_class = match write.digest() {
             Some(_) => "",
@@ -198,6 +221,7 @@ impl ExecutorService {
             },
             recheck_state: update.is_none(),
             update,
+            build: None,
         })
     }
 
@@ -318,6 +342,7 @@ impl ExecutorService {
                 mut response,
                 recheck_state,
                 update,
+                build,
             } = write;
             let still_broken = if recheck_state {
                 match docker.inspect(&permit.to_read()).await {
@@ -340,20 +365,43 @@ impl ExecutorService {
                             docker.rollback(permit, to_image.as_str()).await.map(Some)
                         }
                         WritePermit::Update { permit, digest } => match &update {
-                            Some(job) => job.run(&docker, permit, digest, &mut response).await,
+                            Some(job) => {
+                                job.run(&docker, permit, digest.as_str(), &mut response)
+                                    .await
+                            }
                             None => Err(DockerError::Rejected {
                                 operation: "update",
                                 message: "no registry was checked for this update".into(),
                             }),
                         },
+                        WritePermit::UpdateBuilt { permit, .. } => match &update {
+                            Some(job) => job.run(&docker, permit, "", &mut response).await,
+                            None => Err(DockerError::Rejected {
+                                operation: "update",
+                                message: "no built image was checked for this update".into(),
+                            }),
+                        },
+                        WritePermit::Build { permit, .. } => match build {
+                            Some(job) => job.run(&docker, permit, &mut response).await,
+                            None => Err(DockerError::Rejected {
+                                operation: "build",
+                                message: "no source was checked for this build".into(),
+                            }),
+                        },
                     };
+                    let building = action == ContainerAction::Build;
                     done.map_err(ExecError::from).map(|new_id| {
                         let action = action.as_str();
                         call.entry.result = match &new_id {
                             Some(id) => format!("{action} done: new container {id}"),
                             None => format!("{action} done"),
                         };
-                        if !response.new_image_id.is_empty() {
+                        if building {
+                            call.entry.result = format!(
+                                "build done: image {} ({}s)",
+                                response.new_image_id, response.watched_secs
+                            );
+                        } else if !response.new_image_id.is_empty() {
                             call.entry.result.push_str(&format!(
                                 " running {} ({}; held {}s)",
                                 response.new_image_id,
@@ -390,6 +438,8 @@ pub(super) struct AuthorizedWrite {
     recheck_state: bool,
     /// An update's registry, reference and window.
     update: Option<super::updates::UpdateJob>,
+    /// A build's checked source and limits.
+    build: Option<super::builds::BuildJob>,
 }
 
 /// A spawned write's answer; a task that died (a panic) is an internal

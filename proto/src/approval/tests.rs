@@ -17,6 +17,110 @@ fn claims() -> ApprovalClaims {
         service: None,
         host: None,
         update: None,
+        build: None,
+    }
+}
+
+fn build_claims() -> BuildClaims {
+    let commit = CommitId::parse(&"9c2d1e0a".repeat(5)).unwrap();
+    BuildClaims {
+        context: "api".into(),
+        tag: build_tag("api", &commit),
+        commit,
+        tree: "ab".repeat(20),
+        dockerfile: "Dockerfile".into(),
+        subject: Some("fix the port".into()),
+        author: None,
+    }
+}
+
+#[test]
+fn a_build_names_its_source_and_nothing_else() {
+    let mut c = claims();
+    c.action = WriteAction::Build;
+    assert!(ApprovalClaims::decode(&c.encode()).is_err(), "no source");
+    c.build = Some(build_claims());
+    let decoded = ApprovalClaims::decode(&c.encode()).expect("a build");
+    assert_eq!(
+        decoded.build.as_ref().map(|b| b.tag.as_str()),
+        Some("drydock/api:9c2d1e0a9c2d")
+    );
+    for (what, edit) in [
+        (
+            "an image",
+            Box::new(|c: &mut ApprovalClaims| {
+                c.from_image_id = Some(format!("sha256:{}", "a".repeat(64)))
+            }) as Box<dyn Fn(&mut ApprovalClaims)>,
+        ),
+        (
+            "another tag",
+            Box::new(|c: &mut ApprovalClaims| {
+                c.build.as_mut().unwrap().tag = "shop/api:latest".into()
+            }),
+        ),
+        (
+            "a path out",
+            Box::new(|c: &mut ApprovalClaims| {
+                c.build.as_mut().unwrap().dockerfile = "../Dockerfile".into()
+            }),
+        ),
+        (
+            "a short tree",
+            Box::new(|c: &mut ApprovalClaims| c.build.as_mut().unwrap().tree = "abc".into()),
+        ),
+        (
+            "a bad context",
+            Box::new(|c: &mut ApprovalClaims| c.build.as_mut().unwrap().context = "API!".into()),
+        ),
+        (
+            "on a restart",
+            Box::new(|c: &mut ApprovalClaims| c.action = WriteAction::Restart),
+        ),
+    ] {
+        let mut bad = c.clone();
+        edit(&mut bad);
+        assert!(ApprovalClaims::decode(&bad.encode()).is_err(), "{what}");
+    }
+    // A short commit does not decode: a build names its source in full.
+    let text = String::from_utf8(c.encode())
+        .unwrap()
+        .replace(&"9c2d1e0a".repeat(5), "9c2d1e0");
+    assert!(ApprovalClaims::decode(text.as_bytes()).is_err());
+}
+
+#[test]
+fn an_update_to_a_built_image_names_its_source_and_the_image_it_runs() {
+    let mut c = claims();
+    c.action = WriteAction::Update;
+    c.build = Some(build_claims());
+    assert!(
+        ApprovalClaims::decode(&c.encode()).is_err(),
+        "no from_image_id"
+    );
+    c.from_image_id = Some(format!("sha256:{}", "b".repeat(64)));
+    ApprovalClaims::decode(&c.encode()).expect("an update to a built image");
+    c.update = Some(UpdateClaims {
+        reference: "r:1".into(),
+        digest: format!("sha256:{}", "c".repeat(64)),
+        from_version: None,
+        to_version: None,
+        to_tag: None,
+    });
+    assert!(
+        ApprovalClaims::decode(&c.encode()).is_err(),
+        "a registry's and a build's at once"
+    );
+}
+
+#[test]
+fn revisions_are_plain_names() {
+    for ok in ["HEAD", "main", "v1.2.3", "release/7", "9c2d1e0"] {
+        assert!(is_revision(ok), "{ok}");
+    }
+    for bad in [
+        "", "-n", ".x", "a..b", "a b", "x@{1}", "x^", "x~1", "x:y", "/x", "x/",
+    ] {
+        assert!(!is_revision(bad), "{bad}");
     }
 }
 

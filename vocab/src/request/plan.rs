@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Target, TargetKind};
 use crate::{ServiceClaims, WriteAction};
-use drydock_proto::approval::{ImageId, UpdateClaims};
+use drydock_proto::approval::{BuildClaims, ImageId, UpdateClaims};
 
 /// A container's write as planned, with what belongs to it: a rollback
 /// names both images by content.
@@ -32,6 +32,17 @@ pub enum ContainerStep {
         /// A newer tag of the same repository, when the update moves to
         /// one (`drydock.update=patch` or `minor`).
         to_tag: Option<String>,
+    },
+    /// Build an image for the container from its build context at the
+    /// commit `source` names; the container is not touched.
+    Build {
+        source: BuildClaims,
+    },
+    /// Re-create the container with the image built from `source`; it
+    /// runs `from_image` now.
+    UpdateBuilt {
+        from_image: ImageId,
+        source: BuildClaims,
     },
 }
 
@@ -75,7 +86,8 @@ impl ContainerStep {
             ContainerStep::Restart => WriteAction::Restart,
             ContainerStep::Stop => WriteAction::Stop,
             ContainerStep::Rollback { .. } => WriteAction::Rollback,
-            ContainerStep::Update { .. } => WriteAction::Update,
+            ContainerStep::Update { .. } | ContainerStep::UpdateBuilt { .. } => WriteAction::Update,
+            ContainerStep::Build { .. } => WriteAction::Build,
         }
     }
 }
@@ -237,6 +249,24 @@ impl PlanStep {
         }
     }
 
+    /// A build's source, or an update to a built image's.
+    pub fn build_claims(&self) -> Option<BuildClaims> {
+        match &self.write {
+            StepWrite::Container(
+                ContainerStep::Build { source } | ContainerStep::UpdateBuilt { source, .. },
+            ) => Some(source.clone()),
+            _ => None,
+        }
+    }
+
+    /// The image the container runs now, for an update of either kind.
+    pub fn from_image(&self) -> Option<&ImageId> {
+        match &self.write {
+            StepWrite::Container(ContainerStep::UpdateBuilt { from_image, .. }) => Some(from_image),
+            _ => self.update().map(|(_, from)| from),
+        }
+    }
+
     /// What an update's approval binds besides its target: a container's
     /// (as `update`) or a service's (its tag and the digest).
     pub fn update_claims(&self) -> Option<UpdateClaims> {
@@ -281,6 +311,12 @@ pub struct PlanStepWire {
     /// approval will name them (with `from_image_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update: Option<UpdateClaims>,
+    /// A build's source (context, commit, tree, Dockerfile, tag), or the
+    /// source of the built image an update runs (then with
+    /// `from_image_id` and no `update`), exactly as the approval will name
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildClaims>,
     pub reason: String,
     /// The executor's tier for the action: `T1` (change), `T2` (disruptive).
     pub risk: crate::container::Tier,
@@ -310,6 +346,18 @@ impl TryFrom<PlanStepWire> for PlanStep {
             WriteAction::Rollback => StepWrite::Container(ContainerStep::Rollback {
                 to_image: image("image_id", w.image_id.clone())?,
                 from_image: image("from_image_id", w.from_image_id.clone())?,
+            }),
+            WriteAction::Update if w.build.is_some() => {
+                StepWrite::Container(ContainerStep::UpdateBuilt {
+                    from_image: image("from_image_id", w.from_image_id.clone())?,
+                    source: w.build.clone().ok_or("an update step names its source")?,
+                })
+            }
+            WriteAction::Build => StepWrite::Container(ContainerStep::Build {
+                source: w
+                    .build
+                    .clone()
+                    .ok_or("a build step names its context and commit")?,
             }),
             WriteAction::Update => {
                 let u = w
@@ -375,12 +423,13 @@ impl TryFrom<PlanStepWire> for PlanStep {
 impl From<PlanStep> for PlanStepWire {
     fn from(s: PlanStep) -> PlanStepWire {
         let service = s.service_claims();
-        let (image_id, from_image_id) = match (s.images(), s.update()) {
+        let (image_id, from_image_id) = match (s.images(), s.from_image()) {
             (Some((to, from)), _) => (Some(to.to_string()), Some(from.to_string())),
-            (None, Some((_, from))) => (None, Some(from.to_string())),
+            (None, Some(from)) => (None, Some(from.to_string())),
             (None, None) => (None, None),
         };
         let update = s.update_claims();
+        let build = s.build_claims();
         PlanStepWire {
             action: s.action(),
             target: s.target,
@@ -388,6 +437,7 @@ impl From<PlanStep> for PlanStepWire {
             from_image_id,
             service,
             update,
+            build,
             reason: s.reason,
             risk: s.risk,
             expected_effect: s.expected_effect,

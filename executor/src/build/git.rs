@@ -1,0 +1,491 @@
+//! The git reads a build needs, through the `git` program, in a checkout
+//! the operator named, as plumbing commands that run nothing of the
+//! repository's own: no hooks, no filters (a commit's files are copied
+//! out of the object store raw, as `cat-file` gives them, never through a
+//! smudge or clean filter a repository's config or attributes could name),
+//! no fsmonitor, no pager, no user or system config. Nothing is written to
+//! the checkout or its repository.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::tar::{Kind, TarWriter};
+pub use drydock_proto::approval::is_revision;
+use drydock_proto::approval::{is_commit_id, CommitId};
+
+/// How long one git command may run.
+const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most a metadata command's output may be (a listing of files).
+const MAX_LISTING: usize = 64 << 20;
+/// The most changed files named.
+pub const MAX_CHANGED: usize = 50;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GitError {
+    #[error("the git program could not be run ({0}); builds from a checkout need git on the executor's PATH")]
+    NoGit(String),
+    #[error("`{revision}` names no commit in {checkout}")]
+    UnknownRevision { revision: String, checkout: String },
+    #[error("`{0}` is not a revision drydock reads: a commit id, a branch or a tag of letters, digits, `.`, `_`, `-` and `/`")]
+    BadRevision(String),
+    #[error("git {what} in {checkout} failed: {message}")]
+    Failed {
+        what: &'static str,
+        checkout: String,
+        message: String,
+    },
+    #[error("git {what} in {checkout} took longer than {}s", GIT_TIMEOUT.as_secs())]
+    Timeout {
+        what: &'static str,
+        checkout: String,
+    },
+    #[error("the commit's files are more than build.max_context_bytes ({max} bytes)")]
+    TooLarge { max: u64 },
+    #[error(
+        "the commit has a submodule at `{0}`, whose files a build from the commit cannot include"
+    )]
+    Submodule(String),
+    #[error("the commit has no `{0}`")]
+    NoDockerfile(String),
+}
+
+/// A commit as a build's approval shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub id: CommitId,
+    pub tree: String,
+    pub subject: String,
+    pub author: String,
+    /// RFC 3339, and Unix seconds (the context's file times).
+    pub date: String,
+    pub time: u64,
+}
+
+/// One checkout.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    path: PathBuf,
+}
+
+impl Checkout {
+    pub fn new(path: &Path) -> Checkout {
+        Checkout {
+            path: path.to_path_buf(),
+        }
+    }
+
+    fn shown(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Run `git args` with `input` on its stdin; its stdout, at most `max`
+    /// bytes (more is an error).
+    async fn run(
+        &self,
+        what: &'static str,
+        args: &[&str],
+        input: Option<Vec<u8>>,
+        max: usize,
+    ) -> Result<Vec<u8>, GitError> {
+        let dir = self.path.to_string_lossy().to_string();
+        let mut cmd = tokio::process::Command::new("git");
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", "/nonexistent")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_NO_REPLACE_OBJECTS", "1")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("LC_ALL", "C")
+            .arg("-C")
+            .arg(&self.path)
+            .args([
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                &format!("safe.directory={dir}"),
+                "-c",
+                "core.attributesFile=/dev/null",
+                "--no-pager",
+            ])
+            .args(args)
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| GitError::NoGit(e.to_string()))?;
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let work = async {
+            let feed = async {
+                if let (Some(mut w), Some(bytes)) = (stdin, input) {
+                    // A git that exits early closes its end: its status says why.
+                    let _ = w.write_all(&bytes).await;
+                }
+            };
+            let read = async {
+                let mut out = Vec::new();
+                if let Some(r) = stdout.as_mut() {
+                    let mut limited = r.take(max as u64 + 1);
+                    let _ = limited.read_to_end(&mut out).await;
+                }
+                out
+            };
+            let errors = async {
+                let mut err = Vec::new();
+                if let Some(r) = stderr.as_mut() {
+                    let _ = r.take(4096).read_to_end(&mut err).await;
+                }
+                err
+            };
+            let ((), out, err) = tokio::join!(feed, read, errors);
+            (out, err)
+        };
+        let (out, err) =
+            tokio::time::timeout(GIT_TIMEOUT, work)
+                .await
+                .map_err(|_| GitError::Timeout {
+                    what,
+                    checkout: self.shown(),
+                })?;
+        if out.len() > max {
+            return Err(GitError::TooLarge { max: max as u64 });
+        }
+        let status = tokio::time::timeout(GIT_TIMEOUT, child.wait())
+            .await
+            .map_err(|_| GitError::Timeout {
+                what,
+                checkout: self.shown(),
+            })?
+            .map_err(|e| GitError::NoGit(e.to_string()))?;
+        if !status.success() {
+            let message = String::from_utf8_lossy(&err)
+                .lines()
+                .next()
+                .unwrap_or("no message")
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(300)
+                .collect();
+            return Err(GitError::Failed {
+                what,
+                checkout: self.shown(),
+                message,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The commit `revision` names (HEAD when empty).
+    pub async fn resolve(&self, revision: &str) -> Result<CommitId, GitError> {
+        let revision = if revision.is_empty() {
+            "HEAD"
+        } else {
+            revision
+        };
+        if !is_revision(revision) {
+            return Err(GitError::BadRevision(
+                revision
+                    .chars()
+                    .take(80)
+                    .filter(|c| !c.is_control())
+                    .collect(),
+            ));
+        }
+        let spec = format!("{revision}^{{commit}}");
+        let out = self
+            .run(
+                "rev-parse",
+                &[
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    "--end-of-options",
+                    &spec,
+                ],
+                None,
+                4096,
+            )
+            .await;
+        let unknown = || GitError::UnknownRevision {
+            revision: revision.to_string(),
+            checkout: self.shown(),
+        };
+        match out {
+            Ok(o) => CommitId::parse(String::from_utf8_lossy(&o).trim()).ok_or_else(unknown),
+            Err(GitError::Failed { .. }) => Err(unknown()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A commit's tree, subject, author and date.
+    pub async fn commit(&self, id: &CommitId) -> Result<Commit, GitError> {
+        let out = self
+            .run(
+                "log",
+                &[
+                    "log",
+                    "-1",
+                    "--no-show-signature",
+                    "--no-decorate",
+                    "--format=%T%x00%s%x00%an <%ae>%x00%cI%x00%ct",
+                    id.as_str(),
+                    "--",
+                ],
+                None,
+                16 << 10,
+            )
+            .await?;
+        let text = String::from_utf8_lossy(&out);
+        let parts: Vec<&str> = text.trim_end().split('\0').collect();
+        let field = |i: usize| parts.get(i).copied().unwrap_or_default();
+        let clean = |s: &str, n: usize| -> String {
+            s.chars().filter(|c| !c.is_control()).take(n).collect()
+        };
+        if !is_commit_id(field(0)) {
+            return Err(GitError::Failed {
+                what: "log",
+                checkout: self.shown(),
+                message: "no tree id in its answer".into(),
+            });
+        }
+        Ok(Commit {
+            id: id.clone(),
+            tree: field(0).to_string(),
+            subject: clean(field(1), 200),
+            author: clean(field(2), 200),
+            date: clean(field(3), 40),
+            time: field(4).trim().parse().unwrap_or(0),
+        })
+    }
+
+    /// The files of a commit: `(mode, type, id, path)`.
+    async fn files(
+        &self,
+        tree_ish: &str,
+    ) -> Result<Vec<(String, String, String, String)>, GitError> {
+        let out = self
+            .run(
+                "ls-tree",
+                &["ls-tree", "-r", "-z", "--full-tree", tree_ish],
+                None,
+                MAX_LISTING,
+            )
+            .await?;
+        Ok(out
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| {
+                let e = String::from_utf8_lossy(e);
+                let (meta, path) = e.split_once('\t')?;
+                let mut m = meta.split(' ');
+                Some((
+                    m.next()?.to_string(),
+                    m.next()?.to_string(),
+                    m.next()?.to_string(),
+                    path.to_string(),
+                ))
+            })
+            .collect())
+    }
+
+    /// The commit's files as a tar, read raw from the object store; at
+    /// most `max` bytes of content. Refused when `dockerfile` is not in it
+    /// or it has a submodule.
+    pub async fn archive(
+        &self,
+        commit: &Commit,
+        dockerfile: &str,
+        max: u64,
+    ) -> Result<Vec<u8>, GitError> {
+        let files = self.files(commit.id.as_str()).await?;
+        if let Some((_, _, _, path)) = files.iter().find(|(_, kind, _, _)| kind == "commit") {
+            return Err(GitError::Submodule(path.chars().take(200).collect()));
+        }
+        if !files
+            .iter()
+            .any(|(_, kind, _, p)| kind == "blob" && p == dockerfile)
+        {
+            return Err(GitError::NoDockerfile(dockerfile.to_string()));
+        }
+        let wanted: String = files
+            .iter()
+            .map(|(_, _, id, _)| format!("{id}\n"))
+            .collect();
+        let limit = usize::try_from(max).unwrap_or(usize::MAX);
+        let out = self
+            .run(
+                "cat-file",
+                &["cat-file", "--batch"],
+                Some(wanted.into_bytes()),
+                limit.saturating_add(files.len() * 100),
+            )
+            .await?;
+        let mut tar = TarWriter::new();
+        let mut rest = &out[..];
+        for (mode, _, id, path) in &files {
+            let nl = rest
+                .iter()
+                .position(|&b| b == b'\n')
+                .ok_or_else(|| self.broken("cat-file answered short"))?;
+            let head = String::from_utf8_lossy(&rest[..nl]).to_string();
+            let size: usize = match head.split(' ').collect::<Vec<_>>()[..] {
+                [got, "blob", size] if got == id => size.parse().map_err(|_| self.broken(&head))?,
+                _ => return Err(self.broken(&head)),
+            };
+            let body = rest
+                .get(nl + 1..nl + 1 + size)
+                .ok_or_else(|| self.broken("cat-file answered short"))?;
+            rest = rest.get(nl + 2 + size..).unwrap_or_default();
+            let kind = match mode.as_str() {
+                "120000" => Kind::Symlink,
+                "100755" => Kind::File { executable: true },
+                _ => Kind::File { executable: false },
+            };
+            tar.append(path, kind, body, commit.time);
+            if tar.len() as u64 > max {
+                return Err(GitError::TooLarge { max });
+            }
+        }
+        Ok(tar.finish())
+    }
+
+    /// A file of a commit, as text (a Dockerfile: at most 1 MiB).
+    pub async fn read_file(&self, commit: &CommitId, path: &str) -> Result<String, GitError> {
+        let spec = format!("{commit}:{path}");
+        let out = self
+            .run("cat-file", &["cat-file", "blob", &spec], None, 1 << 20)
+            .await
+            .map_err(|e| match e {
+                GitError::Failed { .. } => GitError::NoDockerfile(path.to_string()),
+                other => other,
+            })?;
+        Ok(String::from_utf8_lossy(&out).to_string())
+    }
+
+    fn broken(&self, what: &str) -> GitError {
+        GitError::Failed {
+            what: "cat-file",
+            checkout: self.shown(),
+            message: what.chars().take(120).collect(),
+        }
+    }
+
+    /// Whether the checkout's tracked files differ from its HEAD commit,
+    /// staged or not: each file hashed raw (no filter), as the commit holds
+    /// it. A symbolic link is compared by its target.
+    pub async fn dirty(&self) -> Result<bool, GitError> {
+        let head: BTreeMap<String, (String, String)> = self
+            .files("HEAD")
+            .await?
+            .into_iter()
+            .map(|(mode, _, id, path)| (path, (mode, id)))
+            .collect();
+        let index = self
+            .run("ls-files", &["ls-files", "-s", "-z"], None, MAX_LISTING)
+            .await?;
+        let mut staged = BTreeMap::new();
+        for e in index.split(|&b| b == 0).filter(|e| !e.is_empty()) {
+            let e = String::from_utf8_lossy(e);
+            let Some((meta, path)) = e.split_once('\t') else {
+                continue;
+            };
+            let m: Vec<&str> = meta.split(' ').collect();
+            if let [mode, id, _stage] = m[..] {
+                staged.insert(path.to_string(), (mode.to_string(), id.to_string()));
+            }
+        }
+        if staged != head {
+            return Ok(true);
+        }
+        let regular: Vec<(&String, &String)> = head
+            .iter()
+            .filter(|(p, (mode, _))| mode.starts_with("100") && !p.contains('\n'))
+            .map(|(p, (_, id))| (p, id))
+            .collect();
+        for (path, (mode, id)) in &head {
+            if mode == "120000" {
+                let target = std::fs::read_link(self.path.join(path));
+                let blob = self
+                    .run("cat-file", &["cat-file", "blob", id], None, 4096)
+                    .await?;
+                if target
+                    .map(|t| t.as_os_str().as_encoded_bytes().to_vec())
+                    .ok()
+                    != Some(blob)
+                {
+                    return Ok(true);
+                }
+            }
+        }
+        if regular.iter().any(|(p, _)| !self.path.join(p).is_file()) {
+            return Ok(true);
+        }
+        let paths: String = regular.iter().map(|(p, _)| format!("{p}\n")).collect();
+        let hashes = self
+            .run(
+                "hash-object",
+                &["hash-object", "--no-filters", "--stdin-paths"],
+                Some(paths.into_bytes()),
+                MAX_LISTING,
+            )
+            .await?;
+        let hashes = String::from_utf8_lossy(&hashes);
+        let mut got = hashes.lines();
+        Ok(regular
+            .iter()
+            .any(|(_, id)| got.next() != Some(id.as_str())))
+    }
+
+    /// The files that differ between two commits: at most `MAX_CHANGED`,
+    /// and how many more.
+    pub async fn changed_files(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<(Vec<String>, usize), GitError> {
+        let out = self
+            .run(
+                "diff-tree",
+                &[
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--name-only",
+                    "--no-renames",
+                    from.as_str(),
+                    to.as_str(),
+                    "--",
+                ],
+                None,
+                MAX_LISTING,
+            )
+            .await?;
+        let all: Vec<String> = out
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                String::from_utf8_lossy(e)
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(200)
+                    .collect()
+            })
+            .collect();
+        let more = all.len().saturating_sub(MAX_CHANGED);
+        Ok((all.into_iter().take(MAX_CHANGED).collect(), more))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+use super::*;
+use std::process::Command;
+
+/// A repository with two commits, as a person would make it.
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Repo {
+        let repo = Repo {
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.dir.path())
+            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com"])
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn write(&self, path: &str, text: &str) {
+        let p = self.dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn commit(&self, subject: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", subject]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    fn checkout(&self) -> Checkout {
+        Checkout::new(self.dir.path())
+    }
+}
+
+fn extract(tar: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("context.tar");
+    std::fs::write(&file, tar).unwrap();
+    let out = Command::new("tar")
+        .arg("-xf")
+        .arg(&file)
+        .arg("-C")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::remove_file(&file).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_revision_names_a_commit_with_its_tree_and_author() {
+    let repo = Repo::new();
+    repo.write("Dockerfile", "FROM scratch\n");
+    let first = repo.commit("first");
+    repo.write("app.txt", "v2\n");
+    let second = repo.commit("second: the app");
+    repo.git(&["tag", "v2"]);
+    let c = repo.checkout();
+    assert_eq!(c.resolve("").await.unwrap().as_str(), second);
+    assert_eq!(c.resolve("v2").await.unwrap().as_str(), second);
+    assert_eq!(c.resolve(&first[..9]).await.unwrap().as_str(), first);
+    assert_eq!(c.resolve("main").await.unwrap().as_str(), second);
+    let commit = c.commit(&c.resolve("v2").await.unwrap()).await.unwrap();
+    assert_eq!(commit.tree, repo.git(&["rev-parse", "HEAD^{tree}"]));
+    assert_eq!(commit.subject, "second: the app");
+    assert_eq!(commit.author, "Ann <ann@example.com>");
+    assert!(commit.time > 1_600_000_000);
+    for bad in ["--output=/tmp/x", "HEAD@{1}", "a..b", "x y", ""] {
+        if bad.is_empty() {
+            continue;
+        }
+        assert!(
+            matches!(c.resolve(bad).await, Err(GitError::BadRevision(_))),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        c.resolve("nosuchbranch").await,
+        Err(GitError::UnknownRevision { .. })
+    ));
+    let (changed, more) = c
+        .changed_files(
+            &CommitId::parse(&first).unwrap(),
+            &CommitId::parse(&second).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((changed, more), (vec!["app.txt".to_string()], 0));
+}
+
+/// The archive holds the commit's files, not the checkout's, and no
+/// filter the repository names runs.
+#[tokio::test]
+async fn the_archive_is_the_commits_files_raw() {
+    let repo = Repo::new();
+    let marker = repo.dir.path().join("filter-ran");
+    repo.write("Dockerfile", "FROM scratch\nCOPY app.txt /\n");
+    repo.write("app.txt", "committed\n");
+    repo.write("bin/run", "#!/bin/sh\n");
+    repo.write(".gitattributes", "* filter=evil\n");
+    let first = repo.commit("first");
+    repo.git(&[
+        "config",
+        "filter.evil.smudge",
+        &format!("touch {} && cat", marker.display()),
+    ]);
+    repo.git(&[
+        "config",
+        "filter.evil.clean",
+        &format!("touch {} && cat", marker.display()),
+    ]);
+    repo.write("app.txt", "dirty in the checkout\n");
+    let c = repo.checkout();
+    let commit = c.commit(&CommitId::parse(&first).unwrap()).await.unwrap();
+    let tar = c.archive(&commit, "Dockerfile", 1 << 20).await.unwrap();
+    let out = extract(&tar);
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("app.txt")).unwrap(),
+        "committed\n"
+    );
+    assert!(out.path().join("bin/run").is_file());
+    assert!(c.dirty().await.unwrap(), "a changed tracked file is dirty");
+    assert!(!marker.exists(), "a filter of the repository ran");
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.path().join("app.txt")).unwrap(),
+        "dirty in the checkout\n",
+        "the checkout is untouched"
+    );
+    assert_eq!(
+        c.archive(&commit, "deploy/Dockerfile", 1 << 20).await,
+        Err(GitError::NoDockerfile("deploy/Dockerfile".into()))
+    );
+    assert_eq!(
+        c.archive(&commit, "Dockerfile", 10).await,
+        Err(GitError::TooLarge { max: 10 })
+    );
+}
+
+#[tokio::test]
+async fn a_checkout_is_clean_until_a_tracked_file_changes() {
+    let repo = Repo::new();
+    repo.write("Dockerfile", "FROM scratch\n");
+    repo.commit("first");
+    let c = repo.checkout();
+    assert!(!c.dirty().await.unwrap());
+    repo.write("untracked.txt", "new\n");
+    assert!(
+        !c.dirty().await.unwrap(),
+        "an untracked file is not the commit's"
+    );
+    repo.write("Dockerfile", "FROM scratch\nLABEL x=y\n");
+    assert!(c.dirty().await.unwrap());
+    repo.git(&["add", "Dockerfile"]);
+    assert!(c.dirty().await.unwrap(), "staged is dirty too");
+    repo.git(&["checkout", "-q", "--", "."]);
+    repo.git(&["reset", "-q", "--hard"]);
+    std::fs::remove_file(repo.dir.path().join("Dockerfile")).unwrap();
+    assert!(c.dirty().await.unwrap(), "a deleted file is dirty");
+}

@@ -1,0 +1,372 @@
+//! Builds: `BuildSource` (T0), what a `BuildImage` needs beyond the write
+//! path (the container's context, the commit resolved and checked against
+//! what was signed, the commit's files copied out, the base images on the
+//! engine: all before the approval is spent), and the image an update to
+//! a built image runs.
+
+use super::*;
+use crate::build::git::{Checkout, Commit, GitError};
+use crate::build::ContextConfig;
+use crate::docker::{BuildPlan, CONTEXT_LABEL, REVISION_LABEL, SOURCE_LABEL, TREE_LABEL};
+use crate::policy::Build;
+use crate::registry::ImageRef;
+use drydock_proto::approval::{build_tag, ApprovalClaims, BuildClaims, CommitId};
+
+/// Why a build (or an update to a built image) cannot go ahead, though
+/// nothing is wrong with the call itself.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildRefusal {
+    #[error("{container} is built from no context in build.contexts{}: name its compose service (`project/service`) in a context's `services` in executor.yaml", service.as_ref().map(|s| format!(" (its compose service is {s})")).unwrap_or_else(|| " (it is not a compose service)".into()))]
+    NoContext {
+        container: String,
+        service: Option<String>,
+    },
+    #[error("the checkout {checkout} has uncommitted changes to tracked files, and {commit} is its HEAD: a build of it would not be what the checkout holds; commit or stash them, or name another commit")]
+    Dirty { checkout: String, commit: String },
+    #[error("the base image {0} is not on the engine; a build never pulls: pull it (or build it), then ask again")]
+    BaseMissing(String),
+    #[error("the Dockerfile cannot be built here: {0}")]
+    Dockerfile(String),
+    #[error("no image built from {commit} of context {context} is on the engine ({tag}): build it first (`drydock build <name> --at {commit}`)")]
+    NotBuilt {
+        context: String,
+        commit: String,
+        tag: String,
+    },
+    #[error("{tag} is not what this executor built from {commit} of context {context}: its labels say {labels}")]
+    NotOurs {
+        tag: String,
+        context: String,
+        commit: String,
+        labels: String,
+    },
+    #[error(transparent)]
+    Source(#[from] GitError),
+}
+
+impl BuildRefusal {
+    pub(super) fn code(&self) -> tonic::Code {
+        match self {
+            BuildRefusal::Source(GitError::BadRevision(_)) => tonic::Code::InvalidArgument,
+            BuildRefusal::Source(GitError::UnknownRevision { .. }) => tonic::Code::NotFound,
+            BuildRefusal::Source(
+                GitError::NoGit(_) | GitError::Failed { .. } | GitError::Timeout { .. },
+            ) => tonic::Code::Unavailable,
+            _ => tonic::Code::FailedPrecondition,
+        }
+    }
+
+    /// A refusal by drydock's rules, or a failure to read the source.
+    pub(super) fn is_failure(&self) -> bool {
+        self.code() == tonic::Code::Unavailable
+    }
+}
+
+/// A build, decided before the approval is spent.
+pub(super) struct BuildJob {
+    tag: String,
+    dockerfile: String,
+    context: Vec<u8>,
+    labels: BTreeMap<String, String>,
+    network: &'static str,
+    timeout: Duration,
+}
+
+impl BuildJob {
+    /// Build; the image's id, the output's tail and the time in `response`.
+    pub(super) async fn run(
+        self,
+        docker: &DockerAdapter,
+        permit: &Permit<Build>,
+        response: &mut pb::WriteResponse,
+    ) -> Result<Option<String>, DockerError> {
+        let plan = BuildPlan {
+            tag: &self.tag,
+            dockerfile: &self.dockerfile,
+            context: self.context,
+            labels: self.labels,
+            network: self.network,
+            timeout: self.timeout,
+        };
+        let built = docker.build(permit, plan).await?;
+        response.new_image_id = built.image_id;
+        response.watched_secs = built.took.as_secs();
+        response.build_log = built.log;
+        Ok(None)
+    }
+}
+
+/// A context's checkout and the commit a request names in it.
+struct Source {
+    checkout: Checkout,
+    commit: Commit,
+}
+
+impl ExecutorService {
+    /// The build context of a container, or why it has none.
+    fn context_of(&self, target: &ResolvedTarget) -> Result<&ContextConfig, BuildRefusal> {
+        self.build
+            .context_for(&target.labels)
+            .ok_or_else(|| BuildRefusal::NoContext {
+                container: target.name.trim_start_matches('/').to_string(),
+                service: crate::build::compose_service(&target.labels),
+            })
+    }
+
+    async fn source(context: &ContextConfig, revision: &str) -> Result<Source, BuildRefusal> {
+        let checkout = Checkout::new(&context.path);
+        let id = checkout.resolve(revision).await?;
+        let commit = checkout.commit(&id).await?;
+        Ok(Source { checkout, commit })
+    }
+
+    /// `BuildSource`: a container's context and the commit a revision
+    /// names in it, as a build's approval would bind it.
+    pub(super) async fn build_source(
+        &self,
+        call: &mut Call,
+        req: pb::BuildSourceRequest,
+    ) -> Result<pb::BuildSourceResponse, ExecError> {
+        call.record(&req.request_id, &req.container);
+        call.authenticated()?;
+        validate_request_id(&req.request_id)?;
+        let resolved = self.resolve(call, &req.container).await?;
+        let target = resolved.target;
+        self.policy
+            .permit_read(&target)
+            .map_err(|why| reads::invisible(&req.container, why))?;
+        call.entry.input = format!(
+            "revision={}",
+            truncate_for_audit(&redact::neutralise_controls(&req.revision))
+        );
+        let context = self.context_of(&target)?;
+        let source = Self::source(context, &req.revision).await?;
+        let head = source.checkout.resolve("").await.ok();
+        let dirty = source.checkout.dirty().await?;
+        let tag = build_tag(&context.name, &source.commit.id);
+        let built = self
+            .docker
+            .built_image(&tag)
+            .await?
+            .filter(|i| i.labels.get(REVISION_LABEL) == Some(&source.commit.id.to_string()));
+        // What the container runs now, when it names a commit of the
+        // checkout: the files changed from it.
+        let running = self
+            .docker
+            .image(&target.image_id)
+            .await?
+            .and_then(|i| i.oci_labels.get(REVISION_LABEL).cloned())
+            .unwrap_or_default();
+        let from = match CommitId::parse(&running) {
+            Some(c) => Some(c),
+            None if !running.is_empty() && crate::build::git::is_revision(&running) => {
+                source.checkout.resolve(&running).await.ok()
+            }
+            None => None,
+        };
+        let (changed, more) = match &from {
+            Some(from) => source
+                .checkout
+                .changed_files(from, &source.commit.id)
+                .await
+                .unwrap_or_default(),
+            None => (Vec::new(), 0),
+        };
+        call.entry.result = format!(
+            "context={} commit={} tree={}{}",
+            context.name,
+            source.commit.id,
+            source.commit.tree,
+            if dirty { " (checkout dirty)" } else { "" }
+        );
+        let text = |t: &str| redact::redact_text(&redact::neutralise_controls(t)).0;
+        Ok(pb::BuildSourceResponse {
+            container_id: target.id,
+            context: context.name.clone(),
+            commit: source.commit.id.to_string(),
+            tree: source.commit.tree.clone(),
+            dockerfile: context.dockerfile.clone(),
+            tag,
+            subject: text(&source.commit.subject),
+            author: text(&source.commit.author),
+            date: source.commit.date.clone(),
+            head: head.map(|h| h.to_string()).unwrap_or_default(),
+            dirty,
+            built_image_id: built.map(|b| b.id).unwrap_or_default(),
+            running_revision: from.map(|f| f.to_string()).unwrap_or_default(),
+            changed_files: changed.iter().map(|f| text(f)).collect(),
+            changed_files_more: more as u32,
+        })
+    }
+
+    /// A build's source, checked against what was signed, and its files
+    /// copied out; the base images must be on the engine. Before the
+    /// approval is spent, so a refusal does not burn it.
+    pub(super) async fn build_job(
+        &self,
+        call: &mut Call,
+        target: &ResolvedTarget,
+        commit: &CommitId,
+        claims: &ApprovalClaims,
+    ) -> Result<BuildJob, ExecError> {
+        call.entry.input.push_str(&format!(" commit={commit}"));
+        let context = self.context_of(target)?;
+        let source = Self::source(context, commit.as_str()).await?;
+        if &source.commit.id != commit {
+            return Err(BuildRefusal::Source(GitError::UnknownRevision {
+                revision: commit.to_string(),
+                checkout: context.path.display().to_string(),
+            })
+            .into());
+        }
+        let signed = claims.build.as_ref();
+        check_source(signed, context, &source.commit)?;
+        call.entry.input.push_str(&format!(
+            " context={} tree={} dockerfile={}",
+            context.name,
+            source.commit.tree,
+            truncate_for_audit(&context.dockerfile)
+        ));
+        if source.checkout.resolve("").await.ok().as_ref() == Some(commit)
+            && source.checkout.dirty().await?
+        {
+            return Err(BuildRefusal::Dirty {
+                checkout: context.path.display().to_string(),
+                commit: commit.to_string(),
+            }
+            .into());
+        }
+        let tar = source
+            .checkout
+            .archive(
+                &source.commit,
+                &context.dockerfile,
+                self.build.max_context_bytes,
+            )
+            .await
+            .map_err(BuildRefusal::from)?;
+        let dockerfile = source
+            .checkout
+            .read_file(&source.commit.id, &context.dockerfile)
+            .await
+            .map_err(BuildRefusal::from)?;
+        let bases = crate::docker::base_images(&dockerfile).map_err(BuildRefusal::Dockerfile)?;
+        for base in bases {
+            if !self.docker.has_image(&base).await? {
+                return Err(BuildRefusal::BaseMissing(truncate_for_audit(&base)).into());
+            }
+        }
+        let tag = build_tag(&context.name, commit);
+        let labels = BTreeMap::from([
+            (CONTEXT_LABEL.to_string(), context.name.clone()),
+            (TREE_LABEL.to_string(), source.commit.tree.clone()),
+            (REVISION_LABEL.to_string(), commit.to_string()),
+            (SOURCE_LABEL.to_string(), context.path.display().to_string()),
+        ]);
+        Ok(BuildJob {
+            tag,
+            dockerfile: context.dockerfile.clone(),
+            context: tar,
+            labels,
+            network: self.build.network.mode(),
+            timeout: self.build.timeout,
+        })
+    }
+
+    /// An update to the image this executor built from `commit` of the
+    /// container's context: it must be on the engine under its tag, with
+    /// the labels the build gave it and the tree the approval names.
+    pub(super) async fn built_update_job(
+        &self,
+        call: &mut Call,
+        target: &ResolvedTarget,
+        commit: &CommitId,
+        claims: &ApprovalClaims,
+    ) -> Result<super::updates::UpdateJob, ExecError> {
+        let context = self.context_of(target)?;
+        let tag = build_tag(&context.name, commit);
+        call.entry.input.push_str(&format!(
+            " built={tag} commit={commit} from_image_id={}",
+            target.image_id
+        ));
+        let signed = claims.build.as_ref();
+        let not_built = || BuildRefusal::NotBuilt {
+            context: context.name.clone(),
+            commit: commit.to_string(),
+            tag: tag.clone(),
+        };
+        let image = self.docker.built_image(&tag).await?.ok_or_else(not_built)?;
+        let label = |k: &str| image.labels.get(k).map(String::as_str).unwrap_or("");
+        let tree = signed.map(|b| b.tree.as_str()).unwrap_or_default();
+        if label(CONTEXT_LABEL) != context.name
+            || label(REVISION_LABEL) != commit.as_str()
+            || label(TREE_LABEL) != tree
+        {
+            return Err(BuildRefusal::NotOurs {
+                tag: tag.clone(),
+                context: context.name.clone(),
+                commit: commit.to_string(),
+                labels: truncate_for_audit(&format!(
+                    "context={} revision={} tree={}",
+                    label(CONTEXT_LABEL),
+                    label(REVISION_LABEL),
+                    label(TREE_LABEL)
+                )),
+            }
+            .into());
+        }
+        if signed.map(|b| b.context.as_str()) != Some(context.name.as_str()) {
+            return Err(ApprovalError::SourceMoved {
+                field: "context",
+                signed: signed.map(|b| b.context.clone()).unwrap_or_default(),
+                actual: context.name.clone(),
+            }
+            .into());
+        }
+        let reference = ImageRef::parse(&tag).ok_or_else(not_built)?;
+        let from_reference =
+            ImageRef::parse(&target.image_ref).unwrap_or_else(|| reference.clone());
+        Ok(super::updates::UpdateJob::built(
+            reference,
+            from_reference,
+            image.id,
+            self.update.health_window,
+        ))
+    }
+}
+
+/// The signed source against the one resolved now: the context, the tree,
+/// the Dockerfile and the tag must be what the person was shown.
+fn check_source(
+    signed: Option<&BuildClaims>,
+    context: &ContextConfig,
+    commit: &Commit,
+) -> Result<(), ApprovalError> {
+    let Some(b) = signed else {
+        return Err(ApprovalError::SourceMoved {
+            field: "build",
+            signed: String::new(),
+            actual: "a build".into(),
+        });
+    };
+    let tag = build_tag(&context.name, &commit.id);
+    for (field, s, a) in [
+        ("context", b.context.as_str(), context.name.as_str()),
+        ("tree", b.tree.as_str(), commit.tree.as_str()),
+        (
+            "dockerfile",
+            b.dockerfile.as_str(),
+            context.dockerfile.as_str(),
+        ),
+        ("tag", b.tag.as_str(), tag.as_str()),
+    ] {
+        if s != a {
+            return Err(ApprovalError::SourceMoved {
+                field,
+                signed: s.chars().take(128).collect(),
+                actual: a.chars().take(128).collect(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,482 @@
+//! `drydock build` end to end, on the real daemons, a real engine and a
+//! real git repository made here: a compose service with `build:` runs the
+//! second of three commits (the third breaks the start); `drydock build
+//! --at <second>` builds it from the commit's own files (the operator's
+//! checkout, with a change in it, is untouched) and deploys it healthy.
+//! Then, as a compromised agent would, the boundary is tried: an approval
+//! for one commit presented for another, a container no context builds
+//! for, the checkout's dirty HEAD, a grant, a build that reaches the
+//! network, a build that outlives its time limit: each refused (or
+//! stopped) and audited.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use drydock_e2e::*;
+use drydock_proto::approval::{build_tag, BuildClaims, CommitId, WriteAction};
+use drydock_proto::pb;
+use serde_json::Value;
+use tonic::Code;
+
+use crate::update_flow::Removed;
+
+/// The serving image every commit builds on (on the engine: builds never
+/// pull).
+const BASE: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
+
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.dir.path())
+            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com"])
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A commit with this Dockerfile and `app.txt`; its full id.
+    fn commit(&self, subject: &str, dockerfile: &str, app: &str) -> String {
+        std::fs::write(self.dir.path().join("Dockerfile"), dockerfile).expect("Dockerfile");
+        std::fs::write(self.dir.path().join("app.txt"), app).expect("app.txt");
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", subject]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn dockerfile(version: &str, cmd: &str) -> String {
+    format!("FROM {BASE}\nLABEL drydock.test.version={version}\nCOPY app.txt /app.txt\nCMD {cmd}\n")
+}
+
+const SERVE: &str = "[\"serve\", \"--port\", \"8080\"]";
+const BROKEN: &str = "[\"crash\", \"--code\", \"3\", \"--line\", \"FATAL: config v3 is invalid\"]";
+
+fn compose(project: &str, file: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("docker-compose")
+        .arg("-p")
+        .arg(project)
+        .arg("-f")
+        .arg(file)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run docker-compose: {e}"))
+}
+
+fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The source of `commit` as the executor reads it and an approval binds
+/// it.
+fn source(repo: &Repo, context: &str, commit: &str) -> BuildClaims {
+    let commit = CommitId::parse(commit).expect("a full commit id");
+    BuildClaims {
+        context: context.into(),
+        tag: build_tag(context, &commit),
+        tree: repo.git(&["rev-parse", &format!("{commit}^{{tree}}")]),
+        commit,
+        dockerfile: "Dockerfile".into(),
+        subject: None,
+        author: None,
+    }
+}
+
+fn build_approval(
+    dd: &Drydock,
+    request: &str,
+    container: &str,
+    signed: BuildClaims,
+) -> pb::Approval {
+    let mut claims = approvals::claims(request, WriteAction::Build, container);
+    claims.build = Some(signed);
+    approvals::sign(&claims, &dd.approver_key(), "local-operator")
+}
+
+fn build_request(
+    request: &str,
+    container: &str,
+    commit: &str,
+    a: pb::Approval,
+) -> pb::BuildRequest {
+    pb::BuildRequest {
+        request_id: request.into(),
+        container: container.into(),
+        commit: commit.into(),
+        approval: Some(a),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
+    drydock_daemon::tls::install_crypto_provider();
+    let project = unique("build");
+    let context = "api";
+    let dd = Drydock::init_options(|o| o.targets = vec![format!("{project}_*")]);
+    let repo = Repo {
+        dir: tempfile::tempdir().expect("temp dir"),
+    };
+    repo.git(&["init", "-q", "-b", "main"]);
+    let first = repo.commit("the first page", &dockerfile("1", SERVE), "one\n");
+    let second = repo.commit("serve page two", &dockerfile("2", SERVE), "two\n");
+    let third = repo.commit("read config v3", &dockerfile("3", BROKEN), "three\n");
+    // A branch whose build reaches the network, and one that never ends.
+    repo.git(&["checkout", "-q", "-b", "net", &second]);
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").expect("listen");
+    let port = listener.local_addr().expect("port").port();
+    // The host as a container on the default bridge reaches it.
+    let subnet = docker_ok(&[
+        "network",
+        "inspect",
+        "bridge",
+        "-f",
+        "{{(index .IPAM.Config 0).Subnet}}",
+    ]);
+    let gateway = subnet
+        .split('/')
+        .next()
+        .and_then(|net| net.rsplit_once('.'))
+        .map(|(head, _)| format!("{head}.1"))
+        .expect("the bridge's subnet");
+    let net = repo.commit(
+        "fetch at build time",
+        &format!(
+            "FROM {BASE}\nRUN [\"/drydock-fixture\", \"probe\", \"tcp://{gateway}:{port}\"]\nCMD {SERVE}\n"
+        ),
+        "net\n",
+    );
+    repo.git(&["checkout", "-q", "-b", "slow", &second]);
+    let slow = repo.commit(
+        "a build that never ends",
+        &format!("FROM {BASE}\nRUN [\"/drydock-fixture\", \"sleep\"]\nCMD {SERVE}\n"),
+        "slow\n",
+    );
+    // The running container is the second commit's, built by compose.
+    repo.git(&["checkout", "-q", &second]);
+    let compose_dir = tempfile::tempdir().expect("temp dir");
+    let file = compose_dir.path().join("docker-compose.yml");
+    std::fs::write(
+        &file,
+        format!(
+            "version: \"2.4\"\nservices:\n  api:\n    build: {}\n",
+            repo.path().display()
+        ),
+    )
+    .expect("compose file");
+    // Removed last: after the service that runs them is down.
+    let _images = RemovedImages(
+        [&first, &second, &third, &net, &slow]
+            .iter()
+            .map(|c| format!("drydock/{context}:{}", &c[..12]))
+            .collect(),
+    );
+    let up = compose(&project, &file, &["up", "-d", "--build"]);
+    assert!(up.status.success(), "{up:?}");
+    let _down = ComposeDown(project.clone(), file.clone());
+    let api = format!("{project}_api_1");
+    wait("the second commit serving", Duration::from_secs(60), || {
+        docker_ok(&["inspect", "-f", "{{.State.Health.Status}}", &api]) == "healthy"
+    });
+    let running = docker_ok(&["inspect", "-f", "{{.Image}}", &api]);
+    // The operator's checkout: on main (the broken third) with a change.
+    repo.git(&["checkout", "-q", "main"]);
+    std::fs::write(repo.path().join("app.txt"), "a local edit\n").expect("edit");
+    let other = Removed(format!("{project}_other"));
+    docker_ok(&[
+        "run", "-d", "--name", &other.0, BASE, "serve", "--port", "8080",
+    ]);
+
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        format!(
+            "{}update:\n  health_window: 3s\nbuild:\n  timeout: 15s\n  contexts:\n    - name: {context}\n      path: {}\n      services: [\"{project}/api\"]\n",
+            config
+                .replace("update: {enabled: false}", "update: {enabled: true}")
+                .replace("build: {enabled: false}", "build: {enabled: true}"),
+            repo.path().display()
+        ),
+    )
+    .expect("write executor config");
+    dd.up();
+
+    // 1. `drydock build --at <second>`: built from the commit, deployed.
+    let out = dd.cli(&["build", &api, "--at", &second[..9], "--yes", "--json"]);
+    let req: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}\nagent log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            dd.agent_log()
+        )
+    });
+    assert_eq!(req["status"], "completed", "{req:#}\n{}", dd.agent_log());
+    let steps: Vec<&str> = req["plan"]["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["action"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(steps, vec!["build", "update"], "{req:#}");
+    let tag = format!("drydock/{context}:{}", &second[..12]);
+    let built = docker_ok(&["image", "inspect", "-f", "{{.Id}}", &tag]);
+    assert_eq!(
+        docker_ok(&[
+            "image",
+            "inspect",
+            "-f",
+            "{{index .Config.Labels \"org.opencontainers.image.revision\"}} {{index .Config.Labels \"drydock.test.version\"}}",
+            &tag
+        ]),
+        format!("{second} 2"),
+        "the image names its revision and is the second commit's"
+    );
+    assert_ne!(built, running, "a new build, not compose's image");
+    assert_eq!(docker_ok(&["inspect", "-f", "{{.Image}}", &api]), built);
+    assert_eq!(
+        docker_ok(&["inspect", "-f", "{{.State.Health.Status}}", &api]),
+        "healthy"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("app.txt")).expect("app.txt"),
+        "a local edit\n",
+        "the operator's change stays"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "HEAD"]),
+        third,
+        "the checkout stays on its HEAD"
+    );
+    assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1);
+    let rows = dd.audit_rows();
+    let build_row = rows
+        .iter()
+        .find(|r| r["action"] == "build" && r["decision"] == "allowed")
+        .unwrap_or_else(|| panic!("an allowed build row: {rows:#?}"));
+    assert!(
+        build_row["result"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&built)
+            && build_row["input"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&second),
+        "{build_row:#}"
+    );
+    assert!(
+        rows.iter().any(|r| r["action"] == "update"
+            && r["decision"] == "allowed"
+            && r["input"].as_str().unwrap_or_default().contains(&tag)),
+        "{rows:#?}"
+    );
+
+    // 2. The boundary, as a compromised agent would try it.
+    let mut exec = dd.executor_as_agent().await;
+    let api_id = docker_ok(&["inspect", "-f", "{{.Id}}", &api]);
+    let denied = |before: usize, code: Code, status: &tonic::Status, needle: &str| {
+        assert_eq!(status.code(), code, "{status:?}");
+        assert!(status.message().contains(needle), "{needle}: {status:?}");
+        let rows = dd.audit_rows();
+        assert!(
+            rows[before..]
+                .iter()
+                .any(|r| r["reason"].as_str().unwrap_or_default().contains(needle)),
+            "{needle} audited: {:#?}",
+            &rows[before..]
+        );
+    };
+    let count = || dd.audit_rows().len();
+    // An approval for the first commit presented for the third.
+    let before = count();
+    let e = exec
+        .build_image(build_request(
+            "req-build-other",
+            &api_id,
+            &third,
+            build_approval(
+                &dd,
+                "req-build-other",
+                &api_id,
+                source(&repo, context, &first),
+            ),
+        ))
+        .await
+        .expect_err("another commit's approval");
+    denied(
+        before,
+        Code::FailedPrecondition,
+        &e,
+        "approval is for a build of commit",
+    );
+    // A tree other than the commit's.
+    let mut wrong_tree = source(&repo, context, &first);
+    wrong_tree.tree = source(&repo, context, &second).tree;
+    let before = count();
+    let e = exec
+        .build_image(build_request(
+            "req-build-tree",
+            &api_id,
+            &first,
+            build_approval(&dd, "req-build-tree", &api_id, wrong_tree),
+        ))
+        .await
+        .expect_err("another tree");
+    denied(before, Code::FailedPrecondition, &e, "build's tree");
+    // A container no context builds for.
+    let other_id = docker_ok(&["inspect", "-f", "{{.Id}}", &other.0]);
+    let before = count();
+    let e = exec
+        .build_image(build_request(
+            "req-build-ctx",
+            &other_id,
+            &second,
+            build_approval(
+                &dd,
+                "req-build-ctx",
+                &other_id,
+                source(&repo, context, &second),
+            ),
+        ))
+        .await
+        .expect_err("no context");
+    denied(
+        before,
+        Code::FailedPrecondition,
+        &e,
+        "is built from no context",
+    );
+    // The checkout's HEAD while it has a change.
+    let before = count();
+    let e = exec
+        .build_image(build_request(
+            "req-build-dirty",
+            &api_id,
+            &third,
+            build_approval(
+                &dd,
+                "req-build-dirty",
+                &api_id,
+                source(&repo, context, &third),
+            ),
+        ))
+        .await
+        .expect_err("a dirty HEAD");
+    denied(before, Code::FailedPrecondition, &e, "uncommitted changes");
+    // A grant for the update to a built image.
+    let grant = crate::automation::signed_grant(&dd, |g| {
+        g.actions = vec![WriteAction::Update];
+        g.scope.names = vec![format!("{project}_*")];
+        g.hours = Some("00:00-23:59".into());
+    });
+    let before = count();
+    let e = exec
+        .update_container(pb::UpdateRequest {
+            request_id: "req-build-grant".into(),
+            container: api_id.clone(),
+            built_commit: second.clone(),
+            grant: Some(grant),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a grant");
+    denied(
+        before,
+        Code::FailedPrecondition,
+        &e,
+        "never covered by a grant",
+    );
+    // A build whose RUN reaches the network: none by default.
+    let before = count();
+    let e = exec
+        .build_image(build_request(
+            "req-build-net",
+            &api_id,
+            &net,
+            build_approval(&dd, "req-build-net", &api_id, source(&repo, context, &net)),
+        ))
+        .await
+        .expect_err("no network during a build");
+    denied(before, Code::FailedPrecondition, &e, "the build failed");
+    drop(listener);
+    // A build past its time limit is stopped, and what it ran removed.
+    let before = count();
+    let e = exec
+        .build_image(build_request(
+            "req-build-slow",
+            &api_id,
+            &slow,
+            build_approval(
+                &dd,
+                "req-build-slow",
+                &api_id,
+                source(&repo, context, &slow),
+            ),
+        ))
+        .await
+        .expect_err("a build past its limit");
+    denied(
+        before,
+        Code::FailedPrecondition,
+        &e,
+        "longer than build.timeout",
+    );
+    wait(
+        "the slow build's container removed",
+        Duration::from_secs(60),
+        || {
+            !docker_ok(&["ps", "-a", "--no-trunc", "--format", "{{.Command}}"])
+                .contains("drydock-fixture sleep")
+        },
+    );
+    for commit in [&net, &slow, &third] {
+        let tag = format!("drydock/{context}:{}", &commit[..12]);
+        assert!(
+            !docker(&["image", "inspect", &tag]).status.success(),
+            "{tag} was not built"
+        );
+    }
+    // Nothing the refusals did touched the service.
+    assert_eq!(docker_ok(&["inspect", "-f", "{{.Image}}", &api]), built);
+    dd.assert_audit_intact();
+}
+
+/// Images removed when the test ends, however it ends.
+struct RemovedImages(Vec<String>);
+
+impl Drop for RemovedImages {
+    fn drop(&mut self) {
+        for image in &self.0 {
+            let _ = docker(&["rmi", "-f", image]);
+        }
+    }
+}
+
+/// `docker-compose down` when the test ends, however it ends.
+struct ComposeDown(String, std::path::PathBuf);
+
+impl Drop for ComposeDown {
+    fn drop(&mut self) {
+        let _ = compose(&self.0, &self.1, &["down", "--rmi", "local", "-t", "1"]);
+    }
+}
