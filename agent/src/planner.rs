@@ -124,12 +124,24 @@ fn change_advice(change: &Change, policy: &PolicyView) -> Vec<String> {
             .as_ref()
             .map(|r| format!(" (built from commit {r})"))
             .unwrap_or_default();
-        advice.push(match change.previous_image_present {
-            Some(false) => format!(
+        // A gone image whose commit is known can be built again, where
+        // the executor builds (its context permitting).
+        let rebuild = change
+            .previous
+            .revision
+            .as_deref()
+            .filter(|r| drydock_proto::approval::is_revision(r))
+            .filter(|_| policy.actions.enabled(WriteAction::Build));
+        advice.push(match (change.previous_image_present, rebuild) {
+            (Some(false), Some(rev)) => format!(
+                "The image {} ran before{revision} is no longer on the engine: rebuild it from that commit and run it (`drydock build {} --at {rev}`, where the executor has a build context for {}), or pull that version and recreate {} with it.",
+                previous, change.current.name, change.service, change.service
+            ),
+            (Some(false), None) => format!(
                 "The image {} ran before{revision} is no longer on the engine: pull or rebuild that version, then recreate {} with it.",
                 previous, change.service
             ),
-            _ if !policy.actions.enabled(WriteAction::Rollback) => format!(
+            (_, _) if !policy.actions.enabled(WriteAction::Rollback) => format!(
                 "Roll {} back to image {previous}{revision}, which ran before the change: the executor's policy does not allow rollbacks (actions.rollback.enabled in executor.yaml); by hand, tag that image as {} again and recreate the service.",
                 change.service, change.previous.image
             ),

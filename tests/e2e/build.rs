@@ -142,8 +142,19 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     let third = repo.commit("read config v3", &dockerfile("3", BROKEN), "three\n");
     // A branch whose build reaches the network, and one that never ends.
     repo.git(&["checkout", "-q", "-b", "net", &second]);
+    // A web server on the host, which a build's `RUN` probes.
     let listener = std::net::TcpListener::bind("0.0.0.0:0").expect("listen");
     let port = listener.local_addr().expect("port").port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+            let _ = std::io::Write::write_all(
+                &mut conn,
+                b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            );
+        }
+    });
     // The host as a container on the default bridge reaches it.
     let subnet = docker_ok(&[
         "network",
@@ -161,7 +172,7 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     let net = repo.commit(
         "fetch at build time",
         &format!(
-            "FROM {BASE}\nRUN [\"/drydock-fixture\", \"probe\", \"tcp://{gateway}:{port}\"]\nCMD {SERVE}\n"
+            "FROM {BASE}\nRUN [\"/drydock-fixture\", \"probe\", \"http://{gateway}:{port}/\"]\nCMD {SERVE}\n"
         ),
         "net\n",
     );
@@ -418,7 +429,6 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
         .await
         .expect_err("no network during a build");
     denied(before, Code::FailedPrecondition, &e, "the build failed");
-    drop(listener);
     // A build past its time limit is stopped, and what it ran removed.
     let before = count();
     let e = exec
@@ -459,6 +469,38 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     // Nothing the refusals did touched the service.
     assert_eq!(docker_ok(&["inspect", "-f", "{{.Image}}", &api]), built);
     dd.assert_audit_intact();
+
+    // The same network build with `build.network: default`: it was the
+    // network the first one lacked.
+    let down = dd.cli(&["down"]);
+    assert!(down.status.success(), "drydock down: {down:?}");
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        config.replace(
+            "build:\n  timeout: 15s\n",
+            "build:\n  timeout: 15s\n  network: default\n",
+        ),
+    )
+    .expect("write executor config");
+    dd.up();
+    let mut exec = dd.executor_as_agent().await;
+    let done = exec
+        .build_image(build_request(
+            "req-build-net-on",
+            &api_id,
+            &net,
+            build_approval(
+                &dd,
+                "req-build-net-on",
+                &api_id,
+                source(&repo, context, &net),
+            ),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("a build with the network it needs: {e:?}"))
+        .into_inner();
+    assert!(done.new_image_id.starts_with("sha256:"), "{done:?}");
 }
 
 /// Images removed when the test ends, however it ends.

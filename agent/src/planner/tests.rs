@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{ActionsView, Cause, Diagnosis};
+use crate::model::{ActionsView, Cause, Diagnosis, Incarnation};
 
 fn finding(class: FaultClass, detail: Option<&str>) -> Finding {
     Finding {
@@ -658,4 +658,38 @@ fn an_unhealthy_target_whose_logs_name_what_a_restart_cannot_change_gets_no_rest
         evidence_ids: vec!["ev".into()],
     });
     assert!(write_supported(&dep, &running, &Context::default()).is_ok());
+}
+
+#[test]
+fn a_gone_image_of_a_known_commit_is_offered_as_a_rebuild_where_builds_are_on() {
+    let change = Change {
+        service: "shop/api".into(),
+        previous: Incarnation {
+            image: "shop_api".into(),
+            image_id: format!("sha256:{}", "1".repeat(64)),
+            revision: Some("9c2d1e0".into()),
+            ..Default::default()
+        },
+        current: Incarnation {
+            name: "shop-api-1".into(),
+            image_id: format!("sha256:{}", "2".repeat(64)),
+            ..Default::default()
+        },
+        image_changed: true,
+        previous_image_present: Some(false),
+        ..Default::default()
+    };
+    let mut policy = PolicyView::default();
+    let advice = change_advice(&change, &policy).join(" ");
+    assert!(advice.contains("pull or rebuild that version"), "{advice}");
+    assert!(
+        !advice.contains("drydock build"),
+        "builds are off: {advice}"
+    );
+    policy.actions.set_enabled(WriteAction::Build, true);
+    let advice = change_advice(&change, &policy).join(" ");
+    assert!(
+        advice.contains("`drydock build shop-api-1 --at 9c2d1e0`"),
+        "{advice}"
+    );
 }
