@@ -30,8 +30,9 @@ EXPECTED_TOOLS = {
     "get_evidence",
     "list_updates",
     "propose_update",
+    "propose_build",
 }
-READ_ONLY = EXPECTED_TOOLS - {"propose_repair", "follow_up", "propose_update"}
+READ_ONLY = EXPECTED_TOOLS - {"propose_repair", "follow_up", "propose_update", "propose_build"}
 
 
 def text_of(result) -> str:

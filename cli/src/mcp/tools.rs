@@ -389,6 +389,36 @@ impl Tools {
         self.propose(&format!("update {name}"), options).await
     }
 
+    /// A build of `container`'s image at `at`, and the update to it,
+    /// planned and waiting for a person.
+    pub async fn propose_build(&self, container: &str, at: &str) -> anyhow::Result<Value> {
+        let name = container.trim();
+        if name.is_empty()
+            || name.len() > 128
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b))
+        {
+            bail!("`container` must be a container name or id (`NAME@HOST` on one of several hosts), as list_containers names it");
+        }
+        let at = at.trim();
+        if !at.is_empty() && !drydock_proto::approval::is_revision(at) {
+            bail!(
+                "`at` must be a commit id, a branch or a tag (letters, digits, `.`, `_`, `-`, `/`)"
+            );
+        }
+        let options = drydock_vocab::RequestOptions {
+            container: Some(name.to_string()),
+            build: Some(drydock_vocab::BuildOptions { at: at.to_string() }),
+            ..Default::default()
+        };
+        let message = match at {
+            "" => format!("build {name}"),
+            at => format!("build {name} at {at}"),
+        };
+        self.propose(&message, options).await
+    }
+
     /// Open a request that may write, and return once its plan waits for
     /// a person (or it ended, or the wait is over).
     async fn propose(

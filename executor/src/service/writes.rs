@@ -397,9 +397,13 @@ impl ExecutorService {
                             None => format!("{action} done"),
                         };
                         if building {
+                            // The output's last lines, redacted when read.
+                            let tail = response.build_log.iter().rev().take(3).rev();
                             call.entry.result = format!(
-                                "build done: image {} ({}s)",
-                                response.new_image_id, response.watched_secs
+                                "build done: image {} ({}s); its output ended: {}",
+                                response.new_image_id,
+                                response.watched_secs,
+                                truncate_for_audit(&tail.cloned().collect::<Vec<_>>().join(" | "))
                             );
                         } else if !response.new_image_id.is_empty() {
                             call.entry.result.push_str(&format!(
