@@ -6,7 +6,9 @@
 //! executor (`git`), never the checkout's files: what is built is what was
 //! signed, and the operator's checkout is never written to.
 
+pub mod folder;
 pub mod git;
+pub mod source;
 pub mod tar;
 
 use std::collections::BTreeMap;

@@ -195,7 +195,7 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     )
     .expect("compose file");
     // Removed last: after the service that runs them is down.
-    let _images = RemovedImages(
+    let _images = RemovedImages::new(
         [&first, &second, &third, &net, &slow]
             .iter()
             .map(|c| format!("drydock/{context}:{}", &c[..12]))
@@ -503,12 +503,23 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     assert!(done.new_image_id.starts_with("sha256:"), "{done:?}");
 }
 
-/// Images removed when the test ends, however it ends.
-struct RemovedImages(Vec<String>);
+/// Images removed when the test ends, however it ends (declared before
+/// the containers that run them, so dropped after them).
+struct RemovedImages(std::cell::RefCell<Vec<String>>);
+
+impl RemovedImages {
+    fn new(images: Vec<String>) -> RemovedImages {
+        RemovedImages(std::cell::RefCell::new(images))
+    }
+
+    fn add(&self, image: &str) {
+        self.0.borrow_mut().push(image.to_string());
+    }
+}
 
 impl Drop for RemovedImages {
     fn drop(&mut self) {
-        for image in &self.0 {
+        for image in self.0.borrow().iter() {
             let _ = docker(&["rmi", "-f", image]);
         }
     }
@@ -521,4 +532,137 @@ impl Drop for ComposeDown {
     fn drop(&mut self) {
         let _ = compose(&self.0, &self.1, &["down", "--rmi", "local", "-t", "1"]);
     }
+}
+
+/// A context that is a plain folder: what is built is its files as they
+/// are (less `.dockerignore`), bound by their sha256; a change to a file
+/// the build reads refuses an approval made before it, a change to an
+/// ignored one does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_folder_is_built_as_its_files_are_and_bound_by_their_hash() {
+    drydock_daemon::tls::install_crypto_provider();
+    let project = unique("buildfolder");
+    let context = "web";
+    let dd = Drydock::init_options(|o| o.targets = vec![format!("{project}_*")]);
+    let folder = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, text: &str| {
+        std::fs::write(folder.path().join(name), text).expect("write");
+    };
+    write("Dockerfile", &dockerfile("f", SERVE));
+    write("app.txt", "folder\n");
+    write("debug.log", "noise\n");
+    write(".dockerignore", "*.log\n");
+    let images = RemovedImages::new(Vec::new());
+    let web = Removed(format!("{project}_web_1"));
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &web.0,
+        "--label",
+        &format!("com.docker.compose.project={project}"),
+        "--label",
+        "com.docker.compose.service=web",
+        BASE,
+        "serve",
+        "--port",
+        "8080",
+    ]);
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        format!(
+            "{}update:\n  health_window: 3s\nbuild:\n  contexts:\n    - name: {context}\n      path: {}\n      services: [\"{project}/web\"]\n",
+            config
+                .replace("update: {enabled: false}", "update: {enabled: true}")
+                .replace("build: {enabled: false}", "build: {enabled: true}"),
+            folder.path().display()
+        ),
+    )
+    .expect("write executor config");
+    dd.up();
+    let mut exec = dd.executor_as_agent().await;
+    let read = |exec: &mut pb::executor_client::ExecutorClient<tonic::transport::Channel>| {
+        let mut exec = exec.clone();
+        let name = web.0.clone();
+        async move {
+            exec.build_source(pb::BuildSourceRequest {
+                request_id: "req-folder-source".into(),
+                container: name,
+                revision: String::new(),
+            })
+            .await
+            .expect("the folder's source")
+            .into_inner()
+        }
+    };
+    let first = read(&mut exec).await;
+    assert_eq!(first.commit.len(), 64, "{first:?}");
+    assert_eq!(first.commit, first.tree);
+    write("debug.log", "more noise\n");
+    assert_eq!(
+        read(&mut exec).await.commit,
+        first.commit,
+        "an ignored file is not read"
+    );
+    images.add(&first.tag);
+
+    // The approval of the files as they were; then one the build reads
+    // changes: refused, audited.
+    let web_id = docker_ok(&["inspect", "-f", "{{.Id}}", &web.0]);
+    let signed = BuildClaims {
+        context: context.into(),
+        commit: CommitId::parse(&first.commit).expect("a hash"),
+        tree: first.tree.clone(),
+        dockerfile: "Dockerfile".into(),
+        tag: first.tag.clone(),
+        subject: None,
+        author: None,
+    };
+    write("app.txt", "changed after the approval\n");
+    let before = dd.audit_rows().len();
+    let e = exec
+        .build_image(build_request(
+            "req-folder-moved",
+            &web_id,
+            &first.commit,
+            build_approval(&dd, "req-folder-moved", &web_id, signed),
+        ))
+        .await
+        .expect_err("the files changed");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("files (their sha256)"), "{e:?}");
+    assert!(dd.audit_rows()[before..]
+        .iter()
+        .any(|r| r["decision"] == "denied" && r["action"] == "build"));
+
+    // `drydock build` of the folder as it is now: built and run.
+    let out = dd.cli(&["build", &web.0, "--yes", "--json"]);
+    let req: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(req["status"], "completed", "{req:#}\n{}", dd.agent_log());
+    let now = read(&mut exec).await;
+    assert_ne!(now.commit, first.commit);
+    images.add(&now.tag);
+    assert_eq!(
+        docker_ok(&["image", "inspect", "-f", "{{.Id}}", &now.tag]),
+        docker_ok(&["inspect", "-f", "{{.Image}}", &web.0]),
+        "the container runs what was built from the files as they are"
+    );
+    assert_eq!(
+        docker_ok(&[
+            "image",
+            "inspect",
+            "-f",
+            "{{index .Config.Labels \"drydock.build.tree\"}}",
+            &now.tag
+        ]),
+        now.tree
+    );
+    dd.assert_audit_intact();
 }

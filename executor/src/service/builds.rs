@@ -5,7 +5,8 @@
 //! a built image runs.
 
 use super::*;
-use crate::build::git::{Checkout, Commit, GitError};
+use crate::build::git::{Commit, GitError};
+use crate::build::source::Source;
 use crate::build::ContextConfig;
 use crate::docker::{BuildPlan, CONTEXT_LABEL, REVISION_LABEL, SOURCE_LABEL, TREE_LABEL};
 use crate::policy::Build;
@@ -96,12 +97,6 @@ impl BuildJob {
     }
 }
 
-/// A context's checkout and the commit a request names in it.
-struct Source {
-    checkout: Checkout,
-    commit: Commit,
-}
-
 impl ExecutorService {
     /// The build context of a container, or why it has none.
     fn context_of(&self, target: &ResolvedTarget) -> Result<&ContextConfig, BuildRefusal> {
@@ -111,13 +106,6 @@ impl ExecutorService {
                 container: target.name.trim_start_matches('/').to_string(),
                 service: crate::build::compose_service(&target.labels),
             })
-    }
-
-    async fn source(context: &ContextConfig, revision: &str) -> Result<Source, BuildRefusal> {
-        let checkout = Checkout::new(&context.path);
-        let id = checkout.resolve(revision).await?;
-        let commit = checkout.commit(&id).await?;
-        Ok(Source { checkout, commit })
     }
 
     /// `BuildSource`: a container's context and the commit a revision
@@ -140,9 +128,9 @@ impl ExecutorService {
             truncate_for_audit(&redact::neutralise_controls(&req.revision))
         );
         let context = self.context_of(&target)?;
-        let source = Self::source(context, &req.revision).await?;
-        let head = source.checkout.resolve("").await.ok();
-        let dirty = source.checkout.dirty().await?;
+        let source = Source::open(context, &req.revision, self.build.max_context_bytes).await?;
+        let head = source.head().await;
+        let dirty = source.dirty().await?;
         let tag = build_tag(&context.name, &source.commit.id);
         let built = self
             .docker
@@ -157,19 +145,18 @@ impl ExecutorService {
             .await?
             .and_then(|i| i.oci_labels.get(REVISION_LABEL).cloned())
             .unwrap_or_default();
-        let from = match CommitId::parse(&running) {
+        let from = match CommitId::parse(&running).filter(|_| !source.is_folder()) {
             Some(c) => Some(c),
-            None if !running.is_empty() && crate::build::git::is_revision(&running) => {
-                source.checkout.resolve(&running).await.ok()
+            None if !source.is_folder()
+                && !running.is_empty()
+                && crate::build::git::is_revision(&running) =>
+            {
+                source.resolve(&running).await
             }
             None => None,
         };
         let (changed, more) = match &from {
-            Some(from) => source
-                .checkout
-                .changed_files(from, &source.commit.id)
-                .await
-                .unwrap_or_default(),
+            Some(from) => source.changed_files(from).await,
             None => (Vec::new(), 0),
         };
         call.entry.result = format!(
@@ -211,13 +198,24 @@ impl ExecutorService {
     ) -> Result<BuildJob, ExecError> {
         call.entry.input.push_str(&format!(" commit={commit}"));
         let context = self.context_of(target)?;
-        let source = Self::source(context, commit.as_str()).await?;
+        // A folder's files that changed since the approval hash to another
+        // id: opened as they are, they are refused below as moved.
+        let folder = !crate::build::folder::is_checkout(&context.path);
+        let asked = if folder { "" } else { commit.as_str() };
+        let source = Source::open(context, asked, self.build.max_context_bytes).await?;
         if &source.commit.id != commit {
-            return Err(BuildRefusal::Source(GitError::UnknownRevision {
-                revision: commit.to_string(),
-                checkout: context.path.display().to_string(),
-            })
-            .into());
+            return Err(match folder {
+                true => ExecError::Approval(ApprovalError::SourceMoved {
+                    field: "files (their sha256)",
+                    signed: commit.to_string(),
+                    actual: source.commit.id.to_string(),
+                }),
+                false => BuildRefusal::Source(GitError::UnknownRevision {
+                    revision: commit.to_string(),
+                    checkout: context.path.display().to_string(),
+                })
+                .into(),
+            });
         }
         let signed = claims.build.as_ref();
         check_source(signed, context, &source.commit)?;
@@ -227,27 +225,16 @@ impl ExecutorService {
             source.commit.tree,
             truncate_for_audit(&context.dockerfile)
         ));
-        if source.checkout.resolve("").await.ok().as_ref() == Some(commit)
-            && source.checkout.dirty().await?
-        {
+        if source.head().await.as_ref() == Some(commit) && source.dirty().await? {
             return Err(BuildRefusal::Dirty {
                 checkout: context.path.display().to_string(),
                 commit: commit.to_string(),
             }
             .into());
         }
-        let tar = source
-            .checkout
-            .archive(
-                &source.commit,
-                &context.dockerfile,
-                self.build.max_context_bytes,
-            )
-            .await
-            .map_err(BuildRefusal::from)?;
-        let dockerfile = source
-            .checkout
-            .read_file(&source.commit.id, &context.dockerfile)
+        let tree = source.commit.tree.clone();
+        let (tar, dockerfile) = source
+            .files(&context.dockerfile, self.build.max_context_bytes)
             .await
             .map_err(BuildRefusal::from)?;
         let bases = crate::docker::base_images(&dockerfile).map_err(BuildRefusal::Dockerfile)?;
@@ -259,7 +246,7 @@ impl ExecutorService {
         let tag = build_tag(&context.name, commit);
         let labels = BTreeMap::from([
             (CONTEXT_LABEL.to_string(), context.name.clone()),
-            (TREE_LABEL.to_string(), source.commit.tree.clone()),
+            (TREE_LABEL.to_string(), tree),
             (REVISION_LABEL.to_string(), commit.to_string()),
             (SOURCE_LABEL.to_string(), context.path.display().to_string()),
         ]);
