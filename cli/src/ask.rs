@@ -34,6 +34,30 @@ pub struct AskOptions {
     pub to: Option<String>,
 }
 
+impl AskOptions {
+    /// A person's change of one named container (an update, a build),
+    /// followed as `ask` follows a request.
+    pub fn change(
+        message: String,
+        container: String,
+        host: Option<String>,
+        yes: bool,
+        json: bool,
+    ) -> AskOptions {
+        AskOptions {
+            message,
+            container: Some(container),
+            host,
+            diagnose_only: false,
+            update: false,
+            build: None,
+            yes,
+            json,
+            to: None,
+        }
+    }
+}
+
 /// How an approval gets decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalMode {

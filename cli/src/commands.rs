@@ -87,16 +87,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             yes,
             json,
         } => {
+            let message = format!("update {container}");
+            let options = AskOptions::change(message, container, host, yes, json);
             let options = AskOptions {
-                message: format!("update {container}"),
-                container: Some(container),
-                host,
-                diagnose_only: false,
                 update: true,
-                build: None,
-                yes,
-                json,
-                to: None,
+                ..options
             };
             Ok(ask::ask(&home.load_cli_config()?, &options)
                 .await?
@@ -109,21 +104,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             yes,
             json,
         } => {
+            let message = match &at {
+                Some(at) => format!("build {container} at {at}"),
+                None => format!("build {container}"),
+            };
+            let options = AskOptions::change(message, container, host, yes, json);
             let options = AskOptions {
-                message: match &at {
-                    Some(at) => format!("build {container} at {at}"),
-                    None => format!("build {container}"),
-                },
-                container: Some(container),
-                host,
-                diagnose_only: false,
-                update: false,
                 build: Some(drydock_vocab::BuildOptions {
                     at: at.unwrap_or_default(),
                 }),
-                yes,
-                json,
-                to: None,
+                ..options
             };
             Ok(ask::ask(&home.load_cli_config()?, &options)
                 .await?

@@ -31,19 +31,7 @@ struct Repo {
 
 impl Repo {
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(self.dir.path())
-            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com"])
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        git(self.dir.path(), args)
     }
 
     /// A commit with this Dockerfile and `app.txt`; its full id.
@@ -111,6 +99,21 @@ fn build_approval(
     let mut claims = approvals::claims(request, WriteAction::Build, container);
     claims.build = Some(signed);
     approvals::sign(&claims, &dd.approver_key(), "local-operator")
+}
+
+/// `drydock build ARGS --yes --json`: the request it ended with.
+fn build_cli(dd: &Drydock, args: &[&str]) -> Value {
+    let mut all = vec!["build", "--yes", "--json"];
+    all.extend_from_slice(args);
+    let out = dd.cli(&all);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}\nagent log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            dd.agent_log()
+        )
+    })
 }
 
 fn build_request(
@@ -232,15 +235,7 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     dd.up();
 
     // 1. `drydock build --at <second>`: built from the commit, deployed.
-    let out = dd.cli(&["build", &api, "--at", &second[..9], "--yes", "--json"]);
-    let req: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}\nagent log:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            dd.agent_log()
-        )
-    });
+    let req = build_cli(&dd, &[&api, "--at", &second[..9]]);
     assert_eq!(req["status"], "completed", "{req:#}\n{}", dd.agent_log());
     let steps: Vec<&str> = req["plan"]["steps"]
         .as_array()
@@ -637,14 +632,7 @@ async fn a_folder_is_built_as_its_files_are_and_bound_by_their_hash() {
         .any(|r| r["decision"] == "denied" && r["action"] == "build"));
 
     // `drydock build` of the folder as it is now: built and run.
-    let out = dd.cli(&["build", &web.0, "--yes", "--json"]);
-    let req: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let req = build_cli(&dd, &[&web.0]);
     assert_eq!(req["status"], "completed", "{req:#}\n{}", dd.agent_log());
     let now = read(&mut exec).await;
     assert_ne!(now.commit, first.commit);

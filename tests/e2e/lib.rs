@@ -116,18 +116,7 @@ impl Drydock {
     pub fn source_checkout(&self, service: &str, commits: &[(&str, &str)]) -> tempfile::TempDir {
         let repo = tempfile::tempdir().expect("temp dir");
         let git = |args: &[&str]| {
-            let out = Command::new("git")
-                .arg("-C")
-                .arg(repo.path())
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-                .args(args)
-                .output()
-                .expect("git");
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            git(repo.path(), args);
         };
         git(&["init", "-q"]);
         for (subject, tag) in commits {
@@ -1149,6 +1138,24 @@ impl Drydock {
             .filter(|r| r["tier"].as_u64().unwrap_or(0) > 0)
             .collect()
     }
+}
+
+/// `git -C DIR ARGS` as a person with a name and an e-mail; its output,
+/// trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com"])
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// `docker build -t IMAGE -` with the Dockerfile on stdin (no context).

@@ -372,15 +372,7 @@ impl Tools {
 
     /// An update of `container`, planned and waiting for a person.
     pub async fn propose_update(&self, container: &str) -> anyhow::Result<Value> {
-        let name = container.trim();
-        if name.is_empty()
-            || name.len() > 128
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b))
-        {
-            bail!("`container` must be a container name or id (`NAME@HOST` on one of several hosts), as list_updates names it");
-        }
+        let name = container_arg(container, "list_updates")?;
         let options = drydock_vocab::RequestOptions {
             container: Some(name.to_string()),
             update: true,
@@ -392,15 +384,7 @@ impl Tools {
     /// A build of `container`'s image at `at`, and the update to it,
     /// planned and waiting for a person.
     pub async fn propose_build(&self, container: &str, at: &str) -> anyhow::Result<Value> {
-        let name = container.trim();
-        if name.is_empty()
-            || name.len() > 128
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b))
-        {
-            bail!("`container` must be a container name or id (`NAME@HOST` on one of several hosts), as list_containers names it");
-        }
+        let name = container_arg(container, "list_containers")?;
         let at = at.trim();
         if !at.is_empty() && !drydock_proto::approval::is_revision(at) {
             bail!(
@@ -540,6 +524,21 @@ impl Tools {
             .map(|r| (r.id, r.message))
             .collect())
     }
+}
+
+/// A container named as a listing names it (`NAME@HOST` on one of several
+/// hosts), or why not.
+fn container_arg<'a>(container: &'a str, listed_by: &str) -> anyhow::Result<&'a str> {
+    let name = container.trim();
+    if name.is_empty()
+        || name.len() > 128
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b))
+    {
+        bail!("`container` must be a container name or id (`NAME@HOST` on one of several hosts), as {listed_by} names it");
+    }
+    Ok(name)
 }
 
 #[cfg(test)]

@@ -271,13 +271,7 @@ impl ExecutorService {
                     "an update names a digest (and a tag) or a built commit, not both".into(),
                 )),
             };
-            let request = request.map(|req| pb::WriteRequest {
-                request_id: req.request_id,
-                container: req.container,
-                approval: req.approval,
-                grant: req.grant,
-                fault_class: String::new(),
-            });
+            let request = request.map(as_write);
             return self
                 .write_rpc(request, ContainerAction::Update, write)
                 .await;
@@ -289,13 +283,7 @@ impl ExecutorService {
             "an update names what it pulls by content, never by tag",
         );
         let to_tag = tag_argument(&request.get_ref().to_tag);
-        let request = request.map(|req| pb::WriteRequest {
-            request_id: req.request_id,
-            container: req.container,
-            approval: req.approval,
-            grant: req.grant,
-            fault_class: String::new(),
-        });
+        let request = request.map(as_write);
         let write = digest.and_then(|digest| {
             Ok(ContainerWrite::Update {
                 digest,
@@ -304,6 +292,18 @@ impl ExecutorService {
         });
         self.write_rpc(request, ContainerAction::Update, write)
             .await
+    }
+}
+
+/// An update's call as the write path takes it (an update is for no
+/// fault: no class).
+fn as_write(req: pb::UpdateRequest) -> pb::WriteRequest {
+    pb::WriteRequest {
+        request_id: req.request_id,
+        container: req.container,
+        approval: req.approval,
+        grant: req.grant,
+        fault_class: String::new(),
     }
 }
 
