@@ -139,8 +139,8 @@ pub fn check(build: &BuildConfig, enabled: bool) -> Result<(), ConfigError> {
     if build.timeout.is_zero() || build.timeout > Duration::from_secs(4 * 3600) {
         return Err(invalid("build.timeout", "must be in (0, 4h]"));
     }
-    if build.max_context_bytes == 0 {
-        return Err(invalid("build.max_context_bytes", "must be more than 0"));
+    if build.max_context_bytes == 0 || build.max_context_bytes > 4 << 30 {
+        return Err(invalid("build.max_context_bytes", "must be in (0, 4 GiB]"));
     }
     if enabled && build.contexts.is_empty() {
         return Err(invalid(

@@ -53,6 +53,9 @@ pub fn snapshot(path: &Path, dockerfile: &str, max: u64) -> Result<Snapshot, Git
         return Err(failed(format!("more than {MAX_FILES} files")));
     }
     files.sort();
+    let top = path
+        .canonicalize()
+        .map_err(|e| failed(format!("{}: {e}", path.display())))?;
     let mut tar = TarWriter::new();
     let mut text = None;
     let mut count = 0;
@@ -62,8 +65,23 @@ pub fn snapshot(path: &Path, dockerfile: &str, max: u64) -> Result<Snapshot, Git
             continue;
         }
         let full = path.join(&rel);
+        // Its folder must still be inside the context (not a folder
+        // swapped for a link since the walk), and the file is opened
+        // without following a link and read only as far as the limit.
+        let parent = full.parent().unwrap_or(path);
+        let inside = parent.canonicalize().is_ok_and(|p| p.starts_with(&top));
+        if !inside {
+            return Err(failed(format!(
+                "{name}: its folder is no longer inside the context"
+            )));
+        }
         let meta = std::fs::symlink_metadata(&full).map_err(|e| failed(format!("{name}: {e}")))?;
         if meta.file_type().is_symlink() {
+            if name == dockerfile {
+                return Err(GitError::NoDockerfile(format!(
+                    "{dockerfile} (it is a link)"
+                )));
+            }
             let target = std::fs::read_link(&full).map_err(|e| failed(format!("{name}: {e}")))?;
             tar.append(
                 &name,
@@ -72,12 +90,14 @@ pub fn snapshot(path: &Path, dockerfile: &str, max: u64) -> Result<Snapshot, Git
                 FILE_TIME,
             );
         } else {
-            use std::os::unix::fs::PermissionsExt as _;
-            let data = std::fs::read(&full).map_err(|e| failed(format!("{name}: {e}")))?;
+            let budget = max.saturating_sub(tar.len() as u64);
+            let read = read_bounded(&full, budget).map_err(|e| failed(format!("{name}: {e}")))?;
+            let Some((data, executable)) = read else {
+                return Err(GitError::TooLarge { max });
+            };
             if name == dockerfile {
                 text = Some(String::from_utf8_lossy(&data).to_string());
             }
-            let executable = meta.permissions().mode() & 0o111 != 0;
             tar.append(&name, Kind::File { executable }, &data, FILE_TIME);
         }
         count += 1;
@@ -93,6 +113,27 @@ pub fn snapshot(path: &Path, dockerfile: &str, max: u64) -> Result<Snapshot, Git
         dockerfile,
         files: count,
     })
+}
+
+/// A regular file's content and whether it is executable, opened without
+/// following a link; `None` when it holds more than `budget` bytes.
+fn read_bounded(path: &Path, budget: u64) -> std::io::Result<Option<(Vec<u8>, bool)>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut data = Vec::new();
+    file.take(budget.saturating_add(1)).read_to_end(&mut data)?;
+    if data.len() as u64 > budget {
+        return Ok(None);
+    }
+    Ok(Some((data, meta.permissions().mode() & 0o111 != 0)))
 }
 
 /// Regular files and links under `dir`, relative to the top; `.git` and
@@ -121,10 +162,10 @@ fn walk(top: &Path, rel: PathBuf, out: &mut Vec<PathBuf>) -> std::io::Result<()>
 /// `#` comments, `!` to include again; the last pattern that matches a
 /// path (or a folder above it) decides.
 #[derive(Debug, Default)]
-struct Patterns(Vec<(bool, String)>);
+pub(super) struct Patterns(Vec<(bool, String)>);
 
 impl Patterns {
-    fn parse(text: &str) -> Patterns {
+    pub(super) fn parse(text: &str) -> Patterns {
         Patterns(
             text.lines()
                 .map(str::trim)
@@ -138,7 +179,7 @@ impl Patterns {
         )
     }
 
-    fn excludes(&self, path: &str) -> bool {
+    pub(super) fn excludes(&self, path: &str) -> bool {
         let mut excluded = false;
         for (exclude, pattern) in &self.0 {
             // A pattern names a path or any folder above it.

@@ -101,6 +101,10 @@ impl Checkout {
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_NO_REPLACE_OBJECTS", "1")
             .env("GIT_OPTIONAL_LOCKS", "0")
+            // Never a fetch: a partial clone's missing object is an
+            // error, not a transport the repository's config names.
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .env("GIT_PROTOCOL_FROM_USER", "0")
             .env("LC_ALL", "C")
             .arg("-C")
             .arg(&self.path)
@@ -111,6 +115,8 @@ impl Checkout {
                 &format!("safe.directory={dir}"),
                 "-c",
                 "core.attributesFile=/dev/null",
+                "-c",
+                "protocol.allow=never",
                 "--no-pager",
             ])
             .args(args)
@@ -124,7 +130,7 @@ impl Checkout {
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|e| GitError::NoGit(e.to_string()))?;
         let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take();
+        let stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
         let work = async {
             let feed = async {
@@ -133,9 +139,11 @@ impl Checkout {
                     let _ = w.write_all(&bytes).await;
                 }
             };
-            let read = async {
+            // Dropped at its limit: git then stops on a closed pipe
+            // instead of waiting for a reader.
+            let read = async move {
                 let mut out = Vec::new();
-                if let Some(r) = stdout.as_mut() {
+                if let Some(r) = stdout {
                     let mut limited = r.take(max as u64 + 1);
                     let _ = limited.read_to_end(&mut out).await;
                 }
@@ -247,7 +255,15 @@ impl Checkout {
             )
             .await?;
         let text = String::from_utf8_lossy(&out);
-        let parts: Vec<&str> = text.trim_end().split('\0').collect();
+        let parts: Vec<&str> = text.trim_end_matches('\n').split('\0').collect();
+        if parts.len() != 5 {
+            return Err(GitError::Failed {
+                what: "log",
+                checkout: self.shown(),
+                message: "its answer is not the five fields asked for (a NUL in the commit?)"
+                    .into(),
+            });
+        }
         let field = |i: usize| parts.get(i).copied().unwrap_or_default();
         let clean = |s: &str, n: usize| -> String {
             s.chars().filter(|c| !c.is_control()).take(n).collect()
@@ -269,84 +285,120 @@ impl Checkout {
         })
     }
 
-    /// The files of a commit: `(mode, type, id, path)`.
+    /// The files of a tree-ish: `(mode, type, id, path)`, with the
+    /// subtrees too when `trees`. A name that is not UTF-8, or that would
+    /// leave the tree, is refused.
     async fn files(
         &self,
         tree_ish: &str,
+        trees: bool,
     ) -> Result<Vec<(String, String, String, String)>, GitError> {
-        let out = self
-            .run(
-                "ls-tree",
-                &["ls-tree", "-r", "-z", "--full-tree", tree_ish],
-                None,
-                MAX_LISTING,
-            )
-            .await?;
-        Ok(out
-            .split(|&b| b == 0)
-            .filter(|e| !e.is_empty())
-            .filter_map(|e| {
-                let e = String::from_utf8_lossy(e);
-                let (meta, path) = e.split_once('\t')?;
-                let mut m = meta.split(' ');
-                Some((
-                    m.next()?.to_string(),
-                    m.next()?.to_string(),
-                    m.next()?.to_string(),
-                    path.to_string(),
-                ))
-            })
-            .collect())
+        let mut args = vec!["ls-tree", "-r", "-z", "--full-tree"];
+        if trees {
+            args.push("-t");
+        }
+        args.push(tree_ish);
+        let out = self.run("ls-tree", &args, None, MAX_LISTING).await?;
+        let mut files = Vec::new();
+        for e in out.split(|&b| b == 0).filter(|e| !e.is_empty()) {
+            let e = std::str::from_utf8(e)
+                .map_err(|_| self.broken("a file name in the tree is not UTF-8"))?;
+            let (meta, path) = e
+                .split_once('\t')
+                .ok_or_else(|| self.broken("ls-tree answered an entry without a name"))?;
+            let inside = !path.starts_with('/')
+                && path
+                    .split('/')
+                    .all(|p| !p.is_empty() && p != "." && p != "..")
+                && !path.chars().any(char::is_control);
+            if !inside {
+                return Err(self.broken("a file name in the tree leaves it"));
+            }
+            let m: Vec<&str> = meta.split(' ').collect();
+            let [mode, kind, id] = m[..] else {
+                return Err(self.broken("ls-tree answered an entry it did not describe"));
+            };
+            files.push((mode.into(), kind.into(), id.into(), path.into()));
+        }
+        Ok(files)
     }
 
-    /// The commit's files as a tar, read raw from the object store; at
-    /// most `max` bytes of content. Refused when `dockerfile` is not in it
-    /// or it has a submodule.
+    /// The commit's files as a tar, read raw from the object store; each
+    /// object (its tree, the subtrees, every file) hashed again against
+    /// its id, since git does not when it reads one; what the commit's
+    /// `.dockerignore` excludes left out (never the Dockerfile); at most
+    /// `max` bytes. Refused when `dockerfile` is not a file of it (a link
+    /// is not) or it has a submodule.
     pub async fn archive(
         &self,
         commit: &Commit,
         dockerfile: &str,
         max: u64,
     ) -> Result<Vec<u8>, GitError> {
-        let files = self.files(commit.id.as_str()).await?;
+        let files = self.files(&commit.tree, true).await?;
         if let Some((_, _, _, path)) = files.iter().find(|(_, kind, _, _)| kind == "commit") {
             return Err(GitError::Submodule(path.chars().take(200).collect()));
         }
+        let is_file = |mode: &str| mode == "100644" || mode == "100755";
         if !files
             .iter()
-            .any(|(_, kind, _, p)| kind == "blob" && p == dockerfile)
+            .any(|(mode, kind, _, p)| kind == "blob" && is_file(mode) && p == dockerfile)
         {
             return Err(GitError::NoDockerfile(dockerfile.to_string()));
         }
-        let wanted: String = files
-            .iter()
-            .map(|(_, _, id, _)| format!("{id}\n"))
-            .collect();
+        // The root tree first, then every entry in order.
+        let mut wanted = format!("{}\n", commit.tree);
+        for (_, _, id, _) in &files {
+            wanted.push_str(id);
+            wanted.push('\n');
+        }
         let limit = usize::try_from(max).unwrap_or(usize::MAX);
         let out = self
             .run(
                 "cat-file",
                 &["cat-file", "--batch"],
                 Some(wanted.into_bytes()),
-                limit.saturating_add(files.len() * 100),
+                limit.saturating_add((files.len() + 1) * 200),
             )
             .await?;
-        let mut tar = TarWriter::new();
         let mut rest = &out[..];
-        for (mode, _, id, path) in &files {
+        let mut bodies: Vec<&[u8]> = Vec::with_capacity(files.len());
+        let ids = std::iter::once((&commit.tree, "tree"))
+            .chain(files.iter().map(|(_, kind, id, _)| (id, kind.as_str())));
+        for (id, kind) in ids {
             let nl = rest
                 .iter()
                 .position(|&b| b == b'\n')
                 .ok_or_else(|| self.broken("cat-file answered short"))?;
             let head = String::from_utf8_lossy(&rest[..nl]).to_string();
             let size: usize = match head.split(' ').collect::<Vec<_>>()[..] {
-                [got, "blob", size] if got == id => size.parse().map_err(|_| self.broken(&head))?,
+                [got, k, size] if got == id && k == kind => {
+                    size.parse().map_err(|_| self.broken(&head))?
+                }
                 _ => return Err(self.broken(&head)),
             };
             let body = rest
                 .get(nl + 1..nl + 1 + size)
                 .ok_or_else(|| self.broken("cat-file answered short"))?;
+            if object_id(kind, body, id.len()) != *id {
+                return Err(self.broken(&format!(
+                    "object {id} does not hash to its id: the repository is corrupt or was changed under it"
+                )));
+            }
             rest = rest.get(nl + 2 + size..).unwrap_or_default();
+            bodies.push(body);
+        }
+        let ignore = files
+            .iter()
+            .zip(&bodies[1..])
+            .find(|((mode, kind, _, p), _)| kind == "blob" && is_file(mode) && p == ".dockerignore")
+            .map(|(_, body)| super::folder::Patterns::parse(&String::from_utf8_lossy(body)))
+            .unwrap_or_default();
+        let mut tar = TarWriter::new();
+        for ((mode, kind, _, path), body) in files.iter().zip(&bodies[1..]) {
+            if kind != "blob" || (path != dockerfile && ignore.excludes(path)) {
+                continue;
+            }
             let kind = match mode.as_str() {
                 "120000" => Kind::Symlink,
                 "100755" => Kind::File { executable: true },
@@ -386,7 +438,7 @@ impl Checkout {
     /// it. A symbolic link is compared by its target.
     pub async fn dirty(&self) -> Result<bool, GitError> {
         let head: BTreeMap<String, (String, String)> = self
-            .files("HEAD")
+            .files("HEAD", false)
             .await?
             .into_iter()
             .map(|(mode, _, id, path)| (path, (mode, id)))
@@ -408,9 +460,14 @@ impl Checkout {
         if staged != head {
             return Ok(true);
         }
+        // A name hash-object would read quoted, or split, is not hashed:
+        // the checkout counts as changed (a build of HEAD is refused).
+        if head.keys().any(|p| p.starts_with('"') || p.contains('\n')) {
+            return Ok(true);
+        }
         let regular: Vec<(&String, &String)> = head
             .iter()
-            .filter(|(p, (mode, _))| mode.starts_with("100") && !p.contains('\n'))
+            .filter(|(_, (mode, _))| mode.starts_with("100"))
             .map(|(p, (_, id))| (p, id))
             .collect();
         for (path, (mode, id)) in &head {
@@ -485,6 +542,20 @@ impl Checkout {
         let more = all.len().saturating_sub(MAX_CHANGED);
         Ok((all.into_iter().take(MAX_CHANGED).collect(), more))
     }
+}
+
+/// A git object's id: the hash of its kind, size and content (SHA-1, or
+/// SHA-256 in a repository whose ids are 64 digits).
+fn object_id(kind: &str, body: &[u8], id_len: usize) -> String {
+    let algorithm = if id_len == 64 {
+        &ring::digest::SHA256
+    } else {
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
+    };
+    let mut ctx = ring::digest::Context::new(algorithm);
+    ctx.update(format!("{kind} {}\0", body.len()).as_bytes());
+    ctx.update(body);
+    hex::encode(ctx.finish().as_ref())
 }
 
 #[cfg(test)]

@@ -194,11 +194,48 @@ fn last_line(log: &[String]) -> String {
 pub fn base_images(dockerfile: &str) -> Result<Vec<String>, String> {
     let mut stages: Vec<String> = Vec::new();
     let mut bases = Vec::new();
+    let dockerfile = dockerfile.strip_prefix('\u{feff}').unwrap_or(dockerfile);
+    // Parser directives: only the default escape character is read here.
+    for line in dockerfile.lines() {
+        let Some(directive) = line.trim().strip_prefix('#') else {
+            break;
+        };
+        let directive = directive.trim().to_ascii_lowercase();
+        if let Some(value) = directive.strip_prefix("escape") {
+            if value.trim_start().strip_prefix('=').map(str::trim) != Some("\\") {
+                return Err(
+                    "the Dockerfile sets another escape character, which drydock does not read"
+                        .into(),
+                );
+            }
+        }
+    }
     let joined = dockerfile.replace("\\\r\n", " ").replace("\\\n", " ");
     for line in joined.lines() {
         let mut words = line.split_whitespace();
         let Some(first) = words.next() else { continue };
-        if !first.eq_ignore_ascii_case("from") {
+        let instruction = first.to_ascii_lowercase();
+        // What else makes the engine fetch: a `--from` image (not a
+        // stage), a URL or a git repository added.
+        if instruction == "copy" || instruction == "add" {
+            for w in line.split_whitespace().skip(1) {
+                let w_lower = w.to_ascii_lowercase();
+                if let Some(from) = w_lower.strip_prefix("--from=") {
+                    if !stages.contains(&from.to_string()) && from.parse::<usize>().is_err() {
+                        return Err(format!(
+                            "`{w}` names an image, which the engine would pull; a build copies only from its own stages"
+                        ));
+                    }
+                }
+                if instruction == "add" && (w_lower.contains("://") || w_lower.starts_with("git@"))
+                {
+                    return Err(format!(
+                        "`ADD {w}` makes the engine fetch over its own network; commit the file instead"
+                    ));
+                }
+            }
+        }
+        if instruction != "from" {
             continue;
         }
         let rest: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
@@ -241,5 +278,16 @@ mod tests {
         assert!(base_images("ARG BASE=x\nFROM ${BASE}\n")
             .unwrap_err()
             .contains("build argument"));
+        for (d, why) in [
+            ("FROM a\nCOPY --from=evil.example/x /bin /bin\n", "pull"),
+            ("FROM a\nADD https://example.com/x /x\n", "fetch"),
+            ("# escape=`\nFROM a\nRUN x \\\nFROM evil/x\n", "escape"),
+        ] {
+            assert!(base_images(d).unwrap_err().contains(why), "{d}");
+        }
+        assert_eq!(
+            base_images("\u{feff}FROM hidden:1\nFROM b AS s\nFROM c\nCOPY --from=s /a /a\nCOPY --from=0 /b /b\n").unwrap(),
+            vec!["hidden:1".to_string(), "b".to_string(), "c".to_string()]
+        );
     }
 }

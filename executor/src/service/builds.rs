@@ -41,6 +41,8 @@ pub enum BuildRefusal {
         commit: String,
         labels: String,
     },
+    #[error("{0}")]
+    NoPutBack(String),
     #[error(transparent)]
     Source(#[from] GitError),
 }
@@ -128,6 +130,8 @@ impl ExecutorService {
             truncate_for_audit(&redact::neutralise_controls(&req.revision))
         );
         let context = self.context_of(&target)?;
+        // One source read at a time: each may hold a context in memory.
+        let _one = self.build_gate.acquire().await;
         let source = Source::open(context, &req.revision, self.build.max_context_bytes).await?;
         let head = source.head().await;
         let dirty = source.dirty().await?;
@@ -202,6 +206,7 @@ impl ExecutorService {
         // id: opened as they are, they are refused below as moved.
         let folder = !crate::build::folder::is_checkout(&context.path);
         let asked = if folder { "" } else { commit.as_str() };
+        let _one = self.build_gate.acquire().await;
         let source = Source::open(context, asked, self.build.max_context_bytes).await?;
         if &source.commit.id != commit {
             return Err(match folder {
@@ -311,8 +316,17 @@ impl ExecutorService {
             .into());
         }
         let reference = ImageRef::parse(&tag).ok_or_else(not_built)?;
-        let from_reference =
-            ImageRef::parse(&target.image_ref).unwrap_or_else(|| reference.clone());
+        // What a failed update puts back: the container's own reference,
+        // never the build's tag (which must keep naming what was built).
+        let from_reference = ImageRef::parse(&target.image_ref)
+            .filter(|r| *r != reference)
+            .ok_or_else(|| {
+                BuildRefusal::NoPutBack(format!(
+                    "{}'s image reference `{}` cannot be put back after a failed update",
+                    target.name.trim_start_matches('/'),
+                    truncate_for_audit(&redact::neutralise_controls(&target.image_ref))
+                ))
+            })?;
         Ok(super::updates::UpdateJob::built(
             reference,
             from_reference,
@@ -337,6 +351,22 @@ fn check_source(
         });
     };
     let tag = build_tag(&context.name, &commit.id);
+    // What the person was shown of the commit is checked too: it is the
+    // agent's to write, and the executor's to read.
+    let text = |t: &str| redact::redact_text(&redact::neutralise_controls(t)).0;
+    let (subject, author) = (text(&commit.subject), text(&commit.author));
+    for (field, signed, actual) in [
+        ("subject", &b.subject, &subject),
+        ("author", &b.author, &author),
+    ] {
+        if let Some(signed) = signed.as_ref().filter(|s| *s != actual) {
+            return Err(ApprovalError::SourceMoved {
+                field,
+                signed: signed.chars().take(128).collect(),
+                actual: actual.chars().take(128).collect(),
+            });
+        }
+    }
     for (field, s, a) in [
         ("context", b.context.as_str(), context.name.as_str()),
         ("tree", b.tree.as_str(), commit.tree.as_str()),

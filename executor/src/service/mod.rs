@@ -173,6 +173,8 @@ pub struct ExecutorService {
     update: crate::registry::UpdateConfig,
     /// The contexts a build may read, and its limits.
     build: crate::build::BuildConfig,
+    /// One build source read at a time (each holds a context in memory).
+    build_gate: tokio::sync::Semaphore,
     /// The key of the environment values' keyed hashes, read from the
     /// audit store at first use (its HMAC state is computed once).
     env_key: std::sync::OnceLock<ring::hmac::Key>,
@@ -278,6 +280,7 @@ impl ExecutorService {
             registries: Arc::new(p.registries),
             update: p.update,
             build: p.build,
+            build_gate: tokio::sync::Semaphore::new(1),
             env_key: std::sync::OnceLock::new(),
         }
     }

@@ -174,3 +174,54 @@ async fn a_checkout_is_clean_until_a_tracked_file_changes() {
     std::fs::remove_file(repo.dir.path().join("Dockerfile")).unwrap();
     assert!(c.dirty().await.unwrap(), "a deleted file is dirty");
 }
+
+/// git does not hash an object again when it reads it; the archive does:
+/// a file's content changed under its id in the object store is refused.
+#[tokio::test]
+async fn an_object_changed_under_its_id_is_refused() {
+    let repo = Repo::new();
+    repo.write("Dockerfile", "FROM scratch\n");
+    repo.write("app.txt", "signed\n");
+    let first = repo.commit("first");
+    let blob = repo.git(&["rev-parse", "HEAD:app.txt"]);
+    // Another content's object, stored under the signed blob's name.
+    std::fs::write(repo.dir.path().join("other.txt"), "swapped\n").unwrap();
+    let other = repo.git(&["hash-object", "-w", "other.txt"]);
+    let objects = repo.dir.path().join(".git/objects");
+    let at = |id: &str| objects.join(&id[..2]).join(&id[2..]);
+    let swapped = std::fs::read(at(&other)).unwrap();
+    let mut perms = std::fs::metadata(at(&blob)).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(at(&blob), perms).unwrap();
+    std::fs::write(at(&blob), swapped).unwrap();
+    let c = repo.checkout();
+    let commit = c.commit(&CommitId::parse(&first).unwrap()).await.unwrap();
+    let e = c.archive(&commit, "Dockerfile", 1 << 20).await.unwrap_err();
+    assert!(e.to_string().contains("does not hash to its id"), "{e}");
+}
+
+/// A Dockerfile that is a link is not read: what it names is not what the
+/// executor checks.
+#[tokio::test]
+async fn a_dockerfile_that_is_a_link_is_refused() {
+    let repo = Repo::new();
+    repo.write("real.Dockerfile", "FROM evil.example/x\n");
+    std::os::unix::fs::symlink("real.Dockerfile", repo.dir.path().join("Dockerfile")).unwrap();
+    let first = repo.commit("a link");
+    let c = repo.checkout();
+    let commit = c.commit(&CommitId::parse(&first).unwrap()).await.unwrap();
+    assert_eq!(
+        c.archive(&commit, "Dockerfile", 1 << 20).await,
+        Err(GitError::NoDockerfile("Dockerfile".into()))
+    );
+    // What .dockerignore excludes stays out; the Dockerfile never does.
+    repo.write("Dockerfile2", "FROM scratch\n");
+    repo.write(".dockerignore", "*.log\nDockerfile2\n");
+    repo.write("debug.log", "noise\n");
+    let second = repo.commit("ignore logs");
+    let commit = c.commit(&CommitId::parse(&second).unwrap()).await.unwrap();
+    let out = extract(&c.archive(&commit, "Dockerfile2", 1 << 20).await.unwrap());
+    assert!(out.path().join("Dockerfile2").is_file());
+    assert!(!out.path().join("debug.log").exists());
+}
