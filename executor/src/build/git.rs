@@ -51,6 +51,8 @@ pub enum GitError {
     Submodule(String),
     #[error("the commit has no `{0}`")]
     NoDockerfile(String),
+    #[error("a file name in {0} is not UTF-8, which a build context cannot carry")]
+    NotUtf8(String),
 }
 
 /// A commit as a build's approval shows it.
@@ -117,6 +119,20 @@ impl Checkout {
                 "core.attributesFile=/dev/null",
                 "-c",
                 "protocol.allow=never",
+                // A repository's own `protocol.<name>.allow` would win
+                // over the default above; these win over it.
+                "-c",
+                "protocol.ext.allow=never",
+                "-c",
+                "protocol.file.allow=never",
+                "-c",
+                "protocol.ssh.allow=never",
+                "-c",
+                "protocol.git.allow=never",
+                "-c",
+                "protocol.http.allow=never",
+                "-c",
+                "protocol.https.allow=never",
                 "--no-pager",
             ])
             .args(args)
@@ -301,16 +317,14 @@ impl Checkout {
         let out = self.run("ls-tree", &args, None, MAX_LISTING).await?;
         let mut files = Vec::new();
         for e in out.split(|&b| b == 0).filter(|e| !e.is_empty()) {
-            let e = std::str::from_utf8(e)
-                .map_err(|_| self.broken("a file name in the tree is not UTF-8"))?;
+            let e = std::str::from_utf8(e).map_err(|_| GitError::NotUtf8(self.shown()))?;
             let (meta, path) = e
                 .split_once('\t')
                 .ok_or_else(|| self.broken("ls-tree answered an entry without a name"))?;
             let inside = !path.starts_with('/')
                 && path
                     .split('/')
-                    .all(|p| !p.is_empty() && p != "." && p != "..")
-                && !path.chars().any(char::is_control);
+                    .all(|p| !p.is_empty() && p != "." && p != "..");
             if !inside {
                 return Err(self.broken("a file name in the tree leaves it"));
             }
@@ -323,56 +337,40 @@ impl Checkout {
         Ok(files)
     }
 
-    /// The commit's files as a tar, read raw from the object store; each
-    /// object (its tree, the subtrees, every file) hashed again against
-    /// its id, since git does not when it reads one; what the commit's
-    /// `.dockerignore` excludes left out (never the Dockerfile); at most
-    /// `max` bytes. Refused when `dockerfile` is not a file of it (a link
-    /// is not) or it has a submodule.
-    pub async fn archive(
-        &self,
-        commit: &Commit,
-        dockerfile: &str,
-        max: u64,
-    ) -> Result<Vec<u8>, GitError> {
-        let files = self.files(&commit.tree, true).await?;
-        if let Some((_, _, _, path)) = files.iter().find(|(_, kind, _, _)| kind == "commit") {
-            return Err(GitError::Submodule(path.chars().take(200).collect()));
+    /// Objects by id and kind, read raw from the object store in one
+    /// `cat-file --batch`, each hashed again against its id (git does not
+    /// when it reads one); at most `max` bytes in all.
+    async fn objects(&self, wanted: &[(&str, &str)], max: u64) -> Result<Vec<Vec<u8>>, GitError> {
+        let mut input = String::new();
+        for (id, _) in wanted {
+            input.push_str(id);
+            input.push('\n');
         }
-        let is_file = |mode: &str| mode == "100644" || mode == "100755";
-        if !files
-            .iter()
-            .any(|(mode, kind, _, p)| kind == "blob" && is_file(mode) && p == dockerfile)
-        {
-            return Err(GitError::NoDockerfile(dockerfile.to_string()));
-        }
-        // The root tree first, then every entry in order.
-        let mut wanted = format!("{}\n", commit.tree);
-        for (_, _, id, _) in &files {
-            wanted.push_str(id);
-            wanted.push('\n');
-        }
-        let limit = usize::try_from(max).unwrap_or(usize::MAX);
+        let limit = usize::try_from(max)
+            .unwrap_or(usize::MAX)
+            .saturating_add(wanted.len() * 200);
         let out = self
             .run(
                 "cat-file",
                 &["cat-file", "--batch"],
-                Some(wanted.into_bytes()),
-                limit.saturating_add((files.len() + 1) * 200),
+                Some(input.into_bytes()),
+                limit,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                GitError::TooLarge { .. } => GitError::TooLarge { max },
+                other => other,
+            })?;
         let mut rest = &out[..];
-        let mut bodies: Vec<&[u8]> = Vec::with_capacity(files.len());
-        let ids = std::iter::once((&commit.tree, "tree"))
-            .chain(files.iter().map(|(_, kind, id, _)| (id, kind.as_str())));
-        for (id, kind) in ids {
+        let mut bodies = Vec::with_capacity(wanted.len());
+        for (id, kind) in wanted {
             let nl = rest
                 .iter()
                 .position(|&b| b == b'\n')
                 .ok_or_else(|| self.broken("cat-file answered short"))?;
             let head = String::from_utf8_lossy(&rest[..nl]).to_string();
             let size: usize = match head.split(' ').collect::<Vec<_>>()[..] {
-                [got, k, size] if got == id && k == kind => {
+                [got, k, size] if got == *id && k == *kind => {
                     size.parse().map_err(|_| self.broken(&head))?
                 }
                 _ => return Err(self.broken(&head)),
@@ -386,43 +384,79 @@ impl Checkout {
                 )));
             }
             rest = rest.get(nl + 2 + size..).unwrap_or_default();
-            bodies.push(body);
+            bodies.push(body.to_vec());
         }
-        let ignore = files
+        Ok(bodies)
+    }
+
+    /// The commit's files as a tar, and the Dockerfile's text from it:
+    /// every object checked against its id (`objects`: the tree, its
+    /// subtrees and `.dockerignore` first, then the files kept); what the
+    /// commit's `.dockerignore` excludes left out (never the Dockerfile)
+    /// and not read; at most `max` bytes of files. Refused when
+    /// `dockerfile` is not a file of it (a link is not) or it has a
+    /// submodule.
+    pub async fn archive(
+        &self,
+        commit: &Commit,
+        dockerfile: &str,
+        max: u64,
+    ) -> Result<(Vec<u8>, String), GitError> {
+        let files = self.files(&commit.tree, true).await?;
+        if let Some((_, _, _, path)) = files.iter().find(|(_, kind, _, _)| kind == "commit") {
+            return Err(GitError::Submodule(path.chars().take(200).collect()));
+        }
+        let is_file = |mode: &str| mode == "100644" || mode == "100755";
+        if !files
             .iter()
-            .zip(&bodies[1..])
-            .find(|((mode, kind, _, p), _)| kind == "blob" && is_file(mode) && p == ".dockerignore")
-            .map(|(_, body)| super::folder::Patterns::parse(&String::from_utf8_lossy(body)))
-            .unwrap_or_default();
+            .any(|(mode, kind, _, p)| kind == "blob" && is_file(mode) && p == dockerfile)
+        {
+            return Err(GitError::NoDockerfile(dockerfile.to_string()));
+        }
+        let ignore_file = files
+            .iter()
+            .find(|(mode, kind, _, p)| kind == "blob" && is_file(mode) && p == ".dockerignore");
+        let mut structure: Vec<(&str, &str)> = vec![(commit.tree.as_str(), "tree")];
+        structure.extend(
+            files
+                .iter()
+                .filter(|(_, kind, _, _)| kind == "tree")
+                .map(|(_, _, id, _)| (id.as_str(), "tree")),
+        );
+        structure.extend(ignore_file.map(|(_, _, id, _)| (id.as_str(), "blob")));
+        let read = self.objects(&structure, MAX_LISTING as u64).await?;
+        let ignore = match (ignore_file, read.last()) {
+            (Some(_), Some(body)) => super::folder::Patterns::parse(&String::from_utf8_lossy(body)),
+            _ => super::folder::Patterns::default(),
+        };
+        let kept: Vec<&(String, String, String, String)> = files
+            .iter()
+            .filter(|(_, kind, _, path)| {
+                kind == "blob" && (path == dockerfile || !ignore.excludes(path))
+            })
+            .collect();
+        let wanted: Vec<(&str, &str)> = kept
+            .iter()
+            .map(|(_, _, id, _)| (id.as_str(), "blob"))
+            .collect();
+        let bodies = self.objects(&wanted, max).await?;
         let mut tar = TarWriter::new();
-        for ((mode, kind, _, path), body) in files.iter().zip(&bodies[1..]) {
-            if kind != "blob" || (path != dockerfile && ignore.excludes(path)) {
-                continue;
-            }
+        let mut text = String::new();
+        for ((mode, _, _, path), body) in kept.iter().zip(&bodies) {
             let kind = match mode.as_str() {
                 "120000" => Kind::Symlink,
                 "100755" => Kind::File { executable: true },
                 _ => Kind::File { executable: false },
             };
+            if path == dockerfile {
+                text = String::from_utf8_lossy(body).to_string();
+            }
             tar.append(path, kind, body, commit.time);
             if tar.len() as u64 > max {
                 return Err(GitError::TooLarge { max });
             }
         }
-        Ok(tar.finish())
-    }
-
-    /// A file of a commit, as text (a Dockerfile: at most 1 MiB).
-    pub async fn read_file(&self, commit: &CommitId, path: &str) -> Result<String, GitError> {
-        let spec = format!("{commit}:{path}");
-        let out = self
-            .run("cat-file", &["cat-file", "blob", &spec], None, 1 << 20)
-            .await
-            .map_err(|e| match e {
-                GitError::Failed { .. } => GitError::NoDockerfile(path.to_string()),
-                other => other,
-            })?;
-        Ok(String::from_utf8_lossy(&out).to_string())
+        Ok((tar.finish(), text))
     }
 
     fn broken(&self, what: &str) -> GitError {
@@ -434,12 +468,15 @@ impl Checkout {
     }
 
     /// Whether the checkout's tracked files differ from its HEAD commit,
-    /// staged or not: each file hashed raw (no filter), as the commit holds
-    /// it. A symbolic link is compared by its target.
+    /// staged or not: each file hashed raw (no filter) by the executor, as
+    /// the commit holds it. A symbolic link is compared by its target.
     pub async fn dirty(&self) -> Result<bool, GitError> {
-        let head: BTreeMap<String, (String, String)> = self
-            .files("HEAD", false)
-            .await?
+        let listed = match self.files("HEAD", false).await {
+            // Not hashed here: the checkout counts as changed.
+            Err(GitError::NotUtf8(_)) => return Ok(true),
+            other => other?,
+        };
+        let head: BTreeMap<String, (String, String)> = listed
             .into_iter()
             .map(|(mode, _, id, path)| (path, (mode, id)))
             .collect();
@@ -460,48 +497,27 @@ impl Checkout {
         if staged != head {
             return Ok(true);
         }
-        // A name hash-object would read quoted, or split, is not hashed:
-        // the checkout counts as changed (a build of HEAD is refused).
-        if head.keys().any(|p| p.starts_with('"') || p.contains('\n')) {
-            return Ok(true);
-        }
-        let regular: Vec<(&String, &String)> = head
-            .iter()
-            .filter(|(_, (mode, _))| mode.starts_with("100"))
-            .map(|(p, (_, id))| (p, id))
-            .collect();
-        for (path, (mode, id)) in &head {
-            if mode == "120000" {
-                let target = std::fs::read_link(self.path.join(path));
-                let blob = self
-                    .run("cat-file", &["cat-file", "blob", id], None, 4096)
-                    .await?;
-                if target
-                    .map(|t| t.as_os_str().as_encoded_bytes().to_vec())
-                    .ok()
-                    != Some(blob)
-                {
-                    return Ok(true);
+        // Each tracked file hashed here as git would store it (raw, no
+        // filter): a link by its target, a file by its content, read in
+        // pieces, never through a link.
+        let top = self.path.clone();
+        let changed = tokio::task::spawn_blocking(move || {
+            head.iter().any(|(path, (mode, id))| {
+                let full = top.join(path);
+                match mode.as_str() {
+                    "120000" => std::fs::read_link(&full).map_or(true, |t| {
+                        object_id("blob", t.as_os_str().as_encoded_bytes(), id.len()) != *id
+                    }),
+                    m if m.starts_with("100") => {
+                        file_object_id(&full, id.len()).map_or(true, |got| got != *id)
+                    }
+                    _ => false,
                 }
-            }
-        }
-        if regular.iter().any(|(p, _)| !self.path.join(p).is_file()) {
-            return Ok(true);
-        }
-        let paths: String = regular.iter().map(|(p, _)| format!("{p}\n")).collect();
-        let hashes = self
-            .run(
-                "hash-object",
-                &["hash-object", "--no-filters", "--stdin-paths"],
-                Some(paths.into_bytes()),
-                MAX_LISTING,
-            )
-            .await?;
-        let hashes = String::from_utf8_lossy(&hashes);
-        let mut got = hashes.lines();
-        Ok(regular
-            .iter()
-            .any(|(_, id)| got.next() != Some(id.as_str())))
+            })
+        })
+        .await
+        .map_err(|e| self.broken(&e.to_string()))?;
+        Ok(changed)
     }
 
     /// The files that differ between two commits: at most `MAX_CHANGED`,
@@ -542,6 +558,42 @@ impl Checkout {
         let more = all.len().saturating_sub(MAX_CHANGED);
         Ok((all.into_iter().take(MAX_CHANGED).collect(), more))
     }
+}
+
+/// A regular file's blob id, its content streamed into the hash (opened
+/// without following a link).
+fn file_object_id(path: &Path, id_len: usize) -> std::io::Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let algorithm = if id_len == 64 {
+        &ring::digest::SHA256
+    } else {
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
+    };
+    let mut ctx = ring::digest::Context::new(algorithm);
+    ctx.update(format!("blob {}\0", meta.len()).as_bytes());
+    let mut buf = vec![0u8; 64 << 10];
+    let mut read = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        ctx.update(&buf[..n]);
+    }
+    if read != meta.len() {
+        return Err(std::io::Error::other("the file changed while it was read"));
+    }
+    Ok(hex::encode(ctx.finish().as_ref()))
 }
 
 /// A git object's id: the hash of its kind, size and content (SHA-1, or

@@ -122,11 +122,7 @@ impl Source {
     /// The context tar and the Dockerfile's text.
     pub async fn files(self, dockerfile: &str, max: u64) -> Result<(Vec<u8>, String), GitError> {
         match self.reader {
-            Reader::Git(c) => {
-                let tar = c.archive(&self.commit, dockerfile, max).await?;
-                let text = c.read_file(&self.commit.id, dockerfile).await?;
-                Ok((tar, text))
-            }
+            Reader::Git(c) => c.archive(&self.commit, dockerfile, max).await,
             Reader::Folder(s) => Ok((s.tar, s.dockerfile)),
         }
     }

@@ -195,22 +195,46 @@ pub fn base_images(dockerfile: &str) -> Result<Vec<String>, String> {
     let mut stages: Vec<String> = Vec::new();
     let mut bases = Vec::new();
     let dockerfile = dockerfile.strip_prefix('\u{feff}').unwrap_or(dockerfile);
-    // Parser directives: only the default escape character is read here.
+    // Parser directives: `# key=value` lines at the very top; the first
+    // other line ends them. Only the default escape character is read.
     for line in dockerfile.lines() {
-        let Some(directive) = line.trim().strip_prefix('#') else {
+        let Some((key, value)) = line
+            .trim()
+            .strip_prefix('#')
+            .and_then(|d| d.split_once('='))
+            .filter(|(k, _)| {
+                let k = k.trim();
+                !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+        else {
             break;
         };
-        let directive = directive.trim().to_ascii_lowercase();
-        if let Some(value) = directive.strip_prefix("escape") {
-            if value.trim_start().strip_prefix('=').map(str::trim) != Some("\\") {
-                return Err(
-                    "the Dockerfile sets another escape character, which drydock does not read"
-                        .into(),
-                );
+        if key.trim().eq_ignore_ascii_case("escape") && value.trim() != "\\" {
+            return Err(
+                "the Dockerfile sets another escape character, which drydock does not read".into(),
+            );
+        }
+    }
+    // Instructions as the engine reads them: a comment line is dropped
+    // (a backslash ending it continues nothing), and a backslash ending a
+    // line (spaces after it allowed) continues the instruction.
+    let mut joined = String::new();
+    for line in dockerfile.lines() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        let end = line.trim_end();
+        match end.strip_suffix('\\') {
+            Some(head) => {
+                joined.push_str(head);
+                joined.push(' ');
+            }
+            None => {
+                joined.push_str(line);
+                joined.push('\n');
             }
         }
     }
-    let joined = dockerfile.replace("\\\r\n", " ").replace("\\\n", " ");
     for line in joined.lines() {
         let mut words = line.split_whitespace();
         let Some(first) = words.next() else { continue };
@@ -282,9 +306,15 @@ mod tests {
             ("FROM a\nCOPY --from=evil.example/x /bin /bin\n", "pull"),
             ("FROM a\nADD https://example.com/x /x\n", "fetch"),
             ("# escape=`\nFROM a\nRUN x \\\nFROM evil/x\n", "escape"),
+            ("FROM a\n# a note \\\nCOPY --from=evil/x /a /a\n", "pull"),
         ] {
             assert!(base_images(d).unwrap_err().contains(why), "{d}");
         }
+        assert_eq!(
+            base_images("# syntax=docker/dockerfile:1\n# Escaped paths below\nFROM a\n").unwrap(),
+            vec!["a".to_string()],
+            "a comment that is not a directive is read as one"
+        );
         assert_eq!(
             base_images("\u{feff}FROM hidden:1\nFROM b AS s\nFROM c\nCOPY --from=s /a /a\nCOPY --from=0 /b /b\n").unwrap(),
             vec!["hidden:1".to_string(), "b".to_string(), "c".to_string()]

@@ -129,7 +129,8 @@ async fn the_archive_is_the_commits_files_raw() {
     repo.write("app.txt", "dirty in the checkout\n");
     let c = repo.checkout();
     let commit = c.commit(&CommitId::parse(&first).unwrap()).await.unwrap();
-    let tar = c.archive(&commit, "Dockerfile", 1 << 20).await.unwrap();
+    let (tar, text) = c.archive(&commit, "Dockerfile", 1 << 20).await.unwrap();
+    assert_eq!(text, "FROM scratch\nCOPY app.txt /\n");
     let out = extract(&tar);
     assert_eq!(
         std::fs::read_to_string(out.path().join("app.txt")).unwrap(),
@@ -221,7 +222,32 @@ async fn a_dockerfile_that_is_a_link_is_refused() {
     repo.write("debug.log", "noise\n");
     let second = repo.commit("ignore logs");
     let commit = c.commit(&CommitId::parse(&second).unwrap()).await.unwrap();
-    let out = extract(&c.archive(&commit, "Dockerfile2", 1 << 20).await.unwrap());
+    let out = extract(&c.archive(&commit, "Dockerfile2", 1 << 20).await.unwrap().0);
     assert!(out.path().join("Dockerfile2").is_file());
     assert!(!out.path().join("debug.log").exists());
+}
+
+/// A name with a control character is a name like any other; one that is
+/// not UTF-8 cannot be carried, and counts as a change of the checkout.
+#[tokio::test]
+async fn odd_file_names_are_carried_or_refused_by_name() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let repo = Repo::new();
+    repo.write("Dockerfile", "FROM scratch\n");
+    repo.write("Icon\r", "");
+    let first = repo.commit("an icon");
+    let c = repo.checkout();
+    let commit = c.commit(&CommitId::parse(&first).unwrap()).await.unwrap();
+    let (tar, _) = c.archive(&commit, "Dockerfile", 1 << 20).await.unwrap();
+    assert!(extract(&tar).path().join("Icon\r").exists());
+    assert!(!c.dirty().await.unwrap());
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(repo.dir.path().join(odd), "latin-1\n").unwrap();
+    let second = repo.commit("a latin-1 name");
+    let commit = c.commit(&CommitId::parse(&second).unwrap()).await.unwrap();
+    assert!(matches!(
+        c.archive(&commit, "Dockerfile", 1 << 20).await,
+        Err(GitError::NotUtf8(_))
+    ));
+    assert!(c.dirty().await.unwrap(), "not hashed: counted as changed");
 }
