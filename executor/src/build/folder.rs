@@ -119,7 +119,20 @@ pub fn snapshot(path: &Path, dockerfile: &str, max: u64) -> Result<Snapshot, Git
 /// following a link; `None` when it holds more than `budget` bytes.
 fn read_bounded(path: &Path, budget: u64) -> std::io::Result<Option<(Vec<u8>, bool)>> {
     use std::io::Read as _;
-    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    use std::os::unix::fs::PermissionsExt as _;
+    let (file, meta) = open_regular(path)?;
+    let mut data = Vec::new();
+    file.take(budget.saturating_add(1)).read_to_end(&mut data)?;
+    if data.len() as u64 > budget {
+        return Ok(None);
+    }
+    Ok(Some((data, meta.permissions().mode() & 0o111 != 0)))
+}
+
+/// A regular file opened for reading without following a link (and
+/// without blocking on a FIFO swapped in), with its metadata.
+pub(super) fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
@@ -128,12 +141,7 @@ fn read_bounded(path: &Path, budget: u64) -> std::io::Result<Option<(Vec<u8>, bo
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut data = Vec::new();
-    file.take(budget.saturating_add(1)).read_to_end(&mut data)?;
-    if data.len() as u64 > budget {
-        return Ok(None);
-    }
-    Ok(Some((data, meta.permissions().mode() & 0o111 != 0)))
+    Ok((file, meta))
 }
 
 /// Regular files and links under `dir`, relative to the top; `.git` and

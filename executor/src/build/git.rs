@@ -560,25 +560,22 @@ impl Checkout {
     }
 }
 
+/// The hash of a repository whose ids are `id_len` hex digits: SHA-256
+/// for 64, SHA-1 otherwise.
+fn hasher(id_len: usize) -> ring::digest::Context {
+    ring::digest::Context::new(if id_len == 64 {
+        &ring::digest::SHA256
+    } else {
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
+    })
+}
+
 /// A regular file's blob id, its content streamed into the hash (opened
 /// without following a link).
 fn file_object_id(path: &Path, id_len: usize) -> std::io::Result<String> {
     use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let algorithm = if id_len == 64 {
-        &ring::digest::SHA256
-    } else {
-        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
-    };
-    let mut ctx = ring::digest::Context::new(algorithm);
+    let (mut file, meta) = super::folder::open_regular(path)?;
+    let mut ctx = hasher(id_len);
     ctx.update(format!("blob {}\0", meta.len()).as_bytes());
     let mut buf = vec![0u8; 64 << 10];
     let mut read = 0u64;
@@ -599,12 +596,7 @@ fn file_object_id(path: &Path, id_len: usize) -> std::io::Result<String> {
 /// A git object's id: the hash of its kind, size and content (SHA-1, or
 /// SHA-256 in a repository whose ids are 64 digits).
 fn object_id(kind: &str, body: &[u8], id_len: usize) -> String {
-    let algorithm = if id_len == 64 {
-        &ring::digest::SHA256
-    } else {
-        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
-    };
-    let mut ctx = ring::digest::Context::new(algorithm);
+    let mut ctx = hasher(id_len);
     ctx.update(format!("{kind} {}\0", body.len()).as_bytes());
     ctx.update(body);
     hex::encode(ctx.finish().as_ref())
