@@ -39,10 +39,14 @@ pub struct BuildConfig {
     #[serde(default = "default_max_context_bytes")]
     pub max_context_bytes: u64,
     /// The network a build's `RUN` steps get: `none` (the default) or
-    /// `default` (the engine's bridge). Base images are never pulled by a
-    /// build: they must be on the engine.
+    /// `default` (the engine's bridge). The build itself never pulls.
     #[serde(default)]
     pub network: BuildNetwork,
+    /// The registries (hosts of `registries:`) a base image missing from
+    /// the engine is pulled from, by digest, before the build; none by
+    /// default (a base image must then be on the engine).
+    #[serde(default)]
+    pub base_registries: Vec<String>,
     #[serde(default)]
     pub contexts: Vec<ContextConfig>,
 }
@@ -53,6 +57,7 @@ impl Default for BuildConfig {
             timeout: DEFAULT_TIMEOUT,
             max_context_bytes: DEFAULT_MAX_CONTEXT_BYTES,
             network: BuildNetwork::None,
+            base_registries: Vec::new(),
             contexts: Vec::new(),
         }
     }
@@ -134,8 +139,19 @@ pub fn is_tree_path(p: &str) -> bool {
         && !p.chars().any(char::is_control)
 }
 
-/// `build` and `actions.build`.
-pub fn check(build: &BuildConfig, enabled: bool) -> Result<(), ConfigError> {
+/// `build` and `actions.build`; `registries` are the hosts of
+/// `registries:`.
+pub fn check(build: &BuildConfig, enabled: bool, registries: &[&str]) -> Result<(), ConfigError> {
+    if let Some(h) = build
+        .base_registries
+        .iter()
+        .find(|h| !registries.iter().any(|r| r.eq_ignore_ascii_case(h)))
+    {
+        return Err(invalid(
+            "build.base_registries",
+            format!("`{h}` is not the host of an entry in registries: add it there (its credentials and limits apply to a base image's pull)"),
+        ));
+    }
     if build.timeout.is_zero() || build.timeout > Duration::from_secs(4 * 3600) {
         return Err(invalid("build.timeout", "must be in (0, 4h]"));
     }
@@ -207,7 +223,13 @@ mod tests {
         let b = config(
             "contexts: [{name: api, path: /srv/api, services: [shop/api]}, {name: web, path: /srv/web, dockerfile: deploy/Dockerfile, services: [shop/web, blog/web]}]",
         );
-        check(&b, true).expect("valid");
+        check(&b, true, &[]).expect("valid");
+        check(
+            &config("base_registries: [\"127.0.0.1:5000\"]"),
+            false,
+            &["127.0.0.1:5000"],
+        )
+        .expect("a base registry that is in registries:");
         let labels = |p: &str, s: &str| {
             BTreeMap::from([
                 (PROJECT_LABEL.to_string(), p.to_string()),
@@ -244,8 +266,11 @@ mod tests {
             ("contexts: [{name: a, path: /a, services: [s/a]}, {name: b, path: /b, services: [s/a]}]", false, "[1].services"),
             ("contexts: [{name: a, path: /a, services: [s/a]}, {name: a, path: /b, services: [s/b]}]", false, "[1].name"),
             ("timeout: 0s", false, "build.timeout"),
+            ("base_registries: [registry.example.com]", false, "build.base_registries"),
         ] {
-            let e = check(&config(yaml), enabled).expect_err(yaml).to_string();
+            let e = check(&config(yaml), enabled, &["127.0.0.1:5000"])
+                .expect_err(yaml)
+                .to_string();
             assert!(e.contains(key), "{yaml}: {e}");
         }
     }

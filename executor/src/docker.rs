@@ -680,7 +680,7 @@ pub use events::{
 pub use logs::{LogQuery, LogStream, RawLogLine};
 pub use resume::Resumed;
 pub use swarm::{NodeInfo, ServiceInfo, TaskInfo, UpdatePolicy, MAX_TASKS};
-pub use update::{UpdatePlan, Updated};
+pub use update::{PullSource, UpdatePlan, Updated};
 
 #[cfg(test)]
 mod tests;

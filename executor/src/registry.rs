@@ -342,6 +342,12 @@ impl Registries {
         let parsed = ImageRef::parse(reference)
             .filter(|r| r.tag.is_some() && r.digest.is_none())
             .ok_or_else(|| RegistryRefusal::NotATag(shown(reference)))?;
+        self.entry_for(parsed)
+    }
+
+    /// The registry entry a parsed reference (a tag or a digest) falls
+    /// under: an allowed registry and prefix.
+    pub fn entry_for(&self, parsed: ImageRef) -> Result<Allowed<'_>, RegistryRefusal> {
         let found = self.entries.iter().find(|e| {
             e.config.host.eq_ignore_ascii_case(&parsed.registry)
                 && e.config

@@ -23,7 +23,7 @@ use crate::update_flow::Removed;
 
 /// The serving image every commit builds on (on the engine: builds never
 /// pull).
-const BASE: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
+pub(crate) const BASE: &str = drydock::fixture::FIXTURE_WEB_IMAGE;
 
 struct Repo {
     dir: tempfile::TempDir,
@@ -48,11 +48,11 @@ impl Repo {
     }
 }
 
-fn dockerfile(version: &str, cmd: &str) -> String {
+pub(crate) fn dockerfile(version: &str, cmd: &str) -> String {
     format!("FROM {BASE}\nLABEL drydock.test.version={version}\nCOPY app.txt /app.txt\nCMD {cmd}\n")
 }
 
-const SERVE: &str = "[\"serve\", \"--port\", \"8080\"]";
+pub(crate) const SERVE: &str = "[\"serve\", \"--port\", \"8080\"]";
 const BROKEN: &str = "[\"crash\", \"--code\", \"3\", \"--line\", \"FATAL: config v3 is invalid\"]";
 
 fn compose(project: &str, file: &Path, args: &[&str]) -> std::process::Output {
@@ -90,7 +90,7 @@ fn source(repo: &Repo, context: &str, commit: &str) -> BuildClaims {
     }
 }
 
-fn build_approval(
+pub(crate) fn build_approval(
     dd: &Drydock,
     request: &str,
     container: &str,
@@ -102,7 +102,7 @@ fn build_approval(
 }
 
 /// `drydock build ARGS --yes --json`: the request it ended with.
-fn build_cli(dd: &Drydock, args: &[&str]) -> Value {
+pub(crate) fn build_cli(dd: &Drydock, args: &[&str]) -> Value {
     let mut all = vec!["build", "--yes", "--json"];
     all.extend_from_slice(args);
     let out = dd.cli(&all);
@@ -116,7 +116,7 @@ fn build_cli(dd: &Drydock, args: &[&str]) -> Value {
     })
 }
 
-fn build_request(
+pub(crate) fn build_request(
     request: &str,
     container: &str,
     commit: &str,
@@ -500,14 +500,14 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
 
 /// Images removed when the test ends, however it ends (declared before
 /// the containers that run them, so dropped after them).
-struct RemovedImages(std::cell::RefCell<Vec<String>>);
+pub(crate) struct RemovedImages(std::cell::RefCell<Vec<String>>);
 
 impl RemovedImages {
-    fn new(images: Vec<String>) -> RemovedImages {
+    pub(crate) fn new(images: Vec<String>) -> RemovedImages {
         RemovedImages(std::cell::RefCell::new(images))
     }
 
-    fn add(&self, image: &str) {
+    pub(crate) fn add(&self, image: &str) {
         self.0.borrow_mut().push(image.to_string());
     }
 }

@@ -8,6 +8,7 @@ mod architecture;
 mod automation;
 mod backups;
 mod build;
+mod build_bases;
 mod closed_loop;
 mod dependency_rules;
 mod deploy;

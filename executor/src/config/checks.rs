@@ -26,7 +26,8 @@ pub(super) const CHECKS: &[Check] = &[
 
 /// `build` and `actions.build`.
 fn check_build(c: &Config) -> Result<(), ConfigError> {
-    crate::build::check(&c.build, c.actions.build.enabled)
+    let registries: Vec<&str> = c.registries.iter().map(|r| r.host.as_str()).collect();
+    crate::build::check(&c.build, c.actions.build.enabled, &registries)
 }
 
 /// `registries` and `update`.

@@ -49,6 +49,14 @@ pub struct UpdatePlan<'a> {
     pub built: Option<&'a str>,
 }
 
+/// A registry's credentials and limits, for one pull.
+#[derive(Debug, Clone, Copy)]
+pub struct PullSource<'a> {
+    pub credentials: Option<&'a Credentials>,
+    pub timeout: Duration,
+    pub max_image_bytes: u64,
+}
+
 /// A finished update.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Updated {
@@ -230,14 +238,30 @@ impl DockerAdapter {
     }
 
     /// The image of `plan.digest`: present already, or pulled by digest
-    /// under the registry's time limit and then held to its size limit.
+    /// under the registry's limits.
     async fn pull(&self, plan: &UpdatePlan<'_>) -> Result<(String, bool), DockerError> {
+        let source = PullSource {
+            credentials: plan.credentials,
+            timeout: plan.pull_timeout,
+            max_image_bytes: plan.max_image_bytes,
+        };
+        self.pull_pinned(plan.reference, plan.digest, source).await
+    }
+
+    /// `reference`'s image by `digest`: present already (`false`), or
+    /// pulled under the time limit and then held to the size limit.
+    pub async fn pull_pinned(
+        &self,
+        reference: &ImageRef,
+        digest: &str,
+        source: PullSource<'_>,
+    ) -> Result<(String, bool), DockerError> {
         let client = self.client();
-        let pinned = plan.reference.at(plan.digest);
+        let pinned = reference.at(digest);
         if let Ok(image) = client.inspect_image(&pinned).await {
             return Ok((image.id.unwrap_or_default(), false));
         }
-        let creds = engine_credentials(plan.credentials, &plan.reference.registry);
+        let creds = engine_credentials(source.credentials, &reference.registry);
         let options = CreateImageOptions {
             from_image: Some(pinned.clone()),
             ..Default::default()
@@ -255,35 +279,31 @@ impl DockerAdapter {
             }
             Ok(())
         };
-        tokio::time::timeout(plan.pull_timeout, pulling)
+        tokio::time::timeout(source.timeout, pulling)
             .await
             .map_err(|_| DockerError::Timeout {
                 operation: "pull",
-                timeout: plan.pull_timeout,
+                timeout: source.timeout,
             })??;
         let image = self
             .step("inspect_image", client.inspect_image(&pinned))
             .await?;
         let id = image.id.clone().unwrap_or_default();
         let size = image.size.unwrap_or(0).max(0) as u64;
-        if size > plan.max_image_bytes {
+        if size > source.max_image_bytes {
             let _ = client
                 .remove_image(&pinned, None::<RemoveImageOptions>, None)
                 .await;
             return Err(rejected(format!(
                 "{pinned} is {size} bytes, more than the registry's max_image_bytes ({}); it was removed again",
-                plan.max_image_bytes
+                source.max_image_bytes
             )));
         }
         Ok((id, true))
     }
 
     /// Point `reference`'s tag at `image_id`.
-    pub(super) async fn tag(
-        &self,
-        image_id: &str,
-        reference: &ImageRef,
-    ) -> Result<(), DockerError> {
+    pub async fn tag(&self, image_id: &str, reference: &ImageRef) -> Result<(), DockerError> {
         let options = TagImageOptions {
             repo: Some(reference.name()),
             tag: reference.tag.clone(),

@@ -8,9 +8,11 @@ use super::*;
 use crate::build::git::{Commit, GitError};
 use crate::build::source::Source;
 use crate::build::ContextConfig;
-use crate::docker::{BuildPlan, CONTEXT_LABEL, REVISION_LABEL, SOURCE_LABEL, TREE_LABEL};
+use crate::docker::{
+    BuildPlan, PullSource, CONTEXT_LABEL, REVISION_LABEL, SOURCE_LABEL, TREE_LABEL,
+};
 use crate::policy::Build;
-use crate::registry::ImageRef;
+use crate::registry::{Credentials, ImageRef};
 use drydock_proto::approval::{build_tag, ApprovalClaims, BuildClaims, CommitId};
 
 /// Why a build (or an update to a built image) cannot go ahead, though
@@ -24,7 +26,7 @@ pub enum BuildRefusal {
     },
     #[error("the checkout {checkout} has uncommitted changes to tracked files, and {commit} is its HEAD: a build of it would not be what the checkout holds; commit or stash them, or name another commit")]
     Dirty { checkout: String, commit: String },
-    #[error("the base image {0} is not on the engine; a build never pulls: pull it (or build it), then ask again")]
+    #[error("the base image {0} is not on the engine, and its registry is not in build.base_registries: pull it (or build it), or allow its registry there and in registries:, then ask again")]
     BaseMissing(String),
     #[error("the Dockerfile cannot be built here: {0}")]
     Dockerfile(String),
@@ -73,16 +75,47 @@ pub(super) struct BuildJob {
     labels: BTreeMap<String, String>,
     network: &'static str,
     timeout: Duration,
+    /// Base images missing from the engine, pulled before the build.
+    pulls: Vec<BasePull>,
+}
+
+/// A base image to pull, by the digest its registry named before the
+/// approval was spent, under that registry's credentials and limits.
+struct BasePull {
+    reference: ImageRef,
+    digest: String,
+    credentials: Option<Credentials>,
+    timeout: Duration,
+    max_image_bytes: u64,
 }
 
 impl BuildJob {
-    /// Build; the image's id, the output's tail and the time in `response`.
+    /// Pull the missing bases, then build; the image's id, the output's
+    /// tail and the time in `response`.
     pub(super) async fn run(
         self,
         docker: &DockerAdapter,
         permit: &Permit<Build>,
         response: &mut pb::WriteResponse,
     ) -> Result<Option<String>, DockerError> {
+        let mut pulled = Vec::new();
+        for p in &self.pulls {
+            let source = PullSource {
+                credentials: p.credentials.as_ref(),
+                timeout: p.timeout,
+                max_image_bytes: p.max_image_bytes,
+            };
+            let (id, _) = docker.pull_pinned(&p.reference, &p.digest, source).await?;
+            // The Dockerfile names the tag: it must name what was pulled.
+            if p.reference.digest.is_none() {
+                docker.tag(&id, &p.reference).await?;
+            }
+            response.pulled = true;
+            pulled.push(format!(
+                "pulled the base image {} ({id})",
+                p.reference.at(&p.digest)
+            ));
+        }
         let plan = BuildPlan {
             tag: &self.tag,
             dockerfile: &self.dockerfile,
@@ -94,7 +127,8 @@ impl BuildJob {
         let built = docker.build(permit, plan).await?;
         response.new_image_id = built.image_id;
         response.watched_secs = built.took.as_secs();
-        response.build_log = built.log;
+        pulled.extend(built.log);
+        response.build_log = pulled;
         Ok(None)
     }
 }
@@ -243,9 +277,14 @@ impl ExecutorService {
             .await
             .map_err(BuildRefusal::from)?;
         let bases = crate::docker::base_images(&dockerfile).map_err(BuildRefusal::Dockerfile)?;
+        let mut pulls = Vec::new();
         for base in bases {
             if !self.docker.has_image(&base).await? {
-                return Err(BuildRefusal::BaseMissing(truncate_for_audit(&base)).into());
+                let pull = self.base_pull(&base).await?;
+                call.entry
+                    .input
+                    .push_str(&format!(" pull={}", pull.reference.at(&pull.digest)));
+                pulls.push(pull);
             }
         }
         let tag = build_tag(&context.name, commit);
@@ -262,6 +301,46 @@ impl ExecutorService {
             labels,
             network: self.build.network.mode(),
             timeout: self.build.timeout,
+            pulls,
+        })
+    }
+
+    /// How a base image missing from the engine is pulled: from a registry
+    /// in `build.base_registries` (and `registries:`), by the digest it
+    /// names now.
+    async fn base_pull(&self, base: &str) -> Result<BasePull, ExecError> {
+        let missing = || BuildRefusal::BaseMissing(truncate_for_audit(base));
+        let reference = ImageRef::parse(base).ok_or_else(missing)?;
+        if !self
+            .build
+            .base_registries
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&reference.registry))
+        {
+            return Err(missing().into());
+        }
+        let allowed = self.registries.entry_for(reference)?;
+        let digest = match &allowed.reference.digest {
+            Some(d) => d.clone(),
+            None => {
+                self.docker
+                    .registry_digest(
+                        &allowed.reference,
+                        allowed.credentials,
+                        allowed
+                            .config
+                            .pull_timeout
+                            .min(super::updates::REGISTRY_READ),
+                    )
+                    .await?
+            }
+        };
+        Ok(BasePull {
+            reference: allowed.reference.clone(),
+            digest,
+            credentials: allowed.credentials.cloned(),
+            timeout: allowed.config.pull_timeout,
+            max_image_bytes: allowed.config.max_image_bytes,
         })
     }
 

@@ -11,7 +11,7 @@ use crate::registry::{self, Credentials, ImageRef};
 
 /// How long the registry may take to name a tag's digest (it is further
 /// away than the engine).
-const REGISTRY_READ: Duration = Duration::from_secs(30);
+pub(super) const REGISTRY_READ: Duration = Duration::from_secs(30);
 
 /// An update's registry side, decided before the approval is spent.
 pub(super) struct UpdateJob {
