@@ -6,6 +6,7 @@
 //! executor (`git`), never the checkout's files: what is built is what was
 //! signed, and the operator's checkout is never written to.
 
+pub mod compose;
 pub mod folder;
 pub mod git;
 pub mod source;
@@ -104,7 +105,9 @@ pub struct ContextConfig {
     pub dockerfile: String,
     /// The compose services it builds for, as `project/service`: a
     /// container of one of them may be rebuilt from this context, and run
-    /// its images.
+    /// its images. Without them, it builds for every compose service whose
+    /// compose files name this folder as its build context.
+    #[serde(default)]
     pub services: Vec<String>,
 }
 
@@ -113,10 +116,19 @@ fn default_dockerfile() -> String {
 }
 
 impl BuildConfig {
-    /// The context that builds for a container with these labels.
+    /// The context that builds for a container with these labels: the
+    /// one naming its compose service, else one naming no service whose
+    /// folder the service's compose files name as its build context.
+    /// Reads those files: call it off the runtime's threads.
     pub fn context_for(&self, labels: &BTreeMap<String, String>) -> Option<&ContextConfig> {
         let service = compose_service(labels)?;
-        self.contexts.iter().find(|c| c.services.contains(&service))
+        if let Some(c) = self.contexts.iter().find(|c| c.services.contains(&service)) {
+            return Some(c);
+        }
+        let folder = compose::build_context(labels)?;
+        self.contexts.iter().find(|c| {
+            c.services.is_empty() && std::fs::canonicalize(&c.path).is_ok_and(|p| p == folder)
+        })
     }
 }
 
@@ -185,13 +197,6 @@ pub fn check(build: &BuildConfig, enabled: bool, registries: &[&str]) -> Result<
                 "a relative path inside the checkout, without `..`".into(),
             ));
         }
-        if c.services.is_empty() {
-            return Err(bad(
-                "services",
-                "names no service: list the compose services (`project/service`) it builds for"
-                    .into(),
-            ));
-        }
         for s in &c.services {
             let ok = s
                 .split_once('/')
@@ -255,13 +260,53 @@ mod tests {
     }
 
     #[test]
+    fn a_context_without_services_builds_what_compose_builds_from_its_folder() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for d in ["api", "web", "other"] {
+            std::fs::create_dir(dir.path().join(d)).expect("folder");
+        }
+        std::fs::write(
+            dir.path().join("docker-compose.yml"),
+            "services:\n  api:\n    build: ./api\n  web:\n    build: ./web\n  other:\n    build: ./other\n",
+        )
+        .expect("compose file");
+        let root = dir.path().display();
+        let b = config(&format!(
+            "contexts: [{{name: api, path: {root}/api}}, {{name: web, path: {root}/web, services: [shop/front]}}]"
+        ));
+        check(&b, true, &[]).expect("valid");
+        let labels = |s: &str| {
+            BTreeMap::from([
+                (PROJECT_LABEL.to_string(), "shop".to_string()),
+                (SERVICE_LABEL.to_string(), s.to_string()),
+                (
+                    "com.docker.compose.project.working_dir".to_string(),
+                    root.to_string(),
+                ),
+                (
+                    "com.docker.compose.project.config_files".to_string(),
+                    "docker-compose.yml".to_string(),
+                ),
+            ])
+        };
+        assert_eq!(
+            b.context_for(&labels("api")).map(|c| c.name.as_str()),
+            Some("api")
+        );
+        assert!(
+            b.context_for(&labels("web")).is_none(),
+            "a context that lists its services builds for those only"
+        );
+        assert!(b.context_for(&labels("other")).is_none());
+    }
+
+    #[test]
     fn bad_contexts_name_their_key() {
         for (yaml, enabled, key) in [
             ("{}", true, "actions.build.enabled"),
             ("contexts: [{name: Api, path: /a, services: [s/a]}]", false, "[0].name"),
             ("contexts: [{name: api, path: rel, services: [s/a]}]", false, "[0].path"),
             ("contexts: [{name: api, path: /a, dockerfile: ../D, services: [s/a]}]", false, "dockerfile"),
-            ("contexts: [{name: api, path: /a, services: []}]", false, "services"),
             ("contexts: [{name: api, path: /a, services: [api]}]", false, "services"),
             ("contexts: [{name: a, path: /a, services: [s/a]}, {name: b, path: /b, services: [s/a]}]", false, "[1].services"),
             ("contexts: [{name: a, path: /a, services: [s/a]}, {name: a, path: /b, services: [s/b]}]", false, "[1].name"),

@@ -224,7 +224,9 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     std::fs::write(
         dd.home.executor_config(),
         format!(
-            "{}update:\n  health_window: 3s\nbuild:\n  timeout: 15s\n  contexts:\n    - name: {context}\n      path: {}\n      services: [\"{project}/api\"]\n",
+            // No `services`: the context is the folder compose builds the
+            // service from.
+            "{}update:\n  health_window: 3s\nbuild:\n  timeout: 15s\n  contexts:\n    - name: {context}\n      path: {}\n",
             config
                 .replace("update: {enabled: false}", "update: {enabled: true}")
                 .replace("build: {enabled: false}", "build: {enabled: true}"),

@@ -19,7 +19,7 @@ use drydock_proto::approval::{build_tag, ApprovalClaims, BuildClaims, CommitId};
 /// nothing is wrong with the call itself.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildRefusal {
-    #[error("{container} is built from no context in build.contexts{}: name its compose service (`project/service`) in a context's `services` in executor.yaml", service.as_ref().map(|s| format!(" (its compose service is {s})")).unwrap_or_else(|| " (it is not a compose service)".into()))]
+    #[error("{container} is built from no context in build.contexts{}: name its compose service (`project/service`) in a context's `services` in executor.yaml, or make the context's path the folder its compose file builds it from", service.as_ref().map(|s| format!(" (its compose service is {s})")).unwrap_or_else(|| " (it is not a compose service)".into()))]
     NoContext {
         container: String,
         service: Option<String>,
@@ -135,9 +135,15 @@ impl BuildJob {
 
 impl ExecutorService {
     /// The build context of a container, or why it has none.
-    fn context_of(&self, target: &ResolvedTarget) -> Result<&ContextConfig, BuildRefusal> {
-        self.build
-            .context_for(&target.labels)
+    async fn context_of(&self, target: &ResolvedTarget) -> Result<&ContextConfig, BuildRefusal> {
+        // Finding it may read the service's compose files.
+        let (build, labels) = (self.build.clone(), target.labels.clone());
+        let name =
+            tokio::task::spawn_blocking(move || build.context_for(&labels).map(|c| c.name.clone()))
+                .await
+                .ok()
+                .flatten();
+        name.and_then(|n| self.build.contexts.iter().find(|c| c.name == n))
             .ok_or_else(|| BuildRefusal::NoContext {
                 container: target.name.trim_start_matches('/').to_string(),
                 service: crate::build::compose_service(&target.labels),
@@ -163,7 +169,7 @@ impl ExecutorService {
             "revision={}",
             truncate_for_audit(&redact::neutralise_controls(&req.revision))
         );
-        let context = self.context_of(&target)?;
+        let context = self.context_of(&target).await?;
         // One source read at a time: each may hold a context in memory.
         let _one = self.build_gate.acquire().await;
         let source = Source::open(context, &req.revision, self.build.max_context_bytes).await?;
@@ -235,7 +241,7 @@ impl ExecutorService {
         claims: &ApprovalClaims,
     ) -> Result<BuildJob, ExecError> {
         call.entry.input.push_str(&format!(" commit={commit}"));
-        let context = self.context_of(target)?;
+        let context = self.context_of(target).await?;
         // A folder's files that changed since the approval hash to another
         // id: opened as they are, they are refused below as moved.
         let folder = !crate::build::folder::is_checkout(&context.path);
@@ -354,7 +360,7 @@ impl ExecutorService {
         commit: &CommitId,
         claims: &ApprovalClaims,
     ) -> Result<super::updates::UpdateJob, ExecError> {
-        let context = self.context_of(target)?;
+        let context = self.context_of(target).await?;
         let tag = build_tag(&context.name, commit);
         call.entry.input.push_str(&format!(
             " built={tag} commit={commit} from_image_id={}",
