@@ -60,21 +60,43 @@ fn read_bounded(path: &Path) -> Option<String> {
     (text.len() as u64 <= MAX_COMPOSE_BYTES).then_some(text)
 }
 
+/// What a compose file says of its services' builds; the rest of it is
+/// skipped unread (typed, not a YAML `Value`: that parser cost the
+/// executor's image 330 KB).
+#[derive(serde::Deserialize)]
+struct ComposeFile {
+    #[serde(default)]
+    services: BTreeMap<String, Option<Service>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Service {
+    #[serde(default)]
+    build: Option<Build>,
+}
+
+/// `build: PATH`, or `build: {context: PATH, ...}`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Build {
+    Path(String),
+    Spec {
+        #[serde(default)]
+        context: Option<String>,
+    },
+}
+
 /// The build context one compose file gives `service`: `build: PATH`, or
 /// `build: {context: PATH}` (`.` when a mapping names none).
 fn service_context(text: &str, service: &str) -> Option<String> {
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).ok()?;
-    let build = doc.get("services")?.get(service)?.get("build")?;
+    let mut file: ComposeFile = serde_yaml_ng::from_str(text).ok()?;
+    let build = file.services.remove(service)??.build?;
     let context = match build {
-        serde_yaml_ng::Value::String(s) => s.as_str(),
-        serde_yaml_ng::Value::Mapping(_) => match build.get("context") {
-            Some(c) => c.as_str()?,
-            None => ".",
-        },
-        _ => return None,
+        Build::Path(p) => p,
+        Build::Spec { context } => context.unwrap_or_else(|| ".".into()),
     };
     let remote = context.contains("://") || context.starts_with("git@");
-    (!context.is_empty() && !context.contains('$') && !remote).then(|| context.to_string())
+    (!context.is_empty() && !context.contains('$') && !remote).then_some(context)
 }
 
 #[cfg(test)]
