@@ -29,6 +29,7 @@ need_package() { # need_package PACKAGE COMMAND-THAT-SHOWS-IT
 need_package docker-compose 'command -v docker-compose'
 need_package iproute2 'command -v ip'
 need_package util-linux 'command -v nsenter'
+need_package openssh-client 'command -v ssh-agent && command -v ssh-keygen'
 need_package chromium 'test -x /usr/bin/chromium'
 need_package chromium-driver 'command -v chromedriver'
 need_package python3-venv 'python3 -c "import ensurepip, venv"'

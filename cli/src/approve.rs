@@ -4,7 +4,7 @@
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use drydock_proto::approval::{self, ApprovalClaims};
+use drydock_proto::approval::ApprovalClaims;
 use drydock_vocab::{PendingApproval, Request};
 
 use crate::claims;
@@ -44,8 +44,10 @@ pub async fn sign(
     bytes: &[u8],
 ) -> anyhow::Result<Request> {
     claims::check_signable(claims, unix_now(), cfg.max_signed_lifetime())?;
-    let key = cfg.signing_key()?;
-    let signature = approval::sign(bytes, &key);
+    let signer = cfg.signer()?;
+    let owned = bytes.to_vec();
+    // An ssh-agent answers over a socket, after a touch for a security key.
+    let signature = tokio::task::spawn_blocking(move || signer.sign(&owned)).await??;
     agent
         .approve(
             &claims.approval_id,

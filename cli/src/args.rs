@@ -69,6 +69,15 @@ pub enum Command {
         /// by default the agent watches and opens requests that ask a person.
         #[arg(long)]
         no_watch: bool,
+        /// How the approver signs: `file` (a new key in approver.key) or
+        /// `ssh` (a key an ssh-agent holds, $SSH_AUTH_SOCK: its secret,
+        /// or a FIDO security key's, never touches this disk).
+        #[arg(long, value_enum, default_value_t = ApproverKind::File)]
+        approver: ApproverKind,
+        /// With --approver ssh: the key's `.pub` file (default: the first
+        /// Ed25519 or P-256 key the ssh-agent holds).
+        #[arg(long, value_name = "FILE")]
+        ssh_key: Option<std::path::PathBuf>,
     },
     /// The web console on 127.0.0.1, served by this process (where the
     /// approver key is): containers, requests, approvals, grants.
@@ -445,4 +454,11 @@ fn revision(s: &str) -> Result<String, String> {
             "`{s}` is not a revision: a commit id, a branch or a tag of letters, digits, `.`, `_`, `-` and `/`"
         ))
     }
+}
+
+/// `drydock init --approver`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApproverKind {
+    File,
+    Ssh,
 }

@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 use drydock_vocab::Status;
 
-use crate::args::{AuditCommand, Cli, Command, GrantCommand, HostCommand};
+use crate::args::{ApproverKind, AuditCommand, Cli, Command, GrantCommand, HostCommand};
 use crate::ask::{self, AskOptions};
 use crate::client::AgentClient;
 use crate::home::{self, CliConfig, Home, InitOptions};
@@ -27,9 +27,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             agent_tcp,
             agent_tls,
             no_watch,
+            approver,
+            ssh_key,
         } => init(
             &home,
             InitOptions {
+                approver_ssh: match approver {
+                    ApproverKind::File if ssh_key.is_some() => {
+                        anyhow::bail!("--ssh-key names the key of `--approver ssh`: add that, or leave --ssh-key out")
+                    }
+                    ApproverKind::File => None,
+                    ApproverKind::Ssh => Some(ssh_approver(ssh_key.as_deref())?),
+                },
                 force,
                 executor_port,
                 agent_port,
@@ -194,6 +203,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
 fn agent(home: &Home) -> anyhow::Result<(AgentClient, CliConfig)> {
     let cfg = home.load_cli_config()?;
     Ok((AgentClient::from_config(&cfg)?, cfg))
+}
+
+/// The ssh key an approver signs with: the `.pub` file named, or the first
+/// key of a kind drydock verifies that the ssh-agent holds.
+fn ssh_approver(file: Option<&std::path::Path>) -> anyhow::Result<String> {
+    use drydock_proto::approval::ssh::SshPublicKey;
+    if let Some(file) = file {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read --ssh-key {}", file.display()))?;
+        let key = SshPublicKey::parse(text.lines().next().unwrap_or_default())
+            .map_err(|e| anyhow::anyhow!("--ssh-key {}: {e}", file.display()))?;
+        return Ok(key.to_line());
+    }
+    let keys = crate::ssh_agent::identities()?;
+    let Some((key, comment)) = keys.first() else {
+        anyhow::bail!("the ssh-agent holds no Ed25519 or P-256 key (ssh-rsa cannot approve): `ssh-add` one, or name its .pub file with --ssh-key");
+    };
+    println!(
+        "approver key: {} {} from the ssh-agent",
+        key.kind.name(),
+        safe(comment)
+    );
+    Ok(key.to_line())
 }
 
 fn init(home: &Home, options: InitOptions) -> anyhow::Result<u8> {

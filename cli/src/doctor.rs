@@ -525,11 +525,28 @@ async fn clock(agent: &AgentClient) -> Check {
 /// The key this CLI signs with must be one the running executor trusts,
 /// under the same id; otherwise every approval is refused.
 fn approver(cfg: &crate::home::CliConfig, policy: &PolicyView) -> Check {
-    let key = match cfg.signing_key() {
+    let signer = match cfg.signer() {
         Ok(k) => k,
         Err(e) => return check("approver", Verdict::Fail, format!("{e:#}")),
     };
-    let public = drydock_proto::approval::format_public_key(&key.verifying_key());
+    if let crate::home::Signer::Ssh(key) = &signer {
+        let held = crate::ssh_agent::identities().map(|ids| ids.iter().any(|(k, _)| k == key));
+        match held {
+            Ok(true) => {}
+            Ok(false) => {
+                return check(
+                    "approver",
+                    Verdict::Fail,
+                    format!(
+                        "the ssh-agent does not hold your key ({}): `ssh-add` it",
+                        key.kind.name()
+                    ),
+                )
+            }
+            Err(e) => return check("approver", Verdict::Fail, format!("{e:#}")),
+        }
+    }
+    let public = signer.public();
     let trusted = &policy.approvers;
     match trusted
         .iter()

@@ -76,8 +76,9 @@ impl Home {
         if let Ok(url) = std::env::var("DRYDOCK_AGENT_URL") {
             c.agent_url = url;
         }
-        for p in [&mut c.token_file, &mut c.approver.key]
+        for p in [&mut c.token_file]
             .into_iter()
+            .chain(c.approver.key.as_mut())
             .chain(c.agent_ca.as_mut())
         {
             if p.is_relative() {
@@ -135,11 +136,46 @@ pub struct CliConfig {
     pub agent_approval_ttl: Option<u64>,
 }
 
+/// How this operator signs: with drydock's own key in a file (`key`), or
+/// through the ssh-agent that holds `ssh` (an OpenSSH public key line),
+/// whose secret never touches this disk.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApproverKey {
     pub id: String,
-    pub key: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<String>,
+}
+
+/// A key this CLI signs approvals with.
+pub enum Signer {
+    File(ed25519_dalek::SigningKey),
+    Ssh(drydock_proto::approval::ssh::SshPublicKey),
+}
+
+impl Signer {
+    /// The public key as executor.yaml registers it.
+    pub fn public(&self) -> String {
+        match self {
+            Signer::File(k) => drydock_proto::approval::format_public_key(&k.verifying_key()),
+            Signer::Ssh(k) => k.to_line(),
+        }
+    }
+
+    /// A signature over exactly `claims`: Ed25519 by the file key, or an
+    /// SSHSIG the ssh-agent makes (a security key asks for a touch).
+    pub fn sign(&self, claims: &[u8]) -> anyhow::Result<Vec<u8>> {
+        use drydock_proto::approval::ssh;
+        match self {
+            Signer::File(k) => Ok(drydock_proto::approval::sign(claims, k)),
+            Signer::Ssh(k) => {
+                let signature = crate::ssh_agent::sign(k, &ssh::signed_data(claims))?;
+                Ok(ssh::wrap(k, &signature))
+            }
+        }
+    }
 }
 
 impl CliConfig {
@@ -160,15 +196,32 @@ impl CliConfig {
             .unwrap_or(cap)
     }
 
+    /// The approver's file key (what grants are signed with).
     pub fn signing_key(&self) -> anyhow::Result<ed25519_dalek::SigningKey> {
-        let text = std::fs::read_to_string(&self.approver.key).with_context(|| {
-            format!(
-                "cannot read the approver key {}",
-                self.approver.key.display()
-            )
-        })?;
+        let Some(path) = &self.approver.key else {
+            anyhow::bail!(
+                "approver `{}` signs through an ssh-agent (approver.ssh in cli.yaml), and a grant is signed with a file key: sign grants as an approver with `key:` (drydock init --approver file)",
+                self.approver.id
+            );
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the approver key {}", path.display()))?;
         drydock_proto::approval::parse_secret_key(&text)
-            .with_context(|| format!("{} is not an approver key", self.approver.key.display()))
+            .with_context(|| format!("{} is not an approver key", path.display()))
+    }
+
+    /// What this CLI signs approvals with.
+    pub fn signer(&self) -> anyhow::Result<Signer> {
+        match (&self.approver.ssh, &self.approver.key) {
+            (Some(line), None) => drydock_proto::approval::ssh::SshPublicKey::parse(line)
+                .map(Signer::Ssh)
+                .map_err(|e| anyhow::anyhow!("approver.ssh in cli.yaml is not a key drydock signs with: {e}")),
+            (None, Some(_)) => self.signing_key().map(Signer::File),
+            _ => anyhow::bail!(
+                "cli.yaml's approver names {} of `key` (a file) and `ssh` (an ssh-agent's key): name exactly one",
+                if self.approver.ssh.is_some() { "both" } else { "neither" }
+            ),
+        }
     }
 }
 
@@ -193,6 +246,9 @@ pub struct InitOptions {
     pub watch: bool,
     /// Where the daemons will run.
     pub layout: Layout,
+    /// An OpenSSH public key line the approver signs with through an
+    /// ssh-agent; `None`: a new file key (`approver.key`).
+    pub approver_ssh: Option<String>,
 }
 
 /// Where the daemons will run, as `drydock init --layout` names it.
@@ -270,6 +326,7 @@ impl Default for InitOptions {
             agent_tls: None,
             watch: true,
             layout: Layout::Local,
+            approver_ssh: None,
         }
     }
 }
@@ -458,7 +515,12 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
     // Signs the executor's audit checkpoints. Its public half is for
     // whoever verifies the chain, outside the store.
     let audit_key = drydock_proto::approval::generate_signing_key();
-    let public = drydock_proto::approval::format_public_key(&approver.verifying_key());
+    let public = match &opts.approver_ssh {
+        Some(line) => drydock_proto::approval::ssh::SshPublicKey::parse(line)
+            .map_err(|e| anyhow::anyhow!("the approver's ssh key: {e}"))?
+            .to_line(),
+        None => drydock_proto::approval::format_public_key(&approver.verifying_key()),
+    };
     let files: Vec<(&str, String, bool)> = vec![
         ("pki/ca.crt", bundle.ca.cert_pem(), false),
         ("pki/ca.key", bundle.ca.key_pem(), true),
@@ -474,11 +536,6 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
         (
             "pki/healthcheck.key",
             bundle.healthcheck.key_pem.clone(),
-            true,
-        ),
-        (
-            "approver.key",
-            drydock_proto::approval::format_secret_key(&approver),
             true,
         ),
         ("approver.pub", format!("{public}\n"), false),
@@ -501,6 +558,14 @@ pub fn init(home: &Home, opts: &InitOptions) -> anyhow::Result<Vec<PathBuf>> {
         ("cli.yaml", cli_yaml(opts), false),
     ];
     let mut files = files;
+    // An approver in an ssh-agent has no secret here.
+    if opts.approver_ssh.is_none() {
+        files.push((
+            "approver.key",
+            drydock_proto::approval::format_secret_key(&approver),
+            true,
+        ));
+    }
     if let Some(api) = &agent_api {
         files.push(("pki/agent-api.crt", api.cert_pem.clone(), false));
         files.push(("pki/agent-api.key", api.key_pem.clone(), true));
@@ -639,7 +704,7 @@ fn cli_yaml(opts: &InitOptions) -> String {
          agent_url: {agent_url}\n\
          token_file: agent.token\n\
          executor_port: {executor_port}\n\
-         approver:\n  id: {approver}\n  key: approver.key\n\
+         approver:\n  id: {approver}\n  {approver_key}\n\
          layout: {layout}\n",
         layout = match opts.layout {
             Layout::Local => "local",
@@ -655,6 +720,10 @@ fn cli_yaml(opts: &InitOptions) -> String {
         },
         executor_port = opts.executor_port,
         approver = opts.approver_id,
+        approver_key = match &opts.approver_ssh {
+            Some(line) => format!("ssh: \"{line}\""),
+            None => "key: approver.key".into(),
+        },
     )
 }
 

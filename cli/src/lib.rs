@@ -35,6 +35,7 @@ pub mod memory;
 pub mod pki;
 pub mod render;
 pub mod show;
+pub mod ssh_agent;
 pub mod term;
 pub mod text;
 pub mod ui;

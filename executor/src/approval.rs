@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use drydock_proto::approval::{
-    self, ApprovalClaims, ApprovalFormatError, ContainerWrite, ServiceAction, ServiceWrite,
-    WriteAction, CLOCK_SKEW_SECS,
+    self, ApprovalClaims, ApprovalFormatError, ApproverKey, ContainerWrite, ServiceAction,
+    ServiceWrite, WriteAction, CLOCK_SKEW_SECS,
 };
-use ed25519_dalek::VerifyingKey;
 
 use crate::config::ApproverConfig;
 use crate::policy::{ResolvedService, ResolvedTarget};
@@ -153,7 +152,7 @@ impl HostBinding {
 }
 
 pub struct ApprovalVerifier {
-    keys: HashMap<String, VerifyingKey>,
+    keys: HashMap<String, ApproverKey>,
     max_lifetime: Duration,
     host: HostBinding,
 }
@@ -186,12 +185,13 @@ impl ApprovalVerifier {
         ids
     }
 
-    /// `(id, "ed25519:<base64>")` of every trusted approver, sorted by id.
+    /// `(id, public key)` of every trusted approver (`ed25519:<base64>`
+    /// or an OpenSSH line), sorted by id.
     pub fn approver_keys(&self) -> Vec<(String, String)> {
         let mut keys: Vec<(String, String)> = self
             .keys
             .iter()
-            .map(|(id, k)| (id.clone(), approval::format_public_key(k)))
+            .map(|(id, k)| (id.clone(), k.to_text()))
             .collect();
         keys.sort();
         keys
@@ -411,7 +411,7 @@ impl ApprovalVerifier {
             .ok_or_else(|| ApprovalError::UnknownKey {
                 key_id: shown(input.key_id, 64),
             })?;
-        let claims = approval::verify(input.claims, input.signature, key)?;
+        let claims = approval::verify_by(input.claims, input.signature, key)?;
         if claims.action != action {
             return Err(ApprovalError::WrongAction {
                 signed: claims.action.as_str(),
@@ -455,11 +455,11 @@ impl ApprovalVerifier {
 /// The approvers' public keys by id, for approvals and grants alike. A
 /// key that does not parse was refused when the config was read
 /// (`config.rs`), so none is skipped here in practice.
-pub fn approver_keys(approvers: &[ApproverConfig]) -> HashMap<String, VerifyingKey> {
+pub fn approver_keys(approvers: &[ApproverConfig]) -> HashMap<String, ApproverKey> {
     approvers
         .iter()
         .filter_map(|a| {
-            approval::parse_public_key(&a.public_key)
+            ApproverKey::parse(&a.public_key)
                 .ok()
                 .map(|k| (a.id.clone(), k))
         })

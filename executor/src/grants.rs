@@ -144,7 +144,12 @@ pub struct GrantVerifier {
 
 impl GrantVerifier {
     pub fn new(approvers: &[ApproverConfig], automation: &AutomationConfig) -> GrantVerifier {
-        let keys = crate::approval::approver_keys(approvers);
+        // Grants are signed with file keys: an approver whose key is in an
+        // ssh-agent signs approvals only.
+        let keys = crate::approval::approver_keys(approvers)
+            .into_iter()
+            .filter_map(|(id, k)| k.file_key().copied().map(|k| (id, k)))
+            .collect();
         GrantVerifier {
             keys,
             enabled: automation.enabled,

@@ -539,6 +539,10 @@ pub enum ApprovalFormatError {
     BadSignature,
     #[error("key is not of the form {0}<base64 of 32 bytes>")]
     KeyFormat(&'static str),
+    #[error("key is neither ed25519:<base64> nor an OpenSSH public key line: {0}")]
+    SshKey(String),
+    #[error("ssh signature refused: {0}")]
+    SshSignature(String),
 }
 
 impl ApprovalClaims {
@@ -769,6 +773,9 @@ fn decode_prefixed(text: &str, prefix: &'static str) -> Result<[u8; 32], Approva
 
 mod build;
 pub use build::*;
+mod keys;
+pub use keys::*;
+pub mod ssh;
 
 #[cfg(test)]
 mod tests;

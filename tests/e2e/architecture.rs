@@ -137,7 +137,15 @@ const AGENT_LAYERS: &[&[&str]] = &[
 ];
 
 const CLI_LAYERS: &[&[&str]] = &[
-    &["exit", "text", "term", "claims", "pki", "fixture"],
+    &[
+        "exit",
+        "text",
+        "term",
+        "claims",
+        "pki",
+        "fixture",
+        "ssh_agent",
+    ],
     &["home"],
     &["args", "client"],
     &["render", "approve"],

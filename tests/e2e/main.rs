@@ -35,6 +35,7 @@ mod operator_cli;
 mod past_deaths;
 mod reference_docs;
 mod rollback;
+mod ssh_approver;
 mod swarm;
 mod swarm_deploy;
 mod swarm_repairs;

@@ -96,7 +96,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         "required": ["key_id", "signature"],
         "properties": {
             "key_id": {"type": "string", "description": "The approver id the executor knows the key by."},
-            "signature": {"type": "string", "description": "Base64 Ed25519 signature over the approval's claims."}
+            "signature": {"type": "string", "description": "Base64 Ed25519 signature over the approval's claims, or an SSHSIG (namespace drydock-approval) by an ssh approver key."}
         }
     });
     let grant = json!({

@@ -446,9 +446,11 @@ impl Engine {
         let signature = B64
             .decode(signature_b64)
             .map_err(|_| EngineError::InvalidApproval("signature is not base64".into()))?;
-        if signature.len() != 64 {
+        // An approver key's Ed25519 signature, or an ssh-agent key's SSHSIG.
+        let sshsig = signature.starts_with(b"SSHSIG") && signature.len() <= 4096;
+        if signature.len() != 64 && !sshsig {
             return Err(EngineError::InvalidApproval(
-                "signature must be 64 bytes (Ed25519)".into(),
+                "signature must be 64 bytes (Ed25519) or an SSHSIG blob".into(),
             ));
         }
         if key_id.is_empty() || key_id.len() > 64 {

@@ -171,3 +171,52 @@ fn init_writes_an_explicit_scope_and_refuses_bad_globs() {
         assert!(err.to_string().contains("--target"), "{err}");
     }
 }
+
+/// `--approver ssh`: no secret on disk, the ssh key in cli.yaml and in
+/// executor.yaml's approvers; cli.yaml naming both kinds, or neither, is
+/// refused with what to do.
+#[test]
+fn an_ssh_approver_leaves_no_secret_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home {
+        root: dir.path().to_path_buf(),
+    };
+    let line = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ2YNDKwqfCZ0SYmnS4kyUYg0K6CtrVlbtTIFoGaLBiR";
+    init(
+        &home,
+        &InitOptions {
+            approver_ssh: Some(format!("{line} ops@laptop")),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!home.path("approver.key").exists());
+    let executor = std::fs::read_to_string(home.executor_config()).unwrap();
+    assert!(
+        executor.contains(&format!("public_key: \"{line}\"")),
+        "{executor}"
+    );
+    let c = home.load_cli_config().unwrap();
+    assert!(matches!(c.signer().unwrap(), Signer::Ssh(_)));
+    assert_eq!(c.signer().unwrap().public(), line);
+    let e = c.signing_key().unwrap_err().to_string();
+    assert!(e.contains("grant is signed with a file key"), "{e}");
+    let cli = std::fs::read_to_string(home.cli_config()).unwrap();
+    for (edit, says) in [
+        (
+            cli.replace("  ssh: ", "  key: approver.key\n  ssh: "),
+            "both",
+        ),
+        (
+            cli.lines()
+                .filter(|l| !l.trim_start().starts_with("ssh:"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "neither",
+        ),
+    ] {
+        std::fs::write(home.cli_config(), edit).unwrap();
+        let e = home.load_cli_config().unwrap().signer().err().unwrap();
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}

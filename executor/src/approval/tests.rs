@@ -439,3 +439,56 @@ fn a_service_update_is_bound_to_the_tag_its_spec_follows_and_the_digest() {
         .unwrap_err()
         .contains("names no image to return to"));
 }
+
+/// An approver whose key is in an ssh-agent: an SSHSIG over the claims
+/// verifies; an Ed25519 signature in drydock's own form does not stand in
+/// for it, nor does an SSHSIG by the same key over other claims.
+#[test]
+fn an_ssh_approver_signs_with_sshsig_only() {
+    use drydock_proto::approval::ssh::{put_string, signed_data, wrap, SshPublicKey};
+    use ed25519_dalek::Signer as _;
+    let key = generate_signing_key();
+    let mut blob = Vec::new();
+    put_string(&mut blob, b"ssh-ed25519");
+    put_string(&mut blob, key.verifying_key().as_bytes());
+    let public = SshPublicKey::from_blob(&blob).expect("an ssh key");
+    let approvers = [ApproverConfig {
+        id: "alice".into(),
+        public_key: format!("{} alice@laptop", public.to_line()),
+    }];
+    let verifier = ApprovalVerifier::new(&approvers, Duration::from_secs(3600));
+    let sshsig = |bytes: &[u8]| {
+        let mut sig = Vec::new();
+        put_string(&mut sig, b"ssh-ed25519");
+        put_string(&mut sig, &key.sign(&signed_data(bytes)).to_bytes());
+        wrap(&public, &sig)
+    };
+    let bytes = claims().encode();
+    let check = |signature: &[u8]| {
+        verifier.verify(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature,
+                key_id: "alice",
+            }),
+            &ContainerWrite::Restart,
+            &target(),
+            "req",
+            NOW,
+        )
+    };
+    check(&sshsig(&bytes)).expect("an SSHSIG over the claims");
+    let own_form = approval::sign(&bytes, &key);
+    let e = check(&own_form).expect_err("not an SSHSIG").to_string();
+    assert!(e.contains("not an SSHSIG"), "{e}");
+    let mut other = claims();
+    other.nonce = "another".into();
+    let e = check(&sshsig(&other.encode()))
+        .expect_err("other claims")
+        .to_string();
+    assert!(e.contains("does not verify"), "{e}");
+    assert_eq!(
+        verifier.approver_keys(),
+        vec![("alice".to_string(), public.to_line())]
+    );
+}

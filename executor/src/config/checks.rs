@@ -192,7 +192,7 @@ fn check_approvers(c: &Config) -> Result<(), ConfigError> {
                 format!("`{}` is listed twice", approver.id),
             ));
         }
-        drydock_proto::approval::parse_public_key(&approver.public_key).map_err(|e| {
+        drydock_proto::approval::ApproverKey::parse(&approver.public_key).map_err(|e| {
             invalid(
                 "approvers[].public_key",
                 format!("approver `{}`: {e}", approver.id),
