@@ -39,6 +39,10 @@ pub struct BuildConfig {
     pub timeout: Duration,
     #[serde(default = "default_max_context_bytes")]
     pub max_context_bytes: u64,
+    /// The largest image a build may make; a bigger one is removed again
+    /// and the build refused.
+    #[serde(default = "default_max_image_bytes")]
+    pub max_image_bytes: u64,
     /// The network a build's `RUN` steps get: `none` (the default) or
     /// `default` (the engine's bridge). The build itself never pulls.
     #[serde(default)]
@@ -57,6 +61,7 @@ impl Default for BuildConfig {
         BuildConfig {
             timeout: DEFAULT_TIMEOUT,
             max_context_bytes: DEFAULT_MAX_CONTEXT_BYTES,
+            max_image_bytes: crate::registry::DEFAULT_MAX_IMAGE_BYTES,
             network: BuildNetwork::None,
             base_registries: Vec::new(),
             contexts: Vec::new(),
@@ -70,6 +75,10 @@ fn default_timeout() -> Duration {
 
 fn default_max_context_bytes() -> u64 {
     DEFAULT_MAX_CONTEXT_BYTES
+}
+
+fn default_max_image_bytes() -> u64 {
+    crate::registry::DEFAULT_MAX_IMAGE_BYTES
 }
 
 /// `build.network`.
@@ -169,6 +178,9 @@ pub fn check(build: &BuildConfig, enabled: bool, registries: &[&str]) -> Result<
     }
     if build.max_context_bytes == 0 || build.max_context_bytes > 4 << 30 {
         return Err(invalid("build.max_context_bytes", "must be in (0, 4 GiB]"));
+    }
+    if build.max_image_bytes == 0 {
+        return Err(invalid("build.max_image_bytes", "must be more than 0"));
     }
     if enabled && build.contexts.is_empty() {
         return Err(invalid(

@@ -654,5 +654,45 @@ async fn a_folder_is_built_as_its_files_are_and_bound_by_their_hash() {
         ]),
         now.tree
     );
+
+    // An image past `build.max_image_bytes`: built, removed again, refused.
+    let down = dd.cli(&["down"]);
+    assert!(down.status.success(), "drydock down: {down:?}");
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        config.replace("build:\n", "build:\n  max_image_bytes: 1000\n"),
+    )
+    .expect("write executor config");
+    dd.up();
+    let mut exec = dd.executor_as_agent().await;
+    write("app.txt", "a third version\n");
+    let big = read(&mut exec).await;
+    images.add(&big.tag);
+    let signed = BuildClaims {
+        context: context.into(),
+        commit: CommitId::parse(&big.commit).expect("a hash"),
+        tree: big.tree.clone(),
+        dockerfile: "Dockerfile".into(),
+        tag: big.tag.clone(),
+        subject: None,
+        author: None,
+    };
+    let web_id = docker_ok(&["inspect", "-f", "{{.Id}}", &web.0]);
+    let e = exec
+        .build_image(build_request(
+            "req-folder-big",
+            &web_id,
+            &big.commit,
+            build_approval(&dd, "req-folder-big", &web_id, signed),
+        ))
+        .await
+        .expect_err("an image past the limit");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("build.max_image_bytes"), "{e:?}");
+    assert!(
+        !docker(&["image", "inspect", &big.tag]).status.success(),
+        "the image past the limit was removed"
+    );
     dd.assert_audit_intact();
 }

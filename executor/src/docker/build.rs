@@ -35,6 +35,7 @@ pub struct BuildPlan<'a> {
     pub labels: BTreeMap<String, String>,
     pub network: &'a str,
     pub timeout: Duration,
+    pub max_image_bytes: u64,
 }
 
 /// A finished build.
@@ -50,6 +51,8 @@ pub struct Built {
 pub struct BuiltImage {
     pub id: String,
     pub labels: BTreeMap<String, String>,
+    /// Bytes on the engine.
+    pub size: u64,
 }
 
 fn rejected(message: String) -> DockerError {
@@ -147,6 +150,20 @@ impl DockerAdapter {
                 plan.tag, built.id
             )));
         }
+        if built.size > plan.max_image_bytes {
+            let _ = self
+                .client()
+                .remove_image(
+                    plan.tag,
+                    None::<bollard::query_parameters::RemoveImageOptions>,
+                    None,
+                )
+                .await;
+            return Err(rejected(format!(
+                "the build made an image of {} bytes, more than build.max_image_bytes ({}); it was removed again",
+                built.size, plan.max_image_bytes
+            )));
+        }
         Ok(Built {
             image_id: built.id,
             log,
@@ -163,6 +180,7 @@ impl DockerAdapter {
         {
             Ok(image) => Ok(Some(BuiltImage {
                 id: image.id.unwrap_or_default(),
+                size: image.size.unwrap_or(0).max(0) as u64,
                 labels: image
                     .config
                     .and_then(|c| c.labels)

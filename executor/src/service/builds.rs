@@ -75,6 +75,7 @@ pub(super) struct BuildJob {
     labels: BTreeMap<String, String>,
     network: &'static str,
     timeout: Duration,
+    max_image_bytes: u64,
     /// Base images missing from the engine, pulled before the build.
     pulls: Vec<BasePull>,
 }
@@ -123,6 +124,7 @@ impl BuildJob {
             labels: self.labels,
             network: self.network,
             timeout: self.timeout,
+            max_image_bytes: self.max_image_bytes,
         };
         let built = docker.build(permit, plan).await?;
         response.new_image_id = built.image_id;
@@ -307,6 +309,7 @@ impl ExecutorService {
             labels,
             network: self.build.network.mode(),
             timeout: self.build.timeout,
+            max_image_bytes: self.build.max_image_bytes,
             pulls,
         })
     }
