@@ -593,7 +593,7 @@ async fn list_approvals(State(s): State<AppState>) -> Result<Response, Problem> 
         .pending_approvals()?
         .into_iter()
         .map(|(req, mut a)| {
-            a.signature = None;
+            a.forget_signatures();
             PendingApproval {
                 step: req.plan.as_ref().and_then(|p| p.steps.get(a.step)).cloned(),
                 approval: a,

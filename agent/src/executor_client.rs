@@ -39,6 +39,8 @@ pub enum Authority {
         claims: Vec<u8>,
         signature: Vec<u8>,
         key_id: String,
+        /// Further approvers' `(key id, signature)` over the same claims.
+        cosigners: Vec<(String, Vec<u8>)>,
     },
     Grant {
         claims: Vec<u8>,
@@ -501,7 +503,14 @@ impl ExecutorClient {
                 },
             ))
         }));
+        let approvers_required = r
+            .actions
+            .iter()
+            .filter(|a| a.approvers_required > 1)
+            .filter_map(|a| Some((WriteAction::parse(&a.action)?, a.approvers_required)))
+            .collect();
         Ok(PolicyView {
+            approvers_required,
             actions,
             approver_ids: r.approver_ids,
             logs_max_lines: r.logs_max_lines,

@@ -67,6 +67,10 @@ pub struct Notification {
     /// For `needs_approval`: the exact command that approves.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approve_command: Option<String>,
+    /// For `needs_approval` where the executor asks for more than one
+    /// approver: the signatures still missing, over all its approvals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals_missing: Option<u32>,
     /// For `executed`: who authorised it (`grant grt-…` or `approval apr-…`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authorised_by: Option<String>,
@@ -171,6 +175,7 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         | EventPayload::Plan(_)
         | EventPayload::ApprovalRequested(_)
         | EventPayload::ApprovalDecided(_)
+        | EventPayload::ApprovalSigned(_)
         | EventPayload::ApprovalExpired(_)
         | EventPayload::Superseded(_)
         | EventPayload::ApprovedByGrant(_)
@@ -189,6 +194,9 @@ pub fn notification_for(event: &Event, req: &Request) -> Option<Notification> {
         | EventPayload::ExecutorWaiting(_) => return None,
     };
     let mut n = about(name, req);
+    if approve.is_some() && req.pending_approvals().any(|a| a.required > 1) {
+        n.approvals_missing = Some(req.pending_approvals().map(|a| a.missing()).sum());
+    }
     n.approve_command = approve;
     n.authorised_by = authorised;
     Some(n)
@@ -213,6 +221,7 @@ fn about(event: NotifyEvent, req: &Request) -> Notification {
         diagnosis: req.diagnosis.as_ref().map(|d| redact(&d.summary)),
         outcome: req.outcome.as_ref().map(|o| redact(o)),
         approve_command: None,
+        approvals_missing: None,
         authorised_by: None,
         change: req
             .blamed_change()
@@ -342,6 +351,7 @@ impl Notifier {
             diagnosis: None,
             outcome: None,
             approve_command: Some(format!("drydock update {}", u.command_name())),
+            approvals_missing: None,
             authorised_by: None,
             change: None,
             schedule_id: None,

@@ -92,6 +92,8 @@ struct Decisions {
     pending: Vec<String>,
     /// Containers a person refused to have changed.
     rejected: Vec<String>,
+    /// Approvals signed here that wait for more approvers.
+    waiting: Vec<String>,
 }
 
 /// Follow `request_id` to its end, deciding approvals per `mode`.
@@ -139,7 +141,9 @@ async fn follow_request_after(
             let (claims, bytes) = claims::decode(approval, Some(request_id))?;
             // A replayed stream (reconnect, `drydock follow`) shows
             // approvals decided long ago: only a pending one is asked.
-            if !approve::still_pending(agent, request_id, &claims.approval_id).await? {
+            if !approve::still_pending(agent, request_id, &claims.approval_id, &cfg.approver.id)
+                .await?
+            {
                 return Ok(true);
             }
             match mode {
@@ -147,8 +151,13 @@ async fn follow_request_after(
                     if !quiet {
                         println!("  approving (--yes): {}", claims::describe(&claims));
                     }
-                    approve::sign(agent, cfg, &claims, &bytes).await?;
-                    Ok(true)
+                    let signed = approve::sign(agent, cfg, &claims, &bytes).await?;
+                    Ok(!waits_for_others(
+                        &signed,
+                        &claims.approval_id,
+                        decisions,
+                        quiet,
+                    ))
                 }
                 ApprovalMode::Prompt => {
                     println!("  approval needed: {}", claims::describe(&claims));
@@ -156,7 +165,10 @@ async fn follow_request_after(
                     let question =
                         format!("{} {}?", capitalized(claims.action.as_str()), safe(&name));
                     if confirm(&question).await {
-                        approve::sign(agent, cfg, &claims, &bytes).await?;
+                        let signed = approve::sign(agent, cfg, &claims, &bytes).await?;
+                        if waits_for_others(&signed, &claims.approval_id, decisions, quiet) {
+                            return Ok(false);
+                        }
                     } else {
                         agent.reject(&claims.approval_id).await?;
                         decisions.borrow_mut().rejected.push(name);
@@ -183,6 +195,12 @@ async fn follow_request_after(
     spinner.stop();
     let decisions = decisions.into_inner();
     let request = agent.request(request_id).await?;
+    if !decisions.waiting.is_empty() {
+        return Ok(AskResult {
+            request,
+            exit_code: exit::APPROVAL_PENDING,
+        });
+    }
     if !decisions.pending.is_empty() {
         if !quiet {
             println!("No terminal to ask on and --yes not given: the approval is pending.");
@@ -208,6 +226,24 @@ async fn follow_request_after(
         exit_code: exit::for_status(request.status),
         request,
     })
+}
+
+/// After this person signed: whether the approval waits for more approvers
+/// (it is then left to them, and said so).
+fn waits_for_others(
+    signed: &Request,
+    approval_id: &str,
+    decisions: &std::cell::RefCell<Decisions>,
+    quiet: bool,
+) -> bool {
+    let Some(missing) = approve::still_missing(signed, approval_id) else {
+        return false;
+    };
+    if !quiet {
+        println!("  {}", approve::waiting_note(approval_id, missing));
+    }
+    decisions.borrow_mut().waiting.push(approval_id.to_string());
+    true
 }
 
 /// Ctrl-C while following: offer to cancel the request; otherwise leave it

@@ -252,6 +252,8 @@ mod tests {
             signature: None,
             decided_at: None,
             grant_id: None,
+            required: 1,
+            cosignatures: Vec::new(),
         }
     }
 

@@ -291,7 +291,11 @@ async fn approve_one(
             return Ok(exit::APPROVAL_PENDING);
         }
     }
-    approve::sign(agent, cfg, &claims, &bytes).await?;
+    let signed = approve::sign(agent, cfg, &claims, &bytes).await?;
+    if let Some(missing) = approve::still_missing(&signed, id) {
+        println!("{}", approve::waiting_note(id, missing));
+        return Ok(exit::APPROVAL_PENDING);
+    }
     println!(
         "approved {}; follow the request with `drydock follow {}`",
         safe(id),
@@ -308,7 +312,21 @@ async fn approvals(agent: &AgentClient) -> anyhow::Result<u8> {
     }
     for p in pending {
         match claims::decode(&p.approval, None) {
-            Ok((c, _)) => println!("{}  {}", safe(&c.approval_id), claims::describe(&c)),
+            Ok((c, _)) => {
+                println!("{}  {}", safe(&c.approval_id), claims::describe(&c));
+                let a = &p.approval;
+                if a.required > 1 {
+                    let signers = a.signers();
+                    println!(
+                        "  {} approvers must sign; signed by {}",
+                        a.required,
+                        match signers.is_empty() {
+                            true => "nobody yet".to_string(),
+                            false => safe(&signers.join(", ")),
+                        }
+                    );
+                }
+            }
             Err(e) => println!("(undecodable approval: {})", safe(&format!("{e:#}"))),
         }
     }

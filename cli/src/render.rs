@@ -114,6 +114,13 @@ pub fn event_lines(event: &Event) -> Vec<String> {
             safe(&d.approval_id),
             d.decision.as_str()
         )),
+        EventPayload::ApprovalSigned(d) => out.push(format!(
+            "  approval {}: signed by {}; {} more approver{} must sign",
+            safe(&d.approval_id),
+            safe(&d.key_id),
+            d.missing,
+            if d.missing == 1 { "" } else { "s" }
+        )),
         EventPayload::ApprovalExpired(_) => out.push("  approval expired".into()),
         EventPayload::Superseded(s) => out.push(format!(
             "  withdrawn: {} repaired the same target first",
@@ -270,6 +277,9 @@ mod tests {
             EventKind::ApprovalRequested => json!({"approval": record, "step": null}),
             EventKind::ApprovalDecided => {
                 json!({"approval_id": "apr-1", "decision": "rejected", "key_id": null})
+            }
+            EventKind::ApprovalSigned => {
+                json!({"approval_id": "apr-1", "key_id": "alice", "missing": 1})
             }
             EventKind::ApprovalExpired => json!({"approvals": ["apr-1"]}),
             EventKind::Superseded => json!({"by": "req-2", "approvals": ["apr-1"]}),

@@ -20,6 +20,14 @@ pub enum ApprovalError {
     Missing { action: &'static str },
     #[error("approval signed with unknown key id `{key_id}`")]
     UnknownKey { key_id: String },
+    #[error("approval signed twice by `{key_id}` (or by one key under two ids): each signature must be another approver's")]
+    SameApprover { key_id: String },
+    #[error("{action} needs {required} approvers (approvals.required), and only {signed} signed: ask another approver to sign the same approval")]
+    Quorum {
+        action: &'static str,
+        required: u32,
+        signed: String,
+    },
     #[error("approval rejected: {0}")]
     Format(#[from] ApprovalFormatError),
     #[error("approval names container `{signed}`, but the target is `{actual}`")]
@@ -115,6 +123,51 @@ pub struct ApprovalInput<'a> {
     pub claims: &'a [u8],
     pub signature: &'a [u8],
     pub key_id: &'a str,
+    /// More approvers' `(key id, signature)` over the same claims bytes.
+    pub cosigners: Vec<(&'a str, &'a [u8])>,
+}
+
+impl<'a> ApprovalInput<'a> {
+    pub fn of(a: &'a drydock_proto::pb::Approval) -> ApprovalInput<'a> {
+        ApprovalInput {
+            claims: &a.claims,
+            signature: &a.signature,
+            key_id: &a.key_id,
+            cosigners: a
+                .cosignatures
+                .iter()
+                .map(|c| (c.key_id.as_str(), c.signature.as_slice()))
+                .collect(),
+        }
+    }
+}
+
+/// How many distinct approvers each write needs (`approvals.required`):
+/// an action's own entry, else its tier's (`t1`, `t2`), else one.
+#[derive(Debug, Clone, Default)]
+pub struct Quorum(std::collections::BTreeMap<WriteAction, u32>);
+
+impl Quorum {
+    pub fn new(required: &std::collections::BTreeMap<String, u32>) -> Quorum {
+        Quorum(
+            WriteAction::ALL
+                .into_iter()
+                .map(|a| {
+                    let tier = format!("t{}", crate::policy::Policy::tier(a) as u32);
+                    let n = required
+                        .get(a.as_str())
+                        .or_else(|| required.get(&tier))
+                        .copied()
+                        .unwrap_or(1);
+                    (a, n.max(1))
+                })
+                .collect(),
+        )
+    }
+
+    pub fn required(&self, action: WriteAction) -> u32 {
+        self.0.get(&action).copied().unwrap_or(1)
+    }
 }
 
 /// The host approvals and grants must name: this executor's `host`.
@@ -155,6 +208,7 @@ pub struct ApprovalVerifier {
     keys: HashMap<String, ApproverKey>,
     max_lifetime: Duration,
     host: HostBinding,
+    quorum: Quorum,
 }
 
 impl ApprovalVerifier {
@@ -166,7 +220,18 @@ impl ApprovalVerifier {
             keys,
             max_lifetime,
             host: HostBinding::default(),
+            quorum: Quorum::default(),
         }
+    }
+
+    /// How many approvers each action needs.
+    pub fn with_quorum(mut self, quorum: Quorum) -> ApprovalVerifier {
+        self.quorum = quorum;
+        self
+    }
+
+    pub fn quorum(&self) -> &Quorum {
+        &self.quorum
     }
 
     pub fn host(&self) -> &HostBinding {
@@ -418,6 +483,37 @@ impl ApprovalVerifier {
                 called: action.as_str(),
             });
         }
+        // Every further signature over the very same bytes, each by
+        // another approver (and another key: one key under two ids is one
+        // person).
+        let mut signers = vec![(input.key_id, key)];
+        for (key_id, signature) in &input.cosigners {
+            let cokey = self
+                .keys
+                .get(*key_id)
+                .ok_or_else(|| ApprovalError::UnknownKey {
+                    key_id: shown(key_id, 64),
+                })?;
+            if signers.iter().any(|(id, k)| id == key_id || *k == cokey) {
+                return Err(ApprovalError::SameApprover {
+                    key_id: shown(key_id, 64),
+                });
+            }
+            approval::check_by(input.claims, signature, cokey)?;
+            signers.push((key_id, cokey));
+        }
+        let required = self.quorum.required(action);
+        if (signers.len() as u32) < required {
+            return Err(ApprovalError::Quorum {
+                action: action.as_str(),
+                required,
+                signed: signers
+                    .iter()
+                    .map(|(id, _)| shown(id, 64))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
         Ok((claims, input))
     }
 
@@ -447,7 +543,11 @@ impl ApprovalVerifier {
         check_window(claims.issued_at, claims.expires_at, now, self.max_lifetime)?;
         Ok(VerifiedApproval {
             claims,
-            key_id: input.key_id.to_string(),
+            // Every signer, as the audit row records them.
+            key_id: std::iter::once(input.key_id)
+                .chain(input.cosigners.iter().map(|(id, _)| *id))
+                .collect::<Vec<_>>()
+                .join(","),
         })
     }
 }

@@ -70,6 +70,18 @@ pub struct Config {
     /// The contexts a build may read, and its limits.
     #[serde(default)]
     pub build: crate::build::BuildConfig,
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
+}
+
+/// `approvals`: how many distinct approvers a write needs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// By action (`rollback: 2`) or tier (`t1`, `t2`); an action's own
+    /// entry wins over its tier's; one when neither names it.
+    #[serde(default)]
+    pub required: BTreeMap<String, u32>,
 }
 
 /// `host`: the name approvals and grants for this executor must carry.
@@ -606,6 +618,12 @@ mod tests {
             (
                 "approvers: [{id: a, public_key: 'ed25519:xx'}]\n",
                 "approvers[].public_key",
+            ),
+            ("approvals: {required: {reboot: 1}}\n", "approvals.required"),
+            ("approvals: {required: {t2: 2}}\n", "approvals.required"),
+            (
+                "approvals: {required: {restart: 0}}\n",
+                "approvals.required",
             ),
             ("limits: {logs_max_lines: 0}\n", "limits.logs_max_lines"),
             ("docker: {endpoint: 'ftp://x'}\n", "docker.endpoint"),

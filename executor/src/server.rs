@@ -125,13 +125,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningExecutor> {
         Policy::new(targets.clone(), config.actions.clone()),
         config.update.health_window,
     );
+    let quorum = crate::approval::Quorum::new(&config.approvals.required);
     let service = ExecutorService::new(ServiceParts {
         docker,
         policy: Policy::new(targets, config.actions.clone()),
         approvals: ApprovalVerifier::new(&config.approvers, config.timeouts.max_approval_ttl)
-            .with_host(host.clone()),
+            .with_host(host.clone())
+            .with_quorum(quorum.clone()),
         grants: crate::grants::GrantVerifier::new(&config.approvers, &config.automation)
             .with_host(host)
+            .with_quorum(quorum)
             .with_update_grants(config.actions.update.grants),
         audit: audit.clone(),
         allowed_clients: config.tls.allowed_clients.iter().cloned().collect(),

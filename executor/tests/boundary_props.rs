@@ -408,7 +408,7 @@ proptest! {
             _ => ContainerWrite::Stop,
         };
         let got = verifier.verify(
-            Some(ApprovalInput { claims: &bytes, signature: &sig, key_id }),
+            Some(ApprovalInput { claims: &bytes, signature: &sig, key_id, cosigners: vec![] }),
             &write,
             &target,
             &request,

@@ -827,6 +827,7 @@ pub mod approvals {
             signature: approval::sign(&bytes, key),
             claims: bytes,
             key_id: key_id.into(),
+            cosignatures: Vec::new(),
         }
     }
 }

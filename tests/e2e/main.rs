@@ -33,6 +33,7 @@ mod memory;
 mod openapi;
 mod operator_cli;
 mod past_deaths;
+mod quorum;
 mod reference_docs;
 mod rollback;
 mod ssh_approver;

@@ -213,6 +213,7 @@ async fn an_approver_in_an_ssh_agent_signs_and_the_executor_verifies() {
             claims: bytes,
             signature,
             key_id: "ops-p256".into(),
+            cosignatures: Vec::new(),
         };
         let sent = exec
             .restart_container(pb::WriteRequest {

@@ -293,6 +293,10 @@ pub struct PolicyView {
     /// Whether the executor refuses approvals and grants naming no host.
     #[serde(default)]
     pub host_required: bool,
+    /// The actions that need more than one approver there
+    /// (`approvals.required`), with how many.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approvers_required: BTreeMap<WriteAction, u32>,
     /// Whether a grant may update there (`actions.update.grants`).
     #[serde(default)]
     pub update_grants: bool,

@@ -152,6 +152,8 @@ events! {
     ApprovalRequested(ApprovalRequested) = "approval_requested",
     /// An approval was approved or rejected by a person.
     ApprovalDecided(ApprovalDecided) = "approval_decided",
+    /// An approver signed an approval that needs more approvers.
+    ApprovalSigned(ApprovalSigned) = "approval_signed",
     /// Approvals expired before anyone decided them.
     ApprovalExpired(ApprovalsExpired) = "approval_expired",
     /// Another request repaired the same target and verified it, so this
@@ -328,6 +330,14 @@ pub struct ApprovalDecided {
     /// The approver's key id, for an approval.
     #[serde(default)]
     pub key_id: Option<String>,
+}
+
+/// `approval_signed`: one more approver signed; `missing` more are needed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ApprovalSigned {
+    pub approval_id: String,
+    pub key_id: String,
+    pub missing: u32,
 }
 
 /// `approval_expired`: the ids of the approvals that expired.

@@ -403,53 +403,10 @@ pub struct ModelRun {
     pub open: bool,
 }
 
+mod approval;
 mod plan;
+pub use approval::*;
 pub use plan::*;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalStatus {
-    Pending,
-    Approved,
-    Rejected,
-    Expired,
-    /// Withdrawn unapproved: another request repaired the target first.
-    Withdrawn,
-}
-
-impl ApprovalStatus {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ApprovalStatus::Pending => "pending",
-            ApprovalStatus::Approved => "approved",
-            ApprovalStatus::Rejected => "rejected",
-            ApprovalStatus::Expired => "expired",
-            ApprovalStatus::Withdrawn => "withdrawn",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct ApprovalRecord {
-    pub id: String,
-    pub request_id: String,
-    pub step: usize,
-    pub status: ApprovalStatus,
-    /// base64 of the encoded claims: exactly the bytes the approver signs.
-    pub claims: String,
-    pub expires_at: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_id: Option<String>,
-    /// base64 signature, kept (in the agent's store only) until execution;
-    /// the API never returns it (see `Request::for_api`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decided_at: Option<String>,
-    /// Set when an automation grant, not a person, authorised this step.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant_id: Option<String>,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ExecutionRecord {
@@ -701,7 +658,7 @@ impl Request {
     /// The request as the API shows it: signatures stay inside the agent.
     pub fn for_api(mut self) -> Request {
         for a in &mut self.approvals {
-            a.signature = None;
+            a.forget_signatures();
         }
         self
     }

@@ -70,6 +70,8 @@ impl Engine {
                     signature: None,
                     decided_at: None,
                     grant_id: None,
+                    required: 1,
+                    cosignatures: Vec::new(),
                 }
             })
             .collect()
@@ -179,8 +181,8 @@ impl Engine {
         // The host the executor says it is, asked now: claims without one
         // go to an executor that does not require it, or are refused there.
         // With several hosts, claims are never made without their host.
-        let host = match self.exec(id).policy(id).await {
-            Ok(p) => Some(p.host).filter(|h| !h.is_empty()),
+        let (host, quorum) = match self.exec(id).policy(id).await {
+            Ok(p) => (Some(p.host).filter(|h| !h.is_empty()), p.approvers_required),
             Err(e) if self.hosts.all().len() > 1 => {
                 self.required::<()>(
                     id,
@@ -192,10 +194,14 @@ impl Engine {
             }
             Err(e) => {
                 tracing::warn!(request_id = %id, error = %e, "policy not read: the approvals name no host");
-                None
+                (None, Default::default())
             }
         };
         let mut approvals = self.approval_requests(id, plan, host.as_deref());
+        for a in &mut approvals {
+            let action = plan.steps.get(a.step).map(|s| s.action());
+            a.required = action.and_then(|x| quorum.get(&x)).copied().unwrap_or(1);
+        }
         let mut events: Vec<EventPayload> = approvals
             .iter()
             .map(|a| {
@@ -477,18 +483,28 @@ impl Engine {
         status: ApprovalStatus,
         signed: Option<(String, String)>,
     ) -> Result<Request, EngineError> {
-        let (req, _) = self.find_approval(approval_id)?;
-        let decided = ApprovalDecided {
-            approval_id: approval_id.into(),
-            decision: if status == ApprovalStatus::Approved {
-                Decision::Approved
-            } else {
-                Decision::Rejected
-            },
-            key_id: signed.as_ref().map(|s| s.0.clone()),
+        let (req, rec) = self.find_approval(approval_id)?;
+        // A signature that leaves some missing is recorded, not a decision.
+        let event = match &signed {
+            Some((key_id, _)) if rec.missing() > 1 => {
+                EventPayload::ApprovalSigned(ApprovalSigned {
+                    approval_id: approval_id.into(),
+                    key_id: key_id.clone(),
+                    missing: rec.missing() - 1,
+                })
+            }
+            _ => EventPayload::ApprovalDecided(ApprovalDecided {
+                approval_id: approval_id.into(),
+                decision: if status == ApprovalStatus::Approved {
+                    Decision::Approved
+                } else {
+                    Decision::Rejected
+                },
+                key_id: signed.as_ref().map(|s| s.0.clone()),
+            }),
         };
         let updated = self
-            .try_update(&req.id, EventPayload::ApprovalDecided(decided), |r| {
+            .try_update(&req.id, event, |r| {
                 let waiting = r.status == Status::WaitingApproval;
                 let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) else {
                     return Err(EngineError::ApprovalNotFound(approval_id.into()));
@@ -505,11 +521,30 @@ impl Engine {
                         status: "expired".into(),
                     });
                 }
-                rec.status = status;
-                rec.decided_at = Some(now_rfc3339());
-                if let Some((key_id, sig)) = &signed {
-                    rec.key_id = Some(key_id.clone());
-                    rec.signature = Some(sig.clone());
+                match &signed {
+                    // A further approver's signature: approved once there
+                    // are as many as the executor asks for.
+                    Some((key_id, sig)) if rec.key_id.is_some() => {
+                        if rec.signers().contains(&key_id.as_str()) {
+                            return Err(EngineError::InvalidApproval(format!(
+                                "`{key_id}` has signed this approval already: another approver must sign"
+                            )));
+                        }
+                        rec.cosignatures.push(Cosignature {
+                            key_id: key_id.clone(),
+                            signature: Some(sig.clone()),
+                            signed_at: now_rfc3339(),
+                        });
+                    }
+                    Some((key_id, sig)) => {
+                        rec.key_id = Some(key_id.clone());
+                        rec.signature = Some(sig.clone());
+                    }
+                    None => {}
+                }
+                if status == ApprovalStatus::Rejected || rec.missing() == 0 {
+                    rec.status = status;
+                    rec.decided_at = Some(now_rfc3339());
                 }
                 Ok(())
             })

@@ -90,6 +90,14 @@ impl Engine {
                         claims: B64.decode(&approval.claims).unwrap_or_default(),
                         signature: B64.decode(&sig).unwrap_or_default(),
                         key_id,
+                        cosigners: approval
+                            .cosignatures
+                            .iter()
+                            .map(|c| {
+                                let sig = c.signature.as_deref().unwrap_or_default();
+                                (c.key_id.clone(), B64.decode(sig).unwrap_or_default())
+                            })
+                            .collect(),
                     }),
                     _ => None,
                 },
@@ -183,7 +191,7 @@ impl Engine {
                     }
                     // The signature was single-use; do not keep it.
                     if let Some(a) = r.approvals.iter_mut().find(|a| a.id == approval_id) {
-                        a.signature = None;
+                        a.forget_signatures();
                     }
                 },
             )

@@ -16,11 +16,16 @@ impl Authority {
                 claims,
                 signature,
                 key_id,
+                cosigners,
             } => (
                 Some(pb::Approval {
                     claims,
                     signature,
                     key_id,
+                    cosignatures: cosigners
+                        .into_iter()
+                        .map(|(key_id, signature)| pb::Cosignature { signature, key_id })
+                        .collect(),
                 }),
                 None,
                 String::new(),

@@ -54,6 +54,7 @@ fn all() -> PolicyView {
         allow_service_names: vec![],
         host: String::new(),
         host_required: false,
+        approvers_required: Default::default(),
         update_grants: false,
         utc_offset_secs: 0,
     }

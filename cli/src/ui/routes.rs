@@ -368,6 +368,10 @@ async fn approvals(State(s): State<Shared>) -> Result<Json<Value>, UiError> {
                 "expires": describe_time(c.expires_at, now),
                 "message": p.message,
                 "claims_sha256": claims_digest(&bytes),
+                // Who has signed, and how many more must, where the
+                // executor asks for more than one approver.
+                "signed_by": p.approval.signers(),
+                "required": p.approval.required.max(1),
             }),
             Err(e) => json!({"error": format!("undecodable approval: {e:#}")}),
         })
@@ -398,9 +402,10 @@ async fn approve(
             "the approval changed since the page showed it: reload and read it again".into(),
         ));
     }
-    approve::sign(&s.agent, &s.cfg, &claims, &bytes).await?;
+    let signed = approve::sign(&s.agent, &s.cfg, &claims, &bytes).await?;
+    let missing = approve::still_missing(&signed, id).unwrap_or(0);
     Ok(Json(
-        json!({"approved": id, "request_id": claims.request_id}),
+        json!({"approved": id, "request_id": claims.request_id, "missing": missing}),
     ))
 }
 

@@ -41,6 +41,7 @@ fn approvals_bind_the_host_they_were_made_for() {
                 claims: &bytes,
                 signature: &sig,
                 key_id: "alice",
+                cosigners: vec![],
             }),
             &ContainerWrite::Restart,
             &target(),
@@ -194,6 +195,7 @@ fn binding_table() {
                 claims: &bytes,
                 signature: &sig,
                 key_id: "alice",
+                cosigners: vec![],
             }),
             &ContainerWrite::Restart,
             &target(),
@@ -215,6 +217,7 @@ fn binding_table() {
             claims: &bytes,
             signature: &sig,
             key_id: "mallory",
+            cosigners: vec![],
         }),
         &ContainerWrite::Restart,
         &target(),
@@ -317,6 +320,7 @@ fn service_binding_table() {
                 claims: &bytes,
                 signature: &sig,
                 key_id: "alice",
+                cosigners: vec![],
             }),
             &action,
             &service,
@@ -345,6 +349,7 @@ fn service_binding_table() {
                 claims: &bytes,
                 signature: &sig,
                 key_id: "alice",
+                cosigners: vec![],
             }),
             &ServiceWrite::Rollback,
             &fresh,
@@ -398,6 +403,7 @@ fn a_service_update_is_bound_to_the_tag_its_spec_follows_and_the_digest() {
                     claims: &bytes,
                     signature: &sig,
                     key_id: "alice",
+                    cosigners: vec![],
                 }),
                 &ServiceWrite::Update {
                     digest: approval::ImageId::parse(digest).unwrap(),
@@ -470,6 +476,7 @@ fn an_ssh_approver_signs_with_sshsig_only() {
                 claims: &bytes,
                 signature,
                 key_id: "alice",
+                cosigners: vec![],
             }),
             &ContainerWrite::Restart,
             &target(),
@@ -491,4 +498,66 @@ fn an_ssh_approver_signs_with_sshsig_only() {
         verifier.approver_keys(),
         vec![("alice".to_string(), public.to_line())]
     );
+}
+
+/// `approvals.required: {restart: 2}`: one signature is refused, two
+/// distinct approvers over the same bytes pass (and both are the audit's
+/// key id); the same approver twice, one key under two ids, an unknown
+/// cosigner and a cosignature over other bytes are refused.
+#[test]
+fn a_quorum_counts_distinct_approvers_over_the_same_claims() {
+    let (alice, bob) = (generate_signing_key(), generate_signing_key());
+    let entry = |id: &str, k: &ed25519_dalek::SigningKey| ApproverConfig {
+        id: id.into(),
+        public_key: approval::format_public_key(&k.verifying_key()),
+    };
+    let approvers = [
+        entry("alice", &alice),
+        entry("bob", &bob),
+        entry("bob-again", &bob),
+    ];
+    let quorum = Quorum::new(&[("restart".to_string(), 2), ("t2".to_string(), 2)].into());
+    assert_eq!(quorum.required(WriteAction::Restart), 2);
+    assert_eq!(quorum.required(WriteAction::Stop), 2, "by its tier");
+    assert_eq!(quorum.required(WriteAction::Start), 1);
+    let verifier = ApprovalVerifier::new(&approvers, Duration::from_secs(3600)).with_quorum(quorum);
+    let bytes = claims().encode();
+    let by_alice = approval::sign(&bytes, &alice);
+    let by_bob = approval::sign(&bytes, &bob);
+    let mut other = claims();
+    other.nonce = "another".into();
+    let bob_other = approval::sign(&other.encode(), &bob);
+    let check = |cosigners: Vec<(&str, &[u8])>| {
+        verifier.verify(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &by_alice,
+                key_id: "alice",
+                cosigners,
+            }),
+            &ContainerWrite::Restart,
+            &target(),
+            "req",
+            NOW,
+        )
+    };
+    let e = check(vec![]).expect_err("one of two").to_string();
+    assert!(
+        e.contains("needs 2 approvers") && e.contains("alice"),
+        "{e}"
+    );
+    let ok = check(vec![("bob", &by_bob)]).expect("two approvers");
+    assert_eq!(ok.key_id, "alice,bob");
+    for (cosigners, says) in [
+        (vec![("alice", &by_alice[..])], "signed twice"),
+        (
+            vec![("bob", &by_bob[..]), ("bob-again", &by_bob[..])],
+            "signed twice",
+        ),
+        (vec![("carol", &by_bob[..])], "unknown key"),
+        (vec![("bob", &bob_other[..])], "does not verify"),
+    ] {
+        let e = check(cosigners).expect_err(says).to_string();
+        assert!(e.contains(says), "{says}: {e}");
+    }
 }

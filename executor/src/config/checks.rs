@@ -199,6 +199,39 @@ fn check_approvers(c: &Config) -> Result<(), ConfigError> {
             )
         })?;
     }
+    check_quorum(c)
+}
+
+/// `approvals.required`: actions or tiers, each at most the number of
+/// distinct approver keys (more could never be met).
+fn check_quorum(c: &Config) -> Result<(), ConfigError> {
+    let mut keys: Vec<String> = c
+        .approvers
+        .iter()
+        .filter_map(|a| drydock_proto::approval::ApproverKey::parse(&a.public_key).ok())
+        .map(|k| k.to_text())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for (what, n) in &c.approvals.required {
+        let known = matches!(what.as_str(), "t1" | "t2")
+            || drydock_proto::approval::WriteAction::parse(what).is_some();
+        if !known {
+            return Err(invalid(
+                "approvals.required",
+                format!("`{what}` is neither a write action (restart, rollback, update, ...) nor a tier (t1, t2)"),
+            ));
+        }
+        if *n == 0 || *n as usize > keys.len() {
+            return Err(invalid(
+                "approvals.required",
+                format!(
+                    "`{what}: {n}` must be from 1 to the number of distinct approver keys in approvers ({})",
+                    keys.len()
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 

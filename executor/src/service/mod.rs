@@ -218,8 +218,16 @@ impl Call {
         if approval.is_some() && grant.is_some() {
             return Err(GrantRefusal::Both.into());
         }
-        if let Some(key_id) = approval.map(|a| &a.key_id).or(grant.map(|g| &g.key_id)) {
-            self.entry.key_id = truncate_for_audit(&redact::neutralise_controls(key_id));
+        // Every signer an approval names (its cosigners too), as claimed:
+        // a refusal's row says who was claimed to have signed.
+        let signers = approval.map(|a| {
+            std::iter::once(a.key_id.as_str())
+                .chain(a.cosignatures.iter().map(|c| c.key_id.as_str()))
+                .collect::<Vec<_>>()
+                .join(",")
+        });
+        if let Some(key_id) = signers.or(grant.map(|g| g.key_id.clone())) {
+            self.entry.key_id = truncate_for_audit(&redact::neutralise_controls(&key_id));
         }
         Ok(())
     }

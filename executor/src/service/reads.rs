@@ -357,6 +357,7 @@ impl ExecutorService {
                 enabled: self.policy.action_enabled(a),
                 tier: Policy::tier(a) as u32,
                 approval_required: true,
+                approvers_required: self.approvals.quorum().required(a),
             })
             .collect();
         let services = self.policy.targets().services.as_ref();

@@ -401,11 +401,7 @@ impl ExecutorService {
                 .authorize_service_grant(call, grant, &req.fault_class, &service, permit)
                 .await;
         }
-        let input = req.approval.as_ref().map(|a| ApprovalInput {
-            claims: &a.claims,
-            signature: &a.signature,
-            key_id: &a.key_id,
-        });
+        let input = req.approval.as_ref().map(ApprovalInput::of);
         let approved =
             self.approvals
                 .verify_service(input, &write, &resolved, &req.request_id, unix_now())?;

@@ -43,11 +43,7 @@ impl ExecutorService {
                 .authorize_grant(call, grant, &req.fault_class, &write, target, permit)
                 .await;
         }
-        let input = req.approval.as_ref().map(|a| ApprovalInput {
-            claims: &a.claims,
-            signature: &a.signature,
-            key_id: &a.key_id,
-        });
+        let input = req.approval.as_ref().map(ApprovalInput::of);
         let approved =
             self.approvals
                 .verify(input, &write, &target, &req.request_id, unix_now())?;

@@ -4,8 +4,8 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
-    format_public_key, parse_public_key, ssh, verify, ApprovalClaims, ApprovalFormatError,
-    MAX_CLAIMS_BYTES, PUBLIC_PREFIX,
+    check_signature, format_public_key, parse_public_key, ssh, ApprovalClaims, ApprovalFormatError,
+    MAX_CLAIMS_BYTES, PUBLIC_PREFIX, SIGNING_CONTEXT,
 };
 
 /// An approver's public key as executor.yaml registers it: a key of
@@ -61,15 +61,31 @@ pub fn verify_by(
     signature: &[u8],
     key: &ApproverKey,
 ) -> Result<ApprovalClaims, ApprovalFormatError> {
+    check_by(claims_bytes, signature, key)?;
+    ApprovalClaims::decode(claims_bytes)
+}
+
+/// `verify_by` without the decoding: a further approver's signature over
+/// claims already verified and decoded.
+pub fn check_by(
+    claims_bytes: &[u8],
+    signature: &[u8],
+    key: &ApproverKey,
+) -> Result<(), ApprovalFormatError> {
     match key {
-        ApproverKey::File(k) => verify(claims_bytes, signature, k),
+        ApproverKey::File(k) => check_signature(
+            SIGNING_CONTEXT,
+            claims_bytes,
+            MAX_CLAIMS_BYTES,
+            signature,
+            k,
+        ),
         ApproverKey::Ssh(k) => {
             if claims_bytes.len() > MAX_CLAIMS_BYTES {
                 return Err(ApprovalFormatError::TooLarge(claims_bytes.len()));
             }
             ssh::verify(signature, claims_bytes, k)
-                .map_err(|e| ApprovalFormatError::SshSignature(e.0))?;
-            ApprovalClaims::decode(claims_bytes)
+                .map_err(|e| ApprovalFormatError::SshSignature(e.0))
         }
     }
 }

@@ -222,8 +222,10 @@ function approvalCard(a, now, after) {
   const approve = el("button", { class: "primary", id: "approve-" + a.approval_id, onclick: async () => {
     approve.disabled = true;
     try {
-      await post("/api/approvals/" + a.approval_id + "/approve", { claims_sha256: a.claims_sha256 });
-      setStatus("approved " + a.approval_id + ": signed with your approver key");
+      const done = await post("/api/approvals/" + a.approval_id + "/approve", { claims_sha256: a.claims_sha256 });
+      setStatus(done && done.missing > 0
+        ? "signed " + a.approval_id + ": " + done.missing + " more approver" + (done.missing === 1 ? "" : "s") + " must sign"
+        : "approved " + a.approval_id + ": signed with your approver key");
     } catch (e) { setStatus("not approved: " + e.message); approve.disabled = false; }
     if (after) after();
   } }, "Approve (sign)");
@@ -259,6 +261,8 @@ function approvalCard(a, now, after) {
       el("dt", { text: "Request" }), el("dd", {}, el("a", { href: "#/requests/" + a.request_id, text: a.request_id })),
       el("dt", { text: "Issued" }), el("dd", { class: a.issued_ahead ? "warn" : "", text: when(a.issued_at, now) + (a.issued_ahead ? " (ahead of this machine's clock)" : "") }),
       el("dt", { text: "Expires" }), el("dd", { text: when(a.expires_at, now) }),
+      ...(a.required > 1 ? [el("dt", { text: "Approvers" }), el("dd", { id: "signers-" + a.approval_id,
+        text: a.required + " must sign; signed by " + (a.signed_by.length ? a.signed_by.join(", ") : "nobody yet") })] : []),
       el("dt", { text: "Approval" }), el("dd", { class: "mono", text: a.approval_id })),
     el("p", { class: "muted small", text: "Decoded by drydock on this machine from the exact bytes you sign." }),
     el("div", { class: "actions" }, approve, reject));
