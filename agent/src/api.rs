@@ -21,6 +21,7 @@ use crate::model::{ExecutorReach, PendingApproval, RequestOptions, Status, MAX_M
 
 mod automation;
 mod containers;
+mod document;
 mod memory;
 #[cfg(test)]
 mod openapi;
@@ -638,13 +639,30 @@ async fn reject(State(s): State<AppState>, Path(id): Path<String>) -> Result<Res
 }
 
 /// The OpenAPI 3.1 document of this API, as kept in the repository
-/// (`docs/openapi.json`, minified by `build.rs`): the generator
-/// (`api/openapi.rs`, from the vocabulary's types) runs in a unit test that
-/// keeps the file equal to it, so the daemon carries the bytes and not the
-/// schema code.
-async fn openapi_document() -> Response {
-    const DOCUMENT: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));
-    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT).into_response()
+/// (`docs/openapi.json`, minified and compressed by `build.rs`): the
+/// generator (`api/openapi.rs`, from the vocabulary's types) runs in a unit
+/// test that keeps the file equal to it, so the daemon carries the bytes
+/// and not the schema code. Sent compressed (`Content-Encoding: deflate`)
+/// to a client that accepts it, else inflated once and sent as it is.
+async fn openapi_document(headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let (body, encoding) = document::document_for(accept);
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
+    if let Some(e) = encoding {
+        h.insert(
+            header::CONTENT_ENCODING,
+            header::HeaderValue::from_static(e),
+        );
+    }
+    response
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, Problem> {
