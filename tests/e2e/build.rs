@@ -500,6 +500,55 @@ async fn a_service_is_rebuilt_from_a_signed_commit_and_the_boundary_holds() {
     assert!(done.new_image_id.starts_with("sha256:"), "{done:?}");
 }
 
+/// A container of compose service `web` of `project`, as compose labels
+/// it (made here: nothing is built for it), removed when dropped.
+pub(crate) fn compose_web(project: &str) -> Removed {
+    let web = Removed(format!("{project}_web_1"));
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &web.0,
+        "--label",
+        &format!("com.docker.compose.project={project}"),
+        "--label",
+        "com.docker.compose.service=web",
+        BASE,
+        "serve",
+        "--port",
+        "8080",
+    ]);
+    web
+}
+
+/// executor.yaml with updates and builds on, and `extra` appended.
+pub(crate) fn builds_on(dd: &Drydock, extra: &str) {
+    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
+    std::fs::write(
+        dd.home.executor_config(),
+        format!(
+            "{}{extra}",
+            config
+                .replace("update: {enabled: false}", "update: {enabled: true}")
+                .replace("build: {enabled: false}", "build: {enabled: true}")
+        ),
+    )
+    .expect("write executor config");
+}
+
+/// The claims of a plain folder's build as `BuildSource` read it.
+pub(crate) fn folder_claims(context: &str, source: &pb::BuildSourceResponse) -> BuildClaims {
+    BuildClaims {
+        context: context.into(),
+        commit: CommitId::parse(&source.commit).expect("a hash"),
+        tree: source.tree.clone(),
+        dockerfile: "Dockerfile".into(),
+        tag: source.tag.clone(),
+        subject: None,
+        author: None,
+    }
+}
+
 /// Images removed when the test ends, however it ends (declared before
 /// the containers that run them, so dropped after them).
 pub(crate) struct RemovedImages(std::cell::RefCell<Vec<String>>);
@@ -550,33 +599,14 @@ async fn a_folder_is_built_as_its_files_are_and_bound_by_their_hash() {
     write("debug.log", "noise\n");
     write(".dockerignore", "*.log\n");
     let images = RemovedImages::new(Vec::new());
-    let web = Removed(format!("{project}_web_1"));
-    docker_ok(&[
-        "run",
-        "-d",
-        "--name",
-        &web.0,
-        "--label",
-        &format!("com.docker.compose.project={project}"),
-        "--label",
-        "com.docker.compose.service=web",
-        BASE,
-        "serve",
-        "--port",
-        "8080",
-    ]);
-    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
-    std::fs::write(
-        dd.home.executor_config(),
-        format!(
-            "{}update:\n  health_window: 3s\nbuild:\n  contexts:\n    - name: {context}\n      path: {}\n      services: [\"{project}/web\"]\n",
-            config
-                .replace("update: {enabled: false}", "update: {enabled: true}")
-                .replace("build: {enabled: false}", "build: {enabled: true}"),
+    let web = compose_web(&project);
+    builds_on(
+        &dd,
+        &format!(
+            "update:\n  health_window: 3s\nbuild:\n  contexts:\n    - name: {context}\n      path: {}\n      services: [\"{project}/web\"]\n",
             folder.path().display()
         ),
-    )
-    .expect("write executor config");
+    );
     dd.up();
     let mut exec = dd.executor_as_agent().await;
     let read = |exec: &mut pb::executor_client::ExecutorClient<tonic::transport::Channel>| {
@@ -607,15 +637,7 @@ async fn a_folder_is_built_as_its_files_are_and_bound_by_their_hash() {
     // The approval of the files as they were; then one the build reads
     // changes: refused, audited.
     let web_id = docker_ok(&["inspect", "-f", "{{.Id}}", &web.0]);
-    let signed = BuildClaims {
-        context: context.into(),
-        commit: CommitId::parse(&first.commit).expect("a hash"),
-        tree: first.tree.clone(),
-        dockerfile: "Dockerfile".into(),
-        tag: first.tag.clone(),
-        subject: None,
-        author: None,
-    };
+    let signed = folder_claims(context, &first);
     write("app.txt", "changed after the approval\n");
     let before = dd.audit_rows().len();
     let e = exec
@@ -669,15 +691,7 @@ async fn a_folder_is_built_as_its_files_are_and_bound_by_their_hash() {
     write("app.txt", "a third version\n");
     let big = read(&mut exec).await;
     images.add(&big.tag);
-    let signed = BuildClaims {
-        context: context.into(),
-        commit: CommitId::parse(&big.commit).expect("a hash"),
-        tree: big.tree.clone(),
-        dockerfile: "Dockerfile".into(),
-        tag: big.tag.clone(),
-        subject: None,
-        author: None,
-    };
+    let signed = folder_claims(context, &big);
     let web_id = docker_ok(&["inspect", "-f", "{{.Id}}", &web.0]);
     let e = exec
         .build_image(build_request(

@@ -6,12 +6,13 @@
 
 use drydock_e2e::registry::Registry;
 use drydock_e2e::*;
-use drydock_proto::approval::{BuildClaims, CommitId};
 use drydock_proto::pb;
 use tonic::Code;
 
-use crate::build::{build_approval, build_cli, build_request, RemovedImages, BASE, SERVE};
-use crate::update_flow::Removed;
+use crate::build::{
+    build_approval, build_cli, build_request, builds_on, compose_web, folder_claims, RemovedImages,
+    BASE, SERVE,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_base_is_pulled_only_from_an_allowed_registry() {
@@ -46,34 +47,15 @@ async fn a_missing_base_is_pulled_only_from_an_allowed_registry() {
         std::fs::write(folder.path().join(name), text).expect("write");
     };
     write("app.txt", "based\n");
-    let web = Removed(format!("{project}_web_1"));
-    docker_ok(&[
-        "run",
-        "-d",
-        "--name",
-        &web.0,
-        "--label",
-        &format!("com.docker.compose.project={project}"),
-        "--label",
-        "com.docker.compose.service=web",
-        BASE,
-        "serve",
-        "--port",
-        "8080",
-    ]);
-    let config = std::fs::read_to_string(dd.home.executor_config()).expect("executor config");
-    std::fs::write(
-        dd.home.executor_config(),
-        format!(
-            "{}registries:\n  - host: \"{host}\"\n    prefix: {project}\nupdate:\n  health_window: 3s\nbuild:\n  base_registries: [\"{host}\"]\n  contexts:\n    - name: web\n      path: {}\n      services: [\"{project}/web\"]\n",
-            config
-                .replace("update: {enabled: false}", "update: {enabled: true}")
-                .replace("build: {enabled: false}", "build: {enabled: true}"),
+    let web = compose_web(&project);
+    builds_on(
+        &dd,
+        &format!(
+            "registries:\n  - host: \"{host}\"\n    prefix: {project}\nupdate:\n  health_window: 3s\nbuild:\n  base_registries: [\"{host}\"]\n  contexts:\n    - name: web\n      path: {}\n      services: [\"{project}/web\"]\n",
             folder.path().display(),
             host = registry.host(),
         ),
-    )
-    .expect("write executor config");
+    );
     dd.up();
     let mut exec = dd.executor_as_agent().await;
     let web_id = docker_ok(&["inspect", "-f", "{{.Id}}", &web.0]);
@@ -102,15 +84,7 @@ async fn a_missing_base_is_pulled_only_from_an_allowed_registry() {
             .await
             .expect("the folder's source")
             .into_inner();
-        let signed = BuildClaims {
-            context: "web".into(),
-            commit: CommitId::parse(&source.commit).expect("a hash"),
-            tree: source.tree.clone(),
-            dockerfile: "Dockerfile".into(),
-            tag: source.tag.clone(),
-            subject: None,
-            author: None,
-        };
+        let signed = folder_claims("web", &source);
         let before = dd.audit_rows().len();
         let e = exec
             .build_image(build_request(

@@ -157,17 +157,20 @@ async fn an_approver_in_an_ssh_agent_signs_and_the_executor_verifies() {
 
     // Without the agent nothing is signed, and the container is untouched.
     let started = c.inspect("{{.State.StartedAt}}");
-    let out = dd.cli_with_env(
-        &[
-            "ask",
-            "--json",
-            "--yes",
-            "--container",
-            &c.name,
-            "it is unhealthy",
-        ],
-        &[("SSH_AUTH_SOCK", "/nonexistent/agent.sock")],
-    );
+    let ask = |socket: &str| {
+        dd.cli_with_env(
+            &[
+                "ask",
+                "--json",
+                "--yes",
+                "--container",
+                &c.name,
+                "it is unhealthy",
+            ],
+            &[("SSH_AUTH_SOCK", socket)],
+        )
+    };
+    let out = ask("/nonexistent/agent.sock");
     assert!(!out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("ssh-agent"),
@@ -177,17 +180,7 @@ async fn an_approver_in_an_ssh_agent_signs_and_the_executor_verifies() {
     assert_eq!(c.inspect("{{.State.StartedAt}}"), started);
 
     // Through the agent: signed, verified, repaired.
-    let out = dd.cli_with_env(
-        &[
-            "ask",
-            "--json",
-            "--yes",
-            "--container",
-            &c.name,
-            "it is unhealthy",
-        ],
-        &with_agent,
-    );
+    let out = ask(&agent.socket);
     let req: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {out:?}\nagent log:\n{}", dd.agent_log()));
     assert_eq!(req["status"], "completed", "{req:#}");
