@@ -402,8 +402,18 @@ impl Executor for Scripted {
     fn write<'a>(&'a self, _: &'a str, op: &'a WriteOp, authority: Authority) -> Call<'a, Written> {
         Box::pin(async move {
             let by = match authority {
-                Authority::Approval { .. } => "approval",
-                Authority::Grant { .. } => "grant",
+                // With more than one approver: who signed.
+                Authority::Approval {
+                    key_id, cosigners, ..
+                } if !cosigners.is_empty() => format!(
+                    "approval of {}",
+                    std::iter::once(key_id)
+                        .chain(cosigners.into_iter().map(|(id, _)| id))
+                        .collect::<Vec<_>>()
+                        .join("+")
+                ),
+                Authority::Approval { .. } => "approval".to_string(),
+                Authority::Grant { .. } => "grant".to_string(),
             };
             let action = op.action();
             let to = match op {

@@ -601,3 +601,58 @@ async fn a_grant_the_executor_refuses_falls_back_to_a_person() {
         .iter()
         .any(|a| a.grant_id.as_deref() == Some(grant_id.as_str())));
 }
+
+/// The executor asks for two approvers of a restart: the first signature
+/// leaves the approval pending (an `approval_signed` event, nothing sent),
+/// the same approver again is refused, and the second sends the write with
+/// both signatures.
+#[tokio::test]
+async fn a_restart_that_needs_two_approvers_is_sent_with_both_signatures() {
+    let mut executor = Scripted::new(web("unhealthy"), recovers());
+    executor.policy.approvers_required = [(WriteAction::Restart, 2)].into();
+    let w = world(executor, WatchMode::Notify);
+    let id = w.ask("web is unhealthy").await;
+    let req = w.waiting(&id).await;
+    let pending = req.pending_approvals().next().expect("a pending approval");
+    assert_eq!(pending.required, 2);
+    let approval = pending.id.clone();
+    let signed = w
+        .engine
+        .approve(&approval, "ops", &B64.encode([7u8; 64]))
+        .await
+        .unwrap();
+    let still = signed.pending_approvals().next().expect("still pending");
+    assert_eq!(still.signers(), ["ops"]);
+    assert_eq!(still.missing(), 1);
+    assert!(w.kinds(&id).contains(&EventKind::ApprovalSigned));
+    let again = w
+        .engine
+        .approve(&approval, "ops", &B64.encode([8u8; 64]))
+        .await
+        .expect_err("the same approver twice");
+    assert!(
+        again.to_string().contains("signed this approval already"),
+        "{again}"
+    );
+    assert_eq!(w.executor.writes(), 0, "nothing sent on one signature");
+    w.engine
+        .approve(&approval, "bob", &B64.encode([9u8; 64]))
+        .await
+        .unwrap();
+    let done = w.finished(&id).await;
+    assert_eq!(done.status, Status::Completed, "{done:#?}");
+    let calls = w.executor.calls.lock().unwrap().clone();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c == "write restart by approval of ops+bob"),
+        "{calls:?}"
+    );
+    assert!(
+        done.approvals[0].signature.is_none()
+            && done.approvals[0]
+                .cosignatures
+                .iter()
+                .all(|c| c.signature.is_none())
+    );
+}
