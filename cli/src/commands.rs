@@ -205,8 +205,10 @@ fn agent(home: &Home) -> anyhow::Result<(AgentClient, CliConfig)> {
     Ok((AgentClient::from_config(&cfg)?, cfg))
 }
 
-/// The ssh key an approver signs with: the `.pub` file named, or the first
-/// key of a kind drydock verifies that the ssh-agent holds.
+/// The ssh key an approver signs with: the `.pub` file named, or else the
+/// first security key (`sk-`) the ssh-agent holds. A plain key there is
+/// often the everyday login key, which signs without a touch wherever the
+/// agent is forwarded: it is taken only when named.
 fn ssh_approver(file: Option<&std::path::Path>) -> anyhow::Result<String> {
     use drydock_proto::approval::ssh::SshPublicKey;
     if let Some(file) = file {
@@ -217,8 +219,10 @@ fn ssh_approver(file: Option<&std::path::Path>) -> anyhow::Result<String> {
         return Ok(key.to_line());
     }
     let keys = crate::ssh_agent::identities()?;
-    let Some((key, comment)) = keys.first() else {
-        anyhow::bail!("the ssh-agent holds no Ed25519 or P-256 key (ssh-rsa cannot approve): `ssh-add` one, or name its .pub file with --ssh-key");
+    let Some((key, comment)) = keys.iter().find(|(k, _)| k.kind.is_security_key()) else {
+        anyhow::bail!(
+            "the ssh-agent holds no security key (sk-ssh-ed25519 or sk-ecdsa): name the key to approve with by its .pub file, --ssh-key FILE.pub (best one used only for drydock, added with `ssh-add -c` so the agent asks before each signature)"
+        );
     };
     println!(
         "approver key: {} {} from the ssh-agent",

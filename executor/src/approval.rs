@@ -494,7 +494,10 @@ impl ApprovalVerifier {
                 .ok_or_else(|| ApprovalError::UnknownKey {
                     key_id: shown(key_id, 64),
                 })?;
-            if signers.iter().any(|(id, k)| id == key_id || *k == cokey) {
+            if signers
+                .iter()
+                .any(|(id, k)| id == key_id || k.raw() == cokey.raw())
+            {
                 return Err(ApprovalError::SameApprover {
                     key_id: shown(key_id, 64),
                 });

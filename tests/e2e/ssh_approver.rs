@@ -111,6 +111,8 @@ async fn an_approver_in_an_ssh_agent_signs_and_the_executor_verifies() {
             "init",
             "--approver",
             "ssh",
+            "--ssh-key",
+            &format!("{ed}.pub"),
             "--no-watch",
             "--executor-port",
             &executor_port,

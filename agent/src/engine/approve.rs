@@ -483,28 +483,9 @@ impl Engine {
         status: ApprovalStatus,
         signed: Option<(String, String)>,
     ) -> Result<Request, EngineError> {
-        let (req, rec) = self.find_approval(approval_id)?;
-        // A signature that leaves some missing is recorded, not a decision.
-        let event = match &signed {
-            Some((key_id, _)) if rec.missing() > 1 => {
-                EventPayload::ApprovalSigned(ApprovalSigned {
-                    approval_id: approval_id.into(),
-                    key_id: key_id.clone(),
-                    missing: rec.missing() - 1,
-                })
-            }
-            _ => EventPayload::ApprovalDecided(ApprovalDecided {
-                approval_id: approval_id.into(),
-                decision: if status == ApprovalStatus::Approved {
-                    Decision::Approved
-                } else {
-                    Decision::Rejected
-                },
-                key_id: signed.as_ref().map(|s| s.0.clone()),
-            }),
-        };
+        let (req, _) = self.find_approval(approval_id)?;
         let updated = self
-            .try_update(&req.id, event, |r| {
+            .update_saying(&req.id, |r| {
                 let waiting = r.status == Status::WaitingApproval;
                 let Some(rec) = r.approvals.iter_mut().find(|x| x.id == approval_id) else {
                     return Err(EngineError::ApprovalNotFound(approval_id.into()));
@@ -542,11 +523,31 @@ impl Engine {
                     }
                     None => {}
                 }
-                if status == ApprovalStatus::Rejected || rec.missing() == 0 {
-                    rec.status = status;
-                    rec.decided_at = Some(now_rfc3339());
-                }
-                Ok(())
+                // A signature that leaves some missing is recorded, not a
+                // decision.
+                let event = match &signed {
+                    Some((key_id, _)) if status != ApprovalStatus::Rejected && rec.missing() > 0 => {
+                        EventPayload::ApprovalSigned(ApprovalSigned {
+                            approval_id: approval_id.into(),
+                            key_id: key_id.clone(),
+                            missing: rec.missing(),
+                        })
+                    }
+                    _ => {
+                        rec.status = status;
+                        rec.decided_at = Some(now_rfc3339());
+                        EventPayload::ApprovalDecided(ApprovalDecided {
+                            approval_id: approval_id.into(),
+                            decision: if status == ApprovalStatus::Approved {
+                                Decision::Approved
+                            } else {
+                                Decision::Rejected
+                            },
+                            key_id: signed.as_ref().map(|s| s.0.clone()),
+                        })
+                    }
+                };
+                Ok(vec![event])
             })
             .await?;
         self.control(&req.id).notify.notify_one();

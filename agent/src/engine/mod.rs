@@ -264,6 +264,16 @@ impl Engine {
         events: Vec<EventPayload>,
         change: impl FnOnce(&mut Request) -> Result<(), E>,
     ) -> Result<Request, E> {
+        self.update_saying(id, |r| change(r).map(|()| events)).await
+    }
+
+    /// Change one request, and append the events the change says (read
+    /// from the request as it is under the lock, not from an older copy).
+    async fn update_saying<E: From<StoreError>>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut Request) -> Result<Vec<EventPayload>, E>,
+    ) -> Result<Request, E> {
         let _guard = self.doc_lock.lock().await;
         let mut req = self.store.get(id)?.ok_or_else(|| {
             StoreError::Corrupt(serde::de::Error::custom(format!("request {id} vanished")))
@@ -274,7 +284,7 @@ impl Engine {
             return Ok(req);
         }
         let from = req.status;
-        change(&mut req)?;
+        let events = change(&mut req)?;
         if !lifecycle::allowed(from, req.status) {
             // A bug, not an input: say so loudly in tests, and never save it.
             debug_assert!(false, "illegal transition {from:?} -> {:?}", req.status);

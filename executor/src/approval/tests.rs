@@ -548,6 +548,47 @@ fn a_quorum_counts_distinct_approvers_over_the_same_claims() {
     );
     let ok = check(vec![("bob", &by_bob)]).expect("two approvers");
     assert_eq!(ok.key_id, "alice,bob");
+    // bob's key registered again in its OpenSSH form is still bob.
+    let bob_ssh = {
+        use drydock_proto::approval::ssh::{put_string, SshPublicKey};
+        let mut blob = Vec::new();
+        put_string(&mut blob, b"ssh-ed25519");
+        put_string(&mut blob, bob.verifying_key().as_bytes());
+        SshPublicKey::from_blob(&blob).expect("an ssh key")
+    };
+    let with_ssh = [
+        entry("alice", &alice),
+        entry("bob", &bob),
+        ApproverConfig {
+            id: "bob-ssh".into(),
+            public_key: bob_ssh.to_line(),
+        },
+    ];
+    let by_bob_ssh = {
+        use drydock_proto::approval::ssh::{put_string, signed_data, wrap};
+        use ed25519_dalek::Signer as _;
+        let mut sig = Vec::new();
+        put_string(&mut sig, b"ssh-ed25519");
+        put_string(&mut sig, &bob.sign(&signed_data(&bytes)).to_bytes());
+        wrap(&bob_ssh, &sig)
+    };
+    let e = ApprovalVerifier::new(&with_ssh, Duration::from_secs(3600))
+        .with_quorum(Quorum::new(&[("restart".to_string(), 2)].into()))
+        .verify(
+            Some(ApprovalInput {
+                claims: &bytes,
+                signature: &by_bob,
+                key_id: "bob",
+                cosigners: vec![("bob-ssh", &by_bob_ssh)],
+            }),
+            &ContainerWrite::Restart,
+            &target(),
+            "req",
+            NOW,
+        )
+        .expect_err("one key in two forms")
+        .to_string();
+    assert!(e.contains("signed twice"), "{e}");
     for (cosigners, says) in [
         (vec![("alice", &by_alice[..])], "signed twice"),
         (

@@ -32,16 +32,16 @@ pub fn build_context(labels: &BTreeMap<String, String>) -> Option<PathBuf> {
     if !dir.is_absolute() {
         return None;
     }
+    // Every file must be read and understood: one skipped could be the
+    // one whose `build:` compose uses.
     let mut context = None;
     for file in labels.get(CONFIG_FILES_LABEL)?.split(',') {
         let file = file.trim();
         if file.is_empty() {
             continue;
         }
-        let Some(text) = read_bounded(&dir.join(file)) else {
-            continue;
-        };
-        if let Some(c) = service_context(&text, service) {
+        let text = read_bounded(&dir.join(file))?;
+        if let Some(c) = service_context(&text, service)? {
             context = Some(c);
         }
     }
@@ -50,9 +50,10 @@ pub fn build_context(labels: &BTreeMap<String, String>) -> Option<PathBuf> {
     std::fs::canonicalize(dir.join(context)).ok()
 }
 
-/// A file's text, when it is at most [`MAX_COMPOSE_BYTES`].
+/// A regular file's text (no link, FIFO or device), when it is at most
+/// [`MAX_COMPOSE_BYTES`].
 fn read_bounded(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
+    let (file, _) = super::folder::open_regular(path).ok()?;
     let mut text = String::new();
     file.take(MAX_COMPOSE_BYTES + 1)
         .read_to_string(&mut text)
@@ -87,16 +88,25 @@ enum Build {
 }
 
 /// The build context one compose file gives `service`: `build: PATH`, or
-/// `build: {context: PATH}` (`.` when a mapping names none).
-fn service_context(text: &str, service: &str) -> Option<String> {
+/// `build: {context: PATH}` (`.` when a mapping names none); `Some(None)`
+/// when the file sets none, `None` when it cannot be read as a compose
+/// file or names a context that is no folder here.
+fn service_context(text: &str, service: &str) -> Option<Option<String>> {
     let mut file: ComposeFile = serde_yaml_ng::from_str(text).ok()?;
-    let build = file.services.remove(service)??.build?;
+    let Some(build) = file
+        .services
+        .remove(service)
+        .flatten()
+        .and_then(|s| s.build)
+    else {
+        return Some(None);
+    };
     let context = match build {
         Build::Path(p) => p,
         Build::Spec { context } => context.unwrap_or_else(|| ".".into()),
     };
     let remote = context.contains("://") || context.starts_with("git@");
-    (!context.is_empty() && !context.contains('$') && !remote).then_some(context)
+    (!context.is_empty() && !context.contains('$') && !remote).then_some(Some(context))
 }
 
 #[cfg(test)]
@@ -106,11 +116,15 @@ mod tests {
     #[test]
     fn a_service_context_is_read_as_compose_writes_it() {
         let file = "services:\n  api:\n    build: ./api\n  web:\n    build:\n      context: /srv/web\n      dockerfile: deploy/Dockerfile\n  dot:\n    build: {dockerfile: D}\n  db:\n    image: postgres\n  env:\n    build: ${SRC}/x\n  remote:\n    build: https://example.com/r.git\n";
-        assert_eq!(service_context(file, "api").as_deref(), Some("./api"));
-        assert_eq!(service_context(file, "web").as_deref(), Some("/srv/web"));
-        assert_eq!(service_context(file, "dot").as_deref(), Some("."));
-        for none in ["db", "env", "remote", "missing"] {
-            assert_eq!(service_context(file, none), None, "{none}");
+        let of = |s: &str| service_context(file, s);
+        assert_eq!(of("api"), Some(Some("./api".into())));
+        assert_eq!(of("web"), Some(Some("/srv/web".into())));
+        assert_eq!(of("dot"), Some(Some(".".into())));
+        for unset in ["db", "missing"] {
+            assert_eq!(of(unset), Some(None), "{unset}");
+        }
+        for no_folder in ["env", "remote"] {
+            assert_eq!(of(no_folder), None, "{no_folder}");
         }
         assert_eq!(service_context("not: [yaml", "api"), None);
     }
@@ -154,7 +168,20 @@ mod tests {
             "compose v2 writes absolute paths"
         );
         assert_eq!(build_context(&labels("c.yml")), None);
-        assert_eq!(build_context(&labels("missing.yml")), None);
+        assert_eq!(
+            build_context(&labels("a.yml,missing.yml")),
+            None,
+            "a file that cannot be read could be the one that counts"
+        );
+        std::fs::write(dir.path().join("bad.yml"), "services: [").expect("bad");
+        assert_eq!(build_context(&labels("a.yml,bad.yml")), None);
+        std::os::unix::fs::symlink(dir.path().join("a.yml"), dir.path().join("link.yml"))
+            .expect("link");
+        assert_eq!(
+            build_context(&labels("link.yml")),
+            None,
+            "no link is followed"
+        );
         let mut relative = labels("a.yml");
         relative.insert(WORKING_DIR_LABEL.into(), "srv".into());
         assert_eq!(build_context(&relative), None);

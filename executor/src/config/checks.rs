@@ -186,6 +186,20 @@ fn check_approvers(c: &Config) -> Result<(), ConfigError> {
         if approver.id.is_empty() || approver.id.len() > 64 {
             return Err(invalid("approvers[].id", "must be 1 to 64 characters"));
         }
+        // The audit row lists several signers separated by commas.
+        if approver
+            .id
+            .chars()
+            .any(|ch| ch == ',' || ch.is_control() || ch.is_whitespace())
+        {
+            return Err(invalid(
+                "approvers[].id",
+                format!(
+                    "`{}` has a comma, a space or a control character",
+                    approver.id.escape_debug()
+                ),
+            ));
+        }
         if !seen.insert(approver.id.as_str()) {
             return Err(invalid(
                 "approvers[].id",
@@ -205,11 +219,11 @@ fn check_approvers(c: &Config) -> Result<(), ConfigError> {
 /// `approvals.required`: actions or tiers, each at most the number of
 /// distinct approver keys (more could never be met).
 fn check_quorum(c: &Config) -> Result<(), ConfigError> {
-    let mut keys: Vec<String> = c
+    let mut keys: Vec<Vec<u8>> = c
         .approvers
         .iter()
         .filter_map(|a| drydock_proto::approval::ApproverKey::parse(&a.public_key).ok())
-        .map(|k| k.to_text())
+        .map(|k| k.raw().to_vec())
         .collect();
     keys.sort();
     keys.dedup();

@@ -44,6 +44,15 @@ impl ApproverKey {
         }
     }
 
+    /// The raw public key whatever its form: one Ed25519 key registered as
+    /// a file key and as an ssh key is one key.
+    pub fn raw(&self) -> &[u8] {
+        match self {
+            ApproverKey::File(k) => k.as_bytes(),
+            ApproverKey::Ssh(k) => k.point(),
+        }
+    }
+
     /// The Ed25519 key of a file key: what grants are signed with.
     pub fn file_key(&self) -> Option<&VerifyingKey> {
         match self {

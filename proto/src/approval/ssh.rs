@@ -191,6 +191,11 @@ impl SshPublicKey {
         })
     }
 
+    /// The raw key: 32 bytes (Ed25519) or an uncompressed P-256 point.
+    pub fn point(&self) -> &[u8] {
+        &self.point
+    }
+
     /// The `TYPE BASE64` line.
     pub fn to_line(&self) -> String {
         use base64::Engine as _;
