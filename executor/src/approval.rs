@@ -140,6 +140,14 @@ impl<'a> ApprovalInput<'a> {
                 .collect(),
         }
     }
+
+    /// Every signer it names, first to last, as the audit row lists them.
+    pub fn signers(&self) -> String {
+        std::iter::once(self.key_id)
+            .chain(self.cosigners.iter().map(|(id, _)| *id))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// How many distinct approvers each write needs (`approvals.required`):
@@ -546,11 +554,7 @@ impl ApprovalVerifier {
         check_window(claims.issued_at, claims.expires_at, now, self.max_lifetime)?;
         Ok(VerifiedApproval {
             claims,
-            // Every signer, as the audit row records them.
-            key_id: std::iter::once(input.key_id)
-                .chain(input.cosigners.iter().map(|(id, _)| *id))
-                .collect::<Vec<_>>()
-                .join(","),
+            key_id: input.signers(),
         })
     }
 }

@@ -220,12 +220,7 @@ impl Call {
         }
         // Every signer an approval names (its cosigners too), as claimed:
         // a refusal's row says who was claimed to have signed.
-        let signers = approval.map(|a| {
-            std::iter::once(a.key_id.as_str())
-                .chain(a.cosignatures.iter().map(|c| c.key_id.as_str()))
-                .collect::<Vec<_>>()
-                .join(",")
-        });
+        let signers = approval.map(|a| crate::approval::ApprovalInput::of(a).signers());
         if let Some(key_id) = signers.or(grant.map(|g| g.key_id.clone())) {
             self.entry.key_id = truncate_for_audit(&redact::neutralise_controls(&key_id));
         }
